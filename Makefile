@@ -1,0 +1,37 @@
+# Thin wrapper over CMake. The two commands for a fresh Debian 12 machine: `make run`, `make test`.
+BUILD     ?= build
+BUILD_TYPE ?= Release
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+CONFIG    ?= config.json
+CMAKE_ARGS ?=
+
+.PHONY: all deps build run test test-asan test-tsan bench-generator clean
+
+all: build
+
+deps:
+	@sh deploy/install-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS) >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/snowflaked -c $(CONFIG)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Same suites under sanitizers, in their own build trees.
+test-asan:
+	$(MAKE) test BUILD=build-asan BUILD_TYPE=RelWithDebInfo CMAKE_ARGS=-DSANITIZE=address,undefined
+test-tsan:
+	$(MAKE) test BUILD=build-tsan BUILD_TYPE=RelWithDebInfo CMAKE_ARGS=-DSANITIZE=thread
+
+bench-generator: build
+	./$(BUILD)/bench_generator
+
+clean:
+	rm -rf build build-asan build-tsan

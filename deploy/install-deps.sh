@@ -1,0 +1,28 @@
+#!/bin/sh
+# Installs the Debian 12 packages snowflaked needs to build and test; silent when all are present.
+# Idempotent: safe to run before every build. Uses sudo only when not already root.
+set -eu
+
+PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check"
+PACKAGES="$PACKAGES ${SNOWFLAKED_EXTRA_PACKAGES:-}"
+
+missing=""
+for pkg in $PACKAGES; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    case "$status" in
+        "install ok installed") ;;
+        *) missing="$missing $pkg" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+
+echo "install-deps: installing:$missing" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root or sudo to install:$missing" >&2; exit 1; }
+    SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+# shellcheck disable=SC2086  # word splitting of the package list is intended
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
