@@ -1,0 +1,133 @@
+/* Process configuration: one typed struct, filled in layers and validated before anything starts.
+ *
+ * Layers, lowest first: the embedded default (config.json compiled into the binary), the file
+ * given with -c/--config (optional; keys it omits keep their defaults), environment variables
+ * SNOWFLAKED_<PATH> (the key path upper-cased, dots as underscores: snowflake.worker_id ->
+ * SNOWFLAKED_SNOWFLAKE_WORKER_ID, data_dir -> SNOWFLAKED_DATA_DIR), then command-line flags.
+ * Precedence therefore: flag > env > file > default.
+ *
+ * Every key is checked for type and range, unknown keys are errors, and cross-field rules
+ * (layout bits sum to 63, ids fit their bits, ...) run on the merged result. Errors are one line:
+ * "<source>: <key path>: <reason>", where source is the file name, "environment NAME",
+ * "flag --x" or, for cross-field rules, the file (or "defaults").
+ *
+ * Called once from main before any thread starts; not thread-safe; no allocation survives.
+ */
+#ifndef SF_CONFIG_CONFIG_H
+#define SF_CONFIG_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "snowflake/encoding.h"
+#include "snowflake/generator.h"
+#include "snowflake/layout.h"
+
+#define CFG_HOST_MAX 256
+#define CFG_PATH_MAX 1024
+#define CFG_MAX_THREADS 256
+#define CFG_MAX_SETS 64
+
+typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
+
+typedef struct cfg_server {
+    char host[CFG_HOST_MAX];          /* listen address, numeric IPv4 or IPv6 */
+    uint32_t port;                    /* 1..65535 */
+    uint32_t threads;                 /* event loops; 0 in the file = online CPUs (resolved) */
+    uint32_t backlog;
+    uint32_t max_connections;
+    uint32_t max_header_bytes;
+    uint32_t max_url_bytes;
+    uint32_t max_headers;
+    uint32_t max_body_bytes;
+    uint32_t max_requests_per_connection;
+    uint32_t max_pipeline;            /* requests handled per read before yielding */
+    uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, shutdown_grace_ms;
+    bool tcp_nodelay, reuseport;
+} cfg_server;
+
+typedef enum { CFG_WORKER_NUMBER = 0, CFG_WORKER_ORDINAL, CFG_WORKER_ENV } cfg_worker_source;
+
+typedef struct cfg_snowflake {
+    uint64_t epoch_ms;                /* "epoch": ISO-8601 UTC string or integer ms */
+    uint32_t time_unit_ms;
+    uint32_t timestamp_bits, datacenter_bits, worker_bits, sequence_bits;
+    uint32_t datacenter_id;
+    cfg_worker_source worker_source;  /* "worker_id": number | "ordinal" | "env:NAME" */
+    char worker_env[128];             /* NAME for CFG_WORKER_ENV */
+    uint32_t worker_id;               /* resolved */
+    char worker_origin[256];          /* where the resolved id came from, for logs */
+    sf_sync_mode sync;                /* "atomic" | "spinlock" | "mutex" */
+    bool per_thread_worker_ids;       /* loop i uses worker_id + i */
+    uint32_t max_backward_ms;
+    uint32_t max_batch;
+    uint32_t lease_ms;                /* lease window */
+    sf_encoding default_encoding;     /* "dec" | "hex" | "base62" | "base32" */
+    sf_layout layout;                 /* derived and validated */
+} cfg_snowflake;
+
+typedef struct cfg_cache {
+    bool enabled;
+    uint64_t max_memory_bytes;
+    uint32_t max_item_bytes;
+    char memcached_host[CFG_HOST_MAX];
+    uint32_t memcached_port;          /* 0 = off */
+    bool persist;                     /* snapshot to data_dir on shutdown, load at start */
+} cfg_cache;
+
+typedef struct cfg_echo {
+    bool http_enabled;
+    char tcp_host[CFG_HOST_MAX];
+    uint32_t tcp_port;                /* 0 = off */
+} cfg_echo;
+
+typedef struct cfg_log {
+    cfg_log_level level;
+    char file[CFG_PATH_MAX];          /* "" = stderr */
+    bool access_log;
+} cfg_log;
+
+typedef struct cfg_auth {
+    char token[256];                  /* "" = no token */
+    char token_file[CFG_PATH_MAX];
+    bool protect_reads;               /* also require the token for reads and /id */
+} cfg_auth;
+
+typedef struct cfg {
+    char data_dir[CFG_PATH_MAX];
+    cfg_server server;
+    cfg_snowflake snowflake;
+    cfg_cache cache;
+    cfg_echo echo;
+    cfg_log log;
+    cfg_auth auth;
+    char source[CFG_PATH_MAX];        /* the file loaded, or "defaults" */
+} cfg;
+
+/* Command line, parsed but not yet applied. */
+typedef struct cfg_cli {
+    const char *config_path;          /* -c/--config, NULL = embedded defaults only */
+    const char *port, *threads, *worker_id; /* -p, -t, --worker-id (raw text) */
+    const char *sets[CFG_MAX_SETS];   /* --set PATH=VALUE, any scalar key */
+    int nsets;
+    bool check_config, help, version, ignore_corrupt_lease;
+} cfg_cli;
+
+/* Parses argv. Returns 0, or -1 with a message in err (unknown flag, missing value). */
+int cfg_parse_args(int argc, char **argv, cfg_cli *cli, char *err, size_t errlen);
+void cfg_usage(FILE *out, const char *prog);
+
+/* Builds the effective configuration from all layers (environment read with getenv), validates
+ * it against now_ms (epoch, lifetime) and resolves the worker id. Returns 0, or -1 with one line
+ * in err. Never exits, never crashes on bad input. */
+int cfg_load(cfg *c, const cfg_cli *cli, uint64_t now_ms, char *err, size_t errlen);
+
+/* The effective configuration as JSON (for --check-config), resolved values included. */
+void cfg_print_json(const cfg *c, FILE *out);
+
+/* The embedded default, generated from config.json at build time. */
+extern const char cfg_embedded_json[];
+extern const size_t cfg_embedded_json_len;
+
+#endif

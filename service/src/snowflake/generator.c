@@ -1,0 +1,331 @@
+#include "snowflake/generator.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+#define SEALED_BIT (UINT64_C(1) << 63) /* free: timestamp_bits + sequence_bits <= 63 */
+
+const char *sf_gen_strerror(int err)
+{
+    switch (err) {
+    case SF_OK: return "ok";
+    case SF_ECLOCK: return "clock is behind the last issued ID beyond the tolerated gap";
+    case SF_ELEASE: return "timestamp lease not reached or not renewed";
+    case SF_ESEALED: return "generator is shutting down";
+    case SF_EEXPIRED: return "timestamp field exhausted: layout lifetime is over";
+    case SF_EINVAL: return "invalid batch size";
+    default: return "unknown error";
+    }
+}
+
+static const char *const sync_names[] = {"atomic", "spinlock", "mutex"};
+
+const char *sf_sync_mode_name(sf_sync_mode m)
+{
+    return (unsigned)m < 3 ? sync_names[m] : "?";
+}
+
+int sf_sync_mode_parse(const char *s, sf_sync_mode *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, sync_names[i]) == 0) {
+            *out = (sf_sync_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
+int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
+{
+    const sf_layout *l = &cfg->layout;
+    if (cfg->datacenter > l->datacenter_max) {
+        snprintf(err, errlen, "datacenter id %u does not fit in %u bits (max %llu)",
+                 cfg->datacenter, l->datacenter_bits, (unsigned long long)l->datacenter_max);
+        return -1;
+    }
+    if (cfg->worker > l->worker_max) {
+        snprintf(err, errlen, "worker id %u does not fit in %u bits (max %llu)", cfg->worker,
+                 l->worker_bits, (unsigned long long)l->worker_max);
+        return -1;
+    }
+    if (cfg->max_batch < 1) {
+        snprintf(err, errlen, "max_batch must be at least 1");
+        return -1;
+    }
+    if ((unsigned)cfg->sync > SF_SYNC_MUTEX) {
+        snprintf(err, errlen, "unknown sync mode %d", (int)cfg->sync);
+        return -1;
+    }
+    if (cfg->min_tick > l->tick_max) {
+        snprintf(err, errlen, "first allowed tick %llu is beyond the layout's lifetime",
+                 (unsigned long long)cfg->min_tick);
+        return -1;
+    }
+    memset(g, 0, sizeof *g);
+    g->layout = *l;
+    g->node_bits = ((uint64_t)cfg->datacenter << l->datacenter_shift) |
+                   ((uint64_t)cfg->worker << l->worker_shift);
+    /* At least one tick: around a tick boundary, threads reading the same clock may disagree by
+     * one tick for a few nanoseconds, and that must not turn into an error. */
+    g->max_backward_ticks = (cfg->max_backward_ms + l->unit_ms - 1) / l->unit_ms;
+    if (g->max_backward_ticks < 1)
+        g->max_backward_ticks = 1;
+    g->max_batch = cfg->max_batch;
+    g->sync = cfg->sync;
+    g->clock = cfg->clock ? cfg->clock : sf_clock_system();
+    /* "last issued" = (min_tick - 1, sequence_max): the next free slot is (min_tick, 0). */
+    uint64_t st = (cfg->min_tick << l->sequence_bits) | l->sequence_max;
+    atomic_init(&g->state, st);
+    g->locked_state = st;
+    atomic_init(&g->spin, 0);
+    pthread_mutex_init(&g->mutex, NULL);
+    atomic_init(&g->lease_limit, cfg->lease_guarded ? 0 : l->tick_max + 1);
+    return 0;
+}
+
+void sf_gen_destroy(sf_gen *g)
+{
+    pthread_mutex_destroy(&g->mutex);
+}
+
+uint64_t sf_gen_now_tick(sf_gen *g)
+{
+    return sf_layout_tick_of(&g->layout, sf_clock_now(g->clock));
+}
+
+/* The whole policy, shared by every sync mode: given the state word and the clock, where do n
+ * IDs go? Pure; the caller publishes *next_state only if this returns SF_OK. */
+typedef struct reservation {
+    uint64_t first_tick, end_tick; /* ticks of the first and last ID */
+    uint32_t first_seq;
+    bool clock_behind;             /* the clock was behind the last issued tick */
+} reservation;
+
+static int reserve(const sf_gen *g, uint64_t state, uint64_t now, uint32_t n, reservation *r,
+                   uint64_t *next_state)
+{
+    if (state & SEALED_BIT)
+        return SF_ESEALED;
+    const unsigned seq_bits = g->layout.sequence_bits;
+    const uint64_t seq_max = g->layout.sequence_max;
+    uint64_t last_plus1 = state >> seq_bits; /* last issued tick + 1 */
+    uint64_t last_seq = state & seq_max;
+    uint64_t tick, seq;
+
+    if (now >= last_plus1) { /* clock moved on: a fresh tick */
+        tick = now;
+        seq = 0;
+        r->clock_behind = false;
+    } else { /* now <= last issued tick */
+        uint64_t behind = last_plus1 - 1 - now;
+        if (behind > g->max_backward_ticks)
+            return SF_ECLOCK;
+        r->clock_behind = behind > 0;
+        if (last_seq == seq_max) {
+            tick = last_plus1;
+            seq = 0;
+        } else {
+            tick = last_plus1 - 1;
+            seq = last_seq + 1;
+        }
+    }
+    uint64_t end_index = seq + n - 1;
+    uint64_t end_tick = tick + (end_index >> seq_bits);
+    if (end_tick > g->layout.tick_max)
+        return SF_EEXPIRED;
+    if (end_tick >= atomic_load_explicit(&g->lease_limit, memory_order_acquire))
+        return SF_ELEASE;
+    r->first_tick = tick;
+    r->first_seq = (uint32_t)seq;
+    r->end_tick = end_tick;
+    *next_state = ((end_tick + 1) << seq_bits) | (end_index & seq_max);
+    return SF_OK;
+}
+
+static void spin_lock(_Atomic int *lock)
+{
+    unsigned spins = 0;
+    for (;;) {
+        if (!atomic_exchange_explicit(lock, 1, memory_order_acquire))
+            return;
+        while (atomic_load_explicit(lock, memory_order_relaxed)) {
+            cpu_relax();
+            /* More runnable threads than cores: let a preempted holder run. */
+            if (++spins % 1024 == 0)
+                sched_yield();
+        }
+    }
+}
+
+static void spin_unlock(_Atomic int *lock)
+{
+    atomic_store_explicit(lock, 0, memory_order_release);
+}
+
+static int reserve_locked(sf_gen *g, uint32_t n, reservation *r, uint64_t *now)
+{
+    uint64_t next;
+    *now = sf_gen_now_tick(g); /* read under the lock: a stale reading would look "behind" */
+    int rc = reserve(g, g->locked_state, *now, n, r, &next);
+    if (rc == SF_OK)
+        g->locked_state = next;
+    return rc;
+}
+
+static int reserve_sync(sf_gen *g, uint32_t n, reservation *r)
+{
+    uint64_t now;
+    int rc;
+    switch (g->sync) {
+    case SF_SYNC_ATOMIC: {
+        uint64_t old = atomic_load_explicit(&g->state, memory_order_relaxed), next;
+        do {
+            now = sf_gen_now_tick(g); /* re-read after a lost race, as under a lock */
+            rc = reserve(g, old, now, n, r, &next);
+            if (rc != SF_OK)
+                break;
+        } while (!atomic_compare_exchange_weak_explicit(&g->state, &old, next,
+                                                        memory_order_relaxed,
+                                                        memory_order_relaxed));
+        break;
+    }
+    case SF_SYNC_SPINLOCK:
+        spin_lock(&g->spin);
+        rc = reserve_locked(g, n, r, &now);
+        spin_unlock(&g->spin);
+        break;
+    default:
+        pthread_mutex_lock(&g->mutex);
+        rc = reserve_locked(g, n, r, &now);
+        pthread_mutex_unlock(&g->mutex);
+        break;
+    }
+    if (rc == SF_OK) {
+        if (r->end_tick > now) {
+            /* The reservation runs ahead of the clock: wait it out (bounded by max_backward plus
+             * the batch's span) so no ID carries a timestamp from the future. */
+            atomic_fetch_add_explicit(r->clock_behind ? &g->n_clock_behind_waits
+                                                      : &g->n_exhaustion_waits,
+                                      1, memory_order_relaxed);
+            while (sf_gen_now_tick(g) < r->end_tick)
+                cpu_relax();
+        }
+    } else if (rc == SF_ECLOCK) {
+        atomic_fetch_add_explicit(&g->n_clock_behind_errors, 1, memory_order_relaxed);
+    } else if (rc == SF_ELEASE) {
+        atomic_fetch_add_explicit(&g->n_lease_errors, 1, memory_order_relaxed);
+    }
+    return rc;
+}
+
+int sf_gen_next(sf_gen *g, uint64_t *id)
+{
+    reservation r;
+    int rc = reserve_sync(g, 1, &r);
+    if (rc == SF_OK)
+        *id = (r.first_tick << g->layout.timestamp_shift) | g->node_bits | r.first_seq;
+    return rc;
+}
+
+int sf_gen_batch(sf_gen *g, uint64_t *ids, uint32_t n)
+{
+    if (n < 1 || n > g->max_batch)
+        return SF_EINVAL;
+    reservation r;
+    int rc = reserve_sync(g, n, &r);
+    if (rc != SF_OK)
+        return rc;
+    const unsigned shift = g->layout.timestamp_shift;
+    const uint64_t seq_max = g->layout.sequence_max;
+    uint64_t tick = r.first_tick, seq = r.first_seq;
+    for (uint32_t i = 0; i < n; i++) {
+        ids[i] = (tick << shift) | g->node_bits | seq;
+        if (seq == seq_max) {
+            seq = 0;
+            tick++;
+        } else {
+            seq++;
+        }
+    }
+    return SF_OK;
+}
+
+static uint64_t load_state(sf_gen *g)
+{
+    if (g->sync == SF_SYNC_ATOMIC)
+        return atomic_load(&g->state);
+    uint64_t st;
+    if (g->sync == SF_SYNC_SPINLOCK) {
+        spin_lock(&g->spin);
+        st = g->locked_state;
+        spin_unlock(&g->spin);
+    } else {
+        pthread_mutex_lock(&g->mutex);
+        st = g->locked_state;
+        pthread_mutex_unlock(&g->mutex);
+    }
+    return st;
+}
+
+uint64_t sf_gen_next_tick(sf_gen *g)
+{
+    return (load_state(g) & ~SEALED_BIT) >> g->layout.sequence_bits;
+}
+
+uint64_t sf_gen_retry_after_ms(sf_gen *g)
+{
+    uint64_t now = sf_gen_now_tick(g);
+    uint64_t last_plus1 = sf_gen_next_tick(g);
+    uint64_t wait_ticks = 0;
+    if (now + 1 < last_plus1 && last_plus1 - 1 - now > g->max_backward_ticks)
+        wait_ticks = last_plus1 - 1 - now - g->max_backward_ticks;
+    uint64_t limit = atomic_load(&g->lease_limit);
+    if (now >= limit && now - limit + 1 > wait_ticks)
+        wait_ticks = now - limit + 1;
+    return wait_ticks * g->layout.unit_ms;
+}
+
+void sf_gen_extend_lease(sf_gen *g, uint64_t limit_tick)
+{
+    uint64_t cur = atomic_load(&g->lease_limit);
+    while (limit_tick > cur &&
+           !atomic_compare_exchange_weak(&g->lease_limit, &cur, limit_tick)) {
+    }
+}
+
+uint64_t sf_gen_seal(sf_gen *g)
+{
+    uint64_t st;
+    if (g->sync == SF_SYNC_ATOMIC) {
+        st = atomic_fetch_or(&g->state, SEALED_BIT);
+    } else if (g->sync == SF_SYNC_SPINLOCK) {
+        spin_lock(&g->spin);
+        st = g->locked_state;
+        g->locked_state |= SEALED_BIT;
+        spin_unlock(&g->spin);
+    } else {
+        pthread_mutex_lock(&g->mutex);
+        st = g->locked_state;
+        g->locked_state |= SEALED_BIT;
+        pthread_mutex_unlock(&g->mutex);
+    }
+    return (st & ~SEALED_BIT) >> g->layout.sequence_bits;
+}
+
+void sf_gen_stats_get(sf_gen *g, sf_gen_stats *out)
+{
+    out->exhaustion_waits = atomic_load(&g->n_exhaustion_waits);
+    out->clock_behind_waits = atomic_load(&g->n_clock_behind_waits);
+    out->clock_behind_errors = atomic_load(&g->n_clock_behind_errors);
+    out->lease_errors = atomic_load(&g->n_lease_errors);
+}

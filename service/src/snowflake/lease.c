@@ -1,0 +1,233 @@
+#include "snowflake/lease.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LEASE_MAGIC "snowflaked-lease 1 "
+
+static uint32_t crc32_of(const char *s, size_t n)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= (unsigned char)s[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    int saved = errno;
+    close(fd);
+    if (n < 0) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(saved));
+        return -1;
+    }
+    buf[n] = '\0';
+    size_t magic = sizeof LEASE_MAGIC - 1;
+    char *space = NULL;
+    if ((size_t)n > magic && memcmp(buf, LEASE_MAGIC, magic) == 0)
+        space = strchr(buf + magic, ' ');
+    if (space) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(buf + magic, &end, 10);
+        unsigned long crc = strtoul(space + 1, NULL, 16);
+        bool digits = end == space && end > buf + magic && buf[magic] != '-';
+        bool tail = strlen(space + 1) == 9 && space[9] == '\n';
+        if (digits && tail && errno == 0 &&
+            crc == crc32_of(buf, (size_t)(space - buf))) {
+            *end_ms = v;
+            return 1;
+        }
+    }
+    snprintf(err, errlen,
+             "%s: corrupt lease file (expected \"" LEASE_MAGIC "<ms> <crc32>\"); refusing to guess "
+             "which IDs were issued before",
+             path);
+    return -1;
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+int sf_lease_write(const char *path, uint64_t end_ms, char *err, size_t errlen)
+{
+    char tmp[4200], line[96];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int len = snprintf(line, sizeof line, LEASE_MAGIC "%" PRIu64, end_ms);
+    len += snprintf(line + len, sizeof line - (size_t)len, " %08" PRIx32 "\n",
+                    crc32_of(line, (size_t)len));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        return -1;
+    }
+    const char *what = NULL;
+    if (write(fd, line, (size_t)len) != len)
+        what = "write";
+    else if (fsync(fd) != 0)
+        what = "fsync";
+    int saved = errno;
+    if (close(fd) != 0 && !what) {
+        what = "close";
+        saved = errno;
+    }
+    if (!what && rename(tmp, path) != 0) {
+        what = "rename";
+        saved = errno;
+    }
+    if (!what && fsync_dir_of(path) != 0) {
+        what = "fsync of directory";
+        saved = errno;
+    }
+    if (what) {
+        snprintf(err, errlen, "%s: %s failed: %s", path, what,
+                 saved ? strerror(saved) : "short write");
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t sf_lease_first_tick(const sf_layout *l, uint64_t end_ms)
+{
+    if (end_ms <= l->epoch_ms)
+        return 0;
+    return (end_ms - l->epoch_ms + l->unit_ms - 1) / l->unit_ms;
+}
+
+/* The lease must cover [max(now, next tick to issue), + window). Called by the keeper only. */
+static int renew(sf_lease_keeper *k, char *err, size_t errlen)
+{
+    const sf_layout *l = &k->gen->layout;
+    uint64_t base = sf_clock_now(k->gen->clock);
+    uint64_t next_ms = sf_layout_ms_of(l, sf_gen_next_tick(k->gen));
+    if (next_ms > base)
+        base = next_ms;
+    uint64_t end = base + k->window_ms;
+    if (end < k->end_ms)
+        end = k->end_ms; /* never shrink a promise already on disk */
+    if (sf_lease_write(k->path, end, err, errlen) != 0) {
+        k->failures++;
+        return -1;
+    }
+    k->writes++;
+    k->end_ms = end;
+    sf_gen_extend_lease(k->gen, sf_lease_first_tick(l, end));
+    return 0;
+}
+
+static void *keeper_main(void *arg)
+{
+    sf_lease_keeper *k = arg;
+    char err[512];
+    uint64_t last_report = 0;
+    pthread_mutex_lock(&k->mu);
+    while (!k->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(k->window_ms / 4) * 1000000u;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&k->cv, &k->mu, &ts);
+        if (k->stop)
+            break;
+        uint64_t now = sf_clock_now(k->gen->clock);
+        /* Renew once a quarter of the window is used: the generator never gets close. */
+        if (k->end_ms > now && k->end_ms - now > (uint64_t)k->window_ms * 3 / 4)
+            continue;
+        if (renew(k, err, sizeof err) != 0 && now - last_report >= 10000) {
+            /* Rate-limited: the generator keeps issuing while the old lease lasts. */
+            fprintf(stderr, "snowflaked: lease renewal failed (%llu so far): %s\n",
+                    (unsigned long long)k->failures, err);
+            last_report = now;
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *gen, const char *path, uint32_t window_ms,
+                          uint64_t prev_end_ms, char *err, size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    if ((size_t)snprintf(k->path, sizeof k->path, "%s", path) >= sizeof k->path) {
+        snprintf(err, errlen, "lease path too long");
+        return -1;
+    }
+    k->gen = gen;
+    k->window_ms = window_ms;
+    k->end_ms = prev_end_ms;
+    if (renew(k, err, errlen) != 0)
+        return -1;
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&k->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = pthread_create(&k->thread, NULL, keeper_main, k);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start lease thread: %s", strerror(rc));
+        pthread_cond_destroy(&k->cv);
+        pthread_mutex_destroy(&k->mu);
+        return -1;
+    }
+    k->running = true;
+    return 0;
+}
+
+int sf_lease_keeper_stop(sf_lease_keeper *k, char *err, size_t errlen)
+{
+    if (!k->running)
+        return 0;
+    pthread_mutex_lock(&k->mu);
+    k->stop = true;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    pthread_join(k->thread, NULL);
+    pthread_cond_destroy(&k->cv);
+    pthread_mutex_destroy(&k->mu);
+    k->running = false;
+    /* Exact final promise: the tick after the last ID. It can only be below the lease on disk. */
+    uint64_t next_tick = sf_gen_seal(k->gen);
+    uint64_t end = sf_layout_ms_of(&k->gen->layout, next_tick);
+    if (sf_lease_write(k->path, end, err, errlen) != 0)
+        return -1;
+    k->end_ms = end;
+    return 0;
+}
