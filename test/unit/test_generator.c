@@ -1,0 +1,384 @@
+/* Generator: uniqueness and order under every sync mode, per-thread worker ids, sequence
+ * exhaustion, clock regressions, batches across ticks, lease guard, sealing, lifetime end. */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snowflake/generator.h"
+
+#define T0 (SF_DEFAULT_EPOCH_MS + UINT64_C(200000000000)) /* ~2026, a fixed "now" for fakes */
+
+static sf_layout twitter_layout(void)
+{
+    sf_layout l;
+    char err[256];
+    ck_assert_msg(sf_layout_init(&l, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 1, T0, err, sizeof err) ==
+                      0,
+                  "%s", err);
+    return l;
+}
+
+static void gen_init(sf_gen *g, sf_sync_mode mode, uint32_t worker, sf_clock *clock)
+{
+    sf_gen_config cfg = {.layout = twitter_layout(),
+                         .datacenter = 1,
+                         .worker = worker,
+                         .sync = mode,
+                         .max_backward_ms = 5,
+                         .max_batch = 4096,
+                         .clock = clock};
+    char err[256];
+    ck_assert_msg(sf_gen_init(g, &cfg, err, sizeof err) == 0, "%s", err);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- many threads, one generator per mode (or one per thread) ------------------------------ */
+
+#define THREADS 8
+#define PER_THREAD 1000000
+
+typedef struct worker_arg {
+    sf_gen *gen;
+    uint64_t *ids;
+    size_t n;
+    int failures;
+} worker_arg;
+
+static void *issue_many(void *p)
+{
+    worker_arg *a = p;
+    for (size_t i = 0; i < a->n; i++)
+        if (sf_gen_next(a->gen, &a->ids[i]) != SF_OK)
+            a->failures++;
+    return NULL;
+}
+
+static void run_threads(sf_gen *gens, int ngens, size_t per_thread, uint64_t *all)
+{
+    pthread_t th[THREADS];
+    worker_arg args[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        args[t] = (worker_arg){.gen = &gens[t % ngens], .ids = all + (size_t)t * per_thread,
+                               .n = per_thread};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, issue_many, &args[t]), 0);
+    }
+    /* Plain loops, one assertion each: check's per-assertion bookkeeping is a syscall. */
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_int_eq(args[t].failures, 0);
+        size_t not_increasing = 0;
+        for (size_t i = 1; i < per_thread; i++)
+            not_increasing += args[t].ids[i] <= args[t].ids[i - 1];
+        ck_assert_msg(not_increasing == 0, "thread %d: %zu IDs not increasing", t,
+                      not_increasing);
+    }
+    size_t total = (size_t)THREADS * per_thread, duplicates = 0;
+    qsort(all, total, sizeof *all, cmp_u64);
+    for (size_t i = 1; i < total; i++)
+        duplicates += all[i] == all[i - 1];
+    ck_assert_msg(duplicates == 0, "%zu duplicate IDs", duplicates);
+}
+
+START_TEST(test_unique_increasing_each_mode)
+{
+    sf_sync_mode mode = (sf_sync_mode)_i;
+    sf_gen g;
+    gen_init(&g, mode, 3, NULL);
+    uint64_t *all = malloc(sizeof(uint64_t) * THREADS * PER_THREAD);
+    ck_assert_ptr_nonnull(all);
+    run_threads(&g, 1, PER_THREAD, all);
+    /* The node bits are the configured ones in every ID. */
+    ck_assert_uint_eq((all[0] >> 12) & 31, 3);
+    ck_assert_uint_eq((all[0] >> 17) & 31, 1);
+    free(all);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_per_thread_worker_ids)
+{
+    sf_gen gens[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        gen_init(&gens[i], SF_SYNC_ATOMIC, 10 + (uint32_t)i, NULL);
+    size_t per = 200000;
+    uint64_t *all = malloc(sizeof(uint64_t) * THREADS * per);
+    ck_assert_ptr_nonnull(all);
+    run_threads(gens, THREADS, per, all);
+    /* Every worker id 10..17 issued exactly `per` IDs. */
+    size_t count[32] = {0};
+    for (size_t i = 0; i < THREADS * per; i++)
+        count[(all[i] >> 12) & 31]++;
+    /* (run_threads sorted `all`; counting does not care) */
+    for (int w = 10; w < 10 + THREADS; w++)
+        ck_assert_uint_eq(count[w], per);
+    free(all);
+    for (int i = 0; i < THREADS; i++)
+        sf_gen_destroy(&gens[i]);
+}
+END_TEST
+
+/* ---- fake-clock scenarios -------------------------------------------------------------------- */
+
+static uint64_t tick_of(uint64_t id) { return id >> 22; }
+static uint64_t seq_of(uint64_t id) { return id & 4095; }
+static uint64_t now_tick(void) { return T0 - SF_DEFAULT_EPOCH_MS; }
+
+START_TEST(test_sequence_exhaustion_waits_for_next_tick)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    gen_init(&g, (sf_sync_mode)_i, 0, &clk.base);
+    uint64_t id = 0, prev = 0;
+    for (int i = 0; i < 4096; i++) {
+        ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+        ck_assert_uint_eq(tick_of(id), now_tick());
+        ck_assert_uint_eq(seq_of(id), (uint64_t)i);
+        ck_assert(i == 0 || id > prev);
+        prev = id;
+    }
+    sf_gen_stats st;
+    sf_gen_stats_get(&g, &st);
+    ck_assert_uint_eq(st.exhaustion_waits, 0);
+    /* The tick is full: the next ID needs the next tick, so the call spins until the clock
+     * (advancing 1 ms every 10 reads) gets there. */
+    clk.step_every = 10;
+    clk.step_ms = 1;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_eq(tick_of(id), now_tick() + 1);
+    ck_assert_uint_eq(seq_of(id), 0);
+    ck_assert_uint_ge(atomic_load(&clk.now), T0 + 1); /* it did not issue from the future */
+    sf_gen_stats_get(&g, &st);
+    ck_assert_uint_eq(st.exhaustion_waits, 1);
+    ck_assert_uint_eq(st.clock_behind_waits, 0);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_clock_behind_small_gap_waits)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    gen_init(&g, (sf_sync_mode)_i, 0, &clk.base);
+    uint64_t first, id;
+    ck_assert_int_eq(sf_gen_next(&g, &first), SF_OK);
+    sf_fake_clock_set(&clk, T0 - 2); /* stepped back 2 ms: within max_backward_ms (5) */
+    clk.step_every = 5;
+    clk.step_ms = 1;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_gt(id, first);
+    ck_assert_uint_eq(tick_of(id), tick_of(first)); /* continues the last tick */
+    ck_assert_uint_eq(seq_of(id), 1);
+    ck_assert_uint_ge(atomic_load(&clk.now), T0); /* returned only once the clock caught up */
+    sf_gen_stats st;
+    sf_gen_stats_get(&g, &st);
+    ck_assert_uint_eq(st.clock_behind_waits, 1);
+    ck_assert_uint_eq(st.clock_behind_errors, 0);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_clock_behind_one_hour_errors)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    gen_init(&g, (sf_sync_mode)_i, 0, &clk.base);
+    uint64_t first, id = 12345, batch[4] = {0};
+    ck_assert_int_eq(sf_gen_next(&g, &first), SF_OK);
+    sf_fake_clock_set(&clk, T0 - 3600000);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ECLOCK);
+    ck_assert_uint_eq(id, 12345); /* nothing issued */
+    ck_assert_int_eq(sf_gen_batch(&g, batch, 4), SF_ECLOCK);
+    ck_assert_uint_eq(batch[0], 0);
+    uint64_t retry = sf_gen_retry_after_ms(&g);
+    ck_assert_uint_ge(retry, 3600000 - 5);
+    ck_assert_uint_le(retry, 3600000);
+    sf_gen_stats st;
+    sf_gen_stats_get(&g, &st);
+    ck_assert_uint_eq(st.clock_behind_errors, 2);
+    /* The state is untouched: once time is back, issuing resumes after `first`. */
+    sf_fake_clock_set(&clk, T0 + 1);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_gt(id, first);
+    ck_assert_uint_eq(sf_gen_retry_after_ms(&g), 0);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_batch_across_tick_boundary)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    gen_init(&g, (sf_sync_mode)_i, 7, &clk.base);
+    uint64_t ids[4096], id;
+    for (int i = 0; i < 4000; i++)
+        ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    clk.step_every = 3;
+    clk.step_ms = 1;
+    ck_assert_int_eq(sf_gen_batch(&g, ids, 200), SF_OK);
+    for (int i = 0; i < 200; i++) {
+        ck_assert(ids[i] > (i ? ids[i - 1] : id));
+        ck_assert_uint_eq((ids[i] >> 12) & 31, 7);
+        uint64_t want_tick = now_tick() + (i < 96 ? 0 : 1);
+        ck_assert_uint_eq(tick_of(ids[i]), want_tick);
+        ck_assert_uint_eq(seq_of(ids[i]), (uint64_t)(i < 96 ? 4000 + i : i - 96));
+    }
+    ck_assert_uint_ge(atomic_load(&clk.now), T0 + 1);
+    sf_gen_stats st;
+    sf_gen_stats_get(&g, &st);
+    ck_assert_uint_eq(st.exhaustion_waits, 1);
+    /* A whole tick's worth in one operation from a fresh tick, and the limits. */
+    sf_fake_clock_set(&clk, T0 + 10);
+    clk.step_every = 0;
+    ck_assert_int_eq(sf_gen_batch(&g, ids, 4096), SF_OK);
+    ck_assert_uint_eq(tick_of(ids[0]), now_tick() + 10);
+    ck_assert_uint_eq(tick_of(ids[4095]), now_tick() + 10);
+    ck_assert_uint_eq(seq_of(ids[4095]), 4095);
+    ck_assert_int_eq(sf_gen_batch(&g, ids, 0), SF_EINVAL);
+    ck_assert_int_eq(sf_gen_batch(&g, ids, 4097), SF_EINVAL);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_lease_guard)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = {.layout = twitter_layout(), .sync = (sf_sync_mode)_i,
+                         .max_backward_ms = 5, .max_batch = 16, .lease_guarded = true,
+                         .clock = &clk.base};
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    uint64_t id = 0;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* no lease persisted yet */
+    ck_assert_uint_eq(id, 0);
+    ck_assert_uint_gt(sf_gen_retry_after_ms(&g), 0);
+    sf_gen_extend_lease(&g, now_tick() + 1); /* covers exactly the current tick */
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    sf_fake_clock_set(&clk, T0 + 1);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    sf_gen_extend_lease(&g, now_tick()); /* lowering is ignored */
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    sf_gen_stats st;
+    sf_gen_stats_get(&g, &st);
+    ck_assert_uint_eq(st.lease_errors, 3);
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_eq(tick_of(id), now_tick() + 1);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_min_tick_and_seal)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = {.layout = twitter_layout(), .sync = (sf_sync_mode)_i,
+                         .max_backward_ms = 5, .max_batch = 16, .min_tick = now_tick() + 3,
+                         .clock = &clk.base};
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    ck_assert_uint_eq(sf_gen_next_tick(&g), now_tick() + 3);
+    clk.step_every = 4;
+    clk.step_ms = 1;
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK); /* waited 3 ms for the floor */
+    ck_assert_uint_eq(tick_of(id), now_tick() + 3);
+    ck_assert_uint_eq(seq_of(id), 0);
+    ck_assert_uint_eq(sf_gen_seal(&g), now_tick() + 4);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ESEALED);
+    ck_assert_int_eq(sf_gen_batch(&g, &id, 1), SF_ESEALED);
+    ck_assert_uint_eq(sf_gen_next_tick(&g), now_tick() + 4);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_lifetime_end)
+{
+    sf_fake_clock clk;
+    sf_layout l = twitter_layout();
+    sf_fake_clock_init(&clk, SF_DEFAULT_EPOCH_MS + l.tick_max, 0, 0);
+    sf_gen_config cfg = {.layout = l, .max_backward_ms = 5, .max_batch = 16, .clock = &clk.base};
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_eq(id >> 22, l.tick_max);
+    ck_assert_uint_lt(id, UINT64_C(1) << 63);
+    sf_fake_clock_set(&clk, SF_DEFAULT_EPOCH_MS + l.tick_max + 1);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_EEXPIRED);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_init_rejects_bad_ids)
+{
+    sf_gen_config cfg = {.layout = twitter_layout(), .max_backward_ms = 5, .max_batch = 16};
+    sf_gen g;
+    char err[256];
+    cfg.worker = 32;
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "worker id 32"));
+    cfg.worker = 31;
+    cfg.datacenter = 32;
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "datacenter id 32"));
+    cfg.datacenter = 0;
+    cfg.max_batch = 0;
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), -1);
+}
+END_TEST
+
+START_TEST(test_sync_mode_names)
+{
+    sf_sync_mode m;
+    ck_assert_int_eq(sf_sync_mode_parse("spinlock", &m), 0);
+    ck_assert_int_eq(m, SF_SYNC_SPINLOCK);
+    ck_assert_int_eq(sf_sync_mode_parse("Mutex", &m), -1);
+    ck_assert_str_eq(sf_sync_mode_name(SF_SYNC_MUTEX), "mutex");
+}
+END_TEST
+
+static Suite *generator_suite(void)
+{
+    Suite *s = suite_create("generator");
+    TCase *tc = tcase_create("threads");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_unique_increasing_each_mode, SF_SYNC_ATOMIC, SF_SYNC_MUTEX + 1);
+    tcase_add_test(tc, test_per_thread_worker_ids);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rules");
+    tcase_add_loop_test(tc, test_sequence_exhaustion_waits_for_next_tick, 0, 3);
+    tcase_add_loop_test(tc, test_clock_behind_small_gap_waits, 0, 3);
+    tcase_add_loop_test(tc, test_clock_behind_one_hour_errors, 0, 3);
+    tcase_add_loop_test(tc, test_batch_across_tick_boundary, 0, 3);
+    tcase_add_loop_test(tc, test_lease_guard, 0, 3);
+    tcase_add_loop_test(tc, test_min_tick_and_seal, 0, 3);
+    tcase_add_test(tc, test_lifetime_end);
+    tcase_add_test(tc, test_init_rejects_bad_ids);
+    tcase_add_test(tc, test_sync_mode_names);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(generator_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

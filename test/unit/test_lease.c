@@ -1,0 +1,286 @@
+/* Lease file and keeper: atomic writes, corruption detection, restart floors, renewal. */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "snowflake/lease.h"
+
+#define T0 (SF_DEFAULT_EPOCH_MS + UINT64_C(200000000000))
+
+static char dir[64], path[128];
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/sf_lease_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/" SF_LEASE_FILE, dir);
+}
+
+static void teardown(void)
+{
+    char tmp[160];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    unlink(path);
+    unlink(tmp);
+    rmdir(path); /* when a test put a directory there */
+    rmdir(dir);
+}
+
+static void write_raw(const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static sf_layout layout(void)
+{
+    sf_layout l;
+    char err[256];
+    ck_assert(sf_layout_init(&l, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 1, T0, err, sizeof err) == 0);
+    return l;
+}
+
+static void gen_at(sf_gen *g, sf_fake_clock *clk, uint64_t min_tick)
+{
+    sf_gen_config cfg = {.layout = layout(), .max_backward_ms = 5, .max_batch = 64,
+                         .min_tick = min_tick, .lease_guarded = true, .clock = &clk->base};
+    char err[256];
+    ck_assert_msg(sf_gen_init(g, &cfg, err, sizeof err) == 0, "%s", err);
+}
+
+START_TEST(test_missing_and_round_trip)
+{
+    uint64_t end = 0;
+    char err[256];
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 0);
+    ck_assert_int_eq(sf_lease_write(path, 1700000000123ULL, err, sizeof err), 0);
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    ck_assert_uint_eq(end, 1700000000123ULL);
+    ck_assert_int_eq(sf_lease_write(path, 5, err, sizeof err), 0); /* replaces */
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    ck_assert_uint_eq(end, 5);
+}
+END_TEST
+
+START_TEST(test_corrupt_files_refused)
+{
+    static const char *bad[] = {
+        "",
+        "garbage\n",
+        "snowflaked-lease 1 \n",
+        "snowflaked-lease 1 1700000000123\n",             /* no checksum */
+        "snowflaked-lease 1 1700000000123 00000000\n",    /* wrong checksum */
+        "snowflaked-lease 1 -1700000000123 00000000\n",
+        "snowflaked-lease 2 1700000000123 00000000\n",    /* unknown version */
+        "snowflaked-lease 1 99999999999999999999999 00000000\n",
+    };
+    char err[256];
+    uint64_t end = 42;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_raw(bad[i]);
+        ck_assert_msg(sf_lease_read(path, &end, err, sizeof err) == -1, "accepted: %s", bad[i]);
+        ck_assert_ptr_nonnull(strstr(err, "corrupt"));
+        ck_assert_uint_eq(end, 42);
+    }
+    /* A valid file with one digit changed: the checksum catches it. */
+    ck_assert_int_eq(sf_lease_write(path, 1700000000123ULL, err, sizeof err), 0);
+    FILE *f = fopen(path, "r+");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 20, SEEK_SET);
+    fputc('9', f);
+    fclose(f);
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), -1);
+    /* Trailing junk after a valid line. */
+    ck_assert_int_eq(sf_lease_write(path, 7, err, sizeof err), 0);
+    f = fopen(path, "a");
+    fputs("x", f);
+    fclose(f);
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), -1);
+}
+END_TEST
+
+START_TEST(test_unreadable_and_unwritable)
+{
+    char err[256];
+    uint64_t end;
+    ck_assert_int_eq(mkdir(path, 0755), 0); /* a directory where the file should be */
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot read"));
+    ck_assert_int_eq(sf_lease_write(path, 1, err, sizeof err), -1); /* rename onto a dir fails */
+    ck_assert_ptr_nonnull(strstr(err, path));
+    rmdir(path);
+    char nodir[200];
+    snprintf(nodir, sizeof nodir, "%s/missing/" SF_LEASE_FILE, dir);
+    ck_assert_int_eq(sf_lease_write(nodir, 1, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot create"));
+}
+END_TEST
+
+START_TEST(test_first_tick)
+{
+    sf_layout l = layout();
+    ck_assert_uint_eq(sf_lease_first_tick(&l, 0), 0);
+    ck_assert_uint_eq(sf_lease_first_tick(&l, SF_DEFAULT_EPOCH_MS + 10), 10);
+    sf_layout l10;
+    char err[256];
+    ck_assert(sf_layout_init(&l10, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 10, T0, err, sizeof err) == 0);
+    ck_assert_uint_eq(sf_lease_first_tick(&l10, SF_DEFAULT_EPOCH_MS + 10), 1);
+    ck_assert_uint_eq(sf_lease_first_tick(&l10, SF_DEFAULT_EPOCH_MS + 11), 2); /* rounds up */
+}
+END_TEST
+
+/* A keeper covers the generator, and the final lease after a clean stop lets the next run
+ * continue strictly above every ID of this run. */
+START_TEST(test_keeper_and_restart)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    gen_at(&g, &clk, 0);
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* nothing before the first lease */
+    sf_lease_keeper k;
+    char err[256];
+    ck_assert_msg(sf_lease_keeper_start(&k, &g, path, 2000, 0, err, sizeof err) == 0, "%s", err);
+    uint64_t end;
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    ck_assert_uint_eq(end, T0 + 2000);
+    uint64_t last = 0;
+    for (int i = 0; i < 10000; i++) { /* spans 3 ticks */
+        ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+        last = id;
+        if (i % 4000 == 3999) /* before the tick's 4096 run out: no waiting on a still clock */
+            sf_fake_clock_set(&clk, T0 + (uint64_t)(i + 1) / 4000);
+    }
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ESEALED);
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    ck_assert_uint_eq(end, sf_layout_ms_of(&g.layout, (last >> 22) + 1)); /* exact */
+    sf_gen_destroy(&g);
+
+    /* Restart at the same instant: the floor forbids the last tick; the clock steps to it. */
+    sf_gen g2;
+    sf_layout l = layout();
+    gen_at(&g2, &clk, sf_lease_first_tick(&l, end));
+    ck_assert_int_eq(sf_lease_keeper_start(&k, &g2, path, 2000, end, err, sizeof err), 0);
+    clk.step_every = 3;
+    clk.step_ms = 1;
+    ck_assert_int_eq(sf_gen_next(&g2, &id), SF_OK);
+    ck_assert_uint_gt(id, last);
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
+    sf_gen_destroy(&g2);
+}
+END_TEST
+
+START_TEST(test_restart_with_lease_in_future)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    char err[256];
+    /* The wall clock went back an hour between runs: refuse, issue nothing. */
+    ck_assert_int_eq(sf_lease_write(path, T0 + 3600000, err, sizeof err), 0);
+    uint64_t end;
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    sf_gen g;
+    sf_layout l = layout();
+    gen_at(&g, &clk, sf_lease_first_tick(&l, end));
+    sf_lease_keeper k;
+    ck_assert_int_eq(sf_lease_keeper_start(&k, &g, path, 2000, end, err, sizeof err), 0);
+    uint64_t lease_now;
+    ck_assert_int_eq(sf_lease_read(path, &lease_now, err, sizeof err), 1);
+    ck_assert_uint_ge(lease_now, T0 + 3600000); /* the promise on disk never shrinks */
+    uint64_t id = 0;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ECLOCK);
+    ck_assert_uint_eq(id, 0);
+    ck_assert_uint_ge(sf_gen_retry_after_ms(&g), 3600000 - 10);
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
+    ck_assert_int_eq(sf_lease_read(path, &lease_now, err, sizeof err), 1);
+    ck_assert_uint_ge(lease_now, T0 + 3600000); /* nothing issued: the floor is kept */
+    sf_gen_destroy(&g);
+
+    /* Only 2 ms ahead: within max_backward_ms, so the first ID waits and lands above it. */
+    ck_assert_int_eq(sf_lease_write(path, T0 + 2, err, sizeof err), 0);
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    gen_at(&g, &clk, sf_lease_first_tick(&l, end));
+    ck_assert_int_eq(sf_lease_keeper_start(&k, &g, path, 2000, end, err, sizeof err), 0);
+    clk.step_every = 3;
+    clk.step_ms = 1;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_ge(sf_layout_ms_of(&l, id >> 22), T0 + 2);
+    ck_assert_uint_ge(atomic_load(&clk.now), T0 + 2);
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_keeper_renews)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    gen_at(&g, &clk, 0);
+    sf_lease_keeper k;
+    char err[256];
+    ck_assert_int_eq(sf_lease_keeper_start(&k, &g, path, 200, 0, err, sizeof err), 0);
+    uint64_t id;
+    /* Past the first lease (T0 + 200) only if the keeper renewed it in the meantime. */
+    for (int step = 1; step <= 10; step++) {
+        sf_fake_clock_set(&clk, T0 + (uint64_t)step * 100);
+        struct timespec d = {0, 150 * 1000000L}; /* > window/4: the keeper wakes at least once */
+        nanosleep(&d, NULL);
+        ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    }
+    uint64_t end;
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    ck_assert_uint_gt(end, T0 + 1000);
+    ck_assert_uint_ge(k.writes, 5);
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_keeper_start_fails_cleanly)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    gen_at(&g, &clk, 0);
+    sf_lease_keeper k;
+    char err[256], bad[200];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/lease", dir);
+    ck_assert_int_eq(sf_lease_keeper_start(&k, &g, bad, 2000, 0, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot create"));
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* still closed */
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0); /* harmless */
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("lease");
+    TCase *tc = tcase_create("lease");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_missing_and_round_trip);
+    tcase_add_test(tc, test_corrupt_files_refused);
+    tcase_add_test(tc, test_unreadable_and_unwritable);
+    tcase_add_test(tc, test_first_tick);
+    tcase_add_test(tc, test_keeper_and_restart);
+    tcase_add_test(tc, test_restart_with_lease_in_future);
+    tcase_add_test(tc, test_keeper_renews);
+    tcase_add_test(tc, test_keeper_start_fails_cleanly);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
