@@ -57,8 +57,8 @@ static sf_layout make_layout(unsigned ts, unsigned dc, unsigned w, unsigned seq)
 {
     sf_layout l;
     char err[256];
-    if (sf_layout_init(&l, ts, dc, w, seq, SF_DEFAULT_EPOCH_MS, 1,
-                       sf_clock_now(sf_clock_system()), err, sizeof err) != 0) {
+    if (sf_layout_init(&l, ts, dc, w, seq, SF_DEFAULT_EPOCH_MS, 1, sf_clock_now(sf_clock_system()),
+                       err, sizeof err) != 0) {
         fprintf(stderr, "layout: %s\n", err);
         exit(1);
     }
@@ -67,8 +67,8 @@ static sf_layout make_layout(unsigned ts, unsigned dc, unsigned w, unsigned seq)
 
 static void make_gen(sf_gen *g, const sf_layout *l, sf_sync_mode mode, uint32_t worker)
 {
-    sf_gen_config cfg = {.layout = *l, .worker = worker, .sync = mode, .max_backward_ms = 5,
-                         .max_batch = 4096};
+    sf_gen_config cfg = {
+        .layout = *l, .worker = worker, .sync = mode, .max_backward_ms = 5, .max_batch = 4096};
     char err[256];
     if (sf_gen_init(g, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "generator: %s\n", err);
@@ -88,7 +88,8 @@ static double measure(const sf_layout *l, sf_sync_mode mode, int threads, bool p
     pthread_t th[4];
     run runs[4];
     for (int t = 0; t < threads; t++) {
-        runs[t] = (run){.gen = &gens[per_thread ? t : 0], .go = &go, .stop = &stop, .ready = &ready};
+        runs[t] =
+            (run){.gen = &gens[per_thread ? t : 0], .go = &go, .stop = &stop, .ready = &ready};
         pthread_create(&th[t], NULL, spin_issue, &runs[t]);
     }
     while (atomic_load(&ready) < threads) {
@@ -162,8 +163,8 @@ int main(int argc, char **argv)
     printf("clock: %s; %ld online CPUs; %u ms per run\n",
            sf_clock_system_uses_tsc() ? "TSC-cached CLOCK_MONOTONIC" : "clock_gettime",
            sysconf(_SC_NPROCESSORS_ONLN), ms);
-    printf("%-10s %-10s %7s | %12s %8s | %12s %9s\n", "mode", "counters", "threads",
-           "capped ID/s", "% of cap", "uncapped ID/s", "ns per ID");
+    printf("%-10s %-10s %7s | %12s %8s | %12s %9s\n", "mode", "counters", "threads", "capped ID/s",
+           "% of cap", "uncapped ID/s", "ns per ID");
     const int thread_counts[] = {1, 2, 4};
     for (int per_thread = 0; per_thread < 2; per_thread++) {
         for (int m = 0; m < 3; m++) {
@@ -173,11 +174,12 @@ int main(int argc, char **argv)
                 int t = thread_counts[k];
                 uint64_t e1, e2;
                 double capped_rate = measure(&capped, (sf_sync_mode)m, t, per_thread, ms, &e1);
-                double raw_rate = measure(per_thread ? &uncapped_workers : &uncapped, (sf_sync_mode)m, t, per_thread, ms, &e2);
+                double raw_rate = measure(per_thread ? &uncapped_workers : &uncapped,
+                                          (sf_sync_mode)m, t, per_thread, ms, &e2);
                 double cap = sf_layout_cap_per_second(&capped) * (per_thread ? t : 1);
                 printf("%-10s %-10s %7d | %12.0f %7.2f%% | %12.0f %9.2f%s\n",
-                       sf_sync_mode_name((sf_sync_mode)m), per_thread ? "per-thread" : "shared",
-                       t, capped_rate, 100.0 * capped_rate / cap, raw_rate, 1e9 / raw_rate,
+                       sf_sync_mode_name((sf_sync_mode)m), per_thread ? "per-thread" : "shared", t,
+                       capped_rate, 100.0 * capped_rate / cap, raw_rate, 1e9 / raw_rate,
                        e1 + e2 ? "  (errors!)" : "");
             }
         }

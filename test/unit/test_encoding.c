@@ -67,7 +67,8 @@ START_TEST(test_padded_sort_order)
         uint64_t a = x >> (i % 63), b = (x * 2654435761u) >> ((i * 7) % 63);
         for (int e = SF_ENC_HEX; e < SF_ENC_COUNT; e++) {
             char sa[SF_ENC_MAX_LEN], sb[SF_ENC_MAX_LEN];
-            size_t na = sf_enc_format((sf_encoding)e, a, sa), nb = sf_enc_format((sf_encoding)e, b, sb);
+            size_t na = sf_enc_format((sf_encoding)e, a, sa),
+                   nb = sf_enc_format((sf_encoding)e, b, sb);
             ck_assert_uint_eq(na, nb);
             int c = memcmp(sa, sb, na);
             ck_assert((c < 0) == (a < b) && (c == 0) == (a == b));
@@ -90,7 +91,7 @@ START_TEST(test_strict_parsing)
     ck_assert_int_eq(parse(SF_ENC_DEC, " 1", &v), -1);
     ck_assert_int_eq(parse(SF_ENC_DEC, "1 ", &v), -1);
     ck_assert_int_eq(parse(SF_ENC_DEC, "12a", &v), -1);
-    ck_assert_int_eq(parse(SF_ENC_DEC, "18446744073709551616", &v), -1); /* 2^64 */
+    ck_assert_int_eq(parse(SF_ENC_DEC, "18446744073709551616", &v), -1);  /* 2^64 */
     ck_assert_int_eq(parse(SF_ENC_DEC, "000000000000000000001", &v), -1); /* 21 digits */
     ck_assert_int_eq(parse(SF_ENC_DEC, "18446744073709551615", &v), 0);
     ck_assert_uint_eq(v, UINT64_MAX);
@@ -107,7 +108,11 @@ START_TEST(test_strict_parsing)
     ck_assert_int_eq(parse(SF_ENC_BASE32, "1-2", &v), -1);
     ck_assert_int_eq(parse(SF_ENC_BASE32, "oIl", &v), 0); /* Crockford aliases, any case */
     ck_assert_uint_eq(v, 0 * 1024 + 1 * 32 + 1);
-    ck_assert_int_eq(sf_enc_parse(SF_ENC_DEC, "12\0" "3", 4, &v), -1); /* embedded NUL */
+    ck_assert_int_eq(sf_enc_parse(SF_ENC_DEC,
+                                  "12\0"
+                                  "3",
+                                  4, &v),
+                     -1); /* embedded NUL */
     ck_assert_int_eq(sf_enc_parse(SF_ENC_BASE32, "\0", 1, &v), -1);
     ck_assert_int_eq(sf_enc_parse((sf_encoding)99, "1", 1, &v), -1);
 }

@@ -41,7 +41,7 @@ static int cmp_u64(const void *a, const void *b)
 
 /* ---- many threads, one generator per mode (or one per thread) ------------------------------ */
 
-#define THREADS 8
+#define THREADS    8
 #define PER_THREAD 1000000
 
 typedef struct worker_arg {
@@ -65,8 +65,8 @@ static void run_threads(sf_gen *gens, int ngens, size_t per_thread, uint64_t *al
     pthread_t th[THREADS];
     worker_arg args[THREADS];
     for (int t = 0; t < THREADS; t++) {
-        args[t] = (worker_arg){.gen = &gens[t % ngens], .ids = all + (size_t)t * per_thread,
-                               .n = per_thread};
+        args[t] = (worker_arg){
+            .gen = &gens[t % ngens], .ids = all + (size_t)t * per_thread, .n = per_thread};
         ck_assert_int_eq(pthread_create(&th[t], NULL, issue_many, &args[t]), 0);
     }
     /* Plain loops, one assertion each: check's per-assertion bookkeeping is a syscall. */
@@ -76,8 +76,7 @@ static void run_threads(sf_gen *gens, int ngens, size_t per_thread, uint64_t *al
         size_t not_increasing = 0;
         for (size_t i = 1; i < per_thread; i++)
             not_increasing += args[t].ids[i] <= args[t].ids[i - 1];
-        ck_assert_msg(not_increasing == 0, "thread %d: %zu IDs not increasing", t,
-                      not_increasing);
+        ck_assert_msg(not_increasing == 0, "thread %d: %zu IDs not increasing", t, not_increasing);
     }
     size_t total = (size_t)THREADS * per_thread, duplicates = 0;
     qsort(all, total, sizeof *all, cmp_u64);
@@ -126,9 +125,18 @@ END_TEST
 
 /* ---- fake-clock scenarios -------------------------------------------------------------------- */
 
-static uint64_t tick_of(uint64_t id) { return id >> 22; }
-static uint64_t seq_of(uint64_t id) { return id & 4095; }
-static uint64_t now_tick(void) { return T0 - SF_DEFAULT_EPOCH_MS; }
+static uint64_t tick_of(uint64_t id)
+{
+    return id >> 22;
+}
+static uint64_t seq_of(uint64_t id)
+{
+    return id & 4095;
+}
+static uint64_t now_tick(void)
+{
+    return T0 - SF_DEFAULT_EPOCH_MS;
+}
 
 START_TEST(test_sequence_exhaustion_waits_for_next_tick)
 {
@@ -254,8 +262,11 @@ START_TEST(test_lease_guard)
 {
     sf_fake_clock clk;
     sf_fake_clock_init(&clk, T0, 0, 0);
-    sf_gen_config cfg = {.layout = twitter_layout(), .sync = (sf_sync_mode)_i,
-                         .max_backward_ms = 5, .max_batch = 16, .lease_guarded = true,
+    sf_gen_config cfg = {.layout = twitter_layout(),
+                         .sync = (sf_sync_mode)_i,
+                         .max_backward_ms = 5,
+                         .max_batch = 16,
+                         .lease_guarded = true,
                          .clock = &clk.base};
     sf_gen g;
     char err[256];
@@ -284,8 +295,11 @@ START_TEST(test_min_tick_and_seal)
 {
     sf_fake_clock clk;
     sf_fake_clock_init(&clk, T0, 0, 0);
-    sf_gen_config cfg = {.layout = twitter_layout(), .sync = (sf_sync_mode)_i,
-                         .max_backward_ms = 5, .max_batch = 16, .min_tick = now_tick() + 3,
+    sf_gen_config cfg = {.layout = twitter_layout(),
+                         .sync = (sf_sync_mode)_i,
+                         .max_backward_ms = 5,
+                         .max_batch = 16,
+                         .min_tick = now_tick() + 3,
                          .clock = &clk.base};
     sf_gen g;
     char err[256];

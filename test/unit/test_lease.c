@@ -49,8 +49,12 @@ static sf_layout layout(void)
 
 static void gen_at(sf_gen *g, sf_fake_clock *clk, uint64_t min_tick)
 {
-    sf_gen_config cfg = {.layout = layout(), .max_backward_ms = 5, .max_batch = 64,
-                         .min_tick = min_tick, .lease_guarded = true, .clock = &clk->base};
+    sf_gen_config cfg = {.layout = layout(),
+                         .max_backward_ms = 5,
+                         .max_batch = 64,
+                         .min_tick = min_tick,
+                         .lease_guarded = true,
+                         .clock = &clk->base};
     char err[256];
     ck_assert_msg(sf_gen_init(g, &cfg, err, sizeof err) == 0, "%s", err);
 }
@@ -75,10 +79,10 @@ START_TEST(test_corrupt_files_refused)
         "",
         "garbage\n",
         "snowflaked-lease 1 \n",
-        "snowflaked-lease 1 1700000000123\n",             /* no checksum */
-        "snowflaked-lease 1 1700000000123 00000000\n",    /* wrong checksum */
+        "snowflaked-lease 1 1700000000123\n",          /* no checksum */
+        "snowflaked-lease 1 1700000000123 00000000\n", /* wrong checksum */
         "snowflaked-lease 1 -1700000000123 00000000\n",
-        "snowflaked-lease 2 1700000000123 00000000\n",    /* unknown version */
+        "snowflaked-lease 2 1700000000123 00000000\n", /* unknown version */
         "snowflaked-lease 1 99999999999999999999999 00000000\n",
     };
     char err[256];
@@ -130,7 +134,8 @@ START_TEST(test_first_tick)
     ck_assert_uint_eq(sf_lease_first_tick(&l, SF_DEFAULT_EPOCH_MS + 10), 10);
     sf_layout l10;
     char err[256];
-    ck_assert(sf_layout_init(&l10, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 10, T0, err, sizeof err) == 0);
+    ck_assert(sf_layout_init(&l10, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 10, T0, err, sizeof err) ==
+              0);
     ck_assert_uint_eq(sf_lease_first_tick(&l10, SF_DEFAULT_EPOCH_MS + 10), 1);
     ck_assert_uint_eq(sf_lease_first_tick(&l10, SF_DEFAULT_EPOCH_MS + 11), 2); /* rounds up */
 }
@@ -148,7 +153,9 @@ START_TEST(test_keeper_and_restart)
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* nothing before the first lease */
     sf_lease_keeper k;
     char err[256];
-    ck_assert_msg(sf_lease_keeper_start(&k, &g, path, 2000, 0, err, sizeof err) == 0, "%s", err);
+    sf_gen *gens_g[] = {&g};
+    ck_assert_msg(sf_lease_keeper_start(&k, gens_g, 1, path, 2000, 0, err, sizeof err) == 0, "%s",
+                  err);
     uint64_t end;
     ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
     ck_assert_uint_eq(end, T0 + 2000);
@@ -167,9 +174,10 @@ START_TEST(test_keeper_and_restart)
 
     /* Restart at the same instant: the floor forbids the last tick; the clock steps to it. */
     sf_gen g2;
+    sf_gen *gens_g2[] = {&g2};
     sf_layout l = layout();
     gen_at(&g2, &clk, sf_lease_first_tick(&l, end));
-    ck_assert_int_eq(sf_lease_keeper_start(&k, &g2, path, 2000, end, err, sizeof err), 0);
+    ck_assert_int_eq(sf_lease_keeper_start(&k, gens_g2, 1, path, 2000, end, err, sizeof err), 0);
     clk.step_every = 3;
     clk.step_ms = 1;
     ck_assert_int_eq(sf_gen_next(&g2, &id), SF_OK);
@@ -189,10 +197,11 @@ START_TEST(test_restart_with_lease_in_future)
     uint64_t end;
     ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
     sf_gen g;
+    sf_gen *gens_g[] = {&g};
     sf_layout l = layout();
     gen_at(&g, &clk, sf_lease_first_tick(&l, end));
     sf_lease_keeper k;
-    ck_assert_int_eq(sf_lease_keeper_start(&k, &g, path, 2000, end, err, sizeof err), 0);
+    ck_assert_int_eq(sf_lease_keeper_start(&k, gens_g, 1, path, 2000, end, err, sizeof err), 0);
     uint64_t lease_now;
     ck_assert_int_eq(sf_lease_read(path, &lease_now, err, sizeof err), 1);
     ck_assert_uint_ge(lease_now, T0 + 3600000); /* the promise on disk never shrinks */
@@ -209,7 +218,7 @@ START_TEST(test_restart_with_lease_in_future)
     ck_assert_int_eq(sf_lease_write(path, T0 + 2, err, sizeof err), 0);
     ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
     gen_at(&g, &clk, sf_lease_first_tick(&l, end));
-    ck_assert_int_eq(sf_lease_keeper_start(&k, &g, path, 2000, end, err, sizeof err), 0);
+    ck_assert_int_eq(sf_lease_keeper_start(&k, gens_g, 1, path, 2000, end, err, sizeof err), 0);
     clk.step_every = 3;
     clk.step_ms = 1;
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
@@ -228,7 +237,8 @@ START_TEST(test_keeper_renews)
     gen_at(&g, &clk, 0);
     sf_lease_keeper k;
     char err[256];
-    ck_assert_int_eq(sf_lease_keeper_start(&k, &g, path, 200, 0, err, sizeof err), 0);
+    sf_gen *gens_g[] = {&g};
+    ck_assert_int_eq(sf_lease_keeper_start(&k, gens_g, 1, path, 200, 0, err, sizeof err), 0);
     uint64_t id;
     /* Past the first lease (T0 + 200) only if the keeper renewed it in the meantime. */
     for (int step = 1; step <= 10; step++) {
@@ -246,6 +256,34 @@ START_TEST(test_keeper_renews)
 }
 END_TEST
 
+/* Per-loop generators share one lease: it covers the furthest of them. */
+START_TEST(test_keeper_many_generators)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen a, b;
+    gen_at(&a, &clk, 0);
+    gen_at(&b, &clk, 0);
+    sf_gen *gens[] = {&a, &b};
+    sf_lease_keeper k;
+    char err[256];
+    ck_assert_int_eq(sf_lease_keeper_start(&k, gens, 2, path, 2000, 0, err, sizeof err), 0);
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&a, &id), SF_OK);
+    ck_assert_int_eq(sf_gen_next(&b, &id), SF_OK);
+    sf_fake_clock_set(&clk, T0 + 7);
+    ck_assert_int_eq(sf_gen_next(&b, &id), SF_OK);
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
+    ck_assert_int_eq(sf_gen_next(&a, &id), SF_ESEALED);
+    ck_assert_int_eq(sf_gen_next(&b, &id), SF_ESEALED);
+    uint64_t end;
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    ck_assert_uint_eq(end, T0 + 8);
+    sf_gen_destroy(&a);
+    sf_gen_destroy(&b);
+}
+END_TEST
+
 START_TEST(test_keeper_start_fails_cleanly)
 {
     sf_fake_clock clk;
@@ -255,10 +293,11 @@ START_TEST(test_keeper_start_fails_cleanly)
     sf_lease_keeper k;
     char err[256], bad[200];
     snprintf(bad, sizeof bad, "%s/no/such/dir/lease", dir);
-    ck_assert_int_eq(sf_lease_keeper_start(&k, &g, bad, 2000, 0, err, sizeof err), -1);
+    sf_gen *gens_g[] = {&g};
+    ck_assert_int_eq(sf_lease_keeper_start(&k, gens_g, 1, bad, 2000, 0, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "cannot create"));
     uint64_t id;
-    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* still closed */
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);              /* still closed */
     ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0); /* harmless */
     sf_gen_destroy(&g);
 }
@@ -276,6 +315,7 @@ int main(void)
     tcase_add_test(tc, test_keeper_and_restart);
     tcase_add_test(tc, test_restart_with_lease_in_future);
     tcase_add_test(tc, test_keeper_renews);
+    tcase_add_test(tc, test_keeper_many_generators);
     tcase_add_test(tc, test_keeper_start_fails_cleanly);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

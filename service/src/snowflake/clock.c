@@ -14,9 +14,9 @@
 
 static struct {
     pthread_once_t once;
-    int64_t mono_to_unix_ns;  /* add to CLOCK_MONOTONIC to get anchored Unix time */
+    int64_t mono_to_unix_ns; /* add to CLOCK_MONOTONIC to get anchored Unix time */
     bool use_tsc;
-    uint64_t tsc_per_ms_low;  /* TSC ticks per ms, rounded down 1%: deadlines come early */
+    uint64_t tsc_per_ms_low; /* TSC ticks per ms, rounded down 1%: deadlines come early */
 } sys = {.once = PTHREAD_ONCE_INIT};
 
 static uint64_t read_ns(clockid_t id)

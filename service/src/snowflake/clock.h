@@ -22,7 +22,10 @@ struct sf_clock {
     uint64_t (*now_ms)(sf_clock *self);
 };
 
-static inline uint64_t sf_clock_now(sf_clock *c) { return c->now_ms(c); }
+static inline uint64_t sf_clock_now(sf_clock *c)
+{
+    return c->now_ms(c);
+}
 
 /* The process-wide system clock (anchored on first call). */
 sf_clock *sf_clock_system(void);

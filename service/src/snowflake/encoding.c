@@ -56,8 +56,7 @@ size_t sf_enc_format(sf_encoding enc, uint64_t id, char *buf)
         for (int i = 12; i >= 0; i--, id >>= 5)
             buf[i] = base32_digits[id & 31];
         return 13;
-    default:
-        return format_decimal(id, buf);
+    default: return format_decimal(id, buf);
     }
 }
 
@@ -65,8 +64,7 @@ size_t sf_enc_format(sf_encoding enc, uint64_t id, char *buf)
 static int digit_value(sf_encoding enc, unsigned char c)
 {
     switch (enc) {
-    case SF_ENC_DEC:
-        return c >= '0' && c <= '9' ? c - '0' : -1;
+    case SF_ENC_DEC: return c >= '0' && c <= '9' ? c - '0' : -1;
     case SF_ENC_HEX:
         if (c >= '0' && c <= '9')
             return c - '0';
@@ -90,8 +88,7 @@ static int digit_value(sf_encoding enc, unsigned char c)
         const char *p = c ? memchr(base32_digits, c, 32) : NULL;
         return p ? (int)(p - base32_digits) : -1;
     }
-    default:
-        return -1;
+    default: return -1;
     }
 }
 

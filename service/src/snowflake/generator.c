@@ -108,7 +108,7 @@ uint64_t sf_gen_now_tick(sf_gen *g)
 typedef struct reservation {
     uint64_t first_tick, end_tick; /* ticks of the first and last ID */
     uint32_t first_seq;
-    bool clock_behind;             /* the clock was behind the last issued tick */
+    bool clock_behind; /* the clock was behind the last issued tick */
 } reservation;
 
 static int reserve(const sf_gen *g, uint64_t state, uint64_t now, uint32_t n, reservation *r,
@@ -194,8 +194,7 @@ static int reserve_sync(sf_gen *g, uint32_t n, reservation *r)
             rc = reserve(g, old, now, n, r, &next);
             if (rc != SF_OK)
                 break;
-        } while (!atomic_compare_exchange_weak_explicit(&g->state, &old, next,
-                                                        memory_order_relaxed,
+        } while (!atomic_compare_exchange_weak_explicit(&g->state, &old, next, memory_order_relaxed,
                                                         memory_order_relaxed));
         break;
     }
@@ -298,8 +297,7 @@ uint64_t sf_gen_retry_after_ms(sf_gen *g)
 void sf_gen_extend_lease(sf_gen *g, uint64_t limit_tick)
 {
     uint64_t cur = atomic_load(&g->lease_limit);
-    while (limit_tick > cur &&
-           !atomic_compare_exchange_weak(&g->lease_limit, &cur, limit_tick)) {
+    while (limit_tick > cur && !atomic_compare_exchange_weak(&g->lease_limit, &cur, limit_tick)) {
     }
 }
 

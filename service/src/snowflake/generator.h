@@ -70,7 +70,7 @@ typedef struct sf_gen {
 
     /* Read-mostly. */
     alignas(64) sf_layout layout;
-    uint64_t node_bits;        /* datacenter and worker, in place */
+    uint64_t node_bits; /* datacenter and worker, in place */
     uint64_t max_backward_ticks;
     uint32_t max_batch;
     sf_sync_mode sync;

@@ -41,8 +41,7 @@ int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bi
                  "layout runs out of timestamps in %.1f years (%u bits of %u ms from the epoch); "
                  "at least %d years are required: add timestamp_bits, raise time_unit_ms or "
                  "move the epoch",
-                 left_years < 0 ? 0.0 : left_years, timestamp_bits, unit_ms,
-                 SF_MIN_LIFETIME_YEARS);
+                 left_years < 0 ? 0.0 : left_years, timestamp_bits, unit_ms, SF_MIN_LIFETIME_YEARS);
         return -1;
     }
     l->timestamp_bits = (uint8_t)timestamp_bits;

@@ -15,22 +15,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SF_MIN_SEQUENCE_BITS 8
+#define SF_MIN_SEQUENCE_BITS  8
 #define SF_MIN_LIFETIME_YEARS 10
-#define SF_MS_PER_YEAR (365.2425 * 86400.0 * 1000.0)
+#define SF_MS_PER_YEAR        (365.2425 * 86400.0 * 1000.0)
 
 typedef struct sf_layout {
     uint8_t timestamp_bits, datacenter_bits, worker_bits, sequence_bits;
-    uint32_t unit_ms;      /* tick length */
-    uint64_t epoch_ms;     /* custom epoch, ms since the Unix epoch */
+    uint32_t unit_ms;  /* tick length */
+    uint64_t epoch_ms; /* custom epoch, ms since the Unix epoch */
     /* derived */
     uint8_t worker_shift, datacenter_shift, timestamp_shift;
     uint64_t sequence_max, worker_max, datacenter_max, tick_max;
 } sf_layout;
 
 typedef struct sf_id_parts {
-    uint64_t tick;          /* ticks since the custom epoch */
-    uint64_t timestamp_ms;  /* start of that tick, ms since the Unix epoch */
+    uint64_t tick;         /* ticks since the custom epoch */
+    uint64_t timestamp_ms; /* start of that tick, ms since the Unix epoch */
     uint32_t datacenter, worker, sequence;
 } sf_id_parts;
 

@@ -52,8 +52,7 @@ int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen)
         unsigned long crc = strtoul(space + 1, NULL, 16);
         bool digits = end == space && end > buf + magic && buf[magic] != '-';
         bool tail = strlen(space + 1) == 9 && space[9] == '\n';
-        if (digits && tail && errno == 0 &&
-            crc == crc32_of(buf, (size_t)(space - buf))) {
+        if (digits && tail && errno == 0 && crc == crc32_of(buf, (size_t)(space - buf))) {
             *end_ms = v;
             return 1;
         }
@@ -130,14 +129,21 @@ uint64_t sf_lease_first_tick(const sf_layout *l, uint64_t end_ms)
     return (end_ms - l->epoch_ms + l->unit_ms - 1) / l->unit_ms;
 }
 
+static sf_clock *keeper_clock(const sf_lease_keeper *k)
+{
+    return k->gens[0]->clock;
+}
+
 /* The lease must cover [max(now, next tick to issue), + window). Called by the keeper only. */
 static int renew(sf_lease_keeper *k, char *err, size_t errlen)
 {
-    const sf_layout *l = &k->gen->layout;
-    uint64_t base = sf_clock_now(k->gen->clock);
-    uint64_t next_ms = sf_layout_ms_of(l, sf_gen_next_tick(k->gen));
-    if (next_ms > base)
-        base = next_ms;
+    const sf_layout *l = &k->gens[0]->layout;
+    uint64_t base = sf_clock_now(keeper_clock(k));
+    for (size_t i = 0; i < k->ngens; i++) {
+        uint64_t next_ms = sf_layout_ms_of(l, sf_gen_next_tick(k->gens[i]));
+        if (next_ms > base)
+            base = next_ms;
+    }
     uint64_t end = base + k->window_ms;
     if (end < k->end_ms)
         end = k->end_ms; /* never shrink a promise already on disk */
@@ -147,7 +153,8 @@ static int renew(sf_lease_keeper *k, char *err, size_t errlen)
     }
     k->writes++;
     k->end_ms = end;
-    sf_gen_extend_lease(k->gen, sf_lease_first_tick(l, end));
+    for (size_t i = 0; i < k->ngens; i++)
+        sf_gen_extend_lease(k->gens[i], sf_lease_first_tick(l, end));
     return 0;
 }
 
@@ -166,7 +173,7 @@ static void *keeper_main(void *arg)
         pthread_cond_timedwait(&k->cv, &k->mu, &ts);
         if (k->stop)
             break;
-        uint64_t now = sf_clock_now(k->gen->clock);
+        uint64_t now = sf_clock_now(keeper_clock(k));
         /* Renew once a quarter of the window is used: the generator never gets close. */
         if (k->end_ms > now && k->end_ms - now > (uint64_t)k->window_ms * 3 / 4)
             continue;
@@ -181,15 +188,20 @@ static void *keeper_main(void *arg)
     return NULL;
 }
 
-int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *gen, const char *path, uint32_t window_ms,
-                          uint64_t prev_end_ms, char *err, size_t errlen)
+int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens, const char *path,
+                          uint32_t window_ms, uint64_t prev_end_ms, char *err, size_t errlen)
 {
     memset(k, 0, sizeof *k);
     if ((size_t)snprintf(k->path, sizeof k->path, "%s", path) >= sizeof k->path) {
         snprintf(err, errlen, "lease path too long");
         return -1;
     }
-    k->gen = gen;
+    if (ngens == 0) {
+        snprintf(err, errlen, "lease keeper needs at least one generator");
+        return -1;
+    }
+    k->gens = gens;
+    k->ngens = ngens;
     k->window_ms = window_ms;
     k->end_ms = prev_end_ms;
     if (renew(k, err, errlen) != 0)
@@ -224,8 +236,13 @@ int sf_lease_keeper_stop(sf_lease_keeper *k, char *err, size_t errlen)
     pthread_mutex_destroy(&k->mu);
     k->running = false;
     /* Exact final promise: the tick after the last ID. It can only be below the lease on disk. */
-    uint64_t next_tick = sf_gen_seal(k->gen);
-    uint64_t end = sf_layout_ms_of(&k->gen->layout, next_tick);
+    uint64_t next_tick = 0;
+    for (size_t i = 0; i < k->ngens; i++) {
+        uint64_t t = sf_gen_seal(k->gens[i]);
+        if (t > next_tick)
+            next_tick = t;
+    }
+    uint64_t end = sf_layout_ms_of(&k->gens[0]->layout, next_tick);
     if (sf_lease_write(k->path, end, err, errlen) != 0)
         return -1;
     k->end_ms = end;

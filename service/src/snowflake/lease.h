@@ -33,10 +33,11 @@ int sf_lease_write(const char *path, uint64_t end_ms, char *err, size_t errlen);
 uint64_t sf_lease_first_tick(const sf_layout *layout, uint64_t end_ms);
 
 typedef struct sf_lease_keeper {
-    sf_gen *gen;
+    sf_gen *const *gens; /* every generator of the process (one, or one per loop) */
+    size_t ngens;
     char path[4096];
     uint32_t window_ms;
-    uint64_t end_ms;          /* last lease written */
+    uint64_t end_ms; /* last lease written */
     uint64_t writes, failures;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -45,10 +46,11 @@ typedef struct sf_lease_keeper {
 } sf_lease_keeper;
 
 /* Writes the first lease (covering [now, now + window) and never below prev_end_ms) synchronously,
- * opens the generator up to it, then starts the renewal thread. Returns 0, or -1 with err. */
-int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *gen, const char *path, uint32_t window_ms,
-                          uint64_t prev_end_ms, char *err, size_t errlen);
-/* Seals the generator, stops the thread and writes the exact final lease. Returns 0 or -1. */
+ * opens the generators up to it, then starts the renewal thread. The generators share one layout
+ * and clock and must outlive the keeper. Returns 0, or -1 with err. */
+int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens, const char *path,
+                          uint32_t window_ms, uint64_t prev_end_ms, char *err, size_t errlen);
+/* Seals the generators, stops the thread and writes the exact final lease. Returns 0 or -1. */
 int sf_lease_keeper_stop(sf_lease_keeper *k, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,174 @@
+/* snowflaked: start-up and shutdown.
+ *
+ * Exit codes: 0 clean stop (or --help/--version/--check-config), 1 a runtime failure at start
+ * (data directory, lease file), 2 bad configuration or usage.
+ *
+ * Order matters: signals are blocked before any thread starts (so only the main thread takes
+ * them, via sigwait); the lease is read and the first renewal is on disk before any ID can be
+ * issued; on SIGTERM/SIGINT the generators are sealed and the exact final lease is written. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "config/config.h"
+#include "snowflake/generator.h"
+#include "snowflake/lease.h"
+
+#define EXIT_CONFIG 2
+
+__attribute__((format(printf, 2, 3), noreturn)) static void die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("snowflaked: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(code);
+}
+
+/* mkdir -p, for data_dir. */
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+    char buf[CFG_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p == '/' || end) {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                snprintf(err, errlen, "cannot create data_dir %s: %s", buf, strerror(errno));
+                return -1;
+            }
+            if (end)
+                break;
+            *p = '/';
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "data_dir %s is not a directory", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The floor below which no ID may be issued, from the lease file. */
+static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *path,
+                                 uint64_t *prev_end)
+{
+    char err[512];
+    int rc = sf_lease_read(path, prev_end, err, sizeof err);
+    if (rc == 1)
+        return sf_lease_first_tick(&c->snowflake.layout, *prev_end);
+    if (rc == 0) {
+        fprintf(stderr, "snowflaked: no lease at %s: first start\n", path);
+        *prev_end = 0;
+        return 0;
+    }
+    if (!cli->ignore_corrupt_lease)
+        die(EXIT_FAILURE, "%s (start with --ignore-corrupt-lease to override)", err);
+    /* Any earlier lease was at most one window ahead of the last renewal, itself not after now
+     * (if the wall clock is right): starting one window ahead keeps every earlier ID below. */
+    *prev_end = sf_clock_now(sf_clock_system()) + c->snowflake.lease_ms;
+    fprintf(stderr, "snowflaked: warning: %s; --ignore-corrupt-lease: issuing from %llu ms\n", err,
+            (unsigned long long)*prev_end);
+    return sf_lease_first_tick(&c->snowflake.layout, *prev_end);
+}
+
+int main(int argc, char **argv)
+{
+    char err[1024];
+    cfg_cli cli;
+    if (cfg_parse_args(argc, argv, &cli, err, sizeof err) != 0) {
+        fprintf(stderr, "snowflaked: %s\nTry 'snowflaked --help'.\n", err);
+        return EXIT_CONFIG;
+    }
+    if (cli.help) {
+        cfg_usage(stdout, "snowflaked");
+        return 0;
+    }
+    if (cli.version) {
+        printf("snowflaked %s\n", SF_VERSION);
+        return 0;
+    }
+    static cfg c;
+    if (cfg_load(&c, &cli, sf_clock_now(sf_clock_system()), err, sizeof err) != 0)
+        die(EXIT_CONFIG, "%s", err);
+    if (cli.check_config) {
+        cfg_print_json(&c, stdout);
+        return 0;
+    }
+
+    /* Only the main thread takes these signals; every thread created later inherits the mask. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (make_dirs(c.data_dir, err, sizeof err) != 0)
+        die(EXIT_FAILURE, "%s", err);
+    char lease_path[CFG_PATH_MAX + 32];
+    snprintf(lease_path, sizeof lease_path, "%s/" SF_LEASE_FILE, c.data_dir);
+    uint64_t prev_end;
+    uint64_t min_tick = read_lease_floor(&c, &cli, lease_path, &prev_end);
+
+    const cfg_snowflake *s = &c.snowflake;
+    size_t ngens = s->per_thread_worker_ids ? c.server.threads : 1;
+    sf_gen *gens = aligned_alloc(64, sizeof(sf_gen) * ngens);
+    sf_gen **gen_ptrs = calloc(ngens, sizeof *gen_ptrs);
+    if (!gens || !gen_ptrs)
+        die(EXIT_FAILURE, "out of memory");
+    for (size_t i = 0; i < ngens; i++) {
+        sf_gen_config gc = {.layout = s->layout,
+                            .datacenter = s->datacenter_id,
+                            .worker = s->worker_id + (uint32_t)i,
+                            .sync = s->sync,
+                            .max_backward_ms = s->max_backward_ms,
+                            .max_batch = s->max_batch,
+                            .min_tick = min_tick,
+                            .lease_guarded = true};
+        if (sf_gen_init(&gens[i], &gc, err, sizeof err) != 0)
+            die(EXIT_CONFIG, "snowflake: %s", err);
+        gen_ptrs[i] = &gens[i];
+    }
+    sf_lease_keeper keeper;
+    if (sf_lease_keeper_start(&keeper, gen_ptrs, ngens, lease_path, s->lease_ms, prev_end, err,
+                              sizeof err) != 0)
+        die(EXIT_FAILURE, "%s", err);
+
+    fprintf(stderr,
+            "snowflaked %s: datacenter %u, worker %u%s (%s), layout %u/%u/%u/%u, sync %s, "
+            "lease %s; network listeners are not part of this build yet\n",
+            SF_VERSION, s->datacenter_id, s->worker_id, s->per_thread_worker_ids ? "+thread" : "",
+            s->worker_origin, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
+            s->sequence_bits, sf_sync_mode_name(s->sync), lease_path);
+    uint64_t retry = sf_gen_retry_after_ms(&gens[0]);
+    if (retry > 0)
+        fprintf(stderr,
+                "snowflaked: warning: clock is behind the stored lease; IDs are refused for "
+                "about %llu ms\n",
+                (unsigned long long)retry);
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    fprintf(stderr, "snowflaked: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+
+    int code = 0;
+    if (sf_lease_keeper_stop(&keeper, err, sizeof err) != 0) {
+        fprintf(stderr, "snowflaked: final lease not written: %s\n", err);
+        code = EXIT_FAILURE; /* the renewed lease on disk still covers every ID issued */
+    }
+    for (size_t i = 0; i < ngens; i++)
+        sf_gen_destroy(&gens[i]);
+    free(gens);
+    free(gen_ptrs);
+    return code;
+}
