@@ -2,6 +2,8 @@
  * fraction of the layout's cap, and the cost of one 4096-ID batch. Prints figures; not a test.
  *
  *   bench_generator [-d ms_per_run] [-b batches]
+ *   bench_generator -n COUNT [-m mode]   issue COUNT IDs on one thread and exit, for
+ *                                        valgrind --tool=callgrind (instructions per ID)
  *
  * "capped" uses the default 41/5/5/12 layout (cap 4,096,000 IDs/s per worker), where the
  * sequence runs out every millisecond and the generator waits for the next tick; "uncapped" uses
@@ -140,20 +142,47 @@ static void bench_batch(const sf_layout *l, unsigned batches)
     sf_gen_destroy(&g);
 }
 
+/* Fixed work for instruction counting: uncapped layout, so no tick waits. */
+static int issue_count(long count, sf_sync_mode mode)
+{
+    sf_layout l = make_layout(41, 0, 0, 22);
+    sf_gen g;
+    make_gen(&g, &l, mode, 0);
+    uint64_t id, sum = 0;
+    for (long i = 0; i < count; i++) {
+        if (sf_gen_next(&g, &id) != SF_OK)
+            return 1;
+        sum ^= id;
+    }
+    printf("issued %ld IDs (%s), checksum %llx\n", count, sf_sync_mode_name(mode),
+           (unsigned long long)sum);
+    sf_gen_destroy(&g);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     unsigned ms = 1000, batches = 20000;
+    long count = 0;
+    sf_sync_mode mode = SF_SYNC_ATOMIC;
     int opt;
-    while ((opt = getopt(argc, argv, "d:b:")) != -1) {
+    while ((opt = getopt(argc, argv, "d:b:n:m:")) != -1) {
         if (opt == 'd')
             ms = (unsigned)atoi(optarg);
         else if (opt == 'b')
             batches = (unsigned)atoi(optarg);
+        else if (opt == 'n')
+            count = atol(optarg);
+        else if (opt == 'm' && sf_sync_mode_parse(optarg, &mode) == 0)
+            ;
         else {
-            fprintf(stderr, "usage: %s [-d ms_per_run] [-b batches]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-d ms_per_run] [-b batches] | -n count [-m mode]\n",
+                    argv[0]);
             return 2;
         }
     }
+    if (count > 0)
+        return issue_count(count, mode);
     if (ms < 10 || batches < 100) {
         fprintf(stderr, "-d must be >= 10 and -b >= 100\n");
         return 2;

@@ -111,8 +111,9 @@ typedef struct reservation {
     bool clock_behind; /* the clock was behind the last issued tick */
 } reservation;
 
-static int reserve(const sf_gen *g, uint64_t state, uint64_t now, uint32_t n, reservation *r,
-                   uint64_t *next_state)
+static inline __attribute__((always_inline)) int reserve(const sf_gen *g, uint64_t state,
+                                                         uint64_t now, uint32_t n, reservation *r,
+                                                         uint64_t *next_state)
 {
     if (state & SEALED_BIT)
         return SF_ESEALED;
@@ -182,7 +183,7 @@ static int reserve_locked(sf_gen *g, uint32_t n, reservation *r, uint64_t *now)
     return rc;
 }
 
-static int reserve_sync(sf_gen *g, uint32_t n, reservation *r)
+static inline __attribute__((always_inline)) int reserve_sync(sf_gen *g, uint32_t n, reservation *r)
 {
     uint64_t now;
     int rc;
