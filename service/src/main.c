@@ -7,13 +7,16 @@
  * them, via sigwait); the lease is read and the first renewal is on disk before any ID can be
  * issued; on SIGTERM/SIGINT the generators are sealed and the exact final lease is written. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "snowflake/generator.h"
@@ -58,6 +61,30 @@ static int make_dirs(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* One process per data directory: two daemons sharing a lease (and so, usually, a worker id)
+ * would issue duplicate IDs. The lock is held until exit; the kernel drops it on any death. */
+static void lock_data_dir(const char *dir)
+{
+    char path[CFG_PATH_MAX + 32], text[32];
+    snprintf(path, sizeof path, "%s/snowflaked.pid", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        die(EXIT_FAILURE, "cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ssize_t n = read(fd, text, sizeof text - 1);
+        text[n > 0 ? n : 0] = '\0';
+        text[strcspn(text, "\n")] = '\0';
+        die(EXIT_FAILURE,
+            "data_dir %s is in use by another snowflaked (pid %s); give each instance "
+            "its own data_dir",
+            dir, text[0] ? text : "unknown");
+    }
+    int len = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len)
+        die(EXIT_FAILURE, "cannot write %s: %s", path, strerror(errno));
+    /* fd stays open on purpose: closing it would release the lock. */
+}
+
 /* The floor below which no ID may be issued, from the lease file. */
 static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *path,
                                  uint64_t *prev_end)
@@ -83,7 +110,7 @@ static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *p
 
 int main(int argc, char **argv)
 {
-    char err[1024];
+    char err[CFG_PATH_MAX * 3]; /* room for messages quoting paths */
     cfg_cli cli;
     if (cfg_parse_args(argc, argv, &cli, err, sizeof err) != 0) {
         fprintf(stderr, "snowflaked: %s\nTry 'snowflaked --help'.\n", err);
@@ -115,6 +142,7 @@ int main(int argc, char **argv)
 
     if (make_dirs(c.data_dir, err, sizeof err) != 0)
         die(EXIT_FAILURE, "%s", err);
+    lock_data_dir(c.data_dir);
     char lease_path[CFG_PATH_MAX + 32];
     snprintf(lease_path, sizeof lease_path, "%s/" SF_LEASE_FILE, c.data_dir);
     uint64_t prev_end;

@@ -1,0 +1,1403 @@
+/* Configuration loading: one schema table (cfg_keys) drives every layer.
+ *
+ * The embedded config.json, the -c file, SNOWFLAKED_* environment variables, --set and the
+ * dedicated flags all end up in cfg_set_text(), which parses one textual value for one key of the
+ * table. JSON values are type-checked first (a port must be a JSON number, not "8080") and then
+ * rendered to text, so every range rule and every error message exists exactly once. Printing
+ * (--check-config) walks the same table, so a key added to the table is automatically read from
+ * JSON, from SNOWFLAKED_<PATH>, from --set, and printed.
+ *
+ * After the layers, cross-field rules run on the merged result (layout via sf_layout_init, ids
+ * fit their bits, listener ports distinct, ...). Their errors name the highest layer that set one
+ * of the keys involved, since that is where the user has to look.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getopt_long, gethostname, strcasecmp; the build defines it too */
+#endif
+
+#include "config/config.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifndef SF_VERSION
+#define SF_VERSION "unknown"
+#endif
+
+#define CFG_KIB          UINT64_C(1024)
+#define CFG_MIB          (CFG_KIB * 1024)
+#define CFG_GIB          (CFG_MIB * 1024)
+#define CFG_TIB          (CFG_GIB * 1024)
+#define CFG_DAY_MS       UINT64_C(86400000)
+#define CFG_EPOCH_MAX_MS UINT64_C(253402300799999) /* 9999-12-31T23:59:59.999Z */
+#define CFG_FILE_MAX     (1024 * 1024)             /* a config file larger than this is a mistake */
+#define CFG_SHOW_MAX     72                        /* echoed user values are cut to this */
+#define CFG_ENV_PREFIX   "SNOWFLAKED_"
+
+/* ---- schema ---------------------------------------------------------------------------------- */
+
+typedef enum {
+    CFG_T_U32,    /* uint32_t in min..max */
+    CFG_T_U64,    /* uint64_t in min..max; every max is <= 2^53 so JSON doubles stay exact */
+    CFG_T_BOOL,   /* bool */
+    CFG_T_STR,    /* char[max + 1]; min is the minimum length (1 = non-empty) */
+    CFG_T_ENUM,   /* a name, through parse/name */
+    CFG_T_EPOCH,  /* snowflake.epoch_ms: integer ms since 1970 or "YYYY-MM-DDTHH:MM:SS[.mmm]Z" */
+    CFG_T_WORKER, /* snowflake.worker_id: integer | "ordinal" | "env:NAME" */
+} cfg_type;
+
+enum {
+    CFG_F_IPADDR = 1, /* string must be a numeric IPv4 or IPv6 address */
+    CFG_F_SECRET = 2, /* never printed in clear */
+};
+
+typedef struct cfg_key {
+    const char *path; /* "section.name" or "name"; a section's keys must be contiguous */
+    cfg_type type;
+    size_t off; /* into cfg */
+    uint64_t min, max;
+    unsigned flags;
+    int (*parse)(const char *name, void *field); /* CFG_T_ENUM */
+    const char *(*name)(const void *field);      /* CFG_T_ENUM */
+    const char *choices;                         /* CFG_T_ENUM, for messages */
+} cfg_key;
+
+static int cfg_sync_parse(const char *s, void *field)
+{
+    return sf_sync_mode_parse(s, (sf_sync_mode *)field);
+}
+static const char *cfg_sync_name(const void *field)
+{
+    return sf_sync_mode_name(*(const sf_sync_mode *)field);
+}
+static int cfg_enc_parse(const char *s, void *field)
+{
+    return sf_enc_parse_name(s, strlen(s), (sf_encoding *)field);
+}
+static const char *cfg_enc_name(const void *field)
+{
+    return sf_enc_name(*(const sf_encoding *)field);
+}
+static const char *cfg_log_level_name(cfg_log_level l)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    return (unsigned)l < sizeof names / sizeof names[0] ? names[l] : "?";
+}
+static int cfg_log_parse(const char *s, void *field)
+{
+    for (cfg_log_level l = CFG_LOG_DEBUG; l <= CFG_LOG_ERROR; l++)
+        if (strcmp(s, cfg_log_level_name(l)) == 0) {
+            *(cfg_log_level *)field = l;
+            return 0;
+        }
+    return -1;
+}
+static const char *cfg_log_name(const void *field)
+{
+    return cfg_log_level_name(*(const cfg_log_level *)field);
+}
+
+/* offsetof(cfg, f), plus a compile-time check that the field has the size the row's type needs:
+ * a row pointing a U32 at a bool does not compile (negative array size). */
+#define CFG_AT(f, size)                                                                            \
+    (offsetof(cfg, f) + 0 * sizeof(char[sizeof(((cfg *)0)->f) == (size) ? 1 : -1]))
+#define CFG_FSIZE(f) sizeof(((cfg *)0)->f)
+
+#define K_U32(p, f, lo, hi)                                                                        \
+    {                                                                                              \
+        p, CFG_T_U32, CFG_AT(f, 4), lo, hi, 0, NULL, NULL, NULL                                    \
+    }
+#define K_U64(p, f, lo, hi)                                                                        \
+    {                                                                                              \
+        p, CFG_T_U64, CFG_AT(f, 8), lo, hi, 0, NULL, NULL, NULL                                    \
+    }
+#define K_BOOL(p, f)                                                                               \
+    {                                                                                              \
+        p, CFG_T_BOOL, CFG_AT(f, sizeof(bool)), 0, 1, 0, NULL, NULL, NULL                          \
+    }
+#define K_STR(p, f, minlen, fl)                                                                    \
+    {                                                                                              \
+        p, CFG_T_STR, offsetof(cfg, f), minlen, CFG_FSIZE(f) - 1, fl, NULL, NULL, NULL             \
+    }
+#define K_ENUM(p, f, pa, na, ch)                                                                   \
+    {                                                                                              \
+        p, CFG_T_ENUM, offsetof(cfg, f), 0, 0, 0, pa, na, ch                                       \
+    }
+
+/* Every key, in config.json order. Bounds are deliberately generous but finite: a value outside
+ * them is a typo or a unit mistake (ms vs s), not a tuning choice.
+ *
+ *   key                                 type     range                    why
+ *   data_dir                            string   1..1023 bytes            main creates it
+ *   server.host                         string   numeric IPv4/IPv6        no DNS at startup
+ *   server.port                         u32      1..65535
+ *   server.threads                      u32      0..256                   0 = online CPUs
+ *   server.backlog                      u32      1..65535                 kernel caps somaxconn
+ *   server.max_connections              u32      1..1000000
+ *   server.max_header_bytes             u32      1024..1 MiB              >= url limit
+ *   server.max_url_bytes                u32      1..1 MiB                 <= max_header_bytes
+ *   server.max_headers                  u32      1..1024
+ *   server.max_body_bytes               u32      1..1 GiB
+ *   server.max_requests_per_connection  u32      1..1000000000
+ *   server.max_pipeline                 u32      1..1024
+ *   server.*_timeout_ms                 u32      1..86400000 (1 day)
+ *   server.shutdown_grace_ms            u32      1..3600000 (1 hour)
+ *   snowflake.epoch                     epoch    1970..9999, not after now  checked by layout
+ *   snowflake.time_unit_ms              u32      1..1000
+ *   snowflake.*_bits                    u32      0..63 each               sum 63, sequence >= 8
+ *   snowflake.datacenter_id             u32      fits datacenter_bits
+ *   snowflake.worker_id                 worker   fits worker_bits         number|ordinal|env:NAME
+ *   snowflake.max_backward_ms           u32      0..1000                  < lease_ms
+ *   snowflake.max_batch                 u32      1..65536
+ *   snowflake.lease_ms                  u32      100..600000              > max_backward_ms
+ *   cache.max_memory_bytes              u64      1 MiB..1 TiB
+ *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
+ *   cache.memcached_port, echo.tcp_port u32      0..65535                 0 = off
+ *   auth.token                          string   0..255 bytes             not with token_file
+ */
+static const cfg_key cfg_keys[] = {
+    K_STR("data_dir", data_dir, 1, 0),
+    K_STR("server.host", server.host, 1, CFG_F_IPADDR),
+    K_U32("server.port", server.port, 1, 65535),
+    K_U32("server.threads", server.threads, 0, CFG_MAX_THREADS),
+    K_U32("server.backlog", server.backlog, 1, 65535),
+    K_U32("server.max_connections", server.max_connections, 1, 1000000),
+    K_U32("server.max_header_bytes", server.max_header_bytes, 1024, CFG_MIB),
+    K_U32("server.max_url_bytes", server.max_url_bytes, 1, CFG_MIB),
+    K_U32("server.max_headers", server.max_headers, 1, 1024),
+    K_U32("server.max_body_bytes", server.max_body_bytes, 1, CFG_GIB),
+    K_U32("server.max_requests_per_connection", server.max_requests_per_connection, 1, 1000000000),
+    K_U32("server.max_pipeline", server.max_pipeline, 1, 1024),
+    K_U32("server.header_timeout_ms", server.header_timeout_ms, 1, CFG_DAY_MS),
+    K_U32("server.idle_timeout_ms", server.idle_timeout_ms, 1, CFG_DAY_MS),
+    K_U32("server.write_timeout_ms", server.write_timeout_ms, 1, CFG_DAY_MS),
+    K_U32("server.shutdown_grace_ms", server.shutdown_grace_ms, 1, 3600000),
+    K_BOOL("server.tcp_nodelay", server.tcp_nodelay),
+    K_BOOL("server.reuseport", server.reuseport),
+    {"snowflake.epoch", CFG_T_EPOCH, CFG_AT(snowflake.epoch_ms, 8), 0, CFG_EPOCH_MAX_MS, 0, NULL,
+     NULL, NULL},
+    K_U32("snowflake.time_unit_ms", snowflake.time_unit_ms, 1, 1000),
+    K_U32("snowflake.timestamp_bits", snowflake.timestamp_bits, 0, 63),
+    K_U32("snowflake.datacenter_bits", snowflake.datacenter_bits, 0, 63),
+    K_U32("snowflake.worker_bits", snowflake.worker_bits, 0, 63),
+    K_U32("snowflake.sequence_bits", snowflake.sequence_bits, 0, 63),
+    K_U32("snowflake.datacenter_id", snowflake.datacenter_id, 0, UINT32_MAX),
+    {"snowflake.worker_id", CFG_T_WORKER, CFG_AT(snowflake.worker_id, 4), 0, UINT32_MAX, 0, NULL,
+     NULL, NULL},
+    K_ENUM("snowflake.sync", snowflake.sync, cfg_sync_parse, cfg_sync_name,
+           "atomic|spinlock|mutex"),
+    K_BOOL("snowflake.per_thread_worker_ids", snowflake.per_thread_worker_ids),
+    K_U32("snowflake.max_backward_ms", snowflake.max_backward_ms, 0, 1000),
+    K_U32("snowflake.max_batch", snowflake.max_batch, 1, 65536),
+    K_U32("snowflake.lease_ms", snowflake.lease_ms, 100, 600000),
+    K_ENUM("snowflake.default_encoding", snowflake.default_encoding, cfg_enc_parse, cfg_enc_name,
+           "dec|hex|base62|base32"),
+    K_BOOL("cache.enabled", cache.enabled),
+    K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB),
+    K_U32("cache.max_item_bytes", cache.max_item_bytes, 1, CFG_GIB),
+    K_STR("cache.memcached_host", cache.memcached_host, 1, CFG_F_IPADDR),
+    K_U32("cache.memcached_port", cache.memcached_port, 0, 65535),
+    K_BOOL("cache.persist", cache.persist),
+    K_BOOL("echo.http_enabled", echo.http_enabled),
+    K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR),
+    K_U32("echo.tcp_port", echo.tcp_port, 0, 65535),
+    K_ENUM("log.level", log.level, cfg_log_parse, cfg_log_name, "debug|info|warn|error"),
+    K_STR("log.file", log.file, 0, 0),
+    K_BOOL("log.access_log", log.access_log),
+    K_STR("auth.token", auth.token, 0, CFG_F_SECRET),
+    K_STR("auth.token_file", auth.token_file, 0, 0),
+    K_BOOL("auth.protect_reads", auth.protect_reads),
+};
+
+#define CFG_NKEYS (sizeof cfg_keys / sizeof cfg_keys[0])
+
+/* ---- load context and errors ----------------------------------------------------------------- */
+
+typedef enum { CFG_L_DEFAULT = 0, CFG_L_FILE, CFG_L_ENV, CFG_L_FLAG } cfg_layer;
+
+typedef struct cfg_ctx {
+    cfg *c;
+    const char *file;            /* -c path as the user typed it, or NULL */
+    cfg_layer layer[CFG_NKEYS];  /* the layer that last set each key */
+    const char *flag[CFG_NKEYS]; /* "--port", "--set", ... for CFG_L_FLAG */
+    bool seen[CFG_NKEYS];        /* set by the JSON document being applied */
+    char *err;
+    size_t errlen;
+} cfg_ctx;
+
+__attribute__((format(printf, 4, 5))) static int cfg_fail(cfg_ctx *ctx, const char *src,
+                                                          const char *path, const char *fmt, ...)
+{
+    if (!ctx->err || ctx->errlen == 0)
+        return -1;
+    int n = path ? snprintf(ctx->err, ctx->errlen, "%s: %s: ", src, path)
+                 : snprintf(ctx->err, ctx->errlen, "%s: ", src);
+    if (n >= 0 && (size_t)n < ctx->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->err + n, ctx->errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* A user-supplied value made safe to echo: printable ASCII only, cut to CFG_SHOW_MAX, quoted
+ * unless bare (numbers and booleans from JSON). Keeps escape sequences out of terminals and logs.
+ */
+static void cfg_show(char *out, size_t outlen, const char *s, bool bare)
+{
+    size_t n = 0, max = outlen - 6; /* room for quotes, "..." and the terminator */
+    if (!bare)
+        out[n++] = '"';
+    for (; *s && n < max; s++) {
+        unsigned char ch = (unsigned char)*s;
+        out[n++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    if (*s) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    if (!bare)
+        out[n++] = '"';
+    out[n] = '\0';
+}
+
+/* strlcpy: copies what fits and always terminates (labels and origins may be cut, never overrun).
+ */
+static void cfg_copy(char *dst, size_t dstlen, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= dstlen)
+        n = dstlen - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static const cfg_key *cfg_key_find(const char *path, size_t len, size_t *idx)
+{
+    for (size_t i = 0; i < CFG_NKEYS; i++)
+        if (strlen(cfg_keys[i].path) == len && memcmp(cfg_keys[i].path, path, len) == 0) {
+            if (idx)
+                *idx = i;
+            return &cfg_keys[i];
+        }
+    return NULL;
+}
+
+static bool cfg_is_section(const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; i < CFG_NKEYS; i++)
+        if (strncmp(cfg_keys[i].path, name, len) == 0 && cfg_keys[i].path[len] == '.')
+            return true;
+    return false;
+}
+
+/* "server.port" -> "SNOWFLAKED_SERVER_PORT". */
+static void cfg_env_name(const char *path, char *out, size_t outlen)
+{
+    size_t n = strlen(CFG_ENV_PREFIX);
+    memcpy(out, CFG_ENV_PREFIX, n);
+    for (; *path && n + 1 < outlen; path++) {
+        char ch = *path;
+        out[n++] = ch == '.' ? '_' : (ch >= 'a' && ch <= 'z') ? (char)(ch - 'a' + 'A') : ch;
+    }
+    out[n] = '\0';
+}
+
+/* Where key i got its current value, for cross-field error messages. */
+static void cfg_origin_label(const cfg_ctx *ctx, size_t i, char *out, size_t outlen)
+{
+    char env[96];
+    switch (ctx->layer[i]) {
+    case CFG_L_FILE: cfg_copy(out, outlen, ctx->file); break;
+    case CFG_L_ENV:
+        cfg_env_name(cfg_keys[i].path, env, sizeof env);
+        snprintf(out, outlen, "environment %s", env);
+        break;
+    case CFG_L_FLAG: snprintf(out, outlen, "flag %s", ctx->flag[i]); break;
+    default: snprintf(out, outlen, "defaults"); break;
+    }
+}
+
+/* The label of the highest layer among the named keys (NULL-terminated list). */
+static void cfg_cross_label(const cfg_ctx *ctx, char *out, size_t outlen, ...)
+{
+    va_list ap;
+    size_t best = CFG_NKEYS;
+    va_start(ap, outlen);
+    for (const char *p = va_arg(ap, const char *); p; p = va_arg(ap, const char *)) {
+        size_t i;
+        if (cfg_key_find(p, strlen(p), &i) &&
+            (best == CFG_NKEYS || ctx->layer[i] >= ctx->layer[best]))
+            best = i;
+    }
+    va_end(ap);
+    if (best == CFG_NKEYS)
+        snprintf(out, outlen, "defaults");
+    else
+        cfg_origin_label(ctx, best, out, outlen);
+}
+
+static size_t cfg_key_index_of(const char *path)
+{
+    size_t i = 0;
+    cfg_key_find(path, strlen(path), &i);
+    return i;
+}
+
+/* ---- text parsing ---------------------------------------------------------------------------- */
+
+/* Decimal digits only: no sign, no space, no overflow. */
+static bool cfg_parse_uint(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*s)
+        return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static bool cfg_is_digits(const char *s)
+{
+    return *s && s[strspn(s, "0123456789")] == '\0';
+}
+
+/* Case-insensitive, because TRUE and On are common in shell environments. */
+static bool cfg_parse_bool(const char *s, bool *out)
+{
+    static const char *const words[][2] = {
+        {"true", "false"}, {"1", "0"}, {"yes", "no"}, {"on", "off"}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        for (size_t v = 0; v < 2; v++)
+            if (strcasecmp(s, words[i][v]) == 0) {
+                *out = v == 0;
+                return true;
+            }
+    return false;
+}
+
+static bool cfg_is_ip(const char *s)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+}
+
+/* A JSON number as text. Non-negative whole numbers up to 2^53 (exact in a double) become plain
+ * digits; anything else becomes %.17g, which round-trips and so always shows a sign, a fraction
+ * or an exponent: it can never pass cfg_parse_uint. Range checks therefore happen on exact
+ * integers and no out-of-range double is ever cast. */
+static void cfg_number_text(double d, char *out, size_t outlen)
+{
+    if (d >= 0 && d <= 9007199254740992.0 && (double)(uint64_t)d == d)
+        snprintf(out, outlen, "%llu", (unsigned long long)(uint64_t)d);
+    else
+        snprintf(out, outlen, "%.17g", d);
+}
+
+/* ---- time ------------------------------------------------------------------------------------ */
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). Plain
+ * arithmetic: no timegm/mktime, no TZ or locale involvement. */
+static int64_t cfg_days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+static void cfg_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
+{
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    *d = doy - (153 * mp + 2) / 5 + 1;
+    *m = mp < 10 ? mp + 3 : mp - 9;
+    *y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+static unsigned cfg_days_in_month(unsigned y, unsigned m)
+{
+    static const unsigned char dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 && leap ? 29 : dim[m - 1];
+}
+
+/* Exactly n digits at s. */
+static bool cfg_digits(const char *s, int n, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (unsigned)(s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS[.f{1,3}]Z" -> ms since 1970. Returns NULL or why it is not valid. */
+static const char *cfg_parse_iso(const char *s, uint64_t *ms)
+{
+    unsigned y, mo, d, h, mi, sec, frac = 0;
+    if (!cfg_digits(s, 4, &y) || s[4] != '-' || !cfg_digits(s + 5, 2, &mo) || s[7] != '-' ||
+        !cfg_digits(s + 8, 2, &d) || s[10] != 'T' || !cfg_digits(s + 11, 2, &h) || s[13] != ':' ||
+        !cfg_digits(s + 14, 2, &mi) || s[16] != ':' || !cfg_digits(s + 17, 2, &sec))
+        return "expected YYYY-MM-DDTHH:MM:SS[.mmm]Z";
+    const char *p = s + 19;
+    if (*p == '.') {
+        int n = 0;
+        for (p++; n < 4 && p[n] >= '0' && p[n] <= '9'; n++)
+            ;
+        if (n < 1 || n > 3)
+            return "the fraction must have 1 to 3 digits (milliseconds)";
+        cfg_digits(p, n, &frac);
+        frac *= n == 1 ? 100 : n == 2 ? 10 : 1;
+        p += n;
+    }
+    if (p[0] != 'Z' || p[1] != '\0')
+        return "only UTC is accepted: the time must end in Z";
+    if (y < 1970)
+        return "the year must be 1970 or later";
+    if (mo < 1 || mo > 12)
+        return "month out of range";
+    if (d < 1 || d > cfg_days_in_month(y, mo))
+        return "day out of range for the month";
+    if (h > 23 || mi > 59 || sec > 59)
+        return "time of day out of range";
+    uint64_t days = (uint64_t)cfg_days_from_civil(y, mo, d);
+    *ms = ((days * 24 + h) * 60 + mi) * 60000 + sec * UINT64_C(1000) + frac;
+    return NULL;
+}
+
+/* ms since 1970 -> ISO-8601 UTC, with .mmm only when needed. */
+static void cfg_format_iso(uint64_t ms, char *out, size_t outlen)
+{
+    int64_t y;
+    unsigned mo, d;
+    uint64_t day_ms = ms % CFG_DAY_MS;
+    cfg_civil_from_days((int64_t)(ms / CFG_DAY_MS), &y, &mo, &d);
+    unsigned h = (unsigned)(day_ms / 3600000), mi = (unsigned)(day_ms / 60000 % 60),
+             sec = (unsigned)(day_ms / 1000 % 60), frac = (unsigned)(day_ms % 1000);
+    if (frac)
+        snprintf(out, outlen, "%04lld-%02u-%02uT%02u:%02u:%02u.%03uZ", (long long)y, mo, d, h, mi,
+                 sec, frac);
+    else
+        snprintf(out, outlen, "%04lld-%02u-%02uT%02u:%02u:%02uZ", (long long)y, mo, d, h, mi, sec);
+}
+
+/* ---- setting one key from text --------------------------------------------------------------- */
+
+static void *cfg_field(cfg *c, const cfg_key *k)
+{
+    return (char *)c + k->off;
+}
+
+/* What a key accepts, for messages: "an integer 1..65535", "one of dec|hex|base62|base32". */
+static void cfg_expect(const cfg_key *k, char *out, size_t outlen)
+{
+    switch (k->type) {
+    case CFG_T_U32:
+    case CFG_T_U64:
+        snprintf(out, outlen, "an integer %llu..%llu", (unsigned long long)k->min,
+                 (unsigned long long)k->max);
+        break;
+    case CFG_T_BOOL: snprintf(out, outlen, "true or false"); break;
+    case CFG_T_STR:
+        snprintf(out, outlen, "%s",
+                 (k->flags & CFG_F_IPADDR) ? "a numeric IPv4 or IPv6 address"
+                 : k->min                  ? "a non-empty string"
+                                           : "a string");
+        break;
+    case CFG_T_ENUM: snprintf(out, outlen, "one of %s", k->choices); break;
+    case CFG_T_EPOCH:
+        snprintf(out, outlen,
+                 "an ISO-8601 UTC time like \"2020-01-01T00:00:00Z\" or integer ms since 1970");
+        break;
+    case CFG_T_WORKER: snprintf(out, outlen, "an integer, \"ordinal\" or \"env:NAME\""); break;
+    }
+}
+
+static int cfg_bad_value(cfg_ctx *ctx, const cfg_key *k, const char *src, const char *shown,
+                         const char *why)
+{
+    char expect[128];
+    cfg_expect(k, expect, sizeof expect);
+    return cfg_fail(ctx, src, k->path, "must be %s, got %s%s%s%s", expect, shown, why ? " (" : "",
+                    why ? why : "", why ? ")" : "");
+}
+
+static int cfg_store_uint(cfg_ctx *ctx, const cfg_key *k, const char *text, const char *shown,
+                          const char *src)
+{
+    uint64_t v;
+    if (!cfg_parse_uint(text, &v) || v < k->min || v > k->max)
+        return cfg_bad_value(ctx, k, src, shown, NULL);
+    void *field = cfg_field(ctx->c, k);
+    if (k->type == CFG_T_U32) {
+        uint32_t v32 = (uint32_t)v;
+        memcpy(field, &v32, sizeof v32);
+    } else {
+        memcpy(field, &v, sizeof v);
+    }
+    return 0;
+}
+
+static int cfg_store_str(cfg_ctx *ctx, const cfg_key *k, const char *text, const char *shown,
+                         const char *src)
+{
+    size_t len = strlen(text);
+    if (len < k->min)
+        return cfg_fail(ctx, src, k->path, "must not be empty");
+    if (len > k->max)
+        return cfg_fail(ctx, src, k->path, "must be at most %llu bytes, got %zu",
+                        (unsigned long long)k->max, len);
+    if ((k->flags & CFG_F_IPADDR) && !cfg_is_ip(text))
+        return cfg_bad_value(ctx, k, src, shown, "host names are not resolved");
+    memcpy(cfg_field(ctx->c, k), text, len + 1);
+    return 0;
+}
+
+static int cfg_store_epoch(cfg_ctx *ctx, const cfg_key *k, const char *text, const char *shown,
+                           const char *src)
+{
+    uint64_t ms;
+    const char *why = NULL;
+    if (cfg_is_digits(text)) {
+        if (!cfg_parse_uint(text, &ms) || ms > k->max)
+            why = "integer ms must be 0..253402300799999";
+    } else {
+        why = cfg_parse_iso(text, &ms);
+    }
+    if (why)
+        return cfg_bad_value(ctx, k, src, shown, why);
+    ctx->c->snowflake.epoch_ms = ms;
+    return 0;
+}
+
+static bool cfg_is_env_name(const char *s)
+{
+    size_t n = 0;
+    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
+        return false;
+    for (; s[n]; n++)
+        if (!(s[n] == '_' || (s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= 'a' && s[n] <= 'z') ||
+              (s[n] >= '0' && s[n] <= '9')))
+            return false;
+    return n < sizeof(((cfg_snowflake *)0)->worker_env);
+}
+
+/* Only records the choice; resolution (hostname, env lookups, bit fit) happens after all layers,
+ * so a flag can replace an "ordinal" that would not have resolved. */
+static int cfg_store_worker(cfg_ctx *ctx, const cfg_key *k, const char *text, const char *shown,
+                            const char *src)
+{
+    cfg_snowflake *s = &ctx->c->snowflake;
+    uint64_t v;
+    if (cfg_is_digits(text)) {
+        if (!cfg_parse_uint(text, &v) || v > k->max)
+            return cfg_bad_value(ctx, k, src, shown, NULL);
+        s->worker_source = CFG_WORKER_NUMBER;
+        s->worker_id = (uint32_t)v;
+        s->worker_env[0] = '\0';
+    } else if (strcmp(text, "ordinal") == 0) {
+        s->worker_source = CFG_WORKER_ORDINAL;
+        s->worker_env[0] = '\0';
+    } else if (strncmp(text, "env:", 4) == 0) {
+        if (!cfg_is_env_name(text + 4))
+            return cfg_bad_value(
+                ctx, k, src, shown,
+                "NAME must be an environment variable name, [A-Za-z_][A-Za-z0-9_]*");
+        s->worker_source = CFG_WORKER_ENV;
+        cfg_copy(s->worker_env, sizeof s->worker_env, text + 4);
+    } else {
+        return cfg_bad_value(ctx, k, src, shown, NULL);
+    }
+    return 0;
+}
+
+/* Parses text for key i and stores it, remembering which layer set it. bare: the text came from a
+ * JSON number or boolean (echoed without quotes in errors). */
+static int cfg_set_text(cfg_ctx *ctx, size_t i, const char *text, bool bare, const char *src,
+                        cfg_layer layer, const char *flag)
+{
+    const cfg_key *k = &cfg_keys[i];
+    char shown[CFG_SHOW_MAX];
+    bool b;
+    int rc = 0;
+    cfg_show(shown, sizeof shown, text, bare);
+    switch (k->type) {
+    case CFG_T_U32:
+    case CFG_T_U64: rc = cfg_store_uint(ctx, k, text, shown, src); break;
+    case CFG_T_BOOL:
+        if (!cfg_parse_bool(text, &b))
+            rc = cfg_fail(ctx, src, k->path, "must be true/false, 1/0, yes/no or on/off, got %s",
+                          shown);
+        else
+            memcpy(cfg_field(ctx->c, k), &b, sizeof b);
+        break;
+    case CFG_T_STR: rc = cfg_store_str(ctx, k, text, shown, src); break;
+    case CFG_T_ENUM:
+        if (k->parse(text, cfg_field(ctx->c, k)) != 0)
+            rc = cfg_bad_value(ctx, k, src, shown, NULL);
+        break;
+    case CFG_T_EPOCH: rc = cfg_store_epoch(ctx, k, text, shown, src); break;
+    case CFG_T_WORKER: rc = cfg_store_worker(ctx, k, text, shown, src); break;
+    }
+    if (rc == 0) {
+        ctx->layer[i] = layer;
+        ctx->flag[i] = flag;
+    }
+    return rc;
+}
+
+/* ---- JSON layers ----------------------------------------------------------------------------- */
+
+static void cfg_json_describe(const cJSON *item, char *out, size_t outlen)
+{
+    char shown[CFG_SHOW_MAX], num[40];
+    if (cJSON_IsString(item)) {
+        cfg_show(shown, sizeof shown, item->valuestring, false);
+        snprintf(out, outlen, "a string %s", shown);
+    } else if (cJSON_IsNumber(item)) {
+        cfg_number_text(item->valuedouble, num, sizeof num);
+        snprintf(out, outlen, "%s", num);
+    } else {
+        snprintf(out, outlen, "%s",
+                 cJSON_IsTrue(item)    ? "true"
+                 : cJSON_IsFalse(item) ? "false"
+                 : cJSON_IsNull(item)  ? "null"
+                 : cJSON_IsArray(item) ? "an array"
+                                       : "an object");
+    }
+}
+
+/* Type-checks a JSON value against key i, then hands its text to cfg_set_text. epoch and worker_id
+ * take numbers or strings, and (like their env/flag forms) a string of digits reads as a number. */
+static int cfg_apply_item(cfg_ctx *ctx, size_t i, const cJSON *item, const char *src,
+                          cfg_layer layer)
+{
+    const cfg_key *k = &cfg_keys[i];
+    char num[40], expect[128], got[CFG_SHOW_MAX + 16];
+    bool numeric = k->type == CFG_T_U32 || k->type == CFG_T_U64 || k->type == CFG_T_EPOCH ||
+                   k->type == CFG_T_WORKER;
+    bool stringy = k->type == CFG_T_STR || k->type == CFG_T_ENUM || k->type == CFG_T_EPOCH ||
+                   k->type == CFG_T_WORKER;
+    if (cJSON_IsNumber(item) && numeric) {
+        cfg_number_text(item->valuedouble, num, sizeof num);
+        return cfg_set_text(ctx, i, num, true, src, layer, NULL);
+    }
+    if (cJSON_IsBool(item) && k->type == CFG_T_BOOL)
+        return cfg_set_text(ctx, i, cJSON_IsTrue(item) ? "true" : "false", true, src, layer, NULL);
+    if (cJSON_IsString(item) && stringy)
+        return cfg_set_text(ctx, i, item->valuestring, false, src, layer, NULL);
+    cfg_expect(k, expect, sizeof expect);
+    cfg_json_describe(item, got, sizeof got);
+    return cfg_fail(ctx, src, k->path, "expected %s, got %s", expect, got);
+}
+
+/* Duplicate keys are errors: cJSON keeps both and which one "wins" would be an accident. */
+static bool cfg_has_earlier_twin(const cJSON *item)
+{
+    for (const cJSON *p = item->prev; p && p->next; p = p->prev) /* head's prev is the tail */
+        if (strcmp(p->string, item->string) == 0)
+            return true;
+    return false;
+}
+
+static int cfg_apply_section(cfg_ctx *ctx, const cJSON *sec, const char *src, cfg_layer layer)
+{
+    char got[CFG_SHOW_MAX + 16], path[160], shown[CFG_SHOW_MAX];
+    if (!cJSON_IsObject(sec)) {
+        cfg_json_describe(sec, got, sizeof got);
+        return cfg_fail(ctx, src, sec->string, "must be an object, got %s", got);
+    }
+    for (const cJSON *it = sec->child; it; it = it->next) {
+        size_t i;
+        int n = snprintf(path, sizeof path, "%s.%s", sec->string, it->string);
+        if (n < 0 || (size_t)n >= sizeof path || !cfg_key_find(path, (size_t)n, &i)) {
+            cfg_show(shown, sizeof shown, it->string, true);
+            return cfg_fail(ctx, src, NULL, "%s.%s: unknown key", sec->string, shown);
+        }
+        if (cfg_has_earlier_twin(it))
+            return cfg_fail(ctx, src, path, "duplicate key");
+        if (cfg_apply_item(ctx, i, it, src, layer) != 0)
+            return -1;
+        ctx->seen[i] = true;
+    }
+    return 0;
+}
+
+static int cfg_apply_tree(cfg_ctx *ctx, const cJSON *root, const char *src, cfg_layer layer)
+{
+    char got[CFG_SHOW_MAX + 16], shown[CFG_SHOW_MAX];
+    if (!cJSON_IsObject(root)) {
+        cfg_json_describe(root, got, sizeof got);
+        return cfg_fail(ctx, src, NULL, "the top level must be a JSON object, got %s", got);
+    }
+    memset(ctx->seen, 0, sizeof ctx->seen);
+    for (const cJSON *it = root->child; it; it = it->next) {
+        size_t i;
+        if (cfg_has_earlier_twin(it)) {
+            cfg_show(shown, sizeof shown, it->string, true);
+            return cfg_fail(ctx, src, shown, "duplicate key");
+        }
+        /* top-level names have no dots: "server.port" here is not a way to spell a key */
+        if (!strchr(it->string, '.') && cfg_key_find(it->string, strlen(it->string), &i)) {
+            if (cfg_apply_item(ctx, i, it, src, layer) != 0)
+                return -1;
+            ctx->seen[i] = true;
+        } else if (cfg_is_section(it->string)) {
+            if (cfg_apply_section(ctx, it, src, layer) != 0)
+                return -1;
+        } else {
+            cfg_show(shown, sizeof shown, it->string, true);
+            return cfg_fail(ctx, src, shown, "unknown key");
+        }
+    }
+    return 0;
+}
+
+static void cfg_line_col(const char *text, size_t off, unsigned *line, unsigned *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off; i++) {
+        if (text[i] == '\n') {
+            ++*line;
+            *col = 1;
+        } else {
+            ++*col;
+        }
+    }
+}
+
+/* cJSON decodes "\u0000" into a NUL that silently truncates the string; refuse it instead. Only
+ * called on text cJSON accepted, where quotes and backslashes occur in strings only. */
+static const char *cfg_find_nul_escape(const char *text)
+{
+    bool in_string = false;
+    for (const char *p = text; *p; p++) {
+        if (*p == '"') {
+            in_string = !in_string;
+        } else if (in_string && *p == '\\') {
+            if (p[1] == 'u' && strncmp(p + 2, "0000", 4) == 0)
+                return p;
+            if (p[1])
+                p++; /* skip the escaped character, so \" does not end the string */
+        }
+    }
+    return NULL;
+}
+
+/* text must be NUL-terminated at text[len]. */
+static int cfg_apply_json(cfg_ctx *ctx, const char *text, size_t len, const char *src,
+                          cfg_layer layer)
+{
+    unsigned line, col;
+    const char *nul = memchr(text, '\0', len), *end = NULL;
+    if (nul) {
+        cfg_line_col(text, (size_t)(nul - text), &line, &col);
+        return cfg_fail(ctx, src, NULL, "not valid JSON: NUL byte at line %u, column %u", line,
+                        col);
+    }
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+        bool blank = strspn(text, " \t\r\n") == len;
+        cfg_line_col(text, off, &line, &col);
+        if (blank)
+            return cfg_fail(ctx, src, NULL,
+                            "not valid JSON: the file is empty, expected an object");
+        return cfg_fail(ctx, src, NULL, "not valid JSON: syntax error at line %u, column %u", line,
+                        col);
+    }
+    const char *esc = cfg_find_nul_escape(text);
+    int rc;
+    if (esc) {
+        cfg_line_col(text, (size_t)(esc - text), &line, &col);
+        rc = cfg_fail(ctx, src, NULL, "\\u0000 in a string at line %u, column %u is not allowed",
+                      line, col);
+    } else {
+        rc = cfg_apply_tree(ctx, root, src, layer);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* Reads the whole file, NUL-terminated. */
+static int cfg_read_file(cfg_ctx *ctx, const char *path, char **out, size_t *outlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cfg_fail(ctx, path, NULL, "cannot open: %s", strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf && len <= CFG_FILE_MAX) {
+        if (len + 1 == cap) { /* keep one byte for the terminator */
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        if (n == 0)
+            break; /* end of file or error, told apart by ferror below */
+        len += n;
+    }
+    int rc = 0, saved = errno;
+    if (!buf)
+        rc = cfg_fail(ctx, path, NULL, "out of memory reading the file");
+    else if (ferror(f))
+        rc = cfg_fail(ctx, path, NULL, "cannot read: %s", strerror(saved));
+    else if (len > CFG_FILE_MAX)
+        rc = cfg_fail(ctx, path, NULL, "larger than %d bytes; not a config file?", CFG_FILE_MAX);
+    fclose(f);
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *outlen = len;
+    return 0;
+}
+
+/* ---- text layers ----------------------------------------------------------------------------- */
+
+/* Every key can come from SNOWFLAKED_<PATH>. Other SNOWFLAKED_* variables are ignored on purpose:
+ * Kubernetes injects SNOWFLAKED_PORT, SNOWFLAKED_SERVICE_HOST, ... for a service of that name. */
+static int cfg_apply_env(cfg_ctx *ctx)
+{
+    char name[96], src[128];
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        cfg_env_name(cfg_keys[i].path, name, sizeof name);
+        const char *v = getenv(name);
+        if (!v)
+            continue;
+        snprintf(src, sizeof src, "environment %s", name);
+        if (cfg_set_text(ctx, i, v, false, src, CFG_L_ENV, NULL) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int cfg_apply_flag(cfg_ctx *ctx, const char *path, const char *flag, const char *value)
+{
+    char src[64];
+    size_t i = cfg_key_index_of(path);
+    snprintf(src, sizeof src, "flag %s", flag);
+    return cfg_set_text(ctx, i, value, false, src, CFG_L_FLAG, flag);
+}
+
+static int cfg_apply_flags(cfg_ctx *ctx, const cfg_cli *cli)
+{
+    char shown[CFG_SHOW_MAX];
+    for (int s = 0; s < cli->nsets && s < CFG_MAX_SETS; s++) {
+        const char *arg = cli->sets[s], *eq = arg ? strchr(arg, '=') : NULL;
+        size_t i;
+        if (!eq || eq == arg) {
+            cfg_show(shown, sizeof shown, arg ? arg : "", false);
+            return cfg_fail(ctx, "flag --set", NULL, "expected PATH=VALUE, got %s", shown);
+        }
+        if (!cfg_key_find(arg, (size_t)(eq - arg), &i)) {
+            cfg_show(shown, sizeof shown, arg, true);
+            shown[strcspn(shown, "=")] = '\0';
+            return cfg_fail(ctx, "flag --set", shown, "unknown key");
+        }
+        if (cfg_set_text(ctx, i, eq + 1, false, "flag --set", CFG_L_FLAG, "--set") != 0)
+            return -1;
+    }
+    if (cli->port && cfg_apply_flag(ctx, "server.port", "--port", cli->port) != 0)
+        return -1;
+    if (cli->threads && cfg_apply_flag(ctx, "server.threads", "--threads", cli->threads) != 0)
+        return -1;
+    if (cli->worker_id &&
+        cfg_apply_flag(ctx, "snowflake.worker_id", "--worker-id", cli->worker_id) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---- resolution and cross-field rules -------------------------------------------------------- */
+
+static void cfg_resolve_threads(cfg *c)
+{
+    if (c->server.threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        c->server.threads = n < 1 ? 1 : n > CFG_MAX_THREADS ? CFG_MAX_THREADS : (uint32_t)n;
+    }
+}
+
+static int cfg_check_limits(cfg_ctx *ctx)
+{
+    const cfg *c = ctx->c;
+    char src[CFG_PATH_MAX + 32];
+    if (c->server.max_url_bytes > c->server.max_header_bytes) {
+        cfg_cross_label(ctx, src, sizeof src, "server.max_url_bytes", "server.max_header_bytes",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "server.max_url_bytes",
+                        "must be <= server.max_header_bytes (%u), got %u",
+                        c->server.max_header_bytes, c->server.max_url_bytes);
+    }
+    if (c->snowflake.lease_ms <= c->snowflake.max_backward_ms) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.lease_ms", "snowflake.max_backward_ms",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.lease_ms",
+                        "must be greater than snowflake.max_backward_ms (%u), got %u",
+                        c->snowflake.max_backward_ms, c->snowflake.lease_ms);
+    }
+    if (c->cache.max_item_bytes > c->cache.max_memory_bytes) {
+        cfg_cross_label(ctx, src, sizeof src, "cache.max_item_bytes", "cache.max_memory_bytes",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "cache.max_item_bytes",
+                        "must be <= cache.max_memory_bytes (%llu), got %u",
+                        (unsigned long long)c->cache.max_memory_bytes, c->cache.max_item_bytes);
+    }
+    if (c->auth.token[0] && c->auth.token_file[0]) {
+        cfg_cross_label(ctx, src, sizeof src, "auth.token", "auth.token_file", (const char *)NULL);
+        return cfg_fail(ctx, src, "auth.token",
+                        "set either auth.token or auth.token_file, not both");
+    }
+    return 0;
+}
+
+static int cfg_check_layout(cfg_ctx *ctx, uint64_t now_ms)
+{
+    cfg_snowflake *s = &ctx->c->snowflake;
+    char why[256], src[CFG_PATH_MAX + 32];
+    if (sf_layout_init(&s->layout, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
+                       s->sequence_bits, s->epoch_ms, s->time_unit_ms, now_ms, why,
+                       sizeof why) == 0)
+        return 0;
+    cfg_cross_label(ctx, src, sizeof src, "snowflake.epoch", "snowflake.time_unit_ms",
+                    "snowflake.timestamp_bits", "snowflake.datacenter_bits",
+                    "snowflake.worker_bits", "snowflake.sequence_bits", (const char *)NULL);
+    return cfg_fail(ctx, src, "snowflake", "%s", why);
+}
+
+/* "snowflaked-3" -> 3: the digits after the last '-'. */
+static bool cfg_trailing_ordinal(const char *name, uint64_t *out)
+{
+    const char *dash = strrchr(name, '-');
+    return dash && cfg_parse_uint(dash + 1, out);
+}
+
+static int cfg_resolve_worker(cfg_ctx *ctx, const char *src, uint64_t *id)
+{
+    cfg_snowflake *s = &ctx->c->snowflake;
+    char host[256], shown[CFG_SHOW_MAX];
+    const char *name, *what;
+    switch (s->worker_source) {
+    case CFG_WORKER_ORDINAL:
+        name = getenv("POD_NAME");
+        what = "POD_NAME=";
+        if (!name || !*name) {
+            if (gethostname(host, sizeof host) != 0)
+                return cfg_fail(ctx, src, "snowflake.worker_id",
+                                "ordinal: POD_NAME is not set and gethostname failed: %s",
+                                strerror(errno));
+            host[sizeof host - 1] = '\0';
+            name = host;
+            what = "hostname ";
+        }
+        cfg_show(shown, sizeof shown, name, false);
+        if (!cfg_trailing_ordinal(name, id))
+            return cfg_fail(ctx, src, "snowflake.worker_id",
+                            "ordinal: %s%s does not end in -<number> (like snowflaked-3)", what,
+                            shown);
+        cfg_show(shown, sizeof shown, name, true);
+        snprintf(s->worker_origin, sizeof s->worker_origin, "ordinal of %s%s", what, shown);
+        return 0;
+    case CFG_WORKER_ENV:
+        name = getenv(s->worker_env);
+        if (!name)
+            return cfg_fail(ctx, src, "snowflake.worker_id",
+                            "env:%s: environment variable %s is not set", s->worker_env,
+                            s->worker_env);
+        cfg_show(shown, sizeof shown, name, false);
+        if (!cfg_parse_uint(name, id))
+            return cfg_fail(ctx, src, "snowflake.worker_id",
+                            "env:%s: must be a decimal integer, got %s=%s", s->worker_env,
+                            s->worker_env, shown);
+        snprintf(s->worker_origin, sizeof s->worker_origin, "env %s=%s", s->worker_env, name);
+        return 0;
+    default:
+        *id = s->worker_id;
+        cfg_copy(s->worker_origin, sizeof s->worker_origin, src);
+        return 0;
+    }
+}
+
+static int cfg_check_ids(cfg_ctx *ctx)
+{
+    cfg_snowflake *s = &ctx->c->snowflake;
+    char src[CFG_PATH_MAX + 32];
+    uint64_t id = 0;
+    if (s->datacenter_id > s->layout.datacenter_max) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.datacenter_id",
+                        "snowflake.datacenter_bits", (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.datacenter_id",
+                        "%u does not fit datacenter_bits=%u: must be 0..%llu", s->datacenter_id,
+                        s->datacenter_bits, (unsigned long long)s->layout.datacenter_max);
+    }
+    cfg_origin_label(ctx, cfg_key_index_of("snowflake.worker_id"), src, sizeof src);
+    if (cfg_resolve_worker(ctx, src, &id) != 0)
+        return -1;
+    if (id > s->layout.worker_max) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.worker_id", "snowflake.worker_bits",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.worker_id",
+                        "%llu (%s) does not fit worker_bits=%u: must be 0..%llu",
+                        (unsigned long long)id, s->worker_origin, s->worker_bits,
+                        (unsigned long long)s->layout.worker_max);
+    }
+    s->worker_id = (uint32_t)id;
+    uint64_t last = id + ctx->c->server.threads - 1;
+    if (s->per_thread_worker_ids && last > s->layout.worker_max) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.per_thread_worker_ids",
+                        "snowflake.worker_id", "snowflake.worker_bits", "server.threads",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.per_thread_worker_ids",
+                        "worker ids %llu..%llu (worker_id %llu + %u threads - 1) exceed the worker "
+                        "max %llu (worker_bits=%u); lower server.threads or worker_id",
+                        (unsigned long long)id, (unsigned long long)last, (unsigned long long)id,
+                        ctx->c->server.threads, (unsigned long long)s->layout.worker_max,
+                        s->worker_bits);
+    }
+    return 0;
+}
+
+typedef struct cfg_addr {
+    int family;
+    unsigned char a[16];
+} cfg_addr;
+
+static void cfg_addr_parse(const char *s, cfg_addr *out)
+{
+    memset(out, 0, sizeof *out);
+    out->family = inet_pton(AF_INET, s, out->a) == 1 ? AF_INET : AF_INET6;
+    if (out->family == AF_INET6 && inet_pton(AF_INET6, s, out->a) != 1)
+        out->family = 0;
+}
+
+static bool cfg_addr_any(const cfg_addr *a)
+{
+    static const unsigned char zero[16] = {0};
+    return memcmp(a->a, zero, a->family == AF_INET ? 4 : 16) == 0;
+}
+
+/* Would binding both addresses to one port collide? Equal addresses do; a wildcard collides with
+ * its own family, and :: (dual-stack by default on Linux) with everything. */
+static bool cfg_hosts_overlap(const char *h1, const char *h2)
+{
+    cfg_addr a, b;
+    cfg_addr_parse(h1, &a);
+    cfg_addr_parse(h2, &b);
+    if (a.family == b.family)
+        return memcmp(a.a, b.a, sizeof a.a) == 0 || cfg_addr_any(&a) || cfg_addr_any(&b);
+    return (a.family == AF_INET6 && cfg_addr_any(&a)) || (b.family == AF_INET6 && cfg_addr_any(&b));
+}
+
+static int cfg_check_listeners(cfg_ctx *ctx)
+{
+    const cfg *c = ctx->c;
+    const struct {
+        const char *port_key, *host_key, *host;
+        uint32_t port;
+    } l[] = {
+        {"server.port", "server.host", c->server.host, c->server.port},
+        {"cache.memcached_port", "cache.memcached_host", c->cache.memcached_host,
+         c->cache.memcached_port},
+        {"echo.tcp_port", "echo.tcp_host", c->echo.tcp_host, c->echo.tcp_port},
+    };
+    char src[CFG_PATH_MAX + 32];
+    for (size_t i = 1; i < sizeof l / sizeof l[0]; i++)
+        for (size_t j = 0; j < i; j++) {
+            if (!l[i].port || l[i].port != l[j].port || !cfg_hosts_overlap(l[i].host, l[j].host))
+                continue;
+            cfg_cross_label(ctx, src, sizeof src, l[i].port_key, l[i].host_key, l[j].port_key,
+                            l[j].host_key, (const char *)NULL);
+            return cfg_fail(ctx, src, l[i].port_key, "port %u on %s is already used by %s on %s",
+                            l[i].port, l[i].host, l[j].port_key, l[j].host);
+        }
+    return 0;
+}
+
+/* ---- public ---------------------------------------------------------------------------------- */
+
+int cfg_load(cfg *c, const cfg_cli *cli, uint64_t now_ms, char *err, size_t errlen)
+{
+    cfg_ctx ctx;
+    memset(c, 0, sizeof *c);
+    memset(&ctx, 0, sizeof ctx);
+    ctx.c = c;
+    ctx.err = err;
+    ctx.errlen = errlen;
+    if (err && errlen)
+        err[0] = '\0';
+
+    /* The embedded default must set every key: it is the documentation of the full config. */
+    if (cfg_apply_json(&ctx, cfg_embedded_json, cfg_embedded_json_len, "embedded config.json",
+                       CFG_L_DEFAULT) != 0)
+        return -1;
+    for (size_t i = 0; i < CFG_NKEYS; i++)
+        if (!ctx.seen[i])
+            return cfg_fail(&ctx, "embedded config.json", cfg_keys[i].path,
+                            "missing: config.json must list every key");
+
+    if (cli && cli->config_path) {
+        char *text = NULL;
+        size_t len = 0;
+        ctx.file = cli->config_path;
+        if (cfg_read_file(&ctx, ctx.file, &text, &len) != 0)
+            return -1;
+        int rc = cfg_apply_json(&ctx, text, len, ctx.file, CFG_L_FILE);
+        free(text);
+        if (rc != 0)
+            return -1;
+    }
+    if (cfg_apply_env(&ctx) != 0)
+        return -1;
+    if (cli && cfg_apply_flags(&ctx, cli) != 0)
+        return -1;
+
+    cfg_resolve_threads(c);
+    if (cfg_check_limits(&ctx) != 0 || cfg_check_layout(&ctx, now_ms) != 0 ||
+        cfg_check_ids(&ctx) != 0 || cfg_check_listeners(&ctx) != 0)
+        return -1;
+    cfg_copy(c->source, sizeof c->source, ctx.file ? ctx.file : "defaults");
+    return 0;
+}
+
+enum { CFG_OPT_WORKER_ID = 256, CFG_OPT_SET, CFG_OPT_CHECK, CFG_OPT_IGNORE_LEASE };
+
+int cfg_parse_args(int argc, char **argv, cfg_cli *cli, char *err, size_t errlen)
+{
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"port", required_argument, NULL, 'p'},
+        {"threads", required_argument, NULL, 't'},
+        {"worker-id", required_argument, NULL, CFG_OPT_WORKER_ID},
+        {"set", required_argument, NULL, CFG_OPT_SET},
+        {"check-config", no_argument, NULL, CFG_OPT_CHECK},
+        {"ignore-corrupt-lease", no_argument, NULL, CFG_OPT_IGNORE_LEASE},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt, rc = 0;
+    memset(cli, 0, sizeof *cli);
+    if (err && errlen)
+        err[0] = '\0';
+    optind = 0; /* glibc: 0 re-initialises getopt completely, so tests can call this repeatedly */
+    opterr = 0; /* we report errors ourselves; never print */
+    while (rc == 0 && (opt = getopt_long(argc, argv, ":c:p:t:Vh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c': cli->config_path = optarg; break;
+        case 'p': cli->port = optarg; break;
+        case 't': cli->threads = optarg; break;
+        case CFG_OPT_WORKER_ID: cli->worker_id = optarg; break;
+        case CFG_OPT_CHECK: cli->check_config = true; break;
+        case CFG_OPT_IGNORE_LEASE: cli->ignore_corrupt_lease = true; break;
+        case 'V': cli->version = true; break;
+        case 'h': cli->help = true; break;
+        case CFG_OPT_SET:
+            if (cli->nsets == CFG_MAX_SETS) {
+                snprintf(err, errlen, "too many --set options (at most %d)", CFG_MAX_SETS);
+                rc = -1;
+            } else if (!strchr(optarg, '=') || optarg[0] == '=') {
+                snprintf(err, errlen, "--set expects PATH=VALUE (like server.port=9090), got '%s'",
+                         optarg);
+                rc = -1;
+            } else {
+                cli->sets[cli->nsets++] = optarg;
+            }
+            break;
+        case ':': /* only the last argument can lack its value, so argv[optind - 1] is it */
+            if (strncmp(argv[optind - 1], "--", 2) == 0 || optopt <= 0 || optopt >= 256)
+                snprintf(err, errlen, "option %s needs a value", argv[optind - 1]);
+            else
+                snprintf(err, errlen, "option -%c needs a value", optopt);
+            rc = -1;
+            break;
+        default:
+            if ((optopt == 'h' || optopt == 'V') && strncmp(argv[optind - 1], "--", 2) == 0)
+                snprintf(err, errlen, "option %s takes no value", argv[optind - 1]);
+            else if (optopt > 0 && optopt < 256)
+                snprintf(err, errlen, "unknown option -%c (see --help)", optopt);
+            else
+                snprintf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        rc = -1;
+    }
+    return rc;
+}
+
+void cfg_usage(FILE *out, const char *prog)
+{
+    fprintf(
+        out,
+        "Usage: %s [options]\n"
+        "\n"
+        "Snowflake ID and cache network daemon (version %s).\n"
+        "\n"
+        "Options:\n"
+        "  -c, --config FILE        JSON config file; keys it omits keep their defaults\n"
+        "  -p, --port N             server.port\n"
+        "  -t, --threads N          server.threads (0 = one per online CPU)\n"
+        "      --worker-id V        snowflake.worker_id: a number, \"ordinal\" (trailing -N of\n"
+        "                           $POD_NAME or the hostname) or \"env:NAME\"\n"
+        "      --set PATH=VALUE     set any key, e.g. --set snowflake.sync=mutex (repeatable)\n"
+        "      --check-config       validate, print the effective config as JSON, exit\n"
+        "      --ignore-corrupt-lease  start even if the lease file is unreadable\n"
+        "  -V, --version            print the version and exit\n"
+        "  -h, --help               print this help and exit\n"
+        "\n"
+        "Configuration layers, later ones win:\n"
+        "  built-in defaults (config.json) < --config FILE < environment < flags\n"
+        "  (among flags: --set in order, then --port, --threads, --worker-id)\n"
+        "\n"
+        "Every key can be set from the environment as SNOWFLAKED_ + its path upper-cased with\n"
+        "dots as underscores: server.port -> SNOWFLAKED_SERVER_PORT, data_dir ->\n"
+        "SNOWFLAKED_DATA_DIR. Booleans accept true/false, 1/0, yes/no, on/off.\n"
+        "\n"
+        "Exit status: 0 ok, 2 usage or configuration error.\n",
+        prog, SF_VERSION);
+}
+
+/* ---- printing -------------------------------------------------------------------------------- */
+
+static void cfg_print_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(out, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            fprintf(out, "\\u%04x", ch);
+        else
+            fputc(ch, out);
+    }
+    fputc('"', out);
+}
+
+static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
+{
+    const void *field = (const char *)c + k->off;
+    uint32_t v32;
+    uint64_t v64;
+    char iso[48];
+    switch (k->type) {
+    case CFG_T_U32:
+        memcpy(&v32, field, sizeof v32);
+        fprintf(out, "%u", v32);
+        break;
+    case CFG_T_U64:
+        memcpy(&v64, field, sizeof v64);
+        fprintf(out, "%llu", (unsigned long long)v64);
+        break;
+    case CFG_T_BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
+    case CFG_T_STR:
+        cfg_print_str(out, (k->flags & CFG_F_SECRET) && *(const char *)field ? "***"
+                                                                             : (const char *)field);
+        break;
+    case CFG_T_ENUM: cfg_print_str(out, k->name(field)); break;
+    case CFG_T_EPOCH:
+        cfg_format_iso(c->snowflake.epoch_ms, iso, sizeof iso);
+        cfg_print_str(out, iso);
+        break;
+    case CFG_T_WORKER:
+        /* the choice, not the resolved number, so the output stays valid on another pod */
+        if (c->snowflake.worker_source == CFG_WORKER_ORDINAL)
+            fputs("\"ordinal\"", out);
+        else if (c->snowflake.worker_source == CFG_WORKER_ENV)
+            fprintf(out, "\"env:%s\"", c->snowflake.worker_env);
+        else
+            fprintf(out, "%u", c->snowflake.worker_id);
+        break;
+    }
+}
+
+/* The sections part has config.json's shape and loads as a config file; "resolved" (derived
+ * values, for humans and scripts) does not and must be dropped first. */
+void cfg_print_json(const cfg *c, FILE *out)
+{
+    size_t open_len = 0; /* length of the open section's name, 0 = top level */
+    const char *open = "";
+    bool first_top = true, first_in = true;
+    fputs("{", out);
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        const char *path = cfg_keys[i].path, *dot = strchr(path, '.');
+        size_t sec_len = dot ? (size_t)(dot - path) : 0;
+        if (sec_len != open_len || strncmp(path, open, sec_len) != 0) {
+            if (open_len)
+                fputs("\n  }", out);
+            if (sec_len) {
+                fprintf(out, "%s\n  \"%.*s\": {", first_top ? "" : ",", (int)sec_len, path);
+                first_top = false;
+                first_in = true;
+            }
+            open = path;
+            open_len = sec_len;
+        }
+        if (sec_len) {
+            fprintf(out, "%s\n    \"%s\": ", first_in ? "" : ",", dot + 1);
+            first_in = false;
+        } else {
+            fprintf(out, "%s\n  \"%s\": ", first_top ? "" : ",", path);
+            first_top = false;
+        }
+        cfg_print_value(c, &cfg_keys[i], out);
+    }
+    if (open_len)
+        fputs("\n  }", out);
+
+    const sf_layout *l = &c->snowflake.layout;
+    char ends[64];
+    uint64_t ticks = l->tick_max + 1, unit = l->unit_ms ? l->unit_ms : 1;
+    if (l->epoch_ms <= CFG_EPOCH_MAX_MS && ticks <= (CFG_EPOCH_MAX_MS - l->epoch_ms) / unit)
+        cfg_format_iso(l->epoch_ms + ticks * unit, ends, sizeof ends);
+    else
+        snprintf(ends, sizeof ends, "after 9999-12-31T23:59:59.999Z");
+    fputs(",\n  \"resolved\": {\n    \"source\": ", out);
+    cfg_print_str(out, c->source);
+    fprintf(out, ",\n    \"worker_id\": %u,\n    \"worker_id_origin\": ", c->snowflake.worker_id);
+    cfg_print_str(out, c->snowflake.worker_origin);
+    fprintf(out,
+            ",\n    \"threads\": %u,\n    \"id_cap_per_second\": %.0f,\n"
+            "    \"lifetime_ends\": \"%s\"\n  }\n}\n",
+            c->server.threads, l->unit_ms ? sf_layout_cap_per_second(l) : 0.0, ends);
+}
