@@ -78,9 +78,15 @@ static void make_gen(sf_gen *g, const sf_layout *l, sf_sync_mode mode, uint32_t 
     }
 }
 
-/* Runs `threads` issuers for ms milliseconds; returns IDs per second. */
-static double measure(const sf_layout *l, sf_sync_mode mode, int threads, bool per_thread,
-                      unsigned ms, uint64_t *errors)
+typedef struct result {
+    double per_second; /* IDs per second of wall time */
+    double of_cap;     /* IDs / what the layout allows in the ticks the run touched */
+    uint64_t errors;
+} result;
+
+/* Runs `threads` issuers for about ms milliseconds. */
+static result measure(const sf_layout *l, sf_sync_mode mode, int threads, bool per_thread,
+                      unsigned ms)
 {
     sf_gen gens[4];
     for (int i = 0; i < (per_thread ? threads : 1); i++)
@@ -96,6 +102,8 @@ static double measure(const sf_layout *l, sf_sync_mode mode, int threads, bool p
     }
     while (atomic_load(&ready) < threads) {
     }
+    sf_clock *clock = sf_clock_system();
+    uint64_t first_tick = sf_layout_tick_of(l, sf_clock_now(clock));
     uint64_t t0 = mono_ns();
     atomic_store(&go, true);
     struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
@@ -103,15 +111,20 @@ static double measure(const sf_layout *l, sf_sync_mode mode, int threads, bool p
     atomic_store(&stop, true);
     uint64_t elapsed = mono_ns() - t0;
     uint64_t total = 0;
-    *errors = 0;
+    result r = {0};
     for (int t = 0; t < threads; t++) {
         pthread_join(th[t], NULL);
         total += runs[t].count;
-        *errors += runs[t].errors;
+        r.errors += runs[t].errors;
     }
+    /* The cap counts every tick the run could have used, the partial first and last included. */
+    uint64_t ticks = sf_layout_tick_of(l, sf_clock_now(clock)) - first_tick + 1;
+    double cap = (double)ticks * (double)(l->sequence_max + 1) * (per_thread ? threads : 1);
     for (int i = 0; i < (per_thread ? threads : 1); i++)
         sf_gen_destroy(&gens[i]);
-    return (double)total * 1e9 / (double)elapsed;
+    r.per_second = (double)total * 1e9 / (double)elapsed;
+    r.of_cap = (double)total / cap;
+    return r;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -201,15 +214,13 @@ int main(int argc, char **argv)
                 continue;
             for (int k = 0; k < 3; k++) {
                 int t = thread_counts[k];
-                uint64_t e1, e2;
-                double capped_rate = measure(&capped, (sf_sync_mode)m, t, per_thread, ms, &e1);
-                double raw_rate = measure(per_thread ? &uncapped_workers : &uncapped,
-                                          (sf_sync_mode)m, t, per_thread, ms, &e2);
-                double cap = sf_layout_cap_per_second(&capped) * (per_thread ? t : 1);
+                result capped_r = measure(&capped, (sf_sync_mode)m, t, per_thread, ms);
+                result raw = measure(per_thread ? &uncapped_workers : &uncapped, (sf_sync_mode)m, t,
+                                     per_thread, ms);
                 printf("%-10s %-10s %7d | %12.0f %7.2f%% | %12.0f %9.2f%s\n",
                        sf_sync_mode_name((sf_sync_mode)m), per_thread ? "per-thread" : "shared", t,
-                       capped_rate, 100.0 * capped_rate / cap, raw_rate, 1e9 / raw_rate,
-                       e1 + e2 ? "  (errors!)" : "");
+                       capped_r.per_second, 100.0 * capped_r.of_cap, raw.per_second,
+                       1e9 / raw.per_second, capped_r.errors + raw.errors ? "  (errors!)" : "");
             }
         }
     }

@@ -1293,7 +1293,7 @@ void cfg_usage(FILE *out, const char *prog)
         "dots as underscores: server.port -> SNOWFLAKED_SERVER_PORT, data_dir ->\n"
         "SNOWFLAKED_DATA_DIR. Booleans accept true/false, 1/0, yes/no, on/off.\n"
         "\n"
-        "Exit status: 0 ok, 2 usage or configuration error.\n",
+        "Exit status: 0 ok, 1 start-up failure (data_dir, lease file), 2 usage or configuration error.\n",
         prog, SF_VERSION);
 }
 

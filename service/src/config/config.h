@@ -9,7 +9,8 @@
  * Every key is checked for type and range, unknown keys are errors, and cross-field rules
  * (layout bits sum to 63, ids fit their bits, ...) run on the merged result. Errors are one line:
  * "<source>: <key path>: <reason>", where source is the file name, "environment NAME",
- * "flag --x" or, for cross-field rules, the file (or "defaults").
+ * "flag --x" or, for cross-field rules, the highest layer that set one of the keys involved
+ * (or "defaults").
  *
  * Called once from main before any thread starts; not thread-safe; no allocation survives.
  */
