@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "snowflake/encoding.h"
 
 static void expect_format(sf_encoding enc, uint64_t v, const char *want)
@@ -142,9 +143,5 @@ int main(void)
     tcase_add_test(tc, test_strict_parsing);
     tcase_add_test(tc, test_names);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sf_run_suite(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "snowflake/generator.h"
 
 #define T0 (SF_DEFAULT_EPOCH_MS + UINT64_C(200000000000)) /* ~2026, a fixed "now" for fakes */
@@ -390,9 +391,5 @@ static Suite *generator_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(generator_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sf_run_suite(generator_suite());
 }

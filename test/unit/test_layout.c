@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "snowflake/layout.h"
 
 #define NOW (SF_DEFAULT_EPOCH_MS + UINT64_C(200000000000))
@@ -128,9 +129,5 @@ int main(void)
     tcase_add_test(tc, test_validation_rules);
     tcase_add_test(tc, test_tick_conversion);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sf_run_suite(s);
 }

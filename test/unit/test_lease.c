@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "snowflake/lease.h"
 
 #define T0 (SF_DEFAULT_EPOCH_MS + UINT64_C(200000000000))
@@ -318,9 +319,5 @@ int main(void)
     tcase_add_test(tc, test_keeper_many_generators);
     tcase_add_test(tc, test_keeper_start_fails_cleanly);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sf_run_suite(s);
 }
