@@ -100,9 +100,11 @@ static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *p
     }
     if (!cli->ignore_corrupt_lease)
         die(EXIT_FAILURE, "%s (start with --ignore-corrupt-lease to override)", err);
-    /* Any earlier lease was at most one window ahead of the last renewal, itself not after now
-     * (if the wall clock is right): starting one window ahead keeps every earlier ID below. */
-    *prev_end = sf_clock_now(sf_clock_system()) + c->snowflake.lease_ms;
+    /* The previous run renewed its lease at most one window (plus the run-ahead) beyond its
+     * clock; a second on top covers a wall clock that was stepped back while it ran. */
+    const cfg_snowflake *s = &c->snowflake;
+    *prev_end = sf_clock_now(sf_clock_system()) + s->lease_ms +
+                sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch) + 1000;
     fprintf(stderr, "snowflaked: warning: %s; --ignore-corrupt-lease: issuing from %llu ms\n", err,
             (unsigned long long)*prev_end);
     return sf_lease_first_tick(&c->snowflake.layout, *prev_end);

@@ -537,7 +537,10 @@ static const bad_case bad_files[] = {
     {"{\"server\":{\"max_header_bytes\":2048,\"max_url_bytes\":4096}}", "server.max_url_bytes",
      "must be <= server.max_header_bytes (2048), got 4096"},
     {"{\"snowflake\":{\"lease_ms\":500,\"max_backward_ms\":500}}", "snowflake.lease_ms",
-     "greater than snowflake.max_backward_ms (500)"},
+     "must be at least 1004"},
+    {"{\"snowflake\":{\"lease_ms\":2033,\"max_backward_ms\":1000,\"max_batch\":65536}}",
+     "snowflake.lease_ms", "must be at least 2034"},
+    {"{\"snowflake\":{\"time_unit_ms\":1000}}", "snowflake.lease_ms", "got 2000"},
     {"{\"snowflake\":{\"lease_ms\":100,\"max_backward_ms\":1000}}", "snowflake.lease_ms",
      "got 100"},
     {"{\"cache\":{\"max_memory_bytes\":1048576,\"max_item_bytes\":1048577}}",
@@ -608,7 +611,7 @@ START_TEST(test_good_edges)
     ck_assert_uint_eq(c.snowflake.datacenter_id, 0);
     /* limits at their edges */
     rc = load_json("{\"server\":{\"port\":65535,\"threads\":256,\"max_header_bytes\":1024,"
-                   "\"max_url_bytes\":1024},\"snowflake\":{\"lease_ms\":1001,"
+                   "\"max_url_bytes\":1024},\"snowflake\":{\"lease_ms\":2034,"
                    "\"max_backward_ms\":1000,\"max_batch\":65536,\"datacenter_id\":31,"
                    "\"worker_id\":31},\"cache\":{\"max_memory_bytes\":1048576,"
                    "\"max_item_bytes\":1048576}}",

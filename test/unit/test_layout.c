@@ -34,7 +34,7 @@ END_TEST
 START_TEST(test_pack_unpack_edges)
 {
     static const unsigned layouts[][4] = {
-        {41, 5, 5, 12}, {41, 0, 10, 12}, {39, 8, 8, 8}, {42, 0, 0, 21}, {40, 3, 12, 8}};
+        {41, 5, 5, 12}, {41, 0, 10, 12}, {39, 8, 8, 8}, {42, 0, 1, 20}, {40, 3, 12, 8}};
     unsigned ts = layouts[_i][0], dc = layouts[_i][1], w = layouts[_i][2], seq = layouts[_i][3];
     sf_layout l;
     char err[256];
@@ -103,6 +103,10 @@ START_TEST(test_validation_rules)
     ck_assert_ptr_nonnull(strstr(err, "0.0 years"));
     ck_assert_int_eq(init(&l, 40, 5, 6, 12, 0, 100, err), 0);
     ck_assert_int_eq(init(&l, 64, 0, 0, 0, 0, 1, err), -1);
+    ck_assert_int_eq(init(&l, 41, 0, 0, 22, SF_DEFAULT_EPOCH_MS, 1, err), -1); /* no node bits */
+    ck_assert_ptr_nonnull(strstr(err, "at least 1"));
+    ck_assert_int_eq(init(&l, 54, 0, 1, 8, SF_DEFAULT_EPOCH_MS, 1000, err), -1); /* 2^54 s */
+    ck_assert_ptr_nonnull(strstr(err, "64-bit"));
     ck_assert_int_eq(init(&l, 0, 0, 31, 32, 0, 1, err), -1);
 }
 END_TEST

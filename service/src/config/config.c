@@ -156,9 +156,9 @@ static const char *cfg_log_name(const void *field)
  *   snowflake.*_bits                    u32      0..63 each               sum 63, sequence >= 8
  *   snowflake.datacenter_id             u32      fits datacenter_bits
  *   snowflake.worker_id                 worker   fits worker_bits         number|ordinal|env:NAME
- *   snowflake.max_backward_ms           u32      0..1000                  < lease_ms
+ *   snowflake.max_backward_ms           u32      0..1000
  *   snowflake.max_batch                 u32      1..65536
- *   snowflake.lease_ms                  u32      100..600000              > max_backward_ms
+ *   snowflake.lease_ms                  u32      100..600000              >= 2 x run-ahead
  *   cache.max_memory_bytes              u64      1 MiB..1 TiB
  *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
  *   cache.memcached_port, echo.tcp_port u32      0..65535                 0 = off
@@ -966,13 +966,6 @@ static int cfg_check_limits(cfg_ctx *ctx)
                         "must be <= server.max_header_bytes (%u), got %u",
                         c->server.max_header_bytes, c->server.max_url_bytes);
     }
-    if (c->snowflake.lease_ms <= c->snowflake.max_backward_ms) {
-        cfg_cross_label(ctx, src, sizeof src, "snowflake.lease_ms", "snowflake.max_backward_ms",
-                        (const char *)NULL);
-        return cfg_fail(ctx, src, "snowflake.lease_ms",
-                        "must be greater than snowflake.max_backward_ms (%u), got %u",
-                        c->snowflake.max_backward_ms, c->snowflake.lease_ms);
-    }
     if (c->cache.max_item_bytes > c->cache.max_memory_bytes) {
         cfg_cross_label(ctx, src, sizeof src, "cache.max_item_bytes", "cache.max_memory_bytes",
                         (const char *)NULL);
@@ -994,12 +987,26 @@ static int cfg_check_layout(cfg_ctx *ctx, uint64_t now_ms)
     char why[256], src[CFG_PATH_MAX + 32];
     if (sf_layout_init(&s->layout, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
                        s->sequence_bits, s->epoch_ms, s->time_unit_ms, now_ms, why,
-                       sizeof why) == 0)
-        return 0;
-    cfg_cross_label(ctx, src, sizeof src, "snowflake.epoch", "snowflake.time_unit_ms",
-                    "snowflake.timestamp_bits", "snowflake.datacenter_bits",
-                    "snowflake.worker_bits", "snowflake.sequence_bits", (const char *)NULL);
-    return cfg_fail(ctx, src, "snowflake", "%s", why);
+                       sizeof why) != 0) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.epoch", "snowflake.time_unit_ms",
+                        "snowflake.timestamp_bits", "snowflake.datacenter_bits",
+                        "snowflake.worker_bits", "snowflake.sequence_bits", (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake", "%s", why);
+    }
+    /* The lease must cover how far IDs may run ahead of the clock, with room to renew. */
+    uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch);
+    if (s->lease_ms < 2 * ahead) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.lease_ms", "snowflake.max_backward_ms",
+                        "snowflake.max_batch", "snowflake.time_unit_ms",
+                        "snowflake.sequence_bits", (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.lease_ms",
+                        "must be at least %llu: twice how far IDs may run ahead of the clock "
+                        "(max_backward_ms %u + the ticks of one max_batch + 1 tick = %llu ms), "
+                        "got %u",
+                        (unsigned long long)(2 * ahead), s->max_backward_ms,
+                        (unsigned long long)ahead, s->lease_ms);
+    }
+    return 0;
 }
 
 /* "snowflaked-3" -> 3: the digits after the last '-'. */

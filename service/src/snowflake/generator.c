@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -24,6 +25,7 @@ const char *sf_gen_strerror(int err)
     case SF_ESEALED: return "generator is shutting down";
     case SF_EEXPIRED: return "timestamp field exhausted: layout lifetime is over";
     case SF_EINVAL: return "invalid batch size";
+    case SF_EBUSY: return "ID demand exceeds the layout's capacity";
     default: return "unknown error";
     }
 }
@@ -43,6 +45,26 @@ int sf_sync_mode_parse(const char *s, sf_sync_mode *out)
             return 0;
         }
     return -1;
+}
+
+/* At least one tick: around a tick boundary, threads reading the same clock may disagree by one
+ * tick for a few nanoseconds, and that must not turn into an error. */
+static uint64_t backward_ticks(const sf_layout *l, uint32_t max_backward_ms)
+{
+    uint64_t t = (max_backward_ms + l->unit_ms - 1) / l->unit_ms;
+    return t < 1 ? 1 : t;
+}
+
+/* Tolerated regression, plus the ticks a maximal batch spans, plus the tick being filled. */
+static uint64_t ahead_ticks(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch)
+{
+    uint64_t batch_ticks = ((uint64_t)max_batch + l->sequence_max) >> l->sequence_bits;
+    return backward_ticks(l, max_backward_ms) + batch_ticks + 1;
+}
+
+uint64_t sf_gen_ahead_ms_for(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch)
+{
+    return ahead_ticks(l, max_backward_ms, max_batch) * l->unit_ms;
 }
 
 int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
@@ -75,17 +97,16 @@ int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
     g->layout = *l;
     g->node_bits = ((uint64_t)cfg->datacenter << l->datacenter_shift) |
                    ((uint64_t)cfg->worker << l->worker_shift);
-    /* At least one tick: around a tick boundary, threads reading the same clock may disagree by
-     * one tick for a few nanoseconds, and that must not turn into an error. */
-    g->max_backward_ticks = (cfg->max_backward_ms + l->unit_ms - 1) / l->unit_ms;
-    if (g->max_backward_ticks < 1)
-        g->max_backward_ticks = 1;
+    g->max_backward_ticks = backward_ticks(l, cfg->max_backward_ms);
+    g->max_ahead_ticks = ahead_ticks(l, cfg->max_backward_ms, cfg->max_batch);
     g->max_batch = cfg->max_batch;
     g->sync = cfg->sync;
     g->clock = cfg->clock ? cfg->clock : sf_clock_system();
     /* "last issued" = (min_tick - 1, sequence_max): the next free slot is (min_tick, 0). */
     uint64_t st = (cfg->min_tick << l->sequence_bits) | l->sequence_max;
     atomic_init(&g->state, st);
+    /* The floor acts as a time already shown: a clock far below it is "behind". */
+    atomic_init(&g->seen, cfg->min_tick ? cfg->min_tick - 1 : 0);
     g->locked_state = st;
     atomic_init(&g->spin, 0);
     pthread_mutex_init(&g->mutex, NULL);
@@ -103,47 +124,41 @@ uint64_t sf_gen_now_tick(sf_gen *g)
     return sf_layout_tick_of(&g->layout, sf_clock_now(g->clock));
 }
 
-/* The whole policy, shared by every sync mode: given the state word and the clock, where do n
- * IDs go? Pure; the caller publishes *next_state only if this returns SF_OK. */
+/* The whole policy, shared by every sync mode: given the state word, the clock and the highest
+ * tick it has shown, where do n IDs go? Pure; the caller publishes *next_state only on SF_OK. */
 typedef struct reservation {
     uint64_t first_tick, end_tick; /* ticks of the first and last ID */
     uint32_t first_seq;
-    bool clock_behind; /* the clock was behind the last issued tick */
 } reservation;
 
 static inline __attribute__((always_inline)) int reserve(const sf_gen *g, uint64_t state,
-                                                         uint64_t now, uint32_t n, reservation *r,
-                                                         uint64_t *next_state)
+                                                         uint64_t now, uint64_t seen, uint32_t n,
+                                                         reservation *r, uint64_t *next_state)
 {
     if (state & SEALED_BIT)
         return SF_ESEALED;
+    if (now + g->max_backward_ticks < seen)
+        return SF_ECLOCK;
     const unsigned seq_bits = g->layout.sequence_bits;
     const uint64_t seq_max = g->layout.sequence_max;
     uint64_t last_plus1 = state >> seq_bits; /* last issued tick + 1 */
-    uint64_t last_seq = state & seq_max;
     uint64_t tick, seq;
-
-    if (now >= last_plus1) { /* clock moved on: a fresh tick */
+    if (now >= last_plus1) { /* the clock moved on: a fresh tick */
         tick = now;
         seq = 0;
-        r->clock_behind = false;
-    } else { /* now <= last issued tick */
-        uint64_t behind = last_plus1 - 1 - now;
-        if (behind > g->max_backward_ticks)
-            return SF_ECLOCK;
-        r->clock_behind = behind > 0;
-        if (last_seq == seq_max) {
-            tick = last_plus1;
-            seq = 0;
-        } else {
-            tick = last_plus1 - 1;
-            seq = last_seq + 1;
-        }
+    } else if ((state & seq_max) == seq_max) { /* last tick full: continue in the next */
+        tick = last_plus1;
+        seq = 0;
+    } else {
+        tick = last_plus1 - 1;
+        seq = (state & seq_max) + 1;
     }
     uint64_t end_index = seq + n - 1;
     uint64_t end_tick = tick + (end_index >> seq_bits);
     if (end_tick > g->layout.tick_max)
         return SF_EEXPIRED;
+    if (end_tick > (now > seen ? now : seen) + g->max_ahead_ticks)
+        return SF_EBUSY;
     if (end_tick >= atomic_load_explicit(&g->lease_limit, memory_order_acquire))
         return SF_ELEASE;
     r->first_tick = tick;
@@ -173,26 +188,62 @@ static void spin_unlock(_Atomic int *lock)
     atomic_store_explicit(lock, 0, memory_order_release);
 }
 
-static int reserve_locked(sf_gen *g, uint32_t n, reservation *r, uint64_t *now)
+/* The clock, and the highest tick it has shown (raised here, once per tick). `seen` is loaded
+ * before the clock is read: a thread preempted in between then reads a later clock, never an
+ * earlier one, so being descheduled cannot look like the clock going back. */
+static inline __attribute__((always_inline)) uint64_t read_clock(sf_gen *g, uint64_t *seen)
+{
+    uint64_t before = atomic_load_explicit(&g->seen, memory_order_acquire);
+    uint64_t now = sf_gen_now_tick(g);
+    /* Judge by `before`: a failed CAS below loads values other threads published after our
+     * clock read, which may legitimately be later than `now`. */
+    for (uint64_t s = before; now > s;) {
+        if (atomic_compare_exchange_weak_explicit(&g->seen, &s, now, memory_order_release,
+                                                  memory_order_relaxed))
+            break;
+    }
+    *seen = now > before ? now : before;
+    return now;
+}
+
+static int reserve_locked(sf_gen *g, uint32_t n, reservation *r, uint64_t *now, uint64_t *seen)
 {
     uint64_t next;
-    *now = sf_gen_now_tick(g); /* read under the lock: a stale reading would look "behind" */
-    int rc = reserve(g, g->locked_state, *now, n, r, &next);
+    *now = read_clock(g, seen); /* read under the lock: a stale reading would look "behind" */
+    int rc = reserve(g, g->locked_state, *now, *seen, n, r, &next);
     if (rc == SF_OK)
         g->locked_state = next;
     return rc;
 }
 
+/* Waits until the clock reaches `tick`: spinning for the last millisecond, sleeping before. */
+static void wait_for_tick(sf_gen *g, uint64_t tick)
+{
+    for (;;) {
+        uint64_t now = sf_gen_now_tick(g);
+        if (now >= tick)
+            return;
+        uint64_t ms = (tick - now) * g->layout.unit_ms;
+        if (ms >= 2) {
+            struct timespec d = {.tv_sec = (time_t)((ms - 1) / 1000),
+                                 .tv_nsec = (long)((ms - 1) % 1000) * 1000000L};
+            nanosleep(&d, NULL);
+        } else {
+            cpu_relax();
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) int reserve_sync(sf_gen *g, uint32_t n, reservation *r)
 {
-    uint64_t now;
+    uint64_t now, seen;
     int rc;
     switch (g->sync) {
     case SF_SYNC_ATOMIC: {
         uint64_t old = atomic_load_explicit(&g->state, memory_order_relaxed), next;
         do {
-            now = sf_gen_now_tick(g); /* re-read after a lost race, as under a lock */
-            rc = reserve(g, old, now, n, r, &next);
+            now = read_clock(g, &seen); /* re-read after a lost race, as under a lock */
+            rc = reserve(g, old, now, seen, n, r, &next);
             if (rc != SF_OK)
                 break;
         } while (!atomic_compare_exchange_weak_explicit(&g->state, &old, next, memory_order_relaxed,
@@ -201,30 +252,31 @@ static inline __attribute__((always_inline)) int reserve_sync(sf_gen *g, uint32_
     }
     case SF_SYNC_SPINLOCK:
         spin_lock(&g->spin);
-        rc = reserve_locked(g, n, r, &now);
+        rc = reserve_locked(g, n, r, &now, &seen);
         spin_unlock(&g->spin);
         break;
     default:
         pthread_mutex_lock(&g->mutex);
-        rc = reserve_locked(g, n, r, &now);
+        rc = reserve_locked(g, n, r, &now, &seen);
         pthread_mutex_unlock(&g->mutex);
         break;
     }
-    if (rc == SF_OK) {
+    if (__builtin_expect(rc == SF_OK, 1)) {
         if (r->end_tick > now) {
-            /* The reservation runs ahead of the clock: wait it out (bounded by max_backward plus
-             * the batch's span) so no ID carries a timestamp from the future. */
-            atomic_fetch_add_explicit(r->clock_behind ? &g->n_clock_behind_waits
-                                                      : &g->n_exhaustion_waits,
+            /* Ahead of the clock: wait, so that no ID carries a timestamp from the future. */
+            atomic_fetch_add_explicit(now < seen ? &g->n_clock_behind_waits
+                                                 : &g->n_exhaustion_waits,
                                       1, memory_order_relaxed);
-            while (sf_gen_now_tick(g) < r->end_tick)
-                cpu_relax();
+            wait_for_tick(g, r->end_tick);
         }
-    } else if (rc == SF_ECLOCK) {
-        atomic_fetch_add_explicit(&g->n_clock_behind_errors, 1, memory_order_relaxed);
-    } else if (rc == SF_ELEASE) {
-        atomic_fetch_add_explicit(&g->n_lease_errors, 1, memory_order_relaxed);
+        return SF_OK;
     }
+    _Atomic uint64_t *counter = rc == SF_ECLOCK   ? &g->n_clock_behind_errors
+                                : rc == SF_ELEASE ? &g->n_lease_errors
+                                : rc == SF_EBUSY  ? &g->n_busy_errors
+                                                  : NULL;
+    if (counter)
+        atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
     return rc;
 }
 
@@ -285,14 +337,23 @@ uint64_t sf_gen_next_tick(sf_gen *g)
 uint64_t sf_gen_retry_after_ms(sf_gen *g)
 {
     uint64_t now = sf_gen_now_tick(g);
-    uint64_t last_plus1 = sf_gen_next_tick(g);
-    uint64_t wait_ticks = 0;
-    if (now + 1 < last_plus1 && last_plus1 - 1 - now > g->max_backward_ticks)
-        wait_ticks = last_plus1 - 1 - now - g->max_backward_ticks;
+    uint64_t seen = atomic_load(&g->seen);
+    uint64_t next = sf_gen_next_tick(g); /* where the next ID would go */
+    uint64_t wait = 0;
+    if (now + g->max_backward_ticks < seen)
+        wait = seen - g->max_backward_ticks - now;
+    if (next > now + g->max_ahead_ticks && next - now - g->max_ahead_ticks > wait)
+        wait = next - now - g->max_ahead_ticks;
     uint64_t limit = atomic_load(&g->lease_limit);
-    if (now >= limit && now - limit + 1 > wait_ticks)
-        wait_ticks = now - limit + 1;
-    return wait_ticks * g->layout.unit_ms;
+    uint64_t first = next > now ? next : now;
+    if (first >= limit && first - limit + 1 > wait)
+        wait = first - limit + 1;
+    return wait * g->layout.unit_ms;
+}
+
+uint64_t sf_gen_max_ahead_ms(const sf_gen *g)
+{
+    return g->max_ahead_ticks * g->layout.unit_ms;
 }
 
 void sf_gen_extend_lease(sf_gen *g, uint64_t limit_tick)
@@ -327,4 +388,5 @@ void sf_gen_stats_get(sf_gen *g, sf_gen_stats *out)
     out->clock_behind_waits = atomic_load(&g->n_clock_behind_waits);
     out->clock_behind_errors = atomic_load(&g->n_clock_behind_errors);
     out->lease_errors = atomic_load(&g->n_lease_errors);
+    out->busy_errors = atomic_load(&g->n_busy_errors);
 }

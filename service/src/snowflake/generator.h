@@ -6,16 +6,20 @@
  * To give each thread its own counter instead, create one generator per thread with its own
  * worker id.
  *
- * Rules, in order, for a request of n IDs at clock tick `now` after last issued (last, seq):
- *   - sealed (shutdown)                         -> SF_ESEALED
- *   - now < last - max_backward                 -> SF_ECLOCK, nothing issued, counted
- *   - otherwise IDs continue from max(now, next free slot after (last, seq)); if the last one
- *     lands in a tick after `now` (sequence exhausted, clock slightly behind, or a batch spanning
- *     ticks) the call spins until the clock reaches it, so no ID carries a future timestamp.
+ * Two times matter: `now`, the clock's tick, and `seen`, the highest tick the clock has shown this
+ * generator (initially the tick before min_tick, the floor from the lease). Rules for n IDs:
+ *   - sealed (shutdown)                               -> SF_ESEALED
+ *   - now < seen - max_backward   (the clock went back) -> SF_ECLOCK, nothing issued, counted
+ *   - IDs continue from max(now, the slot after the last issued ID). When the last one lands in
+ *     a tick after `now` (the sequence ran out, the clock is slightly behind, a batch spans
+ *     ticks) the call waits until the clock reaches it, so no ID carries a future timestamp.
  *     Counted as sequence-exhaustion or clock-behind waits.
- *   - a tick beyond the persisted lease          -> SF_ELEASE (the lease keeper fell behind)
- *   - a tick beyond the layout's lifetime        -> SF_EEXPIRED
- * Nothing here does I/O; the only blocking is the bounded wait above.
+ *   - ...but never more than max_ahead ticks ahead of the clock: demand above the layout's
+ *     capacity is refused, not queued   -> SF_EBUSY, counted
+ *   - a tick beyond the persisted lease  -> SF_ELEASE (the lease keeper fell behind), counted
+ *   - a tick beyond the layout's lifetime -> SF_EEXPIRED
+ * max_ahead = max_backward + the ticks one max_batch spans + 1. Waits spin for short gaps and
+ * sleep for longer ones; they are bounded by max_ahead. Nothing here does I/O.
  */
 #ifndef SF_SNOWFLAKE_GENERATOR_H
 #define SF_SNOWFLAKE_GENERATOR_H
@@ -32,11 +36,12 @@ typedef enum { SF_SYNC_ATOMIC = 0, SF_SYNC_SPINLOCK, SF_SYNC_MUTEX } sf_sync_mod
 
 enum {
     SF_OK = 0,
-    SF_ECLOCK = -1,   /* clock behind the last issued tick by more than max_backward */
+    SF_ECLOCK = -1,   /* clock behind what it showed before by more than max_backward */
     SF_ELEASE = -2,   /* the next tick is not covered by a persisted lease */
     SF_ESEALED = -3,  /* generator sealed for shutdown */
     SF_EEXPIRED = -4, /* timestamp field exhausted: the layout's lifetime is over */
     SF_EINVAL = -5,   /* bad argument (batch size) */
+    SF_EBUSY = -6,    /* demand beyond the layout's capacity: would run too far ahead */
 };
 
 const char *sf_gen_strerror(int err);
@@ -56,14 +61,16 @@ typedef struct sf_gen_config {
 
 typedef struct sf_gen_stats {
     uint64_t exhaustion_waits;    /* waits for the next tick because a tick's sequence ran out */
-    uint64_t clock_behind_waits;  /* waits because the clock was behind the last tick */
+    uint64_t clock_behind_waits;  /* waits because the clock was behind what it showed */
     uint64_t clock_behind_errors; /* SF_ECLOCK returned */
     uint64_t lease_errors;        /* SF_ELEASE returned */
+    uint64_t busy_errors;         /* SF_EBUSY returned */
 } sf_gen_stats;
 
 typedef struct sf_gen {
     /* Hot, written on every issue: alone on a cache line (atomic mode) or with its lock. */
     alignas(64) _Atomic uint64_t state; /* ((last_tick + 1) << sequence_bits) | last_seq */
+    _Atomic uint64_t seen;              /* highest clock tick observed (plus the floor) */
     _Atomic int spin;
     pthread_mutex_t mutex;
     uint64_t locked_state; /* state for the lock modes, guarded by spin / mutex */
@@ -71,7 +78,7 @@ typedef struct sf_gen {
     /* Read-mostly. */
     alignas(64) sf_layout layout;
     uint64_t node_bits; /* datacenter and worker, in place */
-    uint64_t max_backward_ticks;
+    uint64_t max_backward_ticks, max_ahead_ticks;
     uint32_t max_batch;
     sf_sync_mode sync;
     sf_clock *clock;
@@ -79,7 +86,7 @@ typedef struct sf_gen {
 
     /* Rare-path counters. */
     alignas(64) _Atomic uint64_t n_exhaustion_waits, n_clock_behind_waits, n_clock_behind_errors,
-        n_lease_errors;
+        n_lease_errors, n_busy_errors;
 } sf_gen;
 
 /* Validates ids against the layout. Returns 0, or -1 with a reason in err. */
@@ -91,13 +98,17 @@ int sf_gen_next(sf_gen *g, uint64_t *id);
 /* n consecutive IDs (1 <= n <= max_batch) reserved in one operation, increasing. */
 int sf_gen_batch(sf_gen *g, uint64_t *ids, uint32_t n);
 
-/* Milliseconds until an SF_ECLOCK / lease refusal may clear (0 if issuing now would work). */
+/* Milliseconds until a refusal (clock behind, lease, busy) may clear; 0 if issuing would work. */
 uint64_t sf_gen_retry_after_ms(sf_gen *g);
 
 /* Last tick that may be issued is limit - 1. Only ever raises the limit. Any thread. */
 void sf_gen_extend_lease(sf_gen *g, uint64_t limit_tick);
 /* Last issued tick + 1 (or min_tick if nothing was issued); what the lease must stay above. */
 uint64_t sf_gen_next_tick(sf_gen *g);
+/* How far (ms) IDs can run ahead of the clock: what a lease must cover beyond `now`. */
+uint64_t sf_gen_max_ahead_ms(const sf_gen *g);
+/* The same, before a generator exists (configuration checks). */
+uint64_t sf_gen_ahead_ms_for(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch);
 /* Refuses all further IDs and returns the tick after the last issued one (for the final lease). */
 uint64_t sf_gen_seal(sf_gen *g);
 

@@ -20,6 +20,12 @@ int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bi
                  sequence_bits);
         return -1;
     }
+    if (datacenter_bits + worker_bits == 0) {
+        snprintf(err, errlen,
+                 "datacenter_bits + worker_bits must be at least 1: IDs must name "
+                 "the node that issued them");
+        return -1;
+    }
     if (sequence_bits > 31 || worker_bits > 31 || datacenter_bits > 31) {
         snprintf(err, errlen, "sequence_bits, worker_bits and datacenter_bits must be at most 31");
         return -1;
@@ -35,6 +41,11 @@ int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bi
     }
     /* Lifetime: the first tick that no longer fits, in ms since the Unix epoch. */
     double end_ms = (double)epoch_ms + (double)(UINT64_C(1) << timestamp_bits) * (double)unit_ms;
+    if (end_ms >= 9.2e18) { /* keep every tick's ms value inside 63 bits */
+        snprintf(err, errlen, "timestamp_bits=%u with time_unit_ms=%u reaches beyond 64-bit time",
+                 timestamp_bits, unit_ms);
+        return -1;
+    }
     double left_years = (end_ms - (double)now_ms) / SF_MS_PER_YEAR;
     if (left_years < SF_MIN_LIFETIME_YEARS) {
         snprintf(err, errlen,

@@ -34,8 +34,9 @@ typedef struct sf_id_parts {
     uint32_t datacenter, worker, sequence;
 } sf_id_parts;
 
-/* Validates the widths (sum 63, sequence >= 8), the epoch (not after now_ms) and the lifetime
- * (at least SF_MIN_LIFETIME_YEARS of ticks left after now_ms), then fills *l.
+/* Validates the widths (sum 63, sequence >= 8, at least one node bit), the epoch (not after
+ * now_ms) and the lifetime (at least SF_MIN_LIFETIME_YEARS of ticks left after now_ms, the end
+ * within 63-bit milliseconds), then fills *l.
  * Returns 0, or -1 with a one-line reason in err (naming the offending field). */
 int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bits,
                    unsigned worker_bits, unsigned sequence_bits, uint64_t epoch_ms,

@@ -134,19 +134,27 @@ static sf_clock *keeper_clock(const sf_lease_keeper *k)
     return k->gens[0]->clock;
 }
 
-/* The lease must cover [max(now, next tick to issue), + window). Called by the keeper only. */
+/* How far past `now` the generators may issue: they run at most max_ahead ticks ahead. */
+static uint64_t keeper_ahead_ms(const sf_lease_keeper *k)
+{
+    uint64_t ahead = 0;
+    for (size_t i = 0; i < k->ngens; i++) {
+        uint64_t a = sf_gen_max_ahead_ms(k->gens[i]);
+        if (a > ahead)
+            ahead = a;
+    }
+    return ahead;
+}
+
+/* The lease must cover every tick the generators may issue before the next renewal: up to
+ * now + max_ahead + window. It is never lowered while running, and it is not pushed further out
+ * than that either (a restart while the clock is behind an old lease keeps the old lease). */
 static int renew(sf_lease_keeper *k, char *err, size_t errlen)
 {
     const sf_layout *l = &k->gens[0]->layout;
-    uint64_t base = sf_clock_now(keeper_clock(k));
-    for (size_t i = 0; i < k->ngens; i++) {
-        uint64_t next_ms = sf_layout_ms_of(l, sf_gen_next_tick(k->gens[i]));
-        if (next_ms > base)
-            base = next_ms;
-    }
-    uint64_t end = base + k->window_ms;
+    uint64_t end = sf_clock_now(keeper_clock(k)) + keeper_ahead_ms(k) + k->window_ms;
     if (end < k->end_ms)
-        end = k->end_ms; /* never shrink a promise already on disk */
+        end = k->end_ms;
     if (sf_lease_write(k->path, end, err, errlen) != 0) {
         k->failures++;
         return -1;
@@ -174,8 +182,9 @@ static void *keeper_main(void *arg)
         if (k->stop)
             break;
         uint64_t now = sf_clock_now(keeper_clock(k));
-        /* Renew once a quarter of the window is used: the generator never gets close. */
-        if (k->end_ms > now && k->end_ms - now > (uint64_t)k->window_ms * 3 / 4)
+        /* Renew once a quarter of the window is used: the generators never get close. */
+        if (k->end_ms > now &&
+            k->end_ms - now > keeper_ahead_ms(k) + (uint64_t)k->window_ms * 3 / 4)
             continue;
         if (renew(k, err, sizeof err) != 0 && now - last_report >= 10000) {
             /* Rate-limited: the generator keeps issuing while the old lease lasts. */

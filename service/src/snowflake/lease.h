@@ -37,7 +37,7 @@ typedef struct sf_lease_keeper {
     size_t ngens;
     char path[4096];
     uint32_t window_ms;
-    uint64_t end_ms; /* last lease written */
+    uint64_t end_ms;                   /* last lease written */
     _Atomic uint64_t writes, failures; /* stats, readable from any thread */
     pthread_t thread;
     pthread_mutex_t mu;
