@@ -1,0 +1,505 @@
+#include "net/conn.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "net/loop.h"
+
+#define CONN_WRITE_IOV 4    /* uv_write copies up to 4 buffers without allocating */
+#define CONN_TRY_IOV 64
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+static const net_config *config_of(const conn *c)
+{
+    return &c->loop->server->cfg;
+}
+
+static void flush(conn *c);
+static void process(conn *c, const char *data, size_t len);
+
+/* ---- timers ------------------------------------------------------------------------------ */
+
+static uint32_t timeout_ms(const conn *c, conn_timeout_kind kind)
+{
+    const net_config *cfg = config_of(c);
+    switch (kind) {
+    case CONN_TIMEOUT_HEADER: return cfg->header_timeout_ms;
+    case CONN_TIMEOUT_IDLE: return cfg->idle_timeout_ms;
+    default: return cfg->write_timeout_ms;
+    }
+}
+
+static void arm(conn *c, conn_timeout_kind kind, uint64_t deadline)
+{
+    c->timer_kind = kind;
+    wheel_add(&c->loop->wheel, &c->timer, deadline);
+    net_loop_arm_wheel(c->loop, deadline);
+}
+
+void conn_set_timeout(conn *c, conn_timeout_kind kind)
+{
+    if (c->flags & (CONN_CLOSING | CONN_SHUTDOWN))
+        return;
+    uint64_t deadline = uv_now(&c->loop->uv) + timeout_ms(c, kind);
+    if (kind != CONN_TIMEOUT_WRITE) {
+        c->phase = kind;
+        c->phase_deadline = deadline;
+        if (c->inflight) /* a write is pending: its timeout stays armed until it completes */
+            return;
+    }
+    arm(c, kind, deadline);
+}
+
+static void on_timer(wheel_timer *t)
+{
+    conn *c = container_of(t, conn, timer);
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (c->flags & CONN_SHUTDOWN) { /* the half-closed peer had its chance to read */
+        conn_close(c);
+        return;
+    }
+    conn_timeout_kind kind = c->timer_kind;
+    NET_STAT_ADD(c->loop->stats.timeouts[kind], 1);
+    if (kind == CONN_TIMEOUT_WRITE || (c->flags & CONN_CLOSE_AFTER_FLUSH)) {
+        conn_close(c); /* the peer does not read: nothing more to say */
+        return;
+    }
+    if (c->proto->on_timeout)
+        c->proto->on_timeout(c, kind);
+    conn_close_after_flush(c);
+    if (!(c->flags & CONN_CLOSING) && !(c->flags & CONN_SHUTDOWN))
+        arm(c, CONN_TIMEOUT_WRITE, uv_now(&c->loop->uv) + timeout_ms(c, CONN_TIMEOUT_WRITE));
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    conn *c = h->data;
+    /* One buffer per loop: libuv calls alloc and read back to back, and whatever a protocol
+     * does not consume is copied out before the next read. */
+    buf->base = c->loop->read_buf;
+    buf->len = CONN_IN_SIZE;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void start_reading(conn *c)
+{
+    if (c->flags & (CONN_READING | CONN_CLOSING | CONN_PEER_EOF))
+        return;
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+        c->flags |= CONN_READING;
+    else
+        conn_close(c);
+}
+
+static void stop_reading(conn *c)
+{
+    if (c->flags & CONN_READING) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->flags &= ~CONN_READING;
+    }
+}
+
+static void release_input(conn *c)
+{
+    if (c->in) {
+        pool_put(&c->loop->inbufs, c->in);
+        c->in = NULL;
+    }
+    c->in_len = 0;
+}
+
+/* Keeps bytes the protocol did not consume. data may point into c->in. */
+static int keep_input(conn *c, const char *data, size_t len)
+{
+    if (len > CONN_IN_SIZE)
+        return -1;
+    if (!c->in && !(c->in = pool_get(&c->loop->inbufs))) {
+        NET_STAT_ADD(c->loop->stats.out_of_memory, 1);
+        return -1;
+    }
+    memmove(c->in, data, len);
+    c->in_len = (uint32_t)len;
+    return 0;
+}
+
+/* Work is left over: run it on a later loop turn, or once the output drains. */
+static void defer(conn *c)
+{
+    stop_reading(c);
+    if (conn_output_full(c))
+        c->flags |= CONN_OUT_PAUSED; /* on_write resumes */
+    else
+        net_loop_add_pending(c->loop, c);
+}
+
+/* Nothing left to process and nothing queued: decide what the connection does next. */
+static void settle(conn *c)
+{
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (c->out.pending || c->inflight)
+        return;
+    if (c->flags & CONN_CLOSE_AFTER_FLUSH) {
+        if (c->flags & CONN_SHUTDOWN)
+            return;
+        if (c->flags & CONN_PEER_EOF) {
+            conn_close(c);
+            return;
+        }
+        flush(c); /* issues the half-close */
+        return;
+    }
+    if ((c->flags & CONN_PEER_EOF) && c->in_len == 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->in_len == 0 || !(c->flags & CONN_YIELDED))
+        start_reading(c);
+}
+
+static void process(conn *c, const char *data, size_t len)
+{
+    c->flags |= CONN_IN_DATA;
+    c->flags &= ~CONN_YIELDED;
+    ssize_t used = c->proto->on_data(c, data, len);
+    c->flags &= ~CONN_IN_DATA;
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (used == PROTO_CLOSE || used < 0 || (size_t)used > len) {
+        conn_close(c);
+        return;
+    }
+    if (c->flags & CONN_CLOSE_AFTER_FLUSH) {
+        release_input(c); /* nothing after the last response is processed */
+    } else if ((size_t)used < len) {
+        if (keep_input(c, data + used, len - (size_t)used) != 0) {
+            conn_close(c);
+            return;
+        }
+    } else {
+        release_input(c);
+    }
+    if ((c->flags & CONN_YIELDED) && c->in_len)
+        defer(c);
+    flush(c);
+    if (!(c->flags & (CONN_CLOSING | CONN_PENDING | CONN_OUT_PAUSED)))
+        settle(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    conn *c = s->data;
+    if (nread > 0) {
+        NET_STAT_ADD(c->loop->stats.bytes_in, (uint64_t)nread);
+        c->flags |= CONN_GOT_DATA;
+        if (c->flags & (CONN_SHUTDOWN | CONN_CLOSE_AFTER_FLUSH))
+            return; /* draining the peer: discard */
+        if (c->in_len == 0) {
+            process(c, buf->base, (size_t)nread);
+        } else if (c->in_len + (size_t)nread <= CONN_IN_SIZE) {
+            memcpy(c->in + c->in_len, buf->base, (size_t)nread);
+            c->in_len += (uint32_t)nread;
+            process(c, c->in, c->in_len);
+        } else {
+            conn_close(c); /* the protocol sat on a full buffer without consuming */
+        }
+        return;
+    }
+    if (nread == 0)
+        return; /* EAGAIN */
+    stop_reading(c);
+    if (nread != UV_EOF || (c->flags & CONN_SHUTDOWN)) {
+        conn_close(c);
+        return;
+    }
+    c->flags |= CONN_PEER_EOF; /* answer what was asked, then close */
+    settle(c);
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+bool conn_output_full(const conn *c)
+{
+    return c->out.pending >= config_of(c)->out_high_water;
+}
+
+static void on_write(uv_write_t *req, int status);
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    conn *c = req->handle->data;
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    /* FIN sent: read until the peer closes (or the drain timer fires) so that unread data in
+     * our receive buffer does not turn our close into a reset that destroys the response. */
+    c->flags &= ~CONN_PEER_EOF;
+    start_reading(c);
+}
+
+static void begin_shutdown(conn *c)
+{
+    c->flags |= CONN_SHUTDOWN;
+    arm(c, CONN_TIMEOUT_WRITE, uv_now(&c->loop->uv) + config_of(c)->drain_ms);
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) != 0)
+        conn_close(c);
+}
+
+static void flush(conn *c)
+{
+    if (c->flags & (CONN_IN_DATA | CONN_CLOSING) || c->inflight)
+        return;
+    if (c->out.pending == 0) {
+        obuf_reset(&c->out);
+        if ((c->flags & CONN_CLOSE_AFTER_FLUSH) && !(c->flags & CONN_SHUTDOWN)) {
+            if (c->flags & CONN_PEER_EOF)
+                conn_close(c);
+            else
+                begin_shutdown(c);
+        }
+        return;
+    }
+    uv_buf_t iov[CONN_TRY_IOV];
+    size_t bytes;
+    size_t n = obuf_iov(&c->out, 0, iov, CONN_TRY_IOV, &bytes);
+    int r = uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n);
+    if (r > 0) {
+        obuf_consume(&c->out, (size_t)r);
+        NET_STAT_ADD(c->loop->stats.bytes_out, (uint64_t)r);
+    } else if (r < 0 && r != UV_EAGAIN) {
+        conn_close(c);
+        return;
+    }
+    if (c->out.pending == 0) {
+        flush(c); /* handles close-after-flush */
+        return;
+    }
+    if (c->out.pending > config_of(c)->out_hard_cap) {
+        NET_STAT_ADD(c->loop->stats.output_cap_closes, 1);
+        conn_close(c);
+        return;
+    }
+    n = obuf_iov(&c->out, 0, iov, CONN_WRITE_IOV, &bytes);
+    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, iov, (unsigned)n, on_write) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->inflight = bytes;
+    if (!(c->flags & CONN_SHUTDOWN))
+        arm(c, CONN_TIMEOUT_WRITE, uv_now(&c->loop->uv) + timeout_ms(c, CONN_TIMEOUT_WRITE));
+    if (conn_output_full(c)) {
+        stop_reading(c);
+        c->flags |= CONN_OUT_PAUSED;
+    }
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    conn *c = req->handle->data;
+    size_t n = c->inflight;
+    c->inflight = 0;
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    obuf_consume(&c->out, n);
+    NET_STAT_ADD(c->loop->stats.bytes_out, n);
+    if (c->out.pending) {
+        flush(c); /* progress: the write timeout starts over */
+        if (c->inflight || (c->flags & CONN_CLOSING))
+            return;
+    }
+    if (!(c->flags & CONN_SHUTDOWN) && c->out.pending == 0)
+        arm(c, c->phase, c->phase_deadline);
+    if ((c->flags & CONN_OUT_PAUSED) && c->out.pending <= config_of(c)->out_high_water / 2) {
+        c->flags &= ~CONN_OUT_PAUSED;
+        if (c->in_len) {
+            net_loop_add_pending(c->loop, c);
+            return;
+        }
+    }
+    if (!(c->flags & CONN_OUT_PAUSED))
+        settle(c);
+}
+
+int conn_write(conn *c, const void *data, size_t len)
+{
+    if (obuf_append(&c->out, data, len) == 0)
+        return 0;
+    NET_STAT_ADD(c->loop->stats.out_of_memory, 1);
+    conn_close(c);
+    return -1;
+}
+
+char *conn_reserve(conn *c, size_t want)
+{
+    char *p = obuf_reserve(&c->out, want);
+    if (!p) {
+        NET_STAT_ADD(c->loop->stats.out_of_memory, 1);
+        conn_close(c);
+    }
+    return p;
+}
+
+void conn_yield(conn *c)
+{
+    c->flags |= CONN_YIELDED;
+}
+
+/* ---- closing ------------------------------------------------------------------------------ */
+
+bool conn_draining(const conn *c)
+{
+    return c->loop->draining;
+}
+
+static void on_close(uv_handle_t *h)
+{
+    conn *c = h->data;
+    net_loop *loop = c->loop;
+    if (c->flags & CONN_PENDING) { /* unlink from the pending list (short; rare) */
+        conn **pp = &loop->pending_head;
+        while (*pp && *pp != c)
+            pp = &(*pp)->pending_next;
+        if (*pp)
+            *pp = c->pending_next;
+        if (loop->pending_tail == c) {
+            conn *t = loop->pending_head;
+            while (t && t->pending_next)
+                t = t->pending_next;
+            loop->pending_tail = t;
+        }
+    }
+    c->proto->on_close(c);
+    obuf_reset(&c->out);
+    release_input(c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        loop->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    pool_put(&c->listener->conns, c);
+    NET_STAT_ADD(loop->stats.closed, 1);
+    NET_STAT_ADD(loop->stats.open, (uint64_t)-1);
+    net_loop_conn_closed(loop);
+}
+
+void conn_close(conn *c)
+{
+    if (c->flags & CONN_CLOSING)
+        return;
+    c->flags |= CONN_CLOSING;
+    wheel_cancel(&c->timer);
+    stop_reading(c);
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+void conn_close_after_flush(conn *c)
+{
+    if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_FLUSH))
+        return;
+    c->flags |= CONN_CLOSE_AFTER_FLUSH;
+    flush(c); /* no-op inside on_data: process() flushes at the end */
+}
+
+void conn_close_idle(net_loop *loop)
+{
+    for (conn *c = loop->conns, *next; c; c = next) {
+        next = c->next;
+        bool between_requests = c->timer_kind == CONN_TIMEOUT_IDLE ||
+                                (c->timer_kind == CONN_TIMEOUT_HEADER && !(c->flags & CONN_GOT_DATA));
+        if (between_requests && !c->out.pending && !c->inflight && !c->in_len)
+            conn_close(c);
+    }
+}
+
+/* uv_tcp_open failed: the handle was never a connection. */
+static void on_close_unopened(uv_handle_t *h)
+{
+    conn *c = h->data;
+    atomic_fetch_sub(&c->loop->server->open_conns, 1);
+    pool_put(&c->listener->conns, c);
+}
+
+/* ---- accepting and pending work --------------------------------------------------------------- */
+
+int conn_accept(net_loop *loop, net_listener *l, int fd)
+{
+    net_server *s = loop->server;
+    if (atomic_fetch_add(&s->open_conns, 1) >= s->cfg.max_connections) {
+        atomic_fetch_sub(&s->open_conns, 1);
+        NET_STAT_ADD(loop->stats.rejected_at_cap, 1);
+        close(fd);
+        return 0;
+    }
+    const proto *p = l->spec->proto;
+    conn *c = pool_get(&l->conns);
+    if (!c) {
+        atomic_fetch_sub(&s->open_conns, 1);
+        NET_STAT_ADD(loop->stats.out_of_memory, 1);
+        close(fd);
+        return -ENOMEM;
+    }
+    memset(c, 0, sizeof *c + p->state_size);
+    c->loop = loop;
+    c->listener = l;
+    c->proto = p;
+    c->tcp.data = c;
+    uv_tcp_init(&loop->uv, &c->tcp);
+    int r = uv_tcp_open(&c->tcp, fd);
+    if (r != 0) {
+        close(fd);
+        c->flags |= CONN_CLOSING;
+        uv_close((uv_handle_t *)&c->tcp, on_close_unopened);
+        return r;
+    }
+    if (s->cfg.tcp_nodelay)
+        uv_tcp_nodelay(&c->tcp, 1);
+    wheel_timer_init(&c->timer, on_timer);
+    obuf_init(&c->out, &loop->chunks);
+    c->next = loop->conns;
+    if (c->next)
+        c->next->prev = c;
+    loop->conns = c;
+    NET_STAT_ADD(loop->stats.accepted, 1);
+    NET_STAT_ADD(loop->stats.open, 1);
+    c->phase = CONN_TIMEOUT_HEADER;
+    conn_set_timeout(c, CONN_TIMEOUT_HEADER);
+    if (p->on_open)
+        p->on_open(c);
+    start_reading(c);
+    return 0;
+}
+
+void conn_run_pending(net_loop *loop)
+{
+    /* Only the connections queued before this turn: new ones wait for the next turn, which
+     * keeps one busy pipeline from starving the rest. */
+    conn *c = loop->pending_head, *last = loop->pending_tail;
+    loop->pending_head = loop->pending_tail = NULL;
+    while (c) {
+        conn *next = c == last ? NULL : c->pending_next;
+        c->flags &= ~CONN_PENDING;
+        c->pending_next = NULL;
+        if (!(c->flags & CONN_CLOSING)) {
+            if (c->in_len)
+                process(c, c->in, c->in_len);
+            else
+                settle(c);
+        }
+        c = next;
+    }
+}

@@ -1,0 +1,449 @@
+#include "net/loop.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define ACCEPTS_PER_WAKEUP 64   /* fairness between accepting and serving */
+#define ACCEPT_PAUSE_MS 100     /* after EMFILE/ENFILE */
+#define CHUNKS_IDLE_MAX 1024    /* 16 MiB of output chunks kept warm per loop */
+#define INBUFS_IDLE_MAX 64
+#define CONNS_IDLE_MAX 4096
+
+/* ---- sockets ------------------------------------------------------------------------------ */
+
+static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        *len = sizeof *in4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        *len = sizeof *in6;
+        return 0;
+    }
+    return -1;
+}
+
+/* A listening socket, options set before bind (SO_REUSEPORT must be). Returns fd or -errno. */
+static int open_listener(const net_config *cfg, const struct sockaddr_storage *ss, socklen_t len,
+                         bool reuseport)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0))
+        goto fail;
+    if (cfg->so_rcvbuf && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cfg->so_rcvbuf,
+                                     sizeof cfg->so_rcvbuf) != 0)
+        goto fail;
+    if (cfg->so_sndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &cfg->so_sndbuf,
+                                     sizeof cfg->so_sndbuf) != 0)
+        goto fail;
+    if (cfg->defer_accept_s && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+                                          &cfg->defer_accept_s, sizeof cfg->defer_accept_s) != 0)
+        goto fail;
+    if (bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, cfg->backlog) != 0)
+        goto fail;
+    return fd;
+fail:;
+    int e = errno;
+    close(fd);
+    return -e;
+}
+
+/* ---- accepting ------------------------------------------------------------------------------ */
+
+static void on_acceptable(uv_poll_t *p, int status, int events);
+
+static void listener_poll(net_listener *l, bool on)
+{
+    if (on == l->polling || l->fd < 0)
+        return;
+    if (on)
+        uv_poll_start(&l->poll, UV_READABLE, on_acceptable);
+    else
+        uv_poll_stop(&l->poll);
+    l->polling = on;
+}
+
+static void on_accept_resume(uv_timer_t *t)
+{
+    net_listener *l = t->data;
+    if (!l->loop->draining)
+        listener_poll(l, true);
+}
+
+static void hand_off(net_loop *from, unsigned listener, int fd);
+
+static void on_acceptable(uv_poll_t *p, int status, int events)
+{
+    (void)events;
+    net_listener *l = p->data;
+    net_loop *loop = l->loop;
+    if (status < 0)
+        return;
+    for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            NET_STAT_ADD(loop->stats.accept_errors, 1);
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Out of descriptors: the pending connection stays in the backlog and the
+                 * socket stays readable, so polling again now would spin. Pause instead; the
+                 * connections being served keep running and free descriptors as they close. */
+                NET_STAT_ADD(loop->stats.accept_pauses, 1);
+                listener_poll(l, false);
+                uv_timer_start(&l->pause_timer, on_accept_resume, ACCEPT_PAUSE_MS, 0);
+            }
+            return;
+        }
+        if (loop->server->reuseport || loop->server->nloops == 1)
+            conn_accept(loop, l, fd);
+        else
+            hand_off(loop, (unsigned)(l - loop->listeners), fd);
+    }
+}
+
+/* Fallback without SO_REUSEPORT: loop 0 accepts and deals sockets out round robin. */
+static void hand_off(net_loop *from, unsigned listener, int fd)
+{
+    net_server *s = from->server;
+    unsigned i = atomic_fetch_add(&s->handoff_next, 1) % s->nloops;
+    net_loop *to = &s->loops[i];
+    if (to == from) {
+        conn_accept(from, &from->listeners[listener], fd);
+        return;
+    }
+    bool queued = false;
+    uv_mutex_lock(&to->handoff_mu);
+    if (to->handoff_n < NET_HANDOFF_MAX && !to->closing) {
+        to->handoff[to->handoff_n++] = (net_handoff){.fd = fd, .listener = listener};
+        uv_async_send(&to->async); /* under the lock: the handle cannot be closing */
+        queued = true;
+    }
+    uv_mutex_unlock(&to->handoff_mu);
+    if (!queued)
+        conn_accept(from, &from->listeners[listener], fd);
+}
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+static void on_wheel_timer(uv_timer_t *t)
+{
+    net_loop *l = t->data;
+    l->wheel_armed_at = UINT64_MAX;
+    wheel_run(&l->wheel, uv_now(&l->uv));
+    uint64_t next = wheel_next_expiry(&l->wheel);
+    if (next != UINT64_MAX)
+        net_loop_arm_wheel(l, next);
+}
+
+void net_loop_arm_wheel(net_loop *l, uint64_t expire_at)
+{
+    if (expire_at >= l->wheel_armed_at)
+        return; /* an earlier wake-up is already set: it re-arms for the rest */
+    uint64_t now = uv_now(&l->uv);
+    l->wheel_armed_at = expire_at;
+    uv_timer_start(&l->wheel_timer, on_wheel_timer, expire_at > now ? expire_at - now : 0, 0);
+}
+
+static void on_pending(uv_idle_t *h)
+{
+    net_loop *l = h->data;
+    conn_run_pending(l);
+    if (!l->pending_head)
+        uv_idle_stop(&l->pending_idle);
+}
+
+void net_loop_add_pending(net_loop *l, conn *c)
+{
+    if (c->flags & CONN_PENDING)
+        return;
+    c->flags |= CONN_PENDING;
+    c->pending_next = NULL;
+    if (l->pending_tail)
+        l->pending_tail->pending_next = c;
+    else
+        l->pending_head = c;
+    l->pending_tail = c;
+    uv_idle_start(&l->pending_idle, on_pending);
+}
+
+static void close_loop_handles(net_loop *l);
+
+void net_loop_conn_closed(net_loop *l)
+{
+    atomic_fetch_sub(&l->server->open_conns, 1);
+    if (l->draining && !l->conns)
+        close_loop_handles(l);
+}
+
+static void on_grace_over(uv_timer_t *t)
+{
+    net_loop *l = t->data;
+    for (conn *c = l->conns; c; c = c->next)
+        conn_close(c);
+}
+
+static void begin_drain(net_loop *l)
+{
+    if (l->draining)
+        return;
+    l->draining = true;
+    for (unsigned i = 0; i < l->nlisteners; i++) {
+        net_listener *li = &l->listeners[i];
+        listener_poll(li, false);
+        uv_timer_stop(&li->pause_timer);
+    }
+    conn_close_idle(l);
+    if (!l->conns) {
+        close_loop_handles(l);
+        return;
+    }
+    uv_timer_start(&l->grace_timer, on_grace_over, l->server->cfg.shutdown_grace_ms, 0);
+}
+
+static void on_async(uv_async_t *a)
+{
+    net_loop *l = a->data;
+    net_handoff batch[NET_HANDOFF_MAX];
+    uv_mutex_lock(&l->handoff_mu);
+    unsigned n = l->handoff_n;
+    memcpy(batch, l->handoff, n * sizeof *batch);
+    l->handoff_n = 0;
+    uv_mutex_unlock(&l->handoff_mu);
+    for (unsigned i = 0; i < n; i++) {
+        if (l->draining)
+            close(batch[i].fd);
+        else
+            conn_accept(l, &l->listeners[batch[i].listener], batch[i].fd);
+    }
+    if (atomic_load(&l->server->draining))
+        begin_drain(l);
+}
+
+static void close_loop_handles(net_loop *l)
+{
+    if (l->closing)
+        return;
+    uv_mutex_lock(&l->handoff_mu);
+    l->closing = true; /* no more hand-offs */
+    uv_mutex_unlock(&l->handoff_mu);
+    for (unsigned i = 0; i < l->nlisteners; i++) {
+        net_listener *li = &l->listeners[i];
+        if (li->fd >= 0)
+            uv_close((uv_handle_t *)&li->poll, NULL);
+        uv_close((uv_handle_t *)&li->pause_timer, NULL);
+    }
+    uv_close((uv_handle_t *)&l->async, NULL);
+    uv_close((uv_handle_t *)&l->wheel_timer, NULL);
+    uv_close((uv_handle_t *)&l->grace_timer, NULL);
+    uv_close((uv_handle_t *)&l->pending_idle, NULL);
+}
+
+static void loop_main(void *arg)
+{
+    net_loop *l = arg;
+    uv_run(&l->uv, UV_RUN_DEFAULT);
+    /* Sockets handed to us after we stopped are ours to close. */
+    for (unsigned i = 0; i < l->handoff_n; i++)
+        close(l->handoff[i].fd);
+    l->handoff_n = 0;
+}
+
+static int loop_init(net_server *s, net_loop *l, unsigned index)
+{
+    memset(l, 0, sizeof *l);
+    l->index = index;
+    l->server = s;
+    if (uv_loop_init(&l->uv) != 0)
+        return -1;
+    l->read_buf = malloc(CONN_IN_SIZE);
+    if (!l->read_buf)
+        return -1;
+    uv_mutex_init(&l->handoff_mu);
+    uv_async_init(&l->uv, &l->async, on_async);
+    l->async.data = l;
+    uv_timer_init(&l->uv, &l->wheel_timer);
+    l->wheel_timer.data = l;
+    l->wheel_armed_at = UINT64_MAX;
+    uv_timer_init(&l->uv, &l->grace_timer);
+    l->grace_timer.data = l;
+    uv_idle_init(&l->uv, &l->pending_idle);
+    l->pending_idle.data = l;
+    wheel_init(&l->wheel, uv_now(&l->uv));
+    pool_init(&l->chunks, sizeof(obuf_chunk), CHUNKS_IDLE_MAX);
+    pool_init(&l->inbufs, CONN_IN_SIZE, INBUFS_IDLE_MAX);
+    return 0;
+}
+
+/* ---- server ------------------------------------------------------------------------------- */
+
+int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char *err,
+                    size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    if (nloops < 1 || nloops > NET_MAX_LOOPS) {
+        snprintf(err, errlen, "threads must be 1..%d", NET_MAX_LOOPS);
+        return -1;
+    }
+    /* Every connection is a descriptor: take all the kernel allows us. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    s->loops = calloc(nloops, sizeof *s->loops);
+    if (!s->loops) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->nloops = nloops;
+    for (unsigned i = 0; i < nloops; i++) {
+        if (loop_init(s, &s->loops[i], i) != 0) {
+            snprintf(err, errlen, "cannot create event loop %u", i);
+            return -1;
+        }
+    }
+    s->reuseport = cfg->reuseport;
+    return 0;
+}
+
+static void attach_listener(net_loop *l, const net_listener_spec *spec, int fd)
+{
+    net_listener *li = &l->listeners[l->nlisteners++];
+    li->loop = l;
+    li->spec = spec;
+    li->fd = fd;
+    pool_init(&li->conns, sizeof(conn) + spec->proto->state_size, CONNS_IDLE_MAX);
+    uv_timer_init(&l->uv, &li->pause_timer);
+    li->pause_timer.data = li;
+    if (fd >= 0) {
+        uv_poll_init(&l->uv, &li->poll, fd);
+        li->poll.data = li;
+    }
+}
+
+int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
+                      char *err, size_t errlen)
+{
+    if (s->nspecs == NET_MAX_LISTENERS) {
+        snprintf(err, errlen, "too many listeners");
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (resolve(host, port, &ss, &len) != 0) {
+        snprintf(err, errlen, "%s: not a numeric IPv4 or IPv6 address", host);
+        return -1;
+    }
+    net_listener_spec *spec = &s->specs[s->nspecs];
+    snprintf(spec->host, sizeof spec->host, "%s", host);
+    spec->port = port;
+    spec->proto = p;
+    spec->ctx = ctx;
+    spec->shared_fd = -1;
+    int fds[NET_MAX_LOOPS];
+    unsigned nfds = s->reuseport ? s->nloops : 1;
+    for (unsigned i = 0; i < nfds; i++) {
+        fds[i] = open_listener(&s->cfg, &ss, len, s->reuseport);
+        if (fds[i] == -ENOPROTOOPT && s->reuseport && i == 0) {
+            s->reuseport = false; /* kernel without SO_REUSEPORT: one acceptor */
+            nfds = 1;
+            fds[i] = open_listener(&s->cfg, &ss, len, false);
+        }
+        if (fds[i] < 0) {
+            snprintf(err, errlen, "cannot listen on %s:%u: %s", host, port, strerror(-fds[i]));
+            for (unsigned k = 0; k < i; k++)
+                close(fds[k]);
+            return -1;
+        }
+    }
+    if (!s->reuseport)
+        spec->shared_fd = fds[0];
+    for (unsigned i = 0; i < s->nloops; i++)
+        attach_listener(&s->loops[i], spec, i < nfds ? fds[i] : -1);
+    s->nspecs++;
+    return 0;
+}
+
+int net_server_start(net_server *s, char *err, size_t errlen)
+{
+    for (unsigned i = 0; i < s->nloops; i++) {
+        net_loop *l = &s->loops[i];
+        /* Handles are set up here, before the thread exists; afterwards only it touches them. */
+        for (unsigned k = 0; k < l->nlisteners; k++)
+            listener_poll(&l->listeners[k], true);
+        if (uv_thread_create(&l->thread, loop_main, l) != 0) {
+            snprintf(err, errlen, "cannot start loop thread %u", i);
+            return -1;
+        }
+    }
+    s->started = true;
+    return 0;
+}
+
+void net_server_drain(net_server *s)
+{
+    if (atomic_exchange(&s->draining, true))
+        return;
+    for (unsigned i = 0; i < s->nloops; i++) {
+        net_loop *l = &s->loops[i];
+        uv_mutex_lock(&l->handoff_mu);
+        if (!l->closing)
+            uv_async_send(&l->async);
+        uv_mutex_unlock(&l->handoff_mu);
+    }
+}
+
+void net_server_join(net_server *s)
+{
+    for (unsigned i = 0; s->started && i < s->nloops; i++)
+        uv_thread_join(&s->loops[i].thread);
+    for (unsigned i = 0; i < s->nloops; i++) {
+        net_loop *l = &s->loops[i];
+        if (s->started)
+            uv_loop_close(&l->uv);
+        for (unsigned k = 0; k < l->nlisteners; k++) {
+            net_listener *li = &l->listeners[k];
+            if (li->fd >= 0)
+                close(li->fd);
+            pool_drain(&li->conns);
+        }
+        pool_drain(&l->chunks);
+        pool_drain(&l->inbufs);
+        free(l->read_buf);
+        uv_mutex_destroy(&l->handoff_mu);
+    }
+    free(s->loops);
+    s->loops = NULL;
+}
+
+uint64_t net_server_stat_sum(const net_server *s, size_t offset)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < s->nloops; i++)
+        sum += net_stat((const _Atomic uint64_t *)((const char *)&s->loops[i].stats + offset));
+    return sum;
+}

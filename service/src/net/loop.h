@@ -1,0 +1,154 @@
+/* Event loops, listeners and the server that runs them.
+ *
+ * net_server owns N loop threads, each with its own uv_loop_t, timing wheel, pools and a
+ * listening socket per listener bound with SO_REUSEPORT, so the kernel spreads connections and a
+ * connection never leaves its loop. Without SO_REUSEPORT, loop 0 accepts for everyone and hands
+ * sockets over (uv_async_send + uv_tcp_open). Accepting is our own loop over accept4() on a
+ * uv_poll_t, so that EMFILE/ENFILE pause accepting for a moment instead of spinning.
+ *
+ * Threads: net_server_* are called from the main thread; everything else runs on loop threads.
+ * Counters are per loop, single writer, relaxed atomics (plain loads and stores on x86), summed by
+ * readers on other threads without locks.
+ */
+#ifndef SF_NET_LOOP_H
+#define SF_NET_LOOP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "net/conn.h"
+#include "net/pool.h"
+#include "net/wheel.h"
+
+#define NET_MAX_LISTENERS 4
+#define NET_MAX_LOOPS 256
+
+typedef struct net_config {
+    uint32_t max_connections;         /* global */
+    uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms;
+    uint32_t drain_ms;                /* linger after half-close before closing */
+    uint32_t shutdown_grace_ms;
+    size_t out_high_water;            /* stop reading above this much queued output */
+    size_t out_hard_cap;              /* close above this */
+    int backlog;
+    bool tcp_nodelay;
+    bool reuseport;
+    int so_rcvbuf, so_sndbuf;         /* 0 = kernel default */
+    int defer_accept_s;               /* TCP_DEFER_ACCEPT, 0 = off */
+} net_config;
+
+/* Per-loop counters. Single writer (the loop), read by scrapers: use NET_STAT_ADD / net_stat. */
+typedef struct net_stats {
+    _Atomic uint64_t accepted, rejected_at_cap, closed, accept_errors, accept_pauses;
+    _Atomic uint64_t timeouts[3]; /* by conn_timeout_kind */
+    _Atomic uint64_t output_cap_closes, out_of_memory;
+    _Atomic uint64_t bytes_in, bytes_out;
+    _Atomic uint64_t open; /* current connections of this loop */
+} net_stats;
+
+#define NET_STAT_ADD(field, n)                                                                 \
+    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), \
+                          memory_order_relaxed)
+static inline uint64_t net_stat(const _Atomic uint64_t *f)
+{
+    return atomic_load_explicit(f, memory_order_relaxed);
+}
+
+typedef struct net_listener_spec {
+    char host[64];
+    uint16_t port;
+    const proto *proto;
+    void *ctx;                        /* for the protocol: net_listener_ctx(conn->listener) */
+    int shared_fd;                    /* the one socket when reuseport is off, else -1 */
+} net_listener_spec;
+
+typedef struct net_server net_server;
+
+struct net_listener {
+    net_loop *loop;
+    const net_listener_spec *spec;
+    int fd;                           /* -1 when another loop accepts for this one */
+    uv_poll_t poll;
+    uv_timer_t pause_timer;           /* accept paused after EMFILE/ENFILE */
+    pool conns;                       /* conn + protocol state */
+    bool polling;
+};
+
+static inline void *net_listener_ctx(const net_listener *l) { return l->spec->ctx; }
+
+typedef struct net_handoff {
+    int fd;
+    unsigned listener;
+} net_handoff;
+
+#define NET_HANDOFF_MAX 1024
+
+struct net_loop {
+    uv_loop_t uv;
+    unsigned index;
+    net_server *server;
+    uv_thread_t thread;
+    uv_async_t async;                 /* drain requests and socket hand-offs */
+    uv_timer_t wheel_timer;           /* the single timer driving the wheel */
+    uint64_t wheel_armed_at;          /* UINT64_MAX when not armed */
+    uv_timer_t grace_timer;
+    uv_idle_t pending_idle;
+    conn *pending_head, *pending_tail;
+    wheel wheel;
+    pool chunks;                      /* output chunks */
+    pool inbufs;                      /* CONN_IN_SIZE buffers for unconsumed input */
+    char *read_buf;                   /* shared by all reads of this loop */
+    conn *conns;                      /* every open connection */
+    net_listener listeners[NET_MAX_LISTENERS];
+    unsigned nlisteners;
+    uv_mutex_t handoff_mu;
+    net_handoff handoff[NET_HANDOFF_MAX];
+    unsigned handoff_n;
+    net_stats stats;
+    bool draining, closing;
+};
+
+struct net_server {
+    net_config cfg;
+    net_loop *loops;
+    unsigned nloops;
+    net_listener_spec specs[NET_MAX_LISTENERS];
+    unsigned nspecs;
+    _Atomic uint32_t open_conns;
+    _Atomic bool draining;
+    _Atomic unsigned handoff_next;    /* round robin in fallback mode */
+    bool reuseport;                   /* in effect (config and kernel) */
+    bool started;
+};
+
+/* Raises RLIMIT_NOFILE to the hard limit and allocates the loops (not started). */
+int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char *err,
+                    size_t errlen);
+/* Binds host:port for every loop (or once, without reuseport) and attaches the protocol.
+ * Call before net_server_start. Returns 0, or -1 with a message naming the address. */
+int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
+                      char *err, size_t errlen);
+/* Starts the loop threads. */
+int net_server_start(net_server *s, char *err, size_t errlen);
+/* From any thread: stop accepting, close idle connections, let in-flight requests finish,
+ * force-close the rest after shutdown_grace_ms. Idempotent. */
+void net_server_drain(net_server *s);
+static inline bool net_server_draining(const net_server *s)
+{
+    return atomic_load_explicit(&s->draining, memory_order_relaxed);
+}
+/* Waits for every loop thread to finish (after net_server_drain) and frees everything. */
+void net_server_join(net_server *s);
+
+/* Sum of one counter over all loops, from any thread. */
+uint64_t net_server_stat_sum(const net_server *s, size_t offset_in_stats);
+#define NET_SERVER_STAT(s, field) net_server_stat_sum((s), offsetof(net_stats, field))
+
+/* Loop-internal, used by conn.c. */
+void net_loop_arm_wheel(net_loop *l, uint64_t expire_at);
+void net_loop_add_pending(net_loop *l, conn *c);
+void net_loop_conn_closed(net_loop *l);
+
+#endif

@@ -1,0 +1,39 @@
+/* The interface between the connection layer and a protocol (HTTP, memcached text, raw echo).
+ *
+ * The connection layer owns the socket, buffers, timeouts, limits and pooling; a protocol only
+ * turns bytes into responses. All callbacks run on the connection's loop thread.
+ *
+ *   on_open   a connection was accepted; its state (state_size bytes, zeroed) is ready.
+ *   on_data   bytes arrived. Consume what you can, append responses with conn_write*(), and
+ *             return how many bytes were consumed: bytes not consumed are kept and offered again
+ *             (with whatever arrives next) when the connection resumes, which is how a protocol
+ *             yields after max_pipeline requests or stops while output is above the high-water
+ *             mark. Return PROTO_CLOSE to close at once (after flushing what was written when
+ *             conn_close_after_flush() was used).
+ *   on_drain  output fell below the low-water mark after conn_pause_input(); optional.
+ *   on_timeout the connection's deadline passed (header, idle or write timeout); the protocol may
+ *             write a last response (e.g. 408) — the connection then closes. Optional.
+ *   on_close  the connection is going away; release what the state holds. Called exactly once.
+ */
+#ifndef SF_NET_PROTO_H
+#define SF_NET_PROTO_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct conn conn;
+
+#define PROTO_CLOSE ((ssize_t)-1)
+
+typedef enum { CONN_TIMEOUT_HEADER, CONN_TIMEOUT_IDLE, CONN_TIMEOUT_WRITE } conn_timeout_kind;
+
+typedef struct proto {
+    const char *name;
+    size_t state_size;
+    void (*on_open)(conn *c);
+    ssize_t (*on_data)(conn *c, const char *data, size_t len);
+    void (*on_timeout)(conn *c, conn_timeout_kind kind);
+    void (*on_close)(conn *c);
+} proto;
+
+#endif
