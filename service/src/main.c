@@ -6,6 +6,7 @@
  * Order matters: signals are blocked before any thread starts (so only the main thread takes
  * them, via sigwait); the lease is read and the first renewal is on disk before any ID can be
  * issued; on SIGTERM/SIGINT the generators are sealed and the exact final lease is written. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,7 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "config/config.h"
+#include "http/http.h"
+#include "net/loop.h"
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
 
@@ -174,12 +178,64 @@ int main(int argc, char **argv)
                               sizeof err) != 0)
         die(EXIT_FAILURE, "%s", err);
 
+    /* The network: loops, the HTTP listener, the API. */
+    const cfg_server *sv = &c.server;
+    net_config nc = {.max_connections = sv->max_connections,
+                     .header_timeout_ms = sv->header_timeout_ms,
+                     .idle_timeout_ms = sv->idle_timeout_ms,
+                     .write_timeout_ms = sv->write_timeout_ms,
+                     .drain_ms = sv->linger_ms,
+                     .shutdown_grace_ms = sv->shutdown_grace_ms,
+                     .out_high_water = sv->output_high_water_bytes,
+                     .out_hard_cap = sv->output_limit_bytes,
+                     .backlog = (int)sv->backlog,
+                     .tcp_nodelay = sv->tcp_nodelay,
+                     .reuseport = sv->reuseport,
+                     .so_rcvbuf = (int)sv->so_rcvbuf,
+                     .so_sndbuf = (int)sv->so_sndbuf,
+                     .defer_accept_s = (int)sv->tcp_defer_accept_s};
+    static net_server net;
+    if (net_server_init(&net, &nc, sv->threads, err, sizeof err) != 0)
+        die(EXIT_FAILURE, "%s", err);
+    http_limits hl = {.max_header_bytes = sv->max_header_bytes,
+                      .max_url_bytes = sv->max_url_bytes,
+                      .max_headers = sv->max_headers,
+                      .max_body_bytes = sv->max_body_bytes,
+                      .max_requests_per_connection = sv->max_requests_per_connection,
+                      .max_pipeline = sv->max_pipeline};
+    http_server *http = http_server_new(&hl, &net, err, sizeof err);
+    if (!http)
+        die(EXIT_FAILURE, "%s", err);
+    static api_ctx api;
+    api.config = &c;
+    api.gens = gen_ptrs;
+    api.ngens = (unsigned)ngens;
+    api.keeper = &keeper;
+    api.http = http;
+    api.net = &net;
+    api.loops = aligned_alloc(64, sizeof(api_loop) * sv->threads);
+    if (!api.loops)
+        die(EXIT_FAILURE, "out of memory");
+    memset(api.loops, 0, sizeof(api_loop) * sv->threads);
+    *(void **)&api.malloc_calls = dlsym(RTLD_DEFAULT, "sf_malloc_calls");
+    if (api_register(http, &api) != 0)
+        die(EXIT_FAILURE, "too many routes");
+    if (net_server_listen(&net, sv->host, (uint16_t)sv->port, &http_proto, http, err, sizeof err) !=
+        0)
+        die(EXIT_FAILURE, "%s", err);
+    if (net_server_start(&net, err, sizeof err) != 0)
+        die(EXIT_FAILURE, "%s", err);
+    atomic_store(&api.listening, true);
+
     fprintf(stderr,
-            "snowflaked %s: datacenter %u, worker %u%s (%s), layout %u/%u/%u/%u, sync %s, "
-            "lease %s; network listeners are not part of this build yet\n",
-            SF_VERSION, s->datacenter_id, s->worker_id, s->per_thread_worker_ids ? "+thread" : "",
-            s->worker_origin, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
-            s->sequence_bits, sf_sync_mode_name(s->sync), lease_path);
+            "snowflaked %s: listening on http://%s%s%s:%u with %u loop%s (%s); datacenter %u, "
+            "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s\n",
+            SF_VERSION, strchr(sv->host, ':') ? "[" : "", sv->host,
+            strchr(sv->host, ':') ? "]" : "", sv->port, sv->threads, sv->threads == 1 ? "" : "s",
+            net.reuseport ? "SO_REUSEPORT" : "one acceptor", s->datacenter_id, s->worker_id,
+            s->per_thread_worker_ids ? "+loop" : "", s->worker_origin, s->timestamp_bits,
+            s->datacenter_bits, s->worker_bits, s->sequence_bits, sf_sync_mode_name(s->sync),
+            lease_path);
     uint64_t retry = sf_gen_retry_after_ms(&gens[0]);
     if (retry > 0)
         fprintf(stderr,
@@ -189,7 +245,16 @@ int main(int argc, char **argv)
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    fprintf(stderr, "snowflaked: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fprintf(stderr, "snowflaked: %s received, draining (up to %u ms)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", sv->shutdown_grace_ms);
+    /* A second signal during the drain ends the process at once. */
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
+    net_server_drain(&net);
+    net_server_join(&net);
+    http_server_free(http);
+    free(api.loops);
 
     int code = 0;
     if (sf_lease_keeper_stop(&keeper, err, sizeof err) != 0) {

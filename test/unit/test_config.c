@@ -447,6 +447,11 @@ static const bad_case bad_files[] = {
     /* booleans */
     {"{\"server\":{\"tcp_nodelay\":\"yes\"}}", "server.tcp_nodelay", "expected true or false"},
     {"{\"server\":{\"reuseport\":1}}", "server.reuseport", "expected true or false, got 1"},
+    {"{\"server\":{\"output_high_water_bytes\":1024}}", "server.output_high_water_bytes",
+     "4096"},
+    {"{\"server\":{\"linger_ms\":0}}", "server.linger_ms", "1..60000"},
+    {"{\"server\":{\"output_limit_bytes\":1048576}}", "server.output_limit_bytes",
+     "must be at least output_high_water_bytes + max_body_bytes (1310720)"},
     {"{\"snowflake\":{\"per_thread_worker_ids\":\"true\"}}", "snowflake.per_thread_worker_ids",
      "expected true or false"},
     {"{\"cache\":{\"enabled\":null}}", "cache.enabled", "got null"},

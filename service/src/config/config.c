@@ -151,6 +151,11 @@ static const char *cfg_log_name(const void *field)
  *   server.max_pipeline                 u32      1..1024
  *   server.*_timeout_ms                 u32      1..86400000 (1 day)
  *   server.shutdown_grace_ms            u32      1..3600000 (1 hour)
+ *   server.tcp_defer_accept_s           u32      0..3600                  0 = off
+ *   server.so_rcvbuf, so_sndbuf         u32      0..64 MiB                0 = kernel default
+ *   server.output_high_water_bytes      u32      4 KiB..1 GiB             < output_limit_bytes
+ *   server.output_limit_bytes           u32      64 KiB..1 GiB            > high water + body
+ *   server.linger_ms                    u32      1..60000                 half-close drain
  *   snowflake.epoch                     epoch    1970..9999, not after now  checked by layout
  *   snowflake.time_unit_ms              u32      1..1000
  *   snowflake.*_bits                    u32      0..63 each               sum 63, sequence >= 8
@@ -183,6 +188,12 @@ static const cfg_key cfg_keys[] = {
     K_U32("server.shutdown_grace_ms", server.shutdown_grace_ms, 1, 3600000),
     K_BOOL("server.tcp_nodelay", server.tcp_nodelay),
     K_BOOL("server.reuseport", server.reuseport),
+    K_U32("server.tcp_defer_accept_s", server.tcp_defer_accept_s, 0, 3600),
+    K_U32("server.so_rcvbuf", server.so_rcvbuf, 0, 64 * CFG_MIB),
+    K_U32("server.so_sndbuf", server.so_sndbuf, 0, 64 * CFG_MIB),
+    K_U32("server.output_high_water_bytes", server.output_high_water_bytes, 4096, CFG_GIB),
+    K_U32("server.output_limit_bytes", server.output_limit_bytes, 65536, CFG_GIB),
+    K_U32("server.linger_ms", server.linger_ms, 1, 60000),
     {"snowflake.epoch", CFG_T_EPOCH, CFG_AT(snowflake.epoch_ms, 8), 0, CFG_EPOCH_MAX_MS, 0, NULL,
      NULL, NULL},
     K_U32("snowflake.time_unit_ms", snowflake.time_unit_ms, 1, 1000),
@@ -965,6 +976,18 @@ static int cfg_check_limits(cfg_ctx *ctx)
         return cfg_fail(ctx, src, "server.max_url_bytes",
                         "must be <= server.max_header_bytes (%u), got %u",
                         c->server.max_header_bytes, c->server.max_url_bytes);
+    }
+    if ((uint64_t)c->server.output_limit_bytes <
+        (uint64_t)c->server.output_high_water_bytes + c->server.max_body_bytes) {
+        cfg_cross_label(ctx, src, sizeof src, "server.output_limit_bytes",
+                        "server.output_high_water_bytes", "server.max_body_bytes",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "server.output_limit_bytes",
+                        "must be at least output_high_water_bytes + max_body_bytes (%llu), "
+                        "so that one full response always fits, got %u",
+                        (unsigned long long)c->server.output_high_water_bytes +
+                            c->server.max_body_bytes,
+                        c->server.output_limit_bytes);
     }
     if (c->cache.max_item_bytes > c->cache.max_memory_bytes) {
         cfg_cross_label(ctx, src, sizeof src, "cache.max_item_bytes", "cache.max_memory_bytes",

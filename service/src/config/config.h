@@ -46,6 +46,11 @@ typedef struct cfg_server {
     uint32_t max_pipeline;            /* requests handled per read before yielding */
     uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, shutdown_grace_ms;
     bool tcp_nodelay, reuseport;
+    uint32_t tcp_defer_accept_s;      /* TCP_DEFER_ACCEPT, 0 = off */
+    uint32_t so_rcvbuf, so_sndbuf;    /* 0 = kernel default */
+    uint32_t output_high_water_bytes; /* stop reading a connection above this much unsent */
+    uint32_t output_limit_bytes;      /* close it above this */
+    uint32_t linger_ms;               /* after the last response: drain the peer this long */
 } cfg_server;
 
 typedef enum { CFG_WORKER_NUMBER = 0, CFG_WORKER_ORDINAL, CFG_WORKER_ENV } cfg_worker_source;

@@ -6,10 +6,10 @@
 
 #include "net/loop.h"
 
-#define CONN_WRITE_IOV 4    /* uv_write copies up to 4 buffers without allocating */
-#define CONN_TRY_IOV 64
+#define CONN_WRITE_IOV 4 /* uv_write copies up to 4 buffers without allocating */
+#define CONN_TRY_IOV   64
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 static const net_config *config_of(const conn *c)
 {
@@ -419,8 +419,9 @@ void conn_close_idle(net_loop *loop)
 {
     for (conn *c = loop->conns, *next; c; c = next) {
         next = c->next;
-        bool between_requests = c->timer_kind == CONN_TIMEOUT_IDLE ||
-                                (c->timer_kind == CONN_TIMEOUT_HEADER && !(c->flags & CONN_GOT_DATA));
+        bool between_requests =
+            c->timer_kind == CONN_TIMEOUT_IDLE ||
+            (c->timer_kind == CONN_TIMEOUT_HEADER && !(c->flags & CONN_GOT_DATA));
         if (between_requests && !c->out.pending && !c->inflight && !c->in_len)
             conn_close(c);
     }
@@ -434,7 +435,8 @@ static void on_close_unopened(uv_handle_t *h)
     pool_put(&c->listener->conns, c);
 }
 
-/* ---- accepting and pending work --------------------------------------------------------------- */
+/* ---- accepting and pending work ---------------------------------------------------------------
+ */
 
 int conn_accept(net_loop *loop, net_listener *l, int fd)
 {

@@ -27,16 +27,16 @@ typedef struct net_loop net_loop;
 typedef struct net_listener net_listener;
 
 enum {
-    CONN_CLOSING = 1u << 0,       /* uv_close issued */
+    CONN_CLOSING = 1u << 0, /* uv_close issued */
     CONN_CLOSE_AFTER_FLUSH = 1u << 1,
-    CONN_SHUTDOWN = 1u << 2,      /* FIN sent, draining the peer */
-    CONN_READING = 1u << 3,       /* uv_read_start active */
-    CONN_YIELDED = 1u << 4,       /* unconsumed input waits for the next loop turn */
-    CONN_PENDING = 1u << 5,       /* on the loop's pending list */
-    CONN_IN_DATA = 1u << 6,       /* inside proto->on_data: flush and close are deferred */
-    CONN_PEER_EOF = 1u << 7,      /* the peer closed its side */
-    CONN_GOT_DATA = 1u << 8,      /* at least one byte arrived */
-    CONN_OUT_PAUSED = 1u << 9,    /* reading stopped until output drains */
+    CONN_SHUTDOWN = 1u << 2,   /* FIN sent, draining the peer */
+    CONN_READING = 1u << 3,    /* uv_read_start active */
+    CONN_YIELDED = 1u << 4,    /* unconsumed input waits for the next loop turn */
+    CONN_PENDING = 1u << 5,    /* on the loop's pending list */
+    CONN_IN_DATA = 1u << 6,    /* inside proto->on_data: flush and close are deferred */
+    CONN_PEER_EOF = 1u << 7,   /* the peer closed its side */
+    CONN_GOT_DATA = 1u << 8,   /* at least one byte arrived */
+    CONN_OUT_PAUSED = 1u << 9, /* reading stopped until output drains */
 };
 
 struct conn {
@@ -44,11 +44,11 @@ struct conn {
     net_loop *loop;
     net_listener *listener;
     const proto *proto;
-    conn *prev, *next;            /* the loop's connection list */
-    conn *pending_next;           /* the loop's list of connections with work to resume */
+    conn *prev, *next;  /* the loop's connection list */
+    conn *pending_next; /* the loop's list of connections with work to resume */
     obuf out;
-    size_t inflight;              /* bytes handed to the uv_write in flight */
-    char *in;                     /* unconsumed input (pooled, CONN_IN_SIZE), or NULL */
+    size_t inflight; /* bytes handed to the uv_write in flight */
+    char *in;        /* unconsumed input (pooled, CONN_IN_SIZE), or NULL */
     uint32_t in_len;
     uint32_t flags;
     conn_timeout_kind timer_kind; /* what the armed timer means */
@@ -57,20 +57,32 @@ struct conn {
     wheel_timer timer;
     uv_write_t write_req;
     uv_shutdown_t shutdown_req;
-    uint64_t requests;            /* for protocols: requests served on this connection */
-    alignas(16) char state[];     /* protocol state, proto->state_size bytes */
+    uint64_t requests;        /* for protocols: requests served on this connection */
+    alignas(16) char state[]; /* protocol state, proto->state_size bytes */
 };
 
 #define CONN_IN_SIZE (64 * 1024) /* also the per-loop read buffer size */
 
-static inline void *conn_state(conn *c) { return c->state; }
-static inline net_loop *conn_loop(conn *c) { return c->loop; }
+static inline void *conn_state(conn *c)
+{
+    return c->state;
+}
+static inline net_loop *conn_loop(conn *c)
+{
+    return c->loop;
+}
 
 /* Output. Returns 0, or -1 when out of memory (the connection is then closed). */
 int conn_write(conn *c, const void *data, size_t len);
 char *conn_reserve(conn *c, size_t want); /* want <= OBUF_CHUNK_SIZE; NULL closes */
-static inline void conn_commit(conn *c, size_t n) { obuf_commit(&c->out, n); }
-static inline size_t conn_output_pending(const conn *c) { return c->out.pending; }
+static inline void conn_commit(conn *c, size_t n)
+{
+    obuf_commit(&c->out, n);
+}
+static inline size_t conn_output_pending(const conn *c)
+{
+    return c->out.pending;
+}
 /* True when the protocol should stop producing and return what it consumed so far. */
 bool conn_output_full(const conn *c);
 

@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #define ACCEPTS_PER_WAKEUP 64   /* fairness between accepting and serving */
-#define ACCEPT_PAUSE_MS 100     /* after EMFILE/ENFILE */
-#define CHUNKS_IDLE_MAX 1024    /* 16 MiB of output chunks kept warm per loop */
-#define INBUFS_IDLE_MAX 64
-#define CONNS_IDLE_MAX 4096
+#define ACCEPT_PAUSE_MS    100  /* after EMFILE/ENFILE */
+#define CHUNKS_IDLE_MAX    1024 /* 16 MiB of output chunks kept warm per loop */
+#define INBUFS_IDLE_MAX    64
+#define CONNS_IDLE_MAX     4096
 
 /* ---- sockets ------------------------------------------------------------------------------ */
 
@@ -50,14 +50,14 @@ static int open_listener(const net_config *cfg, const struct sockaddr_storage *s
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0))
         goto fail;
-    if (cfg->so_rcvbuf && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cfg->so_rcvbuf,
-                                     sizeof cfg->so_rcvbuf) != 0)
+    if (cfg->so_rcvbuf &&
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cfg->so_rcvbuf, sizeof cfg->so_rcvbuf) != 0)
         goto fail;
-    if (cfg->so_sndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &cfg->so_sndbuf,
-                                     sizeof cfg->so_sndbuf) != 0)
+    if (cfg->so_sndbuf &&
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &cfg->so_sndbuf, sizeof cfg->so_sndbuf) != 0)
         goto fail;
-    if (cfg->defer_accept_s && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
-                                          &cfg->defer_accept_s, sizeof cfg->defer_accept_s) != 0)
+    if (cfg->defer_accept_s && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &cfg->defer_accept_s,
+                                          sizeof cfg->defer_accept_s) != 0)
         goto fail;
     if (bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, cfg->backlog) != 0)
         goto fail;
@@ -299,8 +299,7 @@ static int loop_init(net_server *s, net_loop *l, unsigned index)
 
 /* ---- server ------------------------------------------------------------------------------- */
 
-int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char *err,
-                    size_t errlen)
+int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;

@@ -23,20 +23,20 @@
 #include "net/wheel.h"
 
 #define NET_MAX_LISTENERS 4
-#define NET_MAX_LOOPS 256
+#define NET_MAX_LOOPS     256
 
 typedef struct net_config {
-    uint32_t max_connections;         /* global */
+    uint32_t max_connections; /* global */
     uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms;
-    uint32_t drain_ms;                /* linger after half-close before closing */
+    uint32_t drain_ms; /* linger after half-close before closing */
     uint32_t shutdown_grace_ms;
-    size_t out_high_water;            /* stop reading above this much queued output */
-    size_t out_hard_cap;              /* close above this */
+    size_t out_high_water; /* stop reading above this much queued output */
+    size_t out_hard_cap;   /* close above this */
     int backlog;
     bool tcp_nodelay;
     bool reuseport;
-    int so_rcvbuf, so_sndbuf;         /* 0 = kernel default */
-    int defer_accept_s;               /* TCP_DEFER_ACCEPT, 0 = off */
+    int so_rcvbuf, so_sndbuf; /* 0 = kernel default */
+    int defer_accept_s;       /* TCP_DEFER_ACCEPT, 0 = off */
 } net_config;
 
 /* Per-loop counters. Single writer (the loop), read by scrapers: use NET_STAT_ADD / net_stat. */
@@ -48,8 +48,8 @@ typedef struct net_stats {
     _Atomic uint64_t open; /* current connections of this loop */
 } net_stats;
 
-#define NET_STAT_ADD(field, n)                                                                 \
-    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), \
+#define NET_STAT_ADD(field, n)                                                                     \
+    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n),    \
                           memory_order_relaxed)
 static inline uint64_t net_stat(const _Atomic uint64_t *f)
 {
@@ -60,8 +60,8 @@ typedef struct net_listener_spec {
     char host[64];
     uint16_t port;
     const proto *proto;
-    void *ctx;                        /* for the protocol: net_listener_ctx(conn->listener) */
-    int shared_fd;                    /* the one socket when reuseport is off, else -1 */
+    void *ctx;     /* for the protocol: net_listener_ctx(conn->listener) */
+    int shared_fd; /* the one socket when reuseport is off, else -1 */
 } net_listener_spec;
 
 typedef struct net_server net_server;
@@ -69,14 +69,17 @@ typedef struct net_server net_server;
 struct net_listener {
     net_loop *loop;
     const net_listener_spec *spec;
-    int fd;                           /* -1 when another loop accepts for this one */
+    int fd; /* -1 when another loop accepts for this one */
     uv_poll_t poll;
-    uv_timer_t pause_timer;           /* accept paused after EMFILE/ENFILE */
-    pool conns;                       /* conn + protocol state */
+    uv_timer_t pause_timer; /* accept paused after EMFILE/ENFILE */
+    pool conns;             /* conn + protocol state */
     bool polling;
 };
 
-static inline void *net_listener_ctx(const net_listener *l) { return l->spec->ctx; }
+static inline void *net_listener_ctx(const net_listener *l)
+{
+    return l->spec->ctx;
+}
 
 typedef struct net_handoff {
     int fd;
@@ -90,17 +93,17 @@ struct net_loop {
     unsigned index;
     net_server *server;
     uv_thread_t thread;
-    uv_async_t async;                 /* drain requests and socket hand-offs */
-    uv_timer_t wheel_timer;           /* the single timer driving the wheel */
-    uint64_t wheel_armed_at;          /* UINT64_MAX when not armed */
+    uv_async_t async;        /* drain requests and socket hand-offs */
+    uv_timer_t wheel_timer;  /* the single timer driving the wheel */
+    uint64_t wheel_armed_at; /* UINT64_MAX when not armed */
     uv_timer_t grace_timer;
     uv_idle_t pending_idle;
     conn *pending_head, *pending_tail;
     wheel wheel;
-    pool chunks;                      /* output chunks */
-    pool inbufs;                      /* CONN_IN_SIZE buffers for unconsumed input */
-    char *read_buf;                   /* shared by all reads of this loop */
-    conn *conns;                      /* every open connection */
+    pool chunks;    /* output chunks */
+    pool inbufs;    /* CONN_IN_SIZE buffers for unconsumed input */
+    char *read_buf; /* shared by all reads of this loop */
+    conn *conns;    /* every open connection */
     net_listener listeners[NET_MAX_LISTENERS];
     unsigned nlisteners;
     uv_mutex_t handoff_mu;
@@ -118,8 +121,8 @@ struct net_server {
     unsigned nspecs;
     _Atomic uint32_t open_conns;
     _Atomic bool draining;
-    _Atomic unsigned handoff_next;    /* round robin in fallback mode */
-    bool reuseport;                   /* in effect (config and kernel) */
+    _Atomic unsigned handoff_next; /* round robin in fallback mode */
+    bool reuseport;                /* in effect (config and kernel) */
     bool started;
 };
 

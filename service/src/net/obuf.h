@@ -25,8 +25,8 @@ typedef struct obuf_chunk {
 
 typedef struct obuf {
     obuf_chunk *head, *tail;
-    size_t pending;  /* bytes not yet written */
-    pool *chunks;    /* the loop's chunk pool */
+    size_t pending; /* bytes not yet written */
+    pool *chunks;   /* the loop's chunk pool */
 } obuf;
 
 static inline void obuf_init(obuf *b, pool *chunks)

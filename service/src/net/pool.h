@@ -10,28 +10,38 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 typedef struct pool_item {
     struct pool_item *next;
 } pool_item;
 
+/* Counters are written by the owning loop only and read by /metrics from any loop: relaxed
+ * atomics, which compile to plain loads and stores. */
 typedef struct pool {
     pool_item *free_list;
     size_t obj_size;
-    size_t nfree, max_free;
-    size_t in_use;
-    uint64_t mallocs;
+    size_t max_free;
+    _Atomic size_t nfree, in_use;
+    _Atomic uint64_t mallocs;
 } pool;
+
+typedef struct pool_stats {
+    uint64_t in_use, idle, mallocs;
+} pool_stats;
+
+#define POOL_LOAD(f)   atomic_load_explicit(&(f), memory_order_relaxed)
+#define POOL_SET(f, v) atomic_store_explicit(&(f), (v), memory_order_relaxed)
 
 static inline void pool_init(pool *p, size_t obj_size, size_t max_free)
 {
     p->free_list = NULL;
     p->obj_size = obj_size < sizeof(pool_item) ? sizeof(pool_item) : obj_size;
-    p->nfree = 0;
     p->max_free = max_free;
-    p->in_use = 0;
-    p->mallocs = 0;
+    atomic_init(&p->nfree, 0);
+    atomic_init(&p->in_use, 0);
+    atomic_init(&p->mallocs, 0);
 }
 
 /* An object of obj_size bytes (uninitialised), or NULL if malloc failed. */
@@ -40,28 +50,28 @@ static inline void *pool_get(pool *p)
     pool_item *it = p->free_list;
     if (it) {
         p->free_list = it->next;
-        p->nfree--;
+        POOL_SET(p->nfree, POOL_LOAD(p->nfree) - 1);
     } else {
         it = malloc(p->obj_size);
         if (!it)
             return NULL;
-        p->mallocs++;
+        POOL_SET(p->mallocs, POOL_LOAD(p->mallocs) + 1);
     }
-    p->in_use++;
+    POOL_SET(p->in_use, POOL_LOAD(p->in_use) + 1);
     return it;
 }
 
 static inline void pool_put(pool *p, void *obj)
 {
-    p->in_use--;
-    if (p->nfree >= p->max_free) {
+    POOL_SET(p->in_use, POOL_LOAD(p->in_use) - 1);
+    if (POOL_LOAD(p->nfree) >= p->max_free) {
         free(obj);
         return;
     }
     pool_item *it = obj;
     it->next = p->free_list;
     p->free_list = it;
-    p->nfree++;
+    POOL_SET(p->nfree, POOL_LOAD(p->nfree) + 1);
 }
 
 /* Frees the idle objects (at loop exit; objects in use are the owner's business). */
@@ -72,7 +82,15 @@ static inline void pool_drain(pool *p)
         p->free_list = it->next;
         free(it);
     }
-    p->nfree = 0;
+    POOL_SET(p->nfree, 0);
+}
+
+/* Adds this pool's counters to *acc (any thread). */
+static inline void pool_stats_add(const pool *p, pool_stats *acc)
+{
+    acc->in_use += POOL_LOAD(p->in_use);
+    acc->idle += POOL_LOAD(p->nfree);
+    acc->mallocs += POOL_LOAD(p->mallocs);
 }
 
 #endif

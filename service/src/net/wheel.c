@@ -12,7 +12,7 @@
 #include <assert.h>
 
 #define WHEEL_NOT_A_SLOT UINT64_MAX /* expire_at of the due, firing and far sentinels */
-#define WHEEL_SPAN_BITS (WHEEL_BITS * WHEEL_LEVELS) /* 36: the wheel covers 2^36 ms */
+#define WHEEL_SPAN_BITS  (WHEEL_BITS * WHEEL_LEVELS) /* 36: the wheel covers 2^36 ms */
 
 _Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "__builtin_c?zll on uint64_t");
 _Static_assert(WHEEL_SLOTS == 64, "one uint64_t bitmap per level");
@@ -52,14 +52,16 @@ static void list_splice(wheel_timer *to, wheel_timer *from)
     from->next = from->prev = from;
 }
 
-/* --- slots and bitmaps --------------------------------------------------------------------------- */
+/* --- slots and bitmaps ---------------------------------------------------------------------------
+ */
 
 static uint64_t bit(unsigned s)
 {
     return UINT64_C(1) << s;
 }
 
-/* The wheel that owns a slot sentinel: its slot number is stored in it, so cancel needs no wheel. */
+/* The wheel that owns a slot sentinel: its slot number is stored in it, so cancel needs no wheel.
+ */
 static wheel *wheel_of_slot(wheel_timer *sentinel)
 {
     wheel_timer *first = sentinel - sentinel->expire_at;
@@ -177,7 +179,8 @@ static void advance(wheel *w, uint64_t to)
     replace_all(w, &w->far);
 }
 
-/* --- API -------------------------------------------------------------------------------------------- */
+/* --- API
+ * -------------------------------------------------------------------------------------------- */
 
 void wheel_init(wheel *w, uint64_t now_ms)
 {

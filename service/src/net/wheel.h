@@ -43,8 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WHEEL_BITS 6
-#define WHEEL_SLOTS (1u << WHEEL_BITS) /* 64: one uint64_t bitmap per level */
+#define WHEEL_BITS   6
+#define WHEEL_SLOTS  (1u << WHEEL_BITS) /* 64: one uint64_t bitmap per level */
 #define WHEEL_LEVELS 6
 
 typedef struct wheel_timer wheel_timer;
@@ -60,13 +60,13 @@ struct wheel_timer {          /* intrusive: embed in your object, recover it wit
  * whose expire_at holds its slot number (or WHEEL_NOT_A_SLOT), which is how wheel_cancel finds
  * the bitmap bit to clear when it empties a slot. */
 typedef struct wheel {
-    uint64_t now;                       /* the time the wheel has advanced to */
-    uint64_t bits[WHEEL_LEVELS];        /* bit s of bits[l]: slot[l * 64 + s] is not empty */
-    uint64_t due_min, firing_min;       /* <= every expire_at in due / firing (may be stale) */
-    uint64_t far_min;                   /* <= every expire_at in far (may be stale) */
-    wheel_timer due;                    /* deadline <= now, fire on the next wheel_run */
-    wheel_timer firing;                 /* being fired by the current wheel_run */
-    wheel_timer far;                    /* beyond the top level */
+    uint64_t now;                 /* the time the wheel has advanced to */
+    uint64_t bits[WHEEL_LEVELS];  /* bit s of bits[l]: slot[l * 64 + s] is not empty */
+    uint64_t due_min, firing_min; /* <= every expire_at in due / firing (may be stale) */
+    uint64_t far_min;             /* <= every expire_at in far (may be stale) */
+    wheel_timer due;              /* deadline <= now, fire on the next wheel_run */
+    wheel_timer firing;           /* being fired by the current wheel_run */
+    wheel_timer far;              /* beyond the top level */
     wheel_timer slot[WHEEL_LEVELS * WHEEL_SLOTS];
 } wheel;
 

@@ -1,0 +1,248 @@
+/* /healthz, /readyz, /metrics and the route table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "llhttp.h"
+#include "obs/prom.h"
+
+#ifndef SF_VERSION
+#define SF_VERSION "0"
+#endif
+
+void api_healthz(http_request *r, void *ctx)
+{
+    (void)ctx;
+    static const char body[] = "{\"status\":\"ok\"}";
+    http_respond(r, 200, "application/json", NULL, body, sizeof body - 1);
+}
+
+const char *api_not_ready_reason(api_ctx *a)
+{
+    if (!atomic_load(&a->listening))
+        return "starting";
+    if (net_server_draining(a->net))
+        return "draining";
+    for (unsigned i = 0; i < a->ngens; i++)
+        if (sf_gen_retry_after_ms(a->gens[i]) > 0)
+            return "cannot issue IDs yet: clock behind the last issued ID or lease not reached";
+    return NULL;
+}
+
+void api_readyz(http_request *r, void *ctx)
+{
+    const char *why = api_not_ready_reason(ctx);
+    if (!why) {
+        static const char body[] = "{\"status\":\"ready\"}";
+        http_respond(r, 200, "application/json", NULL, body, sizeof body - 1);
+        return;
+    }
+    char body[256];
+    int n = snprintf(body, sizeof body, "{\"status\":\"not ready\",\"reason\":\"%s\"}", why);
+    http_respond(r, 503, "application/json", "Retry-After: 1\r\n", body, (size_t)n);
+}
+
+/* ---- /metrics ------------------------------------------------------------------------------ */
+
+static void metrics_http(prom_buf *b, const http_server *http)
+{
+    unsigned nroutes = http_server_route_count(http);
+    http_route_metrics m[HTTP_MAX_ROUTES + 1];
+    for (unsigned i = 0; i <= nroutes; i++)
+        http_server_route_metrics(http, i, &m[i]);
+    prom_family(b, "snowflaked_http_requests_total", "counter",
+                "HTTP requests answered, by route and status.");
+    char labels[160];
+    for (unsigned i = 0; i <= nroutes; i++)
+        for (int s = 0; s < HTTP_S_COUNT; s++)
+            if (m[i].requests[s]) {
+                snprintf(labels, sizeof labels, "route=\"%s\",status=\"%s\"",
+                         http_server_route_name(http, i),
+                         http_status_slot_label((http_status_slot)s));
+                prom_u64(b, "snowflaked_http_requests_total", labels, m[i].requests[s]);
+            }
+    prom_family(b, "snowflaked_http_request_duration_seconds", "histogram",
+                "Time from the first byte of a request to its response being queued.");
+    for (unsigned i = 0; i <= nroutes; i++) {
+        uint64_t cumulative = 0;
+        const char *route = http_server_route_name(http, i);
+        for (int k = 0; k <= HTTP_LATENCY_BUCKETS; k++) {
+            cumulative += m[i].latency[k];
+            if (k < HTTP_LATENCY_BUCKETS)
+                snprintf(labels, sizeof labels, "route=\"%s\",le=\"%g\"", route,
+                         http_latency_bounds[k]);
+            else
+                snprintf(labels, sizeof labels, "route=\"%s\",le=\"+Inf\"", route);
+            prom_u64(b, "snowflaked_http_request_duration_seconds_bucket", labels, cumulative);
+        }
+        snprintf(labels, sizeof labels, "route=\"%s\"", route);
+        prom_f64(b, "snowflaked_http_request_duration_seconds_sum", labels,
+                 (double)m[i].latency_sum_ns / 1e9);
+        prom_u64(b, "snowflaked_http_request_duration_seconds_count", labels, cumulative);
+    }
+}
+
+#define NET_SUM(net, field) NET_SERVER_STAT(net, field)
+
+static void counter(prom_buf *b, const char *name, const char *help, uint64_t v)
+{
+    prom_family(b, name, "counter", help);
+    prom_u64(b, name, NULL, v);
+}
+
+static void gauge(prom_buf *b, const char *name, const char *help, uint64_t v)
+{
+    prom_family(b, name, "gauge", help);
+    prom_u64(b, name, NULL, v);
+}
+
+static void metrics_net(prom_buf *b, const net_server *net)
+{
+    gauge(b, "snowflaked_connections_open", "Open client connections.", NET_SUM(net, open));
+    counter(b, "snowflaked_connections_accepted_total", "Connections accepted.",
+            NET_SUM(net, accepted));
+    counter(b, "snowflaked_connections_rejected_total",
+            "Connections closed at once because max_connections was reached.",
+            NET_SUM(net, rejected_at_cap));
+    prom_family(b, "snowflaked_connection_timeouts_total", "counter",
+                "Connections closed by a timeout, by kind.");
+    static const char *const kinds[3] = {"header", "idle", "write"};
+    char labels[32];
+    for (int k = 0; k < 3; k++) {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < net->nloops; i++)
+            v += net_stat(&net->loops[i].stats.timeouts[k]);
+        snprintf(labels, sizeof labels, "kind=\"%s\"", kinds[k]);
+        prom_u64(b, "snowflaked_connection_timeouts_total", labels, v);
+    }
+    counter(b, "snowflaked_output_limit_closes_total",
+            "Connections closed because their unsent output passed the hard cap.",
+            NET_SUM(net, output_cap_closes));
+    counter(b, "snowflaked_accept_errors_total", "accept() failures.", NET_SUM(net, accept_errors));
+    counter(b, "snowflaked_accept_pauses_total",
+            "Times accepting paused because descriptors ran out.", NET_SUM(net, accept_pauses));
+    counter(b, "snowflaked_out_of_memory_total", "Allocations that failed.",
+            NET_SUM(net, out_of_memory));
+    counter(b, "snowflaked_received_bytes_total", "Bytes read from clients.",
+            NET_SUM(net, bytes_in));
+    counter(b, "snowflaked_sent_bytes_total", "Bytes written to clients.", NET_SUM(net, bytes_out));
+}
+
+static void pool_lines(prom_buf *b, const char *name, const pool_stats *s)
+{
+    char labels[64];
+    snprintf(labels, sizeof labels, "pool=\"%s\",state=\"in_use\"", name);
+    prom_u64(b, "snowflaked_pool_objects", labels, s->in_use);
+    snprintf(labels, sizeof labels, "pool=\"%s\",state=\"idle\"", name);
+    prom_u64(b, "snowflaked_pool_objects", labels, s->idle);
+}
+
+static void metrics_pools(prom_buf *b, const api_ctx *a)
+{
+    const net_server *net = a->net;
+    pool_stats conns = {0}, chunks = {0}, inbufs = {0}, heads;
+    for (unsigned i = 0; i < net->nloops; i++) {
+        const net_loop *l = &net->loops[i];
+        for (unsigned k = 0; k < l->nlisteners; k++)
+            pool_stats_add(&l->listeners[k].conns, &conns);
+        pool_stats_add(&l->chunks, &chunks);
+        pool_stats_add(&l->inbufs, &inbufs);
+    }
+    http_server_pool_stats(a->http, &heads);
+    prom_family(b, "snowflaked_pool_objects", "gauge",
+                "Objects of the per-loop pools, in use or idle on free lists.");
+    pool_lines(b, "connection", &conns);
+    pool_lines(b, "output_chunk", &chunks);
+    pool_lines(b, "input_buffer", &inbufs);
+    pool_lines(b, "request_head", &heads);
+    prom_family(b, "snowflaked_pool_mallocs_total", "counter",
+                "malloc calls made by the pools; flat in steady state.");
+    prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"connection\"", conns.mallocs);
+    prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"output_chunk\"", chunks.mallocs);
+    prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"input_buffer\"", inbufs.mallocs);
+    prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"request_head\"", heads.mallocs);
+    if (a->malloc_calls)
+        counter(b, "snowflaked_process_malloc_calls_total",
+                "malloc/calloc/realloc calls of the whole process (LD_PRELOAD counting shim).",
+                a->malloc_calls());
+}
+
+static void metrics_ids(prom_buf *b, const api_ctx *a)
+{
+    uint64_t issued = 0;
+    for (unsigned i = 0; i < a->net->nloops; i++)
+        issued += atomic_load_explicit(&a->loops[i].ids_issued, memory_order_relaxed);
+    sf_gen_stats total = {0};
+    for (unsigned i = 0; i < a->ngens; i++) {
+        sf_gen_stats s;
+        sf_gen_stats_get(a->gens[i], &s);
+        total.exhaustion_waits += s.exhaustion_waits;
+        total.clock_behind_waits += s.clock_behind_waits;
+        total.clock_behind_errors += s.clock_behind_errors;
+        total.lease_errors += s.lease_errors;
+        total.busy_errors += s.busy_errors;
+    }
+    counter(b, "snowflaked_ids_issued_total", "IDs handed out (single and batch).", issued);
+    counter(b, "snowflaked_sequence_exhaustion_waits_total",
+            "Waits for the next tick because a tick's sequence ran out.", total.exhaustion_waits);
+    counter(b, "snowflaked_clock_behind_waits_total",
+            "Waits because the clock was behind the last issued tick.", total.clock_behind_waits);
+    counter(b, "snowflaked_clock_behind_refusals_total",
+            "Requests refused because the clock was too far behind.", total.clock_behind_errors);
+    counter(b, "snowflaked_lease_refusals_total",
+            "Requests refused because no persisted lease covered the tick.", total.lease_errors);
+    counter(b, "snowflaked_overload_refusals_total",
+            "Requests refused because demand exceeded the layout's capacity.", total.busy_errors);
+    if (a->keeper) {
+        counter(b, "snowflaked_lease_writes_total", "Timestamp lease renewals written.",
+                atomic_load(&a->keeper->writes));
+        counter(b, "snowflaked_lease_write_failures_total", "Timestamp lease renewals failed.",
+                atomic_load(&a->keeper->failures));
+    }
+    const cfg_snowflake *s = &a->config->snowflake;
+    prom_family(b, "snowflaked_info", "gauge", "Build and identity of this instance.");
+    char labels[320];
+    snprintf(labels, sizeof labels,
+             "version=\"%s\",datacenter_id=\"%u\",worker_id=\"%u\",per_thread_worker_ids=\"%s\","
+             "layout=\"%u/%u/%u/%u\",epoch_ms=\"%llu\",time_unit_ms=\"%u\",sync=\"%s\"",
+             SF_VERSION, s->datacenter_id, s->worker_id,
+             s->per_thread_worker_ids ? "true" : "false", s->timestamp_bits, s->datacenter_bits,
+             s->worker_bits, s->sequence_bits, (unsigned long long)s->epoch_ms, s->time_unit_ms,
+             sf_sync_mode_name(s->sync));
+    prom_u64(b, "snowflaked_info", labels, 1);
+}
+
+void api_metrics(http_request *r, void *ctx)
+{
+    api_ctx *a = ctx;
+    prom_buf b;
+    prom_init(&b, http_scratch(r), HTTP_SCRATCH_SIZE);
+    gauge(&b, "snowflaked_ready", "1 when /readyz answers 200.", api_not_ready_reason(a) == NULL);
+    gauge(&b, "snowflaked_draining", "1 while shutting down.", net_server_draining(a->net));
+    metrics_ids(&b, a);
+    metrics_http(&b, a->http);
+    metrics_net(&b, a->net);
+    metrics_pools(&b, a);
+    if (b.truncated) {
+        http_respond_error(r, 500, "metrics output exceeds its buffer", NULL);
+        return;
+    }
+    http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.p, b.len);
+}
+
+int api_register(http_server *http, api_ctx *a)
+{
+    const uint32_t get = HTTP_M(HTTP_GET);
+    const http_route routes[] = {
+        {.path = "/id", .methods = get, .handler = api_id, .ctx = a},
+        {.path = "/ids", .methods = get, .handler = api_ids, .ctx = a},
+        {.path = "/id/", .prefix = true, .methods = get, .handler = api_id_parse, .ctx = a},
+        {.path = "/healthz", .methods = get, .handler = api_healthz, .ctx = a},
+        {.path = "/readyz", .methods = get, .handler = api_readyz, .ctx = a},
+        {.path = "/metrics", .methods = get, .handler = api_metrics, .ctx = a},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (http_server_route(http, &routes[i]) != 0)
+            return -1;
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* The HTTP API: ID routes (/id, /ids, /id/{id}) and administration (/healthz, /readyz,
+ * /metrics). Handlers run on loop threads; the only shared state they touch on the request path
+ * is the generator (in its configured sync mode) and per-loop counters.
+ */
+#ifndef SF_API_API_H
+#define SF_API_API_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "config/config.h"
+#include "http/http.h"
+#include "snowflake/generator.h"
+#include "snowflake/lease.h"
+
+typedef struct api_loop {
+    alignas(64) _Atomic uint64_t ids_issued; /* written by its loop only */
+} api_loop;
+
+typedef struct api_ctx {
+    const cfg *config;
+    sf_gen *const *gens; /* one, or one per loop with per_thread_worker_ids */
+    unsigned ngens;
+    const sf_lease_keeper *keeper;
+    http_server *http;
+    net_server *net;
+    api_loop *loops;
+    _Atomic bool listening;         /* set once every listener is up */
+    uint64_t (*malloc_calls)(void); /* from an LD_PRELOAD counting shim, if present */
+} api_ctx;
+
+/* Registers every route on the HTTP server. Returns 0 or -1. */
+int api_register(http_server *http, api_ctx *ctx);
+
+/* Handlers, by file. */
+void api_id(http_request *r, void *ctx);
+void api_ids(http_request *r, void *ctx);
+void api_id_parse(http_request *r, void *ctx);
+void api_healthz(http_request *r, void *ctx);
+void api_readyz(http_request *r, void *ctx);
+void api_metrics(http_request *r, void *ctx);
+
+/* Why IDs cannot be issued right now, or NULL if they can (for /readyz). */
+const char *api_not_ready_reason(api_ctx *a);
+
+#endif

@@ -1,0 +1,214 @@
+/* /id, /ids and /id/{id}. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "snowflake/encoding.h"
+
+#define ID_PARSE_FUTURE_SLACK_MS 60000 /* clocks of other replicas may run a little ahead */
+
+static sf_gen *gen_for(const api_ctx *a, const http_request *r)
+{
+    return a->ngens > 1 ? a->gens[r->loop_index] : a->gens[0];
+}
+
+static void count_ids(api_ctx *a, const http_request *r, uint64_t n)
+{
+    _Atomic uint64_t *f = &a->loops[r->loop_index].ids_issued;
+    atomic_store_explicit(f, atomic_load_explicit(f, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+static bool str_has(http_str s, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (uint32_t i = 0; s.p && i + n <= s.len; i++)
+        if (strncasecmp(s.p + i, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/* ?encoding= and ?format= / Accept. Answers 400 itself and returns -1 on a bad value. */
+static int output_options(http_request *r, const api_ctx *a, sf_encoding *enc, bool *text)
+{
+    *enc = a->config->snowflake.default_encoding;
+    http_str v;
+    if (http_query_param(r, "encoding", &v) && sf_enc_parse_name(v.p, v.len, enc) != 0) {
+        http_respond_error(r, 400, "encoding must be one of dec, hex, base62, base32", NULL);
+        return -1;
+    }
+    *text = str_has(r->headers[HTTP_H_ACCEPT], "text/plain") &&
+            !str_has(r->headers[HTTP_H_ACCEPT], "application/json");
+    if (http_query_param(r, "format", &v)) {
+        if (v.len == 4 && memcmp(v.p, "text", 4) == 0) {
+            *text = true;
+        } else if (v.len == 4 && memcmp(v.p, "json", 4) == 0) {
+            *text = false;
+        } else {
+            http_respond_error(r, 400, "format must be json or text", NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void refuse(http_request *r, sf_gen *g, int rc)
+{
+    uint64_t ms = sf_gen_retry_after_ms(g);
+    char extra[64];
+    snprintf(extra, sizeof extra, "Retry-After: %llu\r\n",
+             (unsigned long long)(ms ? (ms + 999) / 1000 : 1));
+    http_respond_error(r, 503, sf_gen_strerror(rc), extra);
+}
+
+void api_id(http_request *r, void *ctx)
+{
+    api_ctx *a = ctx;
+    sf_encoding enc;
+    bool text;
+    if (output_options(r, a, &enc, &text) != 0)
+        return;
+    sf_gen *g = gen_for(a, r);
+    uint64_t id;
+    int rc = sf_gen_next(g, &id);
+    if (rc != SF_OK) {
+        refuse(r, g, rc);
+        return;
+    }
+    count_ids(a, r, 1);
+    char body[64];
+    if (text) {
+        size_t n = sf_enc_format(enc, id, body);
+        http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
+        return;
+    }
+    memcpy(body, "{\"id\":\"", 7);
+    size_t n = 7 + sf_enc_format(enc, id, body + 7);
+    memcpy(body + n, "\"}", 2);
+    http_respond(r, 200, "application/json", NULL, body, n + 2);
+}
+
+/* Strict decimal 1..max. */
+static bool parse_count(http_str v, uint32_t max, uint32_t *out)
+{
+    if (v.len == 0 || v.len > 10)
+        return false;
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < v.len; i++) {
+        if (v.p[i] < '0' || v.p[i] > '9')
+            return false;
+        n = n * 10 + (uint64_t)(v.p[i] - '0');
+    }
+    if (n < 1 || n > max)
+        return false;
+    *out = (uint32_t)n;
+    return true;
+}
+
+void api_ids(http_request *r, void *ctx)
+{
+    api_ctx *a = ctx;
+    sf_encoding enc;
+    bool text;
+    if (output_options(r, a, &enc, &text) != 0)
+        return;
+    uint32_t max = a->config->snowflake.max_batch, count;
+    http_str v;
+    if (!http_query_param(r, "count", &v) || !parse_count(v, max, &count)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "count must be an integer 1..%u", max);
+        http_respond_error(r, 400, msg, NULL);
+        return;
+    }
+    /* The scratch buffer holds the IDs first, then the body after them. */
+    char *scratch = http_scratch(r);
+    uint64_t *ids = (uint64_t *)(void *)scratch;
+    char *body = scratch + sizeof(uint64_t) * max;
+    size_t cap = HTTP_SCRATCH_SIZE - sizeof(uint64_t) * max;
+    if (cap < (size_t)count * (SF_ENC_MAX_LEN + 3) + 16) {
+        http_respond_error(r, 500, "batch too large for the response buffer", NULL);
+        return;
+    }
+    sf_gen *g = gen_for(a, r);
+    int rc = sf_gen_batch(g, ids, count);
+    if (rc != SF_OK) {
+        refuse(r, g, rc);
+        return;
+    }
+    count_ids(a, r, count);
+    size_t n = 0;
+    if (text) {
+        for (uint32_t i = 0; i < count; i++) {
+            n += sf_enc_format(enc, ids[i], body + n);
+            body[n++] = '\n';
+        }
+        http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
+        return;
+    }
+    memcpy(body, "{\"ids\":[", 8);
+    n = 8;
+    for (uint32_t i = 0; i < count; i++) {
+        if (i)
+            body[n++] = ',';
+        body[n++] = '"';
+        n += sf_enc_format(enc, ids[i], body + n);
+        body[n++] = '"';
+    }
+    memcpy(body + n, "]}", 2);
+    http_respond(r, 200, "application/json", NULL, body, n + 2);
+}
+
+/* Without ?encoding=: hex has 16 digits, base32 13, base62 11, anything else is decimal
+ * (decimal IDs of the default layout have 18-19 digits; see README). */
+static sf_encoding guess_encoding(size_t len)
+{
+    return len == 16   ? SF_ENC_HEX
+           : len == 13 ? SF_ENC_BASE32
+           : len == 11 ? SF_ENC_BASE62
+                       : SF_ENC_DEC;
+}
+
+void api_id_parse(http_request *r, void *ctx)
+{
+    api_ctx *a = ctx;
+    const char *text = r->path.p + 4; /* after "/id/" */
+    size_t len = r->path.len - 4;
+    sf_encoding enc = guess_encoding(len);
+    http_str v;
+    if (http_query_param(r, "encoding", &v) && sf_enc_parse_name(v.p, v.len, &enc) != 0) {
+        http_respond_error(r, 400, "encoding must be one of dec, hex, base62, base32", NULL);
+        return;
+    }
+    uint64_t id;
+    if (sf_enc_parse(enc, text, len, &id) != 0) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "not a valid %s snowflake ID", sf_enc_name(enc));
+        http_respond_error(r, 400, msg, NULL);
+        return;
+    }
+    const sf_layout *l = &a->config->snowflake.layout;
+    sf_id_parts parts;
+    char why[128];
+    uint64_t now = sf_clock_now(sf_clock_system());
+    if (sf_layout_unpack(l, id, now, ID_PARSE_FUTURE_SLACK_MS, &parts, why, sizeof why) != 0) {
+        char msg[192];
+        snprintf(msg, sizeof msg, "not a valid snowflake ID under this layout: %s", why);
+        http_respond_error(r, 400, msg, NULL);
+        return;
+    }
+    time_t secs = (time_t)(parts.timestamp_ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char iso[40];
+    size_t il = strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(iso + il, sizeof iso - il, ".%03uZ", (unsigned)(parts.timestamp_ms % 1000));
+    char body[320];
+    int n = snprintf(body, sizeof body,
+                     "{\"id\":\"%llu\",\"timestamp_ms\":%llu,\"time\":\"%s\",\"datacenter\":%u,"
+                     "\"worker\":%u,\"sequence\":%u}",
+                     (unsigned long long)id, (unsigned long long)parts.timestamp_ms, iso,
+                     parts.datacenter, parts.worker, parts.sequence);
+    http_respond(r, 200, "application/json", NULL, body, (size_t)n);
+}

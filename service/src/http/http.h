@@ -1,0 +1,150 @@
+/* HTTP/1.x on the connection layer: llhttp in strict mode, keep-alive, pipelining, limits.
+ *
+ * http_proto plugs into a net listener whose ctx is an http_server. Per request the parser
+ * collects the URL and the few headers handlers use into a pooled head buffer, routes at the end
+ * of the headers, and calls the route's handler at the end of the message; the handler answers
+ * with http_respond*() into the connection's output, which the connection layer flushes once per
+ * read. Responses always carry Content-Length, Date, Server and, when the connection ends,
+ * Connection: close. Errors are JSON {"error": "..."}.
+ *
+ * Rejected with 400 and a close: malformed requests (llhttp strict mode: bare CR/LF, CL+TE,
+ * duplicate Content-Length, bad chunk sizes, control characters), obs-fold continuation lines,
+ * HTTP/0.9; 414 URL too long, 431 header section too large or too many headers, 413 body too
+ * large, 505 HTTP/2 preface. All of it runs on the connection's loop thread.
+ */
+#ifndef SF_HTTP_HTTP_H
+#define SF_HTTP_HTTP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "net/conn.h"
+#include "net/loop.h"
+#include "net/proto.h"
+
+typedef struct http_str {
+    const char *p;
+    uint32_t len;
+} http_str;
+
+enum { /* the request headers handlers may read */
+       HTTP_H_ACCEPT = 0,
+       HTTP_H_CONTENT_TYPE,
+       HTTP_H_IF_MATCH,
+       HTTP_H_IF_NONE_MATCH,
+       HTTP_H_AUTHORIZATION,
+       HTTP_H_EXPECT,
+       HTTP_H_COUNT
+};
+
+typedef struct http_server http_server;
+typedef struct http_loop http_loop;
+
+typedef struct http_request {
+    conn *conn;
+    http_server *server;
+    http_loop *loop; /* per-loop HTTP state (scratch buffer, metrics) */
+    unsigned loop_index;
+    uint8_t method; /* llhttp_method_t */
+    uint8_t version_major, version_minor;
+    http_str path;                  /* raw, still percent-encoded */
+    http_str query;                 /* after '?', empty if none */
+    http_str headers[HTTP_H_COUNT]; /* p == NULL when absent */
+    obuf *body;                     /* chunks of the body, when the route wants it */
+    uint64_t body_len;
+    bool head_only; /* HEAD: send headers, no body */
+    int status;     /* set by http_respond, for metrics and logs */
+} http_request;
+
+typedef void (*http_handler)(http_request *r, void *ctx);
+
+/* Methods a route accepts, as a bit mask of llhttp methods (HEAD is implied by GET). */
+#define HTTP_M(m) (1u << (m))
+
+typedef struct http_route {
+    const char *path; /* exact path, or a prefix ending in '/' when prefix is set */
+    bool prefix;
+    bool wants_body;
+    uint32_t methods;
+    http_handler handler;
+    void *ctx;
+} http_route;
+
+#define HTTP_MAX_ROUTES 16
+
+typedef struct http_limits {
+    uint32_t max_header_bytes, max_url_bytes, max_headers;
+    uint64_t max_body_bytes;
+    uint32_t max_requests_per_connection, max_pipeline;
+} http_limits;
+
+extern const proto http_proto;
+
+/* The server: routes and limits shared by all loops, per-loop state inside. */
+http_server *http_server_new(const http_limits *limits, net_server *net, char *err, size_t errlen);
+void http_server_free(http_server *s);
+int http_server_route(http_server *s, const http_route *route);
+net_server *http_server_net(const http_server *s);
+unsigned http_server_route_count(const http_server *s);
+const char *http_server_route_name(const http_server *s, unsigned i); /* i == count: unmatched */
+
+/* Responses. body may be NULL when len is 0. extra_headers: complete "Name: value\r\n" lines. */
+void http_respond(http_request *r, int status, const char *content_type, const char *extra_headers,
+                  const void *body, size_t len);
+void http_respond_error(http_request *r, int status, const char *message,
+                        const char *extra_headers);
+/* Scratch space of the loop for building a body (HTTP_SCRATCH_SIZE bytes); valid until the
+ * next http_respond on this loop. */
+#define HTTP_SCRATCH_SIZE (256 * 1024)
+char *http_scratch(http_request *r);
+
+/* ?name=value lookup in the raw query; *value is still percent-encoded. Returns true if found. */
+bool http_query_param(const http_request *r, const char *name, http_str *value);
+/* Percent-decoding ("+" stays "+"). Returns the decoded length, or -1 on a bad escape or when
+ * out is too small. */
+long http_percent_decode(const char *in, size_t len, char *out, size_t outcap);
+
+const char *http_status_text(int status);
+
+/* ---- metrics (summed over loops on scrape) ---- */
+#define HTTP_LATENCY_BUCKETS 14
+extern const double http_latency_bounds[HTTP_LATENCY_BUCKETS]; /* seconds, +Inf implied */
+typedef enum {
+    HTTP_S_1XX,
+    HTTP_S_200,
+    HTTP_S_201,
+    HTTP_S_204,
+    HTTP_S_2XX,
+    HTTP_S_304,
+    HTTP_S_3XX,
+    HTTP_S_400,
+    HTTP_S_401,
+    HTTP_S_404,
+    HTTP_S_405,
+    HTTP_S_408,
+    HTTP_S_409,
+    HTTP_S_412,
+    HTTP_S_413,
+    HTTP_S_414,
+    HTTP_S_417,
+    HTTP_S_431,
+    HTTP_S_4XX,
+    HTTP_S_500,
+    HTTP_S_503,
+    HTTP_S_505,
+    HTTP_S_507,
+    HTTP_S_5XX,
+    HTTP_S_COUNT
+} http_status_slot;
+const char *http_status_slot_label(http_status_slot s);
+typedef struct http_route_metrics {
+    uint64_t requests[HTTP_S_COUNT];
+    uint64_t latency[HTTP_LATENCY_BUCKETS + 1];
+    uint64_t latency_sum_ns;
+} http_route_metrics;
+/* Sums route i's metrics over all loops into *out. */
+void http_server_route_metrics(const http_server *s, unsigned i, http_route_metrics *out);
+/* Request head buffer pools, summed over loops. */
+void http_server_pool_stats(const http_server *s, pool_stats *out);
+
+#endif
