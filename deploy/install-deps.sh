@@ -3,7 +3,7 @@
 # Idempotent: safe to run before every build. Uses sudo only when not already root.
 set -eu
 
-PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check"
+PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check python3"
 PACKAGES="$PACKAGES ${SNOWFLAKED_EXTRA_PACKAGES:-}"
 
 missing=""

@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "http/http.h"
 #include "net/loop.h"
+#include "obs/log.h"
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
 
@@ -30,6 +31,7 @@
 
 __attribute__((format(printf, 2, 3), noreturn)) static void die(int code, const char *fmt, ...)
 {
+    log_shutdown(); /* what was logged before comes first */
     va_list ap;
     va_start(ap, fmt);
     fputs("snowflaked: ", stderr);
@@ -98,7 +100,7 @@ static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *p
     if (rc == 1)
         return sf_lease_first_tick(&c->snowflake.layout, *prev_end);
     if (rc == 0) {
-        fprintf(stderr, "snowflaked: no lease at %s: first start\n", path);
+        LOG_INFO("no lease at %s: first start", path);
         *prev_end = 0;
         return 0;
     }
@@ -109,8 +111,8 @@ static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *p
     const cfg_snowflake *s = &c->snowflake;
     *prev_end = sf_clock_now(sf_clock_system()) + s->lease_ms +
                 sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch) + 1000;
-    fprintf(stderr, "snowflaked: warning: %s; --ignore-corrupt-lease: issuing from %llu ms\n", err,
-            (unsigned long long)*prev_end);
+    LOG_WARN("%s; --ignore-corrupt-lease: issuing from %llu ms", err,
+             (unsigned long long)*prev_end);
     return sf_lease_first_tick(&c->snowflake.layout, *prev_end);
 }
 
@@ -145,6 +147,12 @@ int main(int argc, char **argv)
     sigaddset(&stop_signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    log_options lo = {.level = (log_level)(c.log.level + LOG_LEVEL_DEBUG),
+                      .path = c.log.file,
+                      .access_log = c.log.access_log};
+    if (log_init(&lo, err, sizeof err) != 0)
+        die(EXIT_FAILURE, "log.file: %s", err);
 
     if (make_dirs(c.data_dir, err, sizeof err) != 0)
         die(EXIT_FAILURE, "%s", err);
@@ -227,26 +235,23 @@ int main(int argc, char **argv)
         die(EXIT_FAILURE, "%s", err);
     atomic_store(&api.listening, true);
 
-    fprintf(stderr,
-            "snowflaked %s: listening on http://%s%s%s:%u with %u loop%s (%s); datacenter %u, "
-            "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s\n",
-            SF_VERSION, strchr(sv->host, ':') ? "[" : "", sv->host,
-            strchr(sv->host, ':') ? "]" : "", sv->port, sv->threads, sv->threads == 1 ? "" : "s",
-            net.reuseport ? "SO_REUSEPORT" : "one acceptor", s->datacenter_id, s->worker_id,
-            s->per_thread_worker_ids ? "+loop" : "", s->worker_origin, s->timestamp_bits,
-            s->datacenter_bits, s->worker_bits, s->sequence_bits, sf_sync_mode_name(s->sync),
-            lease_path);
+    LOG_INFO("snowflaked %s: listening on http://%s%s%s:%u with %u loop%s (%s); datacenter %u, "
+             "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s",
+             SF_VERSION, strchr(sv->host, ':') ? "[" : "", sv->host,
+             strchr(sv->host, ':') ? "]" : "", sv->port, sv->threads, sv->threads == 1 ? "" : "s",
+             net.reuseport ? "SO_REUSEPORT" : "one acceptor", s->datacenter_id, s->worker_id,
+             s->per_thread_worker_ids ? "+loop" : "", s->worker_origin, s->timestamp_bits,
+             s->datacenter_bits, s->worker_bits, s->sequence_bits, sf_sync_mode_name(s->sync),
+             lease_path);
     uint64_t retry = sf_gen_retry_after_ms(&gens[0]);
     if (retry > 0)
-        fprintf(stderr,
-                "snowflaked: warning: clock is behind the stored lease; IDs are refused for "
-                "about %llu ms\n",
-                (unsigned long long)retry);
+        LOG_WARN("clock is behind the stored lease; IDs are refused for about %llu ms",
+                 (unsigned long long)retry);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    fprintf(stderr, "snowflaked: %s received, draining (up to %u ms)\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", sv->shutdown_grace_ms);
+    LOG_INFO("%s received, draining (up to %u ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+             sv->shutdown_grace_ms);
     /* A second signal during the drain ends the process at once. */
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
@@ -258,9 +263,11 @@ int main(int argc, char **argv)
 
     int code = 0;
     if (sf_lease_keeper_stop(&keeper, err, sizeof err) != 0) {
-        fprintf(stderr, "snowflaked: final lease not written: %s\n", err);
+        LOG_ERROR("final lease not written: %s", err);
         code = EXIT_FAILURE; /* the renewed lease on disk still covers every ID issued */
     }
+    LOG_INFO("stopped%s", code ? " with errors" : "");
+    log_shutdown();
     for (size_t i = 0; i < ngens; i++)
         sf_gen_destroy(&gens[i]);
     free(gens);

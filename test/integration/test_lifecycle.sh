@@ -19,6 +19,9 @@ cleanup() {
 trap cleanup EXIT INT TERM HUP
 for v in $(env | sed -n 's/^\(SNOWFLAKED_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 export SNOWFLAKED_DATA_DIR="$tmp/data/nested"
+# A free ephemeral port: ctest runs suites in parallel.
+SNOWFLAKED_SERVER_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export SNOWFLAKED_SERVER_PORT
 
 fail() {
     echo "FAIL: $1"
@@ -51,7 +54,7 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # 1. First start creates the nested data_dir and a lease one window (2 s) ahead of the clock.
 start "$tmp/log1"
 wait_for '[ -s "$lease" ]' || fail "no lease file written"
-grep -q "first start" "$tmp/log1" || fail "first start not reported"
+wait_for 'grep -q "first start" "$tmp/log1"' || fail "first start not reported"
 ahead=$(($(lease_ms) - $(now_ms)))
 if [ "$ahead" -le 1000 ] || [ "$ahead" -gt 2100 ]; then
     fail "lease is $ahead ms ahead, expected ~2000"

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "llhttp.h"
+#include "obs/log.h"
 
 #ifndef SF_VERSION
 #define SF_VERSION "0"
@@ -189,6 +190,9 @@ static void record(http_conn *h, int status)
         b++;
     metric_add(&m->latency[route][b], 1);
     metric_add(&m->latency_sum_ns[route], ns);
+    LOG_ACCESS("%s %.*s %d %.3fms", llhttp_method_name((llhttp_method_t)h->parser.method),
+               (int)(h->head ? (h->url_len > 512 ? 512 : h->url_len) : 1), h->head ? h->head : "-",
+               status, (double)ns / 1e6);
 }
 
 /* ---- responses ---------------------------------------------------------------------------- */
@@ -349,12 +353,14 @@ static http_conn *hc(llhttp_t *p)
     return p->data;
 }
 
-/* Stops the parser with a response status to send before closing. */
+/* Stops the parser with a response status to send before closing. llhttp turns -1 into an error
+ * code that depends on the callback (HPE_USER, HPE_CB_HEADERS_COMPLETE, ...); err_status is what
+ * http_data looks at. */
 static int fail(http_conn *h, int status, const char *msg)
 {
     h->err_status = (uint16_t)status;
     h->err_msg = msg;
-    return HPE_USER;
+    return -1;
 }
 
 static int store(http_conn *h, const char *at, size_t len)
@@ -660,7 +666,7 @@ static ssize_t http_data(conn *c, const char *data, size_t len)
         conn_close_after_flush(c); /* answered as plain HTTP; what follows is another protocol */
     } else if (e == HPE_PAUSED_H2_UPGRADE) {
         send_error_and_close(h, 505, "HTTP/2 is not supported; use HTTP/1.1");
-    } else if (e == HPE_USER) {
+    } else if (e != HPE_OK && h->err_status) {
         send_error_and_close(h, h->err_status, h->err_msg);
     } else if (e != HPE_OK) {
         char msg[160];

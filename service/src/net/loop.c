@@ -205,16 +205,29 @@ static void on_grace_over(uv_timer_t *t)
         conn_close(c);
 }
 
+static void on_listener_closed(uv_handle_t *h)
+{
+    net_listener *li = h->data;
+    close(li->fd); /* only now: libuv may still refer to the descriptor while closing */
+    li->fd = -1;
+}
+
+/* Closing the listening socket (not just not polling it) makes new clients get a refusal
+ * instead of waiting in a backlog nobody will accept from. */
+static void close_listener(net_listener *li)
+{
+    uv_timer_stop(&li->pause_timer);
+    if (li->fd >= 0 && !uv_is_closing((uv_handle_t *)&li->poll))
+        uv_close((uv_handle_t *)&li->poll, on_listener_closed);
+}
+
 static void begin_drain(net_loop *l)
 {
     if (l->draining)
         return;
     l->draining = true;
-    for (unsigned i = 0; i < l->nlisteners; i++) {
-        net_listener *li = &l->listeners[i];
-        listener_poll(li, false);
-        uv_timer_stop(&li->pause_timer);
-    }
+    for (unsigned i = 0; i < l->nlisteners; i++)
+        close_listener(&l->listeners[i]);
     conn_close_idle(l);
     if (!l->conns) {
         close_loop_handles(l);
@@ -251,8 +264,7 @@ static void close_loop_handles(net_loop *l)
     uv_mutex_unlock(&l->handoff_mu);
     for (unsigned i = 0; i < l->nlisteners; i++) {
         net_listener *li = &l->listeners[i];
-        if (li->fd >= 0)
-            uv_close((uv_handle_t *)&li->poll, NULL);
+        close_listener(li);
         uv_close((uv_handle_t *)&li->pause_timer, NULL);
     }
     uv_close((uv_handle_t *)&l->async, NULL);

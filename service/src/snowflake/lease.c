@@ -1,5 +1,7 @@
 #include "snowflake/lease.h"
 
+#include "obs/log.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -188,8 +190,8 @@ static void *keeper_main(void *arg)
             continue;
         if (renew(k, err, sizeof err) != 0 && now - last_report >= 10000) {
             /* Rate-limited: the generator keeps issuing while the old lease lasts. */
-            fprintf(stderr, "snowflaked: lease renewal failed (%llu so far): %s\n",
-                    (unsigned long long)k->failures, err);
+            LOG_ERROR("lease renewal failed (%llu so far; IDs stop when the lease runs out): %s",
+                      (unsigned long long)k->failures, err);
             last_report = now;
         }
     }

@@ -1,0 +1,166 @@
+"""Shared helpers for integration tests against the real snowflaked binary (loopback only).
+
+Every test server gets its own temporary data_dir and a free ephemeral port, and is killed at the
+end even if the test fails. Responses are parsed by a deliberately small HTTP/1.1 reader so that
+the tests see exactly what went over the wire.
+"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+BINARY = os.environ.get("SNOWFLAKED_BIN", "")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *args, env=None, threads=2, port=None):
+        self.dir = tempfile.TemporaryDirectory(prefix="sf_it_")
+        self.port = port or free_port()
+        self.log_path = os.path.join(self.dir.name, "log")
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
+        full_env.update({
+            "SNOWFLAKED_DATA_DIR": os.path.join(self.dir.name, "data"),
+            "SNOWFLAKED_SERVER_PORT": str(self.port),
+            "SNOWFLAKED_SERVER_THREADS": str(threads),
+        })
+        full_env.update(env or {})
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([BINARY, *args], env=full_env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("snowflaked exited at start:\n" + self.output())
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("snowflaked did not start listening:\n" + self.output())
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def connect(self, timeout=5):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def signal(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=15):
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        self.dir.cleanup()
+
+
+class Response:
+    def __init__(self, status, reason, headers, body, version):
+        self.status, self.reason, self.headers, self.body, self.version = (
+            status, reason, headers, body, version)
+
+    def header(self, name):
+        return self.headers.get(name.lower())
+
+    def json(self):
+        import json
+        return json.loads(self.body)
+
+
+class Reader:
+    """Reads HTTP/1.1 responses from a socket, one at a time."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+        self.eof = False
+
+    def _fill(self):
+        data = self.sock.recv(65536)
+        if not data:
+            self.eof = True
+            raise EOFError("connection closed")
+        self.buf += data
+
+    def response(self, head_only=False):
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        m = re.match(r"(HTTP/1\.[01]) (\d{3}) ?(.*)", lines[0])
+        if not m:
+            raise ValueError("bad status line %r" % lines[0])
+        headers = {}
+        for line in lines[1:]:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        status = int(m.group(2))
+        length = 0 if head_only or status in (100, 204, 304) else int(
+            headers.get("content-length", "0"))
+        while len(self.buf) < length:
+            self._fill()
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return Response(status, m.group(3), headers, body, m.group(1))
+
+    def closed(self, timeout=3):
+        """True when the peer closes (EOF or reset) within timeout, with no more bytes."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return self.buf == b""
+                self.buf += data
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+
+def request(server, raw, head_only=False):
+    """Sends raw bytes on a new connection and returns the first response."""
+    with server.connect() as s:
+        s.sendall(raw)
+        return Reader(s).response(head_only)
+
+
+def metric(server, name):
+    """The value of an unlabelled metric from /metrics."""
+    text = request(server, get("/metrics")).body.decode()
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def wait_quiet(server, timeout=5):
+    """Waits until the only open connection is the one asking (earlier probes are closed)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if metric(server, "snowflaked_connections_open") == 1:
+            return
+        time.sleep(0.02)
+    raise AssertionError("connections did not settle")
+
+
+def get(path, extra=""):
+    return ("GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n" % (path, extra)).encode()
