@@ -64,15 +64,25 @@ class Server:
         return self.proc.wait(timeout=timeout)
 
     def stop(self):
+        """SIGTERM, then checks that the server exited 0 without a sanitizer report."""
+        hung = False
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
+                hung = True
                 self.proc.kill()
                 self.proc.wait()
+        out = self.output()
         self.log.close()
         self.dir.cleanup()
+        if hung:
+            raise AssertionError("snowflaked did not stop on SIGTERM:\n" + out)
+        if self.proc.returncode != 0:
+            raise AssertionError("snowflaked exited %d:\n%s" % (self.proc.returncode, out))
+        if "runtime error:" in out or "Sanitizer" in out:
+            raise AssertionError("sanitizer report:\n" + out)
 
 
 class Response:

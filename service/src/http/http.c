@@ -246,8 +246,10 @@ static void respond(http_conn *h, bool head_only, int status, const char *ctype,
         memcpy(p, "Connection: keep-alive\r\n", 24); /* HTTP/1.0 asked for it */
         p += 24;
     }
-    memcpy(p, extra, extra_len);
-    p += extra_len;
+    if (extra_len) {
+        memcpy(p, extra, extra_len);
+        p += extra_len;
+    }
     *p++ = '\r';
     *p++ = '\n';
     conn_commit(c, (size_t)(p - start));
