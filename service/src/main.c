@@ -210,7 +210,8 @@ int main(int argc, char **argv)
                       .max_headers = sv->max_headers,
                       .max_body_bytes = sv->max_body_bytes,
                       .max_requests_per_connection = sv->max_requests_per_connection,
-                      .max_pipeline = sv->max_pipeline};
+                      .max_pipeline = sv->max_pipeline,
+                      .scratch_bytes = api_ids_scratch_bytes(s->max_batch)};
     http_server *http = http_server_new(&hl, &net, err, sizeof err);
     if (!http)
         die(EXIT_FAILURE, "%s", err);

@@ -106,6 +106,28 @@ class HttpBasics(unittest.TestCase):
             self.assertGreater(int(r.header("content-length")), 0)
             self.assertEqual(rd.response().status, 200)  # no stray body bytes in between
 
+    def test_head_does_not_consume_ids(self):
+        def issued():
+            text = request(self.srv, get("/metrics")).body.decode()
+            return int(re.search(r"^snowflaked_ids_issued_total (\d+)$", text, re.M).group(1))
+        before = issued()
+        for path in ("/id", "/ids?count=100"):
+            r = request(self.srv, ("HEAD %s HTTP/1.1\r\nHost: t\r\n\r\n" % path).encode(),
+                        head_only=True)
+            g = request(self.srv, get(path))
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.header("content-length"), g.header("content-length"))
+        self.assertEqual(issued(), before + 101)  # only the GETs took IDs
+
+    def test_upgrade_is_answered_then_closed(self):
+        with self.srv.connect() as s:
+            s.sendall(get("/id", "Connection: Upgrade\r\nUpgrade: websocket\r\n") + b"junk")
+            rd = Reader(s)
+            r = rd.response()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.header("connection"), "close")
+            self.assertTrue(rd.closed())
+
     def test_expect_100_continue_and_chunked(self):
         with self.srv.connect() as s:
             s.sendall(b"GET /id HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
@@ -249,6 +271,19 @@ class HttpBasics(unittest.TestCase):
             t.join()
         self.assertEqual(len(ids), 800)
         self.assertEqual(len(set(ids)), 800)
+
+
+class LargeBatches(unittest.TestCase):
+    def test_max_batch_beyond_default_buffer(self):
+        srv = Server("--set", "snowflake.max_batch=40000")
+        try:
+            r = request(srv, get("/ids?count=40000"))
+            self.assertEqual(r.status, 200)
+            ids = [int(x) for x in r.json()["ids"]]
+            self.assertEqual(len(set(ids)), 40000)
+            self.assertEqual(ids, sorted(ids))
+        finally:
+            srv.stop()
 
 
 class Timeouts(unittest.TestCase):

@@ -23,9 +23,17 @@ const char *api_not_ready_reason(api_ctx *a)
         return "starting";
     if (net_server_draining(a->net))
         return "draining";
-    for (unsigned i = 0; i < a->ngens; i++)
-        if (sf_gen_retry_after_ms(a->gens[i]) > 0)
-            return "cannot issue IDs yet: clock behind the last issued ID or lease not reached";
+    /* Refusals that last: a clock behind the stored lease, a lease that cannot be renewed.
+     * Overload (SF_EBUSY) clears within milliseconds and must not flap readiness. */
+    for (unsigned i = 0; i < a->ngens; i++) {
+        int rc = sf_gen_status(a->gens[i], NULL);
+        if (rc == SF_ECLOCK)
+            return "clock is behind the last issued ID (or the stored lease)";
+        if (rc == SF_ELEASE)
+            return "timestamp lease not written or not renewed";
+        if (rc == SF_ESEALED)
+            return "shutting down";
+    }
     return NULL;
 }
 
@@ -216,7 +224,9 @@ void api_metrics(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
     prom_buf b;
-    prom_init(&b, http_scratch(r), HTTP_SCRATCH_SIZE);
+    size_t size;
+    char *mem = http_scratch(r, &size);
+    prom_init(&b, mem, size);
     gauge(&b, "snowflaked_ready", "1 when /readyz answers 200.", api_not_ready_reason(a) == NULL);
     gauge(&b, "snowflaked_draining", "1 while shutting down.", net_server_draining(a->net));
     metrics_ids(&b, a);

@@ -41,7 +41,9 @@ void api_healthz(http_request *r, void *ctx);
 void api_readyz(http_request *r, void *ctx);
 void api_metrics(http_request *r, void *ctx);
 
-/* Why IDs cannot be issued right now, or NULL if they can (for /readyz). */
+/* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);
+/* Scratch bytes /ids needs for count IDs (main sizes the HTTP scratch buffer with it). */
+size_t api_ids_scratch_bytes(uint32_t count);
 
 #endif

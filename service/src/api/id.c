@@ -14,6 +14,13 @@ static sf_gen *gen_for(const api_ctx *a, const http_request *r)
     return a->ngens > 1 ? a->gens[r->loop_index] : a->gens[0];
 }
 
+/* HEAD must describe the GET response without taking IDs from the sequence: answer it with the
+ * ID this node would issue at the current tick's start (same length, hence same headers). */
+static uint64_t head_placeholder(sf_gen *g)
+{
+    return sf_layout_pack(&g->layout, sf_gen_now_tick(g), 0, 0, 0) | g->node_bits;
+}
+
 static void count_ids(api_ctx *a, const http_request *r, uint64_t n)
 {
     _Atomic uint64_t *f = &a->loops[r->loop_index].ids_issued;
@@ -72,12 +79,16 @@ void api_id(http_request *r, void *ctx)
         return;
     sf_gen *g = gen_for(a, r);
     uint64_t id;
-    int rc = sf_gen_next(g, &id);
-    if (rc != SF_OK) {
-        refuse(r, g, rc);
-        return;
+    if (r->head_only) {
+        id = head_placeholder(g);
+    } else {
+        int rc = sf_gen_next(g, &id);
+        if (rc != SF_OK) {
+            refuse(r, g, rc);
+            return;
+        }
+        count_ids(a, r, 1);
     }
-    count_ids(a, r, 1);
     char body[64];
     if (text) {
         size_t n = sf_enc_format(enc, id, body);
@@ -122,22 +133,28 @@ void api_ids(http_request *r, void *ctx)
         http_respond_error(r, 400, msg, NULL);
         return;
     }
-    /* The scratch buffer holds the IDs first, then the body after them. */
-    char *scratch = http_scratch(r);
+    /* The scratch buffer (sized from max_batch at start) holds the IDs, then the body. */
+    size_t size;
+    char *scratch = http_scratch(r, &size);
     uint64_t *ids = (uint64_t *)(void *)scratch;
-    char *body = scratch + sizeof(uint64_t) * max;
-    size_t cap = HTTP_SCRATCH_SIZE - sizeof(uint64_t) * max;
-    if (cap < (size_t)count * (SF_ENC_MAX_LEN + 3) + 16) {
+    char *body = scratch + sizeof(uint64_t) * count;
+    if (api_ids_scratch_bytes(count) > size) {
         http_respond_error(r, 500, "batch too large for the response buffer", NULL);
         return;
     }
     sf_gen *g = gen_for(a, r);
-    int rc = sf_gen_batch(g, ids, count);
-    if (rc != SF_OK) {
-        refuse(r, g, rc);
-        return;
+    if (r->head_only) {
+        ids[0] = head_placeholder(g);
+        for (uint32_t i = 1; i < count; i++)
+            ids[i] = ids[0];
+    } else {
+        int rc = sf_gen_batch(g, ids, count);
+        if (rc != SF_OK) {
+            refuse(r, g, rc);
+            return;
+        }
+        count_ids(a, r, count);
     }
-    count_ids(a, r, count);
     size_t n = 0;
     if (text) {
         for (uint32_t i = 0; i < count; i++) {
@@ -160,8 +177,9 @@ void api_ids(http_request *r, void *ctx)
     http_respond(r, 200, "application/json", NULL, body, n + 2);
 }
 
-/* Without ?encoding=: hex has 16 digits, base32 13, base62 11, anything else is decimal
- * (decimal IDs of the default layout have 18-19 digits; see README). */
+/* Without ?encoding=: the padded encodings have fixed lengths (hex 16, base32 13, base62 11);
+ * a string of that length is read in that encoding first, and as decimal if that does not give
+ * a valid ID (a decimal ID of the same length). Other lengths are decimal. */
 static sf_encoding guess_encoding(size_t len)
 {
     return len == 16   ? SF_ENC_HEX
@@ -170,33 +188,58 @@ static sf_encoding guess_encoding(size_t len)
                        : SF_ENC_DEC;
 }
 
+size_t api_ids_scratch_bytes(uint32_t count)
+{
+    return (size_t)count * (sizeof(uint64_t) + SF_ENC_MAX_LEN + 3) + 64;
+}
+
+/* Parses text as an ID in `enc` and checks it against the layout. 0, or -1 with why. */
+static int decode(const sf_layout *l, sf_encoding enc, const char *text, size_t len, uint64_t *id,
+                  sf_id_parts *parts, char *why, size_t whylen)
+{
+    if (sf_enc_parse(enc, text, len, id) != 0) {
+        snprintf(why, whylen, "not a valid %s snowflake ID", sf_enc_name(enc));
+        return -1;
+    }
+    char reason[128];
+    uint64_t now = sf_clock_now(sf_clock_system());
+    if (sf_layout_unpack(l, *id, now, ID_PARSE_FUTURE_SLACK_MS, parts, reason, sizeof reason) !=
+        0) {
+        snprintf(why, whylen, "not a valid snowflake ID under this layout: %s", reason);
+        return -1;
+    }
+    return 0;
+}
+
 void api_id_parse(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
     const char *text = r->path.p + 4; /* after "/id/" */
     size_t len = r->path.len - 4;
-    sf_encoding enc = guess_encoding(len);
-    http_str v;
-    if (http_query_param(r, "encoding", &v) && sf_enc_parse_name(v.p, v.len, &enc) != 0) {
-        http_respond_error(r, 400, "encoding must be one of dec, hex, base62, base32", NULL);
-        return;
-    }
-    uint64_t id;
-    if (sf_enc_parse(enc, text, len, &id) != 0) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "not a valid %s snowflake ID", sf_enc_name(enc));
-        http_respond_error(r, 400, msg, NULL);
-        return;
-    }
     const sf_layout *l = &a->config->snowflake.layout;
+    uint64_t id;
     sf_id_parts parts;
-    char why[128];
-    uint64_t now = sf_clock_now(sf_clock_system());
-    if (sf_layout_unpack(l, id, now, ID_PARSE_FUTURE_SLACK_MS, &parts, why, sizeof why) != 0) {
-        char msg[192];
-        snprintf(msg, sizeof msg, "not a valid snowflake ID under this layout: %s", why);
-        http_respond_error(r, 400, msg, NULL);
-        return;
+    char why[192];
+    http_str v;
+    if (http_query_param(r, "encoding", &v)) {
+        sf_encoding enc;
+        if (sf_enc_parse_name(v.p, v.len, &enc) != 0) {
+            http_respond_error(r, 400, "encoding must be one of dec, hex, base62, base32", NULL);
+            return;
+        }
+        if (decode(l, enc, text, len, &id, &parts, why, sizeof why) != 0) {
+            http_respond_error(r, 400, why, NULL);
+            return;
+        }
+    } else {
+        sf_encoding enc = guess_encoding(len);
+        char why_dec[192];
+        if (decode(l, enc, text, len, &id, &parts, why, sizeof why) != 0 &&
+            (enc == SF_ENC_DEC ||
+             decode(l, SF_ENC_DEC, text, len, &id, &parts, why_dec, sizeof why_dec) != 0)) {
+            http_respond_error(r, 400, why, NULL);
+            return;
+        }
     }
     time_t secs = (time_t)(parts.timestamp_ms / 1000);
     struct tm tm;

@@ -293,8 +293,9 @@ void http_respond_error(http_request *r, int status, const char *msg, const char
     http_respond(r, status, "application/json", extra, body, n);
 }
 
-char *http_scratch(http_request *r)
+char *http_scratch(http_request *r, size_t *size)
 {
+    *size = r->server->limits.scratch_bytes;
     return r->loop->scratch;
 }
 
@@ -593,13 +594,18 @@ static int on_message_complete(llhttp_t *p)
     http_conn *h = hc(p);
     conn *c = h->c;
     c->requests++;
-    h->keep_alive = llhttp_should_keep_alive(p) && !conn_draining(c) &&
+    /* An Upgrade request is answered as plain HTTP; what follows would be another protocol. */
+    bool client_keeps = llhttp_should_keep_alive(p) && !p->upgrade;
+    h->keep_alive = client_keeps && !conn_draining(c) &&
                     c->requests < h->srv->limits.max_requests_per_connection;
     dispatch(h);
     end_message(h);
     h->handled++;
     if (!h->keep_alive) {
-        conn_close_after_flush(c);
+        if (client_keeps)
+            conn_close_after_flush(c); /* our decision: the client may be sending already */
+        else
+            conn_end_after_flush(c);
         return HPE_PAUSED; /* nothing after this request is read */
     }
     conn_set_timeout(c, CONN_TIMEOUT_IDLE);
@@ -713,13 +719,15 @@ http_server *http_server_new(const http_limits *limits, net_server *net, char *e
         return NULL;
     }
     s->limits = *limits;
+    if (s->limits.scratch_bytes < HTTP_SCRATCH_MIN)
+        s->limits.scratch_bytes = HTTP_SCRATCH_MIN;
     s->net = net;
     s->nloops = net->nloops;
     for (unsigned i = 0; i < s->nloops; i++) {
         http_loop *hl = &s->loops[i];
         pool_init(&hl->heads, limits->max_header_bytes, HEADS_IDLE_MAX);
         hl->date_sec = -1;
-        hl->scratch = malloc(HTTP_SCRATCH_SIZE);
+        hl->scratch = malloc(s->limits.scratch_bytes);
         if (!hl->scratch) {
             http_server_free(s);
             snprintf(err, errlen, "out of memory");

@@ -76,6 +76,7 @@ typedef struct http_limits {
     uint32_t max_header_bytes, max_url_bytes, max_headers;
     uint64_t max_body_bytes;
     uint32_t max_requests_per_connection, max_pipeline;
+    size_t scratch_bytes; /* per-loop body scratch; raised to HTTP_SCRATCH_MIN */
 } http_limits;
 
 extern const proto http_proto;
@@ -93,10 +94,10 @@ void http_respond(http_request *r, int status, const char *content_type, const c
                   const void *body, size_t len);
 void http_respond_error(http_request *r, int status, const char *message,
                         const char *extra_headers);
-/* Scratch space of the loop for building a body (HTTP_SCRATCH_SIZE bytes); valid until the
- * next http_respond on this loop. */
-#define HTTP_SCRATCH_SIZE (256 * 1024)
-char *http_scratch(http_request *r);
+/* Scratch space of the loop for building a body (limits.scratch_bytes, at least
+ * HTTP_SCRATCH_MIN); valid until the next http_respond on this loop. */
+#define HTTP_SCRATCH_MIN (256 * 1024)
+char *http_scratch(http_request *r, size_t *size);
 
 /* ?name=value lookup in the raw query; *value is still percent-encoded. Returns true if found. */
 bool http_query_param(const http_request *r, const char *name, http_str *value);

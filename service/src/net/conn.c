@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "net/loop.h"
@@ -177,7 +178,9 @@ static void process(conn *c, const char *data, size_t len)
         return;
     }
     if (c->flags & CONN_CLOSE_AFTER_FLUSH) {
-        release_input(c); /* nothing after the last response is processed */
+        if ((size_t)used < len)
+            c->flags &= ~CONN_NO_LINGER; /* the peer sent more than we will answer */
+        release_input(c);                /* nothing after the last response is processed */
     } else if ((size_t)used < len) {
         if (keep_input(c, data + used, len - (size_t)used) != 0) {
             conn_close(c);
@@ -232,27 +235,25 @@ bool conn_output_full(const conn *c)
 
 static void on_write(uv_write_t *req, int status);
 
-static void on_shutdown(uv_shutdown_t *req, int status)
+/* Everything is written: end the connection. When the peer may still be sending (it did not ask
+ * to close, or sent more than we answered), half-close and read until it closes or linger_ms
+ * passes, so that data still arriving does not turn our close into a reset that destroys the
+ * response in its receive buffer. When the peer itself asked to close and nothing is left
+ * unread, close at once (as nginx's lingering_close does). */
+static void finish(conn *c)
 {
-    conn *c = req->handle->data;
-    if (c->flags & CONN_CLOSING)
-        return;
-    if (status < 0) {
+    if ((c->flags & CONN_PEER_EOF) || (c->flags & CONN_NO_LINGER)) {
         conn_close(c);
         return;
     }
-    /* FIN sent: read until the peer closes (or the drain timer fires) so that unread data in
-     * our receive buffer does not turn our close into a reset that destroys the response. */
-    c->flags &= ~CONN_PEER_EOF;
-    start_reading(c);
-}
-
-static void begin_shutdown(conn *c)
-{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || shutdown(fd, SHUT_WR) != 0) {
+        conn_close(c);
+        return;
+    }
     c->flags |= CONN_SHUTDOWN;
     arm(c, CONN_TIMEOUT_WRITE, uv_now(&c->loop->uv) + config_of(c)->drain_ms);
-    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) != 0)
-        conn_close(c);
+    start_reading(c);
 }
 
 static void flush(conn *c)
@@ -261,12 +262,8 @@ static void flush(conn *c)
         return;
     if (c->out.pending == 0) {
         obuf_reset(&c->out);
-        if ((c->flags & CONN_CLOSE_AFTER_FLUSH) && !(c->flags & CONN_SHUTDOWN)) {
-            if (c->flags & CONN_PEER_EOF)
-                conn_close(c);
-            else
-                begin_shutdown(c);
-        }
+        if ((c->flags & CONN_CLOSE_AFTER_FLUSH) && !(c->flags & CONN_SHUTDOWN))
+            finish(c);
         return;
     }
     uv_buf_t iov[CONN_TRY_IOV];
@@ -415,6 +412,13 @@ void conn_close_after_flush(conn *c)
     flush(c); /* no-op inside on_data: process() flushes at the end */
 }
 
+void conn_end_after_flush(conn *c)
+{
+    if (!(c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_FLUSH)))
+        c->flags |= CONN_NO_LINGER;
+    conn_close_after_flush(c);
+}
+
 void conn_close_idle(net_loop *loop)
 {
     for (conn *c = loop->conns, *next; c; c = next) {
@@ -468,8 +472,6 @@ int conn_accept(net_loop *loop, net_listener *l, int fd)
         uv_close((uv_handle_t *)&c->tcp, on_close_unopened);
         return r;
     }
-    if (s->cfg.tcp_nodelay)
-        uv_tcp_nodelay(&c->tcp, 1);
     wheel_timer_init(&c->timer, on_timer);
     obuf_init(&c->out, &loop->chunks);
     c->next = loop->conns;

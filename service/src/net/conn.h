@@ -37,6 +37,7 @@ enum {
     CONN_PEER_EOF = 1u << 7,   /* the peer closed its side */
     CONN_GOT_DATA = 1u << 8,   /* at least one byte arrived */
     CONN_OUT_PAUSED = 1u << 9, /* reading stopped until output drains */
+    CONN_NO_LINGER = 1u << 10, /* the peer asked to close: no half-close and drain */
 };
 
 struct conn {
@@ -56,7 +57,6 @@ struct conn {
     uint64_t phase_deadline;      /* absolute ms, for the restore */
     wheel_timer timer;
     uv_write_t write_req;
-    uv_shutdown_t shutdown_req;
     uint64_t requests;        /* for protocols: requests served on this connection */
     alignas(16) char state[]; /* protocol state, proto->state_size bytes */
 };
@@ -94,7 +94,11 @@ void conn_yield(conn *c);
 void conn_set_timeout(conn *c, conn_timeout_kind kind);
 
 void conn_close(conn *c);
+/* Send what is queued, then half-close and drain the peer briefly (it may still be sending). */
 void conn_close_after_flush(conn *c);
+/* The same when the peer itself asked to close: skip the drain unless it sent more than was
+ * answered. */
+void conn_end_after_flush(conn *c);
 static inline bool conn_closing(const conn *c)
 {
     return (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_FLUSH)) != 0;

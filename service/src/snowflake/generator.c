@@ -334,21 +334,42 @@ uint64_t sf_gen_next_tick(sf_gen *g)
     return (load_state(g) & ~SEALED_BIT) >> g->layout.sequence_bits;
 }
 
-uint64_t sf_gen_retry_after_ms(sf_gen *g)
+int sf_gen_status(sf_gen *g, uint64_t *retry_ms)
 {
     uint64_t now = sf_gen_now_tick(g);
     uint64_t seen = atomic_load(&g->seen);
+    if (load_state(g) & SEALED_BIT) {
+        if (retry_ms)
+            *retry_ms = 0;
+        return SF_ESEALED;
+    }
     uint64_t next = sf_gen_next_tick(g); /* where the next ID would go */
     uint64_t wait = 0;
-    if (now + g->max_backward_ticks < seen)
+    int rc = SF_OK;
+    if (now + g->max_backward_ticks < seen) {
         wait = seen - g->max_backward_ticks - now;
-    if (next > now + g->max_ahead_ticks && next - now - g->max_ahead_ticks > wait)
+        rc = SF_ECLOCK;
+    }
+    if (next > now + g->max_ahead_ticks && next - now - g->max_ahead_ticks > wait) {
         wait = next - now - g->max_ahead_ticks;
+        rc = SF_EBUSY;
+    }
     uint64_t limit = atomic_load(&g->lease_limit);
     uint64_t first = next > now ? next : now;
-    if (first >= limit && first - limit + 1 > wait)
+    if (first >= limit && first - limit + 1 > wait) {
         wait = first - limit + 1;
-    return wait * g->layout.unit_ms;
+        rc = SF_ELEASE;
+    }
+    if (retry_ms)
+        *retry_ms = wait * g->layout.unit_ms;
+    return rc;
+}
+
+uint64_t sf_gen_retry_after_ms(sf_gen *g)
+{
+    uint64_t ms;
+    sf_gen_status(g, &ms);
+    return ms;
 }
 
 uint64_t sf_gen_max_ahead_ms(const sf_gen *g)

@@ -100,6 +100,9 @@ int sf_gen_batch(sf_gen *g, uint64_t *ids, uint32_t n);
 
 /* Milliseconds until a refusal (clock behind, lease, busy) may clear; 0 if issuing would work. */
 uint64_t sf_gen_retry_after_ms(sf_gen *g);
+/* Whether an ID could be issued now: SF_OK, or the refusal it would meet (SF_ECLOCK, SF_ELEASE,
+ * SF_EBUSY, SF_ESEALED), with the wait in *retry_ms when not NULL. */
+int sf_gen_status(sf_gen *g, uint64_t *retry_ms);
 
 /* Last tick that may be issued is limit - 1. Only ever raises the limit. Any thread. */
 void sf_gen_extend_lease(sf_gen *g, uint64_t limit_tick);

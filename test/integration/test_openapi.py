@@ -1,0 +1,106 @@
+"""Keeps service/openapi.yaml in sync with the route table (api_register in
+service/src/api/admin.c), without a YAML library: the spec's paths are the 2-space-indented keys
+under the top-level `paths:` key, their operations the 4-space-indented keys below each.
+Run from anywhere as `python3 test/integration/test_openapi.py -v`, or as ctest does, from
+test/integration: `python3 -m unittest -v test_openapi`. (`python3 -m unittest
+test/integration/test_openapi.py` from the repository root cannot work: it imports the module as
+test.integration.test_openapi, and Python's own `test` package shadows this directory, which has
+no __init__.py.)"""
+import os
+import re
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SPEC = os.path.join(ROOT, "service", "openapi.yaml")
+ADMIN = os.path.join(ROOT, "service", "src", "api", "admin.c")
+
+
+def _key(line, indent):
+    """The mapping key of a line at exactly `indent` spaces, or None."""
+    m = re.match(r"^ {%d}(?! )(\"[^\"]*\"|'[^']*'|[^\s#'\"][^:]*?):(\s|$)" % indent, line)
+    if not m:
+        return None
+    k = m.group(1)
+    return k[1:-1] if k[0] in "'\"" else k
+
+
+def spec_paths():
+    """{path: set of operation keys} under the top-level `paths:`."""
+    paths, cur, inside = {}, None, False
+    with open(SPEC, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            top = _key(line, 0)
+            if top is not None:
+                inside = top == "paths"
+                cur = None
+                continue
+            if not inside:
+                continue
+            p = _key(line, 2)
+            if p is not None:
+                cur = p
+                paths[cur] = set()
+                continue
+            op = _key(line, 4)
+            if op is not None and cur is not None:
+                paths[cur].add(op)
+    return paths
+
+
+def registered_routes():
+    """Paths of api_register's route table; a prefix route "/x/" becomes "/x/{...}"."""
+    with open(ADMIN, encoding="utf-8") as f:
+        src = f.read()
+    m = re.search(r"\bint\s+api_register\s*\([^)]*\)\s*\{(.*?)\n\}", src, re.S)
+    assert m, "api_register not found in admin.c"
+    routes = []
+    for entry in re.findall(r"\{([^{}]*\.path\s*=[^{}]*)\}", m.group(1)):
+        path = re.search(r'\.path\s*=\s*"([^"]*)"', entry).group(1)
+        prefix = re.search(r"\.prefix\s*=\s*true", entry) is not None
+        routes.append((path, prefix))
+    return routes
+
+
+def normalise_spec_path(p):
+    """'/id/{id}' -> ('/id/', True): a trailing template segment is a prefix route."""
+    m = re.match(r"^(.*/)\{[^/{}]+\}$", p)
+    return (m.group(1), True) if m else (p, False)
+
+
+class OpenApiInSync(unittest.TestCase):
+    def test_files_found(self):
+        self.assertTrue(os.path.isfile(SPEC), SPEC)
+        self.assertTrue(os.path.isfile(ADMIN), ADMIN)
+
+    def test_spec_header(self):
+        with open(SPEC, encoding="utf-8") as f:
+            text = f.read()
+        self.assertNotIn("\t", text, "YAML must not contain tabs")
+        self.assertRegex(text, r"(?m)^openapi: 3\.0\.\d+$")
+
+    def test_paths_equal_registered_routes(self):
+        routes = registered_routes()
+        self.assertTrue(routes, "no routes parsed from api_register")
+        self.assertEqual(len(routes), len(set(routes)), "duplicate route in api_register")
+        spec = spec_paths()
+        self.assertTrue(spec, "no paths parsed from openapi.yaml")
+        self.assertEqual({normalise_spec_path(p) for p in spec}, set(routes))
+        self.assertEqual(len(spec), len(routes))
+
+    def test_prefix_route_is_id_template(self):
+        self.assertIn(("/id/", True), registered_routes())
+        self.assertIn("/id/{id}", spec_paths())
+
+    def test_every_path_has_get_and_head(self):
+        # Every route accepts GET, and the server implies HEAD from GET.
+        for path, ops in spec_paths().items():
+            with self.subTest(path=path):
+                self.assertIn("get", ops)
+                self.assertIn("head", ops)
+
+
+if __name__ == "__main__":
+    unittest.main()
