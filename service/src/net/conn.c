@@ -196,23 +196,29 @@ static void process(conn *c, const char *data, size_t len)
         settle(c);
 }
 
+/* Bytes arrived (in the loop's read buffer). */
+static void received(conn *c, const char *data, size_t n)
+{
+    NET_STAT_ADD(c->loop->stats.bytes_in, n);
+    c->flags |= CONN_GOT_DATA;
+    if (c->flags & (CONN_SHUTDOWN | CONN_CLOSE_AFTER_FLUSH))
+        return; /* draining the peer: discard */
+    if (c->in_len == 0) {
+        process(c, data, n);
+    } else if (c->in_len + n <= CONN_IN_SIZE) {
+        memcpy(c->in + c->in_len, data, n);
+        c->in_len += (uint32_t)n;
+        process(c, c->in, c->in_len);
+    } else {
+        conn_close(c); /* the protocol sat on a full buffer without consuming */
+    }
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     conn *c = s->data;
     if (nread > 0) {
-        NET_STAT_ADD(c->loop->stats.bytes_in, (uint64_t)nread);
-        c->flags |= CONN_GOT_DATA;
-        if (c->flags & (CONN_SHUTDOWN | CONN_CLOSE_AFTER_FLUSH))
-            return; /* draining the peer: discard */
-        if (c->in_len == 0) {
-            process(c, buf->base, (size_t)nread);
-        } else if (c->in_len + (size_t)nread <= CONN_IN_SIZE) {
-            memcpy(c->in + c->in_len, buf->base, (size_t)nread);
-            c->in_len += (uint32_t)nread;
-            process(c, c->in, c->in_len);
-        } else {
-            conn_close(c); /* the protocol sat on a full buffer without consuming */
-        }
+        received(c, buf->base, (size_t)nread);
         return;
     }
     if (nread == 0)
@@ -484,7 +490,19 @@ int conn_accept(net_loop *loop, net_listener *l, int fd)
     conn_set_timeout(c, CONN_TIMEOUT_HEADER);
     if (p->on_open)
         p->on_open(c);
-    start_reading(c);
+    /* The request usually arrives with the connection (always with TCP_DEFER_ACCEPT): reading
+     * it now saves a trip through epoll, and a one-request client is answered and closed
+     * without its socket ever being registered. */
+    ssize_t n = read(fd, loop->read_buf, CONN_IN_SIZE);
+    if (n > 0) {
+        received(c, loop->read_buf, (size_t)n);
+        if (!(c->flags & (CONN_CLOSING | CONN_PENDING | CONN_OUT_PAUSED | CONN_SHUTDOWN)))
+            start_reading(c);
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        conn_close(c);
+    } else {
+        start_reading(c);
+    }
     return 0;
 }
 
