@@ -22,7 +22,7 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *args, env=None, threads=2, port=None):
+    def __init__(self, *args, env=None, threads=2, port=None, nofile=None):
         self.dir = tempfile.TemporaryDirectory(prefix="sf_it_")
         self.port = port or free_port()
         self.log_path = os.path.join(self.dir.name, "log")
@@ -34,8 +34,12 @@ class Server:
         })
         full_env.update(env or {})
         self.log = open(self.log_path, "wb")
+        def limits():
+            if nofile:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.proc = subprocess.Popen([BINARY, *args], env=full_env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, preexec_fn=limits)
         deadline = time.time() + 10
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -56,6 +60,12 @@ class Server:
         s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
+
+    def cpu_seconds(self):
+        """utime + stime of the server process (all threads)."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def signal(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)

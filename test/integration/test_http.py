@@ -347,6 +347,74 @@ class ConnectionCap(unittest.TestCase):
             srv.stop()
 
 
+class SingleAcceptor(unittest.TestCase):
+    def test_without_reuseport_loops_share_one_listener(self):
+        srv = Server("--set", "server.reuseport=false", threads=2)
+        try:
+            self.assertIn("one acceptor", srv.output() or "one acceptor")
+            ids = set()
+            for _ in range(200):
+                ids.add(int(request(srv, get("/id")).json()["id"]))
+            self.assertEqual(len(ids), 200)
+        finally:
+            srv.stop()
+
+
+class SlowReaders(unittest.TestCase):
+    def test_client_that_never_reads_is_cut_off(self):
+        srv = Server("--set", "server.write_timeout_ms=500", threads=1)
+        try:
+            hog = srv.connect()
+            hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            try:  # ~90 KB per response, never read: output backs up, reading stops
+                for _ in range(200):
+                    hog.sendall(get("/ids?count=4096"))
+            except OSError:
+                pass
+            r = request(srv, get("/healthz"))  # the loop still serves others
+            self.assertEqual(r.status, 200)
+            time.sleep(1.5)
+            text = request(srv, get("/metrics")).body.decode()
+            self.assertRegex(text, r'snowflaked_connection_timeouts_total\{kind="write"\} [1-9]')
+            self.assertEqual(
+                int(re.search(r"^snowflaked_connections_open (\d+)$", text, re.M).group(1)), 1)
+            hog.close()
+        finally:
+            srv.stop()
+
+
+class DescriptorExhaustion(unittest.TestCase):
+    def test_emfile_pauses_accepting_without_spinning(self):
+        srv = Server(threads=1, nofile=48)
+        try:
+            conns = []
+            for _ in range(80):  # more than the server has descriptors for
+                conns.append(srv.connect())
+            time.sleep(0.3)
+            cpu0 = srv.cpu_seconds()
+            time.sleep(1.0)
+            busy = srv.cpu_seconds() - cpu0
+            self.assertLess(busy, 0.2, "accept loop spins while out of descriptors")
+            served = 0
+            for s in conns[:20]:  # the early ones were accepted and are served
+                s.sendall(get("/healthz"))
+                served += Reader(s).response().status == 200
+            self.assertEqual(served, 20)
+            for s in conns[:40]:
+                s.close()
+            time.sleep(0.5)  # descriptors free: accepting resumes (first come, first served)
+            s = conns[45]
+            s.sendall(get("/healthz"))
+            self.assertEqual(Reader(s).response().status, 200)
+            for s in conns[40:]:
+                s.close()
+            time.sleep(0.3)
+            text = request(srv, get("/metrics")).body.decode()
+            self.assertRegex(text, r"snowflaked_accept_pauses_total [1-9]")
+        finally:
+            srv.stop()
+
+
 class Shutdown(unittest.TestCase):
     def test_sigterm_answers_in_flight_then_exits_0(self):
         srv = Server()

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "net/loop.h"
@@ -89,9 +90,13 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
+static int attach(conn *c);
+
 static void start_reading(conn *c)
 {
     if (c->flags & (CONN_READING | CONN_CLOSING | CONN_PEER_EOF))
+        return;
+    if (attach(c) != 0)
         return;
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
         c->flags |= CONN_READING;
@@ -189,10 +194,14 @@ static void process(conn *c, const char *data, size_t len)
     } else {
         release_input(c);
     }
-    if ((c->flags & CONN_YIELDED) && c->in_len)
-        defer(c);
+    bool yielded = (c->flags & CONN_YIELDED) && c->in_len;
     flush(c);
-    if (!(c->flags & (CONN_CLOSING | CONN_PENDING | CONN_OUT_PAUSED)))
+    if (c->flags & CONN_CLOSING)
+        return;
+    /* Decided after the flush: a response that went out at once leaves room to go on. */
+    if (yielded)
+        defer(c);
+    else if (!(c->flags & (CONN_PENDING | CONN_OUT_PAUSED)))
         settle(c);
 }
 
@@ -252,8 +261,9 @@ static void finish(conn *c)
         conn_close(c);
         return;
     }
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || shutdown(fd, SHUT_WR) != 0) {
+    uv_os_fd_t fd = c->raw_fd;
+    if (((c->flags & CONN_RAW) ? 0 : uv_fileno((uv_handle_t *)&c->tcp, &fd)) != 0 ||
+        shutdown(fd, SHUT_WR) != 0) {
         conn_close(c);
         return;
     }
@@ -275,7 +285,13 @@ static void flush(conn *c)
     uv_buf_t iov[CONN_TRY_IOV];
     size_t bytes;
     size_t n = obuf_iov(&c->out, 0, iov, CONN_TRY_IOV, &bytes);
-    int r = uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n);
+    int r;
+    if (c->flags & CONN_RAW) {
+        ssize_t w = writev(c->raw_fd, (const struct iovec *)(void *)iov, (int)n);
+        r = w >= 0 ? (int)w : (errno == EAGAIN || errno == EWOULDBLOCK) ? UV_EAGAIN : -errno;
+    } else {
+        r = uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n);
+    }
     if (r > 0) {
         obuf_consume(&c->out, (size_t)r);
         NET_STAT_ADD(c->loop->stats.bytes_out, (uint64_t)r);
@@ -292,6 +308,8 @@ static void flush(conn *c)
         conn_close(c);
         return;
     }
+    if (attach(c) != 0) /* the rest goes out asynchronously: libuv takes over */
+        return;
     n = obuf_iov(&c->out, 0, iov, CONN_WRITE_IOV, &bytes);
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, iov, (unsigned)n, on_write) != 0) {
         conn_close(c);
@@ -368,9 +386,10 @@ bool conn_draining(const conn *c)
     return c->loop->draining;
 }
 
-static void on_close(uv_handle_t *h)
+/* Releases everything once the socket is closed; the protocol's on_close runs here, never from
+ * inside its own callbacks. */
+static void finalize(conn *c)
 {
-    conn *c = h->data;
     net_loop *loop = c->loop;
     if (c->flags & CONN_PENDING) { /* unlink from the pending list (short; rare) */
         conn **pp = &loop->pending_head;
@@ -400,12 +419,21 @@ static void on_close(uv_handle_t *h)
     net_loop_conn_closed(loop);
 }
 
+static void on_close(uv_handle_t *h)
+{
+    finalize(h->data);
+}
+
 void conn_close(conn *c)
 {
     if (c->flags & CONN_CLOSING)
         return;
     c->flags |= CONN_CLOSING;
     wheel_cancel(&c->timer);
+    if (c->flags & CONN_RAW) {
+        close(c->raw_fd); /* never registered with libuv; conn_accept finalizes */
+        return;
+    }
     stop_reading(c);
     uv_close((uv_handle_t *)&c->tcp, on_close);
 }
@@ -437,17 +465,29 @@ void conn_close_idle(net_loop *loop)
     }
 }
 
-/* uv_tcp_open failed: the handle was never a connection. */
-static void on_close_unopened(uv_handle_t *h)
+/* Hands the socket to libuv: from here on reads, writes and the close go through the loop. */
+static int attach(conn *c)
 {
-    conn *c = h->data;
-    atomic_fetch_sub(&c->loop->server->open_conns, 1);
-    pool_put(&c->listener->conns, c);
+    if (!(c->flags & CONN_RAW))
+        return 0;
+    uv_tcp_init(&c->loop->uv, &c->tcp);
+    c->tcp.data = c;
+    if (uv_tcp_open(&c->tcp, c->raw_fd) != 0) {
+        conn_close(c); /* still raw: closes the descriptor, conn_accept finalizes */
+        return -1;
+    }
+    c->flags &= ~CONN_RAW;
+    return 0;
 }
 
-/* ---- accepting and pending work ---------------------------------------------------------------
- */
+/* ---- accepting and pending work ------------------------------------------------------------ */
 
+/* A new connection starts "raw": the socket is not yet given to libuv. Clients usually send
+ * their request with the connection (always with TCP_DEFER_ACCEPT), so it is read right here;
+ * a client that asks for one response and the close (HTTP/1.0, webbench, ab) is answered with
+ * one writev and closed without its socket ever being registered with epoll or libuv. Anything
+ * longer-lived (keep-alive, a partial request, output that does not fit the socket buffer) is
+ * attached to libuv first, so every other code path sees a normal libuv stream. */
 int conn_accept(net_loop *loop, net_listener *l, int fd)
 {
     net_server *s = loop->server;
@@ -469,15 +509,8 @@ int conn_accept(net_loop *loop, net_listener *l, int fd)
     c->loop = loop;
     c->listener = l;
     c->proto = p;
-    c->tcp.data = c;
-    uv_tcp_init(&loop->uv, &c->tcp);
-    int r = uv_tcp_open(&c->tcp, fd);
-    if (r != 0) {
-        close(fd);
-        c->flags |= CONN_CLOSING;
-        uv_close((uv_handle_t *)&c->tcp, on_close_unopened);
-        return r;
-    }
+    c->raw_fd = fd;
+    c->flags = CONN_RAW;
     wheel_timer_init(&c->timer, on_timer);
     obuf_init(&c->out, &loop->chunks);
     c->next = loop->conns;
@@ -490,19 +523,21 @@ int conn_accept(net_loop *loop, net_listener *l, int fd)
     conn_set_timeout(c, CONN_TIMEOUT_HEADER);
     if (p->on_open)
         p->on_open(c);
-    /* The request usually arrives with the connection (always with TCP_DEFER_ACCEPT): reading
-     * it now saves a trip through epoll, and a one-request client is answered and closed
-     * without its socket ever being registered. */
     ssize_t n = read(fd, loop->read_buf, CONN_IN_SIZE);
-    if (n > 0) {
+    if (n > 0)
         received(c, loop->read_buf, (size_t)n);
-        if (!(c->flags & (CONN_CLOSING | CONN_PENDING | CONN_OUT_PAUSED | CONN_SHUTDOWN)))
-            start_reading(c);
-    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+    else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
         conn_close(c);
-    } else {
-        start_reading(c);
+    if ((c->flags & CONN_CLOSING) && (c->flags & CONN_RAW)) {
+        finalize(c); /* closed without libuv ever seeing it */
+        return 0;
     }
+    if (attach(c) != 0) {
+        finalize(c);
+        return 0;
+    }
+    if (!(c->flags & (CONN_CLOSING | CONN_PENDING | CONN_OUT_PAUSED)))
+        start_reading(c); /* keep-alive, a partial request, or nothing read yet */
     return 0;
 }
 

@@ -38,6 +38,7 @@ enum {
     CONN_GOT_DATA = 1u << 8,   /* at least one byte arrived */
     CONN_OUT_PAUSED = 1u << 9, /* reading stopped until output drains */
     CONN_NO_LINGER = 1u << 10, /* the peer asked to close: no half-close and drain */
+    CONN_RAW = 1u << 11,       /* socket not yet handed to libuv (see conn_accept) */
 };
 
 struct conn {
@@ -57,6 +58,7 @@ struct conn {
     uint64_t phase_deadline;      /* absolute ms, for the restore */
     wheel_timer timer;
     uv_write_t write_req;
+    int raw_fd;               /* the socket while CONN_RAW */
     uint64_t requests;        /* for protocols: requests served on this connection */
     alignas(16) char state[]; /* protocol state, proto->state_size bytes */
 };
