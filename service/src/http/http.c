@@ -9,6 +9,7 @@
 
 #include "llhttp.h"
 #include "obs/log.h"
+#include "util/fmt.h"
 
 #ifndef SF_VERSION
 #define SF_VERSION "0"
@@ -76,19 +77,6 @@ typedef struct http_conn {
 static const llhttp_settings_t settings;
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-static size_t put_u64(char *p, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        p[i] = tmp[n - 1 - i];
-    return n;
-}
 
 static void refresh_date(http_loop *hl)
 {
@@ -211,7 +199,7 @@ static void respond(http_conn *h, bool head_only, int status, const char *ctype,
     char *start = p;
     memcpy(p, "HTTP/1.1 ", 9);
     p += 9;
-    p += put_u64(p, (uint64_t)status);
+    p += fmt_u64(p, (uint64_t)status);
     *p++ = ' ';
     const char *text = http_status_text(status);
     size_t tl = strlen(text);
@@ -235,7 +223,7 @@ static void respond(http_conn *h, bool head_only, int status, const char *ctype,
     if (status >= 200 && status != 204 && status != 304) {
         memcpy(p, "Content-Length: ", 16);
         p += 16;
-        p += put_u64(p, len);
+        p += fmt_u64(p, len);
         *p++ = '\r';
         *p++ = '\n';
     }

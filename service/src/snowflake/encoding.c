@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "util/fmt.h"
+
 static const char *const names[SF_ENC_COUNT] = {"dec", "hex", "base62", "base32"};
 static const char base62_digits[] =
     "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -28,19 +30,6 @@ const char *sf_enc_name(sf_encoding enc)
     return (unsigned)enc < SF_ENC_COUNT ? names[enc] : "?";
 }
 
-static size_t format_decimal(uint64_t v, char *buf)
-{
-    char tmp[SF_ENC_MAX_LEN];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
-    return n;
-}
-
 size_t sf_enc_format(sf_encoding enc, uint64_t id, char *buf)
 {
     switch (enc) {
@@ -56,7 +45,7 @@ size_t sf_enc_format(sf_encoding enc, uint64_t id, char *buf)
         for (int i = 12; i >= 0; i--, id >>= 5)
             buf[i] = base32_digits[id & 31];
         return 13;
-    default: return format_decimal(id, buf);
+    default: return fmt_u64(buf, id);
     }
 }
 
