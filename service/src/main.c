@@ -201,7 +201,9 @@ int main(int argc, char **argv)
                      .reuseport = sv->reuseport,
                      .so_rcvbuf = (int)sv->so_rcvbuf,
                      .so_sndbuf = (int)sv->so_sndbuf,
-                     .defer_accept_s = (int)sv->tcp_defer_accept_s};
+                     .defer_accept_s = (int)sv->tcp_defer_accept_s,
+                     .read_buffer = sv->read_buffer_bytes,
+                     .pool_idle_max = sv->pool_idle_max};
     static net_server net;
     if (net_server_init(&net, &nc, sv->threads, err, sizeof err) != 0)
         die(EXIT_FAILURE, "%s", err);
@@ -211,7 +213,8 @@ int main(int argc, char **argv)
                       .max_body_bytes = sv->max_body_bytes,
                       .max_requests_per_connection = sv->max_requests_per_connection,
                       .max_pipeline = sv->max_pipeline,
-                      .scratch_bytes = api_ids_scratch_bytes(s->max_batch)};
+                      .scratch_bytes = api_ids_scratch_bytes(s->max_batch),
+                      .pool_idle_max = sv->pool_idle_max};
     http_server *http = http_server_new(&hl, &net, err, sizeof err);
     if (!http)
         die(EXIT_FAILURE, "%s", err);

@@ -156,6 +156,8 @@ static const char *cfg_log_name(const void *field)
  *   server.output_high_water_bytes      u32      4 KiB..1 GiB             < output_limit_bytes
  *   server.output_limit_bytes           u32      64 KiB..1 GiB            > high water + body
  *   server.linger_ms                    u32      1..60000                 half-close drain
+ *   server.read_buffer_bytes            u32      4 KiB..1 MiB             per loop
+ *   server.pool_idle_max                u32      0..1000000               per pool per loop
  *   snowflake.epoch                     epoch    1970..9999, not after now  checked by layout
  *   snowflake.time_unit_ms              u32      1..1000
  *   snowflake.*_bits                    u32      0..63 each               sum 63, sequence >= 8
@@ -194,6 +196,8 @@ static const cfg_key cfg_keys[] = {
     K_U32("server.output_high_water_bytes", server.output_high_water_bytes, 4096, CFG_GIB),
     K_U32("server.output_limit_bytes", server.output_limit_bytes, 65536, CFG_GIB),
     K_U32("server.linger_ms", server.linger_ms, 1, 60000),
+    K_U32("server.read_buffer_bytes", server.read_buffer_bytes, 4096, CFG_MIB),
+    K_U32("server.pool_idle_max", server.pool_idle_max, 0, 1000000),
     {"snowflake.epoch", CFG_T_EPOCH, CFG_AT(snowflake.epoch_ms, 8), 0, CFG_EPOCH_MAX_MS, 0, NULL,
      NULL, NULL},
     K_U32("snowflake.time_unit_ms", snowflake.time_unit_ms, 1, 1000),
@@ -1020,8 +1024,8 @@ static int cfg_check_layout(cfg_ctx *ctx, uint64_t now_ms)
     uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch);
     if (s->lease_ms < 2 * ahead) {
         cfg_cross_label(ctx, src, sizeof src, "snowflake.lease_ms", "snowflake.max_backward_ms",
-                        "snowflake.max_batch", "snowflake.time_unit_ms",
-                        "snowflake.sequence_bits", (const char *)NULL);
+                        "snowflake.max_batch", "snowflake.time_unit_ms", "snowflake.sequence_bits",
+                        (const char *)NULL);
         return cfg_fail(ctx, src, "snowflake.lease_ms",
                         "must be at least %llu: twice how far IDs may run ahead of the clock "
                         "(max_backward_ms %u + the ticks of one max_batch + 1 tick = %llu ms), "
@@ -1323,7 +1327,8 @@ void cfg_usage(FILE *out, const char *prog)
         "dots as underscores: server.port -> SNOWFLAKED_SERVER_PORT, data_dir ->\n"
         "SNOWFLAKED_DATA_DIR. Booleans accept true/false, 1/0, yes/no, on/off.\n"
         "\n"
-        "Exit status: 0 ok, 1 start-up failure (data_dir, lease file), 2 usage or configuration error.\n",
+        "Exit status: 0 ok, 1 start-up failure (data_dir, lease file), 2 usage or configuration "
+        "error.\n",
         prog, SF_VERSION);
 }
 

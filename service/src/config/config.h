@@ -25,17 +25,17 @@
 #include "snowflake/generator.h"
 #include "snowflake/layout.h"
 
-#define CFG_HOST_MAX 256
-#define CFG_PATH_MAX 1024
+#define CFG_HOST_MAX    256
+#define CFG_PATH_MAX    1024
 #define CFG_MAX_THREADS 256
-#define CFG_MAX_SETS 64
+#define CFG_MAX_SETS    64
 
 typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
 
 typedef struct cfg_server {
-    char host[CFG_HOST_MAX];          /* listen address, numeric IPv4 or IPv6 */
-    uint32_t port;                    /* 1..65535 */
-    uint32_t threads;                 /* event loops; 0 in the file = online CPUs (resolved) */
+    char host[CFG_HOST_MAX]; /* listen address, numeric IPv4 or IPv6 */
+    uint32_t port;           /* 1..65535 */
+    uint32_t threads;        /* event loops; 0 in the file = online CPUs (resolved) */
     uint32_t backlog;
     uint32_t max_connections;
     uint32_t max_header_bytes;
@@ -43,7 +43,7 @@ typedef struct cfg_server {
     uint32_t max_headers;
     uint32_t max_body_bytes;
     uint32_t max_requests_per_connection;
-    uint32_t max_pipeline;            /* requests handled per read before yielding */
+    uint32_t max_pipeline; /* requests handled per read before yielding */
     uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, shutdown_grace_ms;
     bool tcp_nodelay, reuseport;
     uint32_t tcp_defer_accept_s;      /* TCP_DEFER_ACCEPT, 0 = off */
@@ -51,26 +51,28 @@ typedef struct cfg_server {
     uint32_t output_high_water_bytes; /* stop reading a connection above this much unsent */
     uint32_t output_limit_bytes;      /* close it above this */
     uint32_t linger_ms;               /* after the last response: drain the peer this long */
+    uint32_t read_buffer_bytes;       /* per-loop read buffer */
+    uint32_t pool_idle_max;           /* idle objects kept per pool per loop */
 } cfg_server;
 
 typedef enum { CFG_WORKER_NUMBER = 0, CFG_WORKER_ORDINAL, CFG_WORKER_ENV } cfg_worker_source;
 
 typedef struct cfg_snowflake {
-    uint64_t epoch_ms;                /* "epoch": ISO-8601 UTC string or integer ms */
+    uint64_t epoch_ms; /* "epoch": ISO-8601 UTC string or integer ms */
     uint32_t time_unit_ms;
     uint32_t timestamp_bits, datacenter_bits, worker_bits, sequence_bits;
     uint32_t datacenter_id;
-    cfg_worker_source worker_source;  /* "worker_id": number | "ordinal" | "env:NAME" */
-    char worker_env[128];             /* NAME for CFG_WORKER_ENV */
-    uint32_t worker_id;               /* resolved */
-    char worker_origin[256];          /* where the resolved id came from, for logs */
-    sf_sync_mode sync;                /* "atomic" | "spinlock" | "mutex" */
-    bool per_thread_worker_ids;       /* loop i uses worker_id + i */
+    cfg_worker_source worker_source; /* "worker_id": number | "ordinal" | "env:NAME" */
+    char worker_env[128];            /* NAME for CFG_WORKER_ENV */
+    uint32_t worker_id;              /* resolved */
+    char worker_origin[256];         /* where the resolved id came from, for logs */
+    sf_sync_mode sync;               /* "atomic" | "spinlock" | "mutex" */
+    bool per_thread_worker_ids;      /* loop i uses worker_id + i */
     uint32_t max_backward_ms;
     uint32_t max_batch;
-    uint32_t lease_ms;                /* lease window */
-    sf_encoding default_encoding;     /* "dec" | "hex" | "base62" | "base32" */
-    sf_layout layout;                 /* derived and validated */
+    uint32_t lease_ms;            /* lease window */
+    sf_encoding default_encoding; /* "dec" | "hex" | "base62" | "base32" */
+    sf_layout layout;             /* derived and validated */
 } cfg_snowflake;
 
 typedef struct cfg_cache {
@@ -78,26 +80,26 @@ typedef struct cfg_cache {
     uint64_t max_memory_bytes;
     uint32_t max_item_bytes;
     char memcached_host[CFG_HOST_MAX];
-    uint32_t memcached_port;          /* 0 = off */
-    bool persist;                     /* snapshot to data_dir on shutdown, load at start */
+    uint32_t memcached_port; /* 0 = off */
+    bool persist;            /* snapshot to data_dir on shutdown, load at start */
 } cfg_cache;
 
 typedef struct cfg_echo {
     bool http_enabled;
     char tcp_host[CFG_HOST_MAX];
-    uint32_t tcp_port;                /* 0 = off */
+    uint32_t tcp_port; /* 0 = off */
 } cfg_echo;
 
 typedef struct cfg_log {
     cfg_log_level level;
-    char file[CFG_PATH_MAX];          /* "" = stderr */
+    char file[CFG_PATH_MAX]; /* "" = stderr */
     bool access_log;
 } cfg_log;
 
 typedef struct cfg_auth {
-    char token[256];                  /* "" = no token */
+    char token[256]; /* "" = no token */
     char token_file[CFG_PATH_MAX];
-    bool protect_reads;               /* also require the token for reads and /id */
+    bool protect_reads; /* also require the token for reads and /id */
 } cfg_auth;
 
 typedef struct cfg {
@@ -108,14 +110,14 @@ typedef struct cfg {
     cfg_echo echo;
     cfg_log log;
     cfg_auth auth;
-    char source[CFG_PATH_MAX];        /* the file loaded, or "defaults" */
+    char source[CFG_PATH_MAX]; /* the file loaded, or "defaults" */
 } cfg;
 
 /* Command line, parsed but not yet applied. */
 typedef struct cfg_cli {
-    const char *config_path;          /* -c/--config, NULL = embedded defaults only */
+    const char *config_path;                /* -c/--config, NULL = embedded defaults only */
     const char *port, *threads, *worker_id; /* -p, -t, --worker-id (raw text) */
-    const char *sets[CFG_MAX_SETS];   /* --set PATH=VALUE, any scalar key */
+    const char *sets[CFG_MAX_SETS];         /* --set PATH=VALUE, any scalar key */
     int nsets;
     bool check_config, help, version, ignore_corrupt_lease;
 } cfg_cli;

@@ -15,7 +15,6 @@
 #define SF_VERSION "0"
 #endif
 #define SERVER_HEADER     "Server: snowflaked/" SF_VERSION "\r\n"
-#define HEADS_IDLE_MAX    256
 #define EXTRA_HEADERS_MAX 1024
 
 const double http_latency_bounds[HTTP_LATENCY_BUCKETS] = {
@@ -713,7 +712,7 @@ http_server *http_server_new(const http_limits *limits, net_server *net, char *e
     s->nloops = net->nloops;
     for (unsigned i = 0; i < s->nloops; i++) {
         http_loop *hl = &s->loops[i];
-        pool_init(&hl->heads, limits->max_header_bytes, HEADS_IDLE_MAX);
+        pool_init(&hl->heads, limits->max_header_bytes, limits->pool_idle_max);
         hl->date_sec = -1;
         hl->scratch = malloc(s->limits.scratch_bytes);
         if (!hl->scratch) {

@@ -77,6 +77,7 @@ typedef struct http_limits {
     uint64_t max_body_bytes;
     uint32_t max_requests_per_connection, max_pipeline;
     size_t scratch_bytes; /* per-loop body scratch; raised to HTTP_SCRATCH_MIN */
+    size_t pool_idle_max; /* idle request-head buffers kept per loop */
 } http_limits;
 
 extern const proto http_proto;

@@ -85,7 +85,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     /* One buffer per loop: libuv calls alloc and read back to back, and whatever a protocol
      * does not consume is copied out before the next read. */
     buf->base = c->loop->read_buf;
-    buf->len = CONN_IN_SIZE;
+    buf->len = config_of(c)->read_buffer;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -124,7 +124,7 @@ static void release_input(conn *c)
 /* Keeps bytes the protocol did not consume. data may point into c->in. */
 static int keep_input(conn *c, const char *data, size_t len)
 {
-    if (len > CONN_IN_SIZE)
+    if (len > config_of(c)->read_buffer)
         return -1;
     if (!c->in && !(c->in = pool_get(&c->loop->inbufs))) {
         NET_STAT_ADD(c->loop->stats.out_of_memory, 1);
@@ -214,7 +214,7 @@ static void received(conn *c, const char *data, size_t n)
         return; /* draining the peer: discard */
     if (c->in_len == 0) {
         process(c, data, n);
-    } else if (c->in_len + n <= CONN_IN_SIZE) {
+    } else if (c->in_len + n <= config_of(c)->read_buffer) {
         memcpy(c->in + c->in_len, data, n);
         c->in_len += (uint32_t)n;
         process(c, c->in, c->in_len);
@@ -523,7 +523,7 @@ int conn_accept(net_loop *loop, net_listener *l, int fd)
     conn_set_timeout(c, CONN_TIMEOUT_HEADER);
     if (p->on_open)
         p->on_open(c);
-    ssize_t n = read(fd, loop->read_buf, CONN_IN_SIZE);
+    ssize_t n = read(fd, loop->read_buf, s->cfg.read_buffer);
     if (n > 0)
         received(c, loop->read_buf, (size_t)n);
     else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))

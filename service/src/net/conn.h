@@ -50,7 +50,7 @@ struct conn {
     conn *pending_next; /* the loop's list of connections with work to resume */
     obuf out;
     size_t inflight; /* bytes handed to the uv_write in flight */
-    char *in;        /* unconsumed input (pooled, CONN_IN_SIZE), or NULL */
+    char *in;        /* unconsumed input (pooled, read_buffer bytes), or NULL */
     uint32_t in_len;
     uint32_t flags;
     conn_timeout_kind timer_kind; /* what the armed timer means */
@@ -62,8 +62,6 @@ struct conn {
     uint64_t requests;        /* for protocols: requests served on this connection */
     alignas(16) char state[]; /* protocol state, proto->state_size bytes */
 };
-
-#define CONN_IN_SIZE (64 * 1024) /* also the per-loop read buffer size */
 
 static inline void *conn_state(conn *c)
 {

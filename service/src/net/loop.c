@@ -11,11 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define ACCEPTS_PER_WAKEUP 64   /* fairness between accepting and serving */
-#define ACCEPT_PAUSE_MS    100  /* after EMFILE/ENFILE */
-#define CHUNKS_IDLE_MAX    1024 /* 16 MiB of output chunks kept warm per loop */
-#define INBUFS_IDLE_MAX    64
-#define CONNS_IDLE_MAX     4096
+#define ACCEPTS_PER_WAKEUP 64  /* fairness between accepting and serving */
+#define ACCEPT_PAUSE_MS    100 /* after EMFILE/ENFILE */
 
 /* ---- sockets ------------------------------------------------------------------------------ */
 
@@ -290,7 +287,7 @@ static int loop_init(net_server *s, net_loop *l, unsigned index)
     l->server = s;
     if (uv_loop_init(&l->uv) != 0)
         return -1;
-    l->read_buf = malloc(CONN_IN_SIZE);
+    l->read_buf = malloc(s->cfg.read_buffer);
     if (!l->read_buf)
         return -1;
     uv_mutex_init(&l->handoff_mu);
@@ -304,8 +301,8 @@ static int loop_init(net_server *s, net_loop *l, unsigned index)
     uv_idle_init(&l->uv, &l->pending_idle);
     l->pending_idle.data = l;
     wheel_init(&l->wheel, uv_now(&l->uv));
-    pool_init(&l->chunks, sizeof(obuf_chunk), CHUNKS_IDLE_MAX);
-    pool_init(&l->inbufs, CONN_IN_SIZE, INBUFS_IDLE_MAX);
+    pool_init(&l->chunks, sizeof(obuf_chunk), s->cfg.pool_idle_max);
+    pool_init(&l->inbufs, s->cfg.read_buffer, s->cfg.pool_idle_max);
     return 0;
 }
 
@@ -347,7 +344,7 @@ static void attach_listener(net_loop *l, const net_listener_spec *spec, int fd)
     li->loop = l;
     li->spec = spec;
     li->fd = fd;
-    pool_init(&li->conns, sizeof(conn) + spec->proto->state_size, CONNS_IDLE_MAX);
+    pool_init(&li->conns, sizeof(conn) + spec->proto->state_size, l->server->cfg.pool_idle_max);
     uv_timer_init(&l->uv, &li->pause_timer);
     li->pause_timer.data = li;
     if (fd >= 0) {

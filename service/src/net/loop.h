@@ -37,6 +37,8 @@ typedef struct net_config {
     bool reuseport;
     int so_rcvbuf, so_sndbuf; /* 0 = kernel default */
     int defer_accept_s;       /* TCP_DEFER_ACCEPT, 0 = off */
+    size_t read_buffer;       /* per-loop read buffer; also the most unconsumed input kept */
+    size_t pool_idle_max;     /* idle objects each per-loop pool keeps for reuse */
 } net_config;
 
 /* Per-loop counters. Single writer (the loop), read by scrapers: use NET_STAT_ADD / net_stat. */
@@ -101,7 +103,7 @@ struct net_loop {
     conn *pending_head, *pending_tail;
     wheel wheel;
     pool chunks;    /* output chunks */
-    pool inbufs;    /* CONN_IN_SIZE buffers for unconsumed input */
+    pool inbufs;    /* read_buffer-sized buffers for unconsumed input */
     char *read_buf; /* shared by all reads of this loop */
     conn *conns;    /* every open connection */
     net_listener listeners[NET_MAX_LISTENERS];
