@@ -179,6 +179,26 @@ class HttpBasics(unittest.TestCase):
                 self.assertIn("error", r.json())
                 self.assertTrue(rd.closed(), name)
 
+    def test_obs_fold_after_an_empty_first_line(self):
+        # A folded Content-Length or Transfer-Encoding must not frame the request.
+        for raw in (b"POST /id HTTP/1.1\r\nContent-Length:\r\n 5\r\n\r\nhello" + get("/healthz"),
+                    b"POST /id HTTP/1.1\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n" +
+                    get("/healthz")):
+            with self.subTest(raw[:40]), self.srv.connect() as s:
+                s.sendall(raw)
+                rd = Reader(s)
+                self.assertEqual(rd.response().status, 400)
+                self.assertTrue(rd.closed())
+
+    def test_error_after_head_has_a_body(self):
+        with self.srv.connect() as s:
+            s.sendall(b"HEAD /id HTTP/1.1\r\n\r\n\x01GET / HTTP/1.1\r\n\r\n")
+            rd = Reader(s)
+            self.assertEqual(rd.response(head_only=True).status, 200)
+            r = rd.response()  # not HEAD: the 400 carries its body
+            self.assertEqual(r.status, 400)
+            self.assertIn("error", r.json())
+
     def test_obs_fold_split_across_reads(self):
         with self.srv.connect() as s:
             s.sendall(b"GET /id HTTP/1.1\r\nX-A: a\r\n")
@@ -282,6 +302,55 @@ class LargeBatches(unittest.TestCase):
             ids = [int(x) for x in r.json()["ids"]]
             self.assertEqual(len(set(ids)), 40000)
             self.assertEqual(ids, sorted(ids))
+        finally:
+            srv.stop()
+
+
+class SlowResponses(unittest.TestCase):
+    def test_idle_starts_after_a_long_response(self):
+        # A response that takes longer than idle_timeout to drain must not end the connection
+        # the moment it is written.
+        # The idle clock starts when the last bytes reach the kernel; the ~40 KB still in socket
+        # buffers then take under 1 s at this reading pace, well inside the 2 s idle timeout, while
+        # the whole response takes ~3 s (longer than the timeout).
+        srv = Server("--set", "server.idle_timeout_ms=2000", "--set", "server.so_sndbuf=16384",
+                     threads=1)
+        try:
+            s = srv.connect()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(get("/ids?count=4096"))
+            got = b""
+            t0 = time.time()
+            while not got.endswith(b'"]}'):
+                got += s.recv(4096)
+                time.sleep(0.08)
+            self.assertGreater(time.time() - t0, 2.0)  # longer than the idle timeout
+            s.sendall(get("/id"))  # reused at once
+            self.assertEqual(Reader(s).response().status, 200)
+            s.close()
+        finally:
+            srv.stop()
+
+    def test_drain_closes_a_connection_whose_response_was_in_flight(self):
+        srv = Server("--set", "server.shutdown_grace_ms=8000", "--set", "server.so_sndbuf=8192",
+                     threads=1)
+        try:
+            s = srv.connect()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(get("/ids?count=4096"))
+            time.sleep(0.1)
+            t0 = time.time()
+            srv.signal(signal.SIGTERM)  # the response is still being written
+            got = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                got += d
+            self.assertTrue(got.endswith(b'"]}'))
+            self.assertEqual(srv.wait(timeout=10), 0)
+            self.assertLess(time.time() - t0, 4)  # not the 8 s grace period
+            s.close()
         finally:
             srv.stop()
 

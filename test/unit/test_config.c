@@ -451,7 +451,7 @@ static const bad_case bad_files[] = {
      "4096"},
     {"{\"server\":{\"linger_ms\":0}}", "server.linger_ms", "1..60000"},
     {"{\"server\":{\"output_limit_bytes\":1048576}}", "server.output_limit_bytes",
-     "must be at least output_high_water_bytes + max_body_bytes (1310720)"},
+     "must be at least output_high_water_bytes + the largest response (1327104)"},
     {"{\"snowflake\":{\"per_thread_worker_ids\":\"true\"}}", "snowflake.per_thread_worker_ids",
      "expected true or false"},
     {"{\"cache\":{\"enabled\":null}}", "cache.enabled", "got null"},

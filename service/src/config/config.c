@@ -981,16 +981,25 @@ static int cfg_check_limits(cfg_ctx *ctx)
                         "must be <= server.max_header_bytes (%u), got %u",
                         c->server.max_header_bytes, c->server.max_url_bytes);
     }
+    /* The hard cap must hold the high-water mark plus the largest single response the server
+     * can produce: an echoed body, a cache value, a full /ids batch, the /metrics buffer. */
+    uint64_t largest = c->server.max_body_bytes;
+    if (c->cache.max_item_bytes > largest)
+        largest = c->cache.max_item_bytes;
+    if ((uint64_t)c->snowflake.max_batch * 23 + 64 > largest)
+        largest = (uint64_t)c->snowflake.max_batch * 23 + 64;
+    if (largest < 262144)
+        largest = 262144;
+    largest += 16384; /* headers */
     if ((uint64_t)c->server.output_limit_bytes <
-        (uint64_t)c->server.output_high_water_bytes + c->server.max_body_bytes) {
+        (uint64_t)c->server.output_high_water_bytes + largest) {
         cfg_cross_label(ctx, src, sizeof src, "server.output_limit_bytes",
                         "server.output_high_water_bytes", "server.max_body_bytes",
-                        (const char *)NULL);
+                        "cache.max_item_bytes", "snowflake.max_batch", (const char *)NULL);
         return cfg_fail(ctx, src, "server.output_limit_bytes",
-                        "must be at least output_high_water_bytes + max_body_bytes (%llu), "
-                        "so that one full response always fits, got %u",
-                        (unsigned long long)c->server.output_high_water_bytes +
-                            c->server.max_body_bytes,
+                        "must be at least output_high_water_bytes + the largest response "
+                        "(%llu), so that one full response always fits, got %u",
+                        (unsigned long long)c->server.output_high_water_bytes + largest,
                         c->server.output_limit_bytes);
     }
     if (c->cache.max_item_bytes > c->cache.max_memory_bytes) {

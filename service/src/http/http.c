@@ -69,7 +69,8 @@ typedef struct http_conn {
     uint64_t body_len;
     uint32_t handled;       /* requests answered during this read */
     const char *read_start; /* the buffer llhttp is running over, for obs-fold detection */
-    char prev_byte;         /* last byte of the previous read */
+    char prev_byte;         /* last non-blank byte of the previous read */
+    bool head_only;         /* the current message is HEAD (known after its headers) */
     uint64_t start_ns;
 } http_conn;
 
@@ -383,6 +384,7 @@ static int on_message_begin(llhttp_t *p)
     h->cur = -2;
     h->route = -1;
     h->body_len = 0;
+    h->head_only = false;
     h->start_ns = uv_hrtime();
     conn_set_timeout(h->c, CONN_TIMEOUT_HEADER); /* the whole head must arrive in time */
     return count_head(h, 16);                    /* method, version, line ends */
@@ -443,7 +445,10 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     /* obs-fold (RFC 9112 5.2): llhttp 8 accepts a continuation line and hands it over as more
      * value. Such a span starts right after a line feed; a span split by a read boundary starts
      * after a value byte instead. */
-    char before = at > h->read_start ? at[-1] : h->prev_byte;
+    const char *q = at; /* llhttp skips the whitespace that starts a value: look behind it */
+    while (q > h->read_start && (q[-1] == ' ' || q[-1] == '\t'))
+        q--;
+    char before = q > h->read_start ? q[-1] : h->prev_byte;
     if (len && (before == '\n' || before == '\r'))
         return fail(h, 400, "obsolete line folding is not allowed");
     int rc = count_head(h, len);
@@ -491,6 +496,7 @@ static bool header_is(const http_conn *h, int idx, const char *value)
 static int on_headers_complete(llhttp_t *p)
 {
     http_conn *h = hc(p);
+    h->head_only = p->method == HTTP_HEAD;
     if (p->http_major == 0)
         return fail(h, 400, "HTTP/0.9 requests are not supported");
     route(h);
@@ -527,6 +533,7 @@ static void end_message(http_conn *h)
     }
     obuf_reset(&h->body);
     h->in_message = false;
+    h->head_only = false;
     h->start_ns = 0;
 }
 
@@ -541,7 +548,7 @@ static void dispatch(http_conn *h)
                       .version_minor = h->parser.http_minor,
                       .body = &h->body,
                       .body_len = h->body_len,
-                      .head_only = h->parser.method == HTTP_HEAD};
+                      .head_only = h->head_only};
     const char *q = memchr(h->head, '?', h->url_len);
     r.path = (http_str){h->head, q ? (uint32_t)(q - h->head) : h->url_len};
     if (q)
@@ -626,7 +633,7 @@ static void send_error_and_close(http_conn *h, int status, const char *msg)
         h->route = (int16_t)h->srv->nroutes;
     if (!h->start_ns)
         h->start_ns = uv_hrtime();
-    respond(h, h->parser.method == HTTP_HEAD, status, "application/json", NULL, body, n);
+    respond(h, h->head_only, status, "application/json", NULL, body, n);
     record(h, status);
     end_message(h);
     conn_close_after_flush(h->c);
@@ -668,8 +675,13 @@ static ssize_t http_data(conn *c, const char *data, size_t len)
         snprintf(msg, sizeof msg, "malformed request: %s", llhttp_get_error_reason(&h->parser));
         send_error_and_close(h, 400, msg);
     }
-    if (used)
-        h->prev_byte = data[used - 1];
+    /* The last byte that is not blank, for obs-fold detection across reads. */
+    for (size_t i = used; i > 0; i--) {
+        if (data[i - 1] != ' ' && data[i - 1] != '\t') {
+            h->prev_byte = data[i - 1];
+            break;
+        }
+    }
     return (ssize_t)used;
 }
 

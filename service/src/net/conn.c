@@ -64,6 +64,10 @@ static void on_timer(wheel_timer *t)
         return;
     }
     conn_timeout_kind kind = c->timer_kind;
+    if (kind == CONN_TIMEOUT_IDLE && (c->in_len || (c->flags & CONN_PENDING))) {
+        conn_set_timeout(c, CONN_TIMEOUT_IDLE); /* requests are waiting: not idle */
+        return;
+    }
     NET_STAT_ADD(c->loop->stats.timeouts[kind], 1);
     if (kind == CONN_TIMEOUT_WRITE || (c->flags & CONN_CLOSE_AFTER_FLUSH)) {
         conn_close(c); /* the peer does not read: nothing more to say */
@@ -166,12 +170,21 @@ static void settle(conn *c)
         conn_close(c);
         return;
     }
+    if (c->loop->draining && c->phase == CONN_TIMEOUT_IDLE && c->in_len == 0) {
+        conn_close(c); /* became idle during the drain (its response was in flight) */
+        return;
+    }
     if (c->in_len == 0 || !(c->flags & CONN_YIELDED))
         start_reading(c);
 }
 
 static void process(conn *c, const char *data, size_t len)
 {
+    if (c->flags & (CONN_CLOSE_AFTER_FLUSH | CONN_SHUTDOWN)) {
+        release_input(c); /* ending: what the peer sent after the last response is dropped */
+        settle(c);
+        return;
+    }
     c->flags |= CONN_IN_DATA;
     c->flags &= ~CONN_YIELDED;
     ssize_t used = c->proto->on_data(c, data, len);
@@ -337,21 +350,29 @@ static void on_write(uv_write_t *req, int status)
     }
     obuf_consume(&c->out, n);
     NET_STAT_ADD(c->loop->stats.bytes_out, n);
+    /* Below the low-water mark, paused work resumes while the rest is still being written. */
+    bool resume =
+        (c->flags & CONN_OUT_PAUSED) && c->out.pending <= config_of(c)->out_high_water / 2;
+    if (resume) {
+        c->flags &= ~CONN_OUT_PAUSED;
+        if (c->in_len)
+            net_loop_add_pending(c->loop, c);
+    }
     if (c->out.pending) {
         flush(c); /* progress: the write timeout starts over */
         if (c->inflight || (c->flags & CONN_CLOSING))
             return;
     }
-    if (!(c->flags & CONN_SHUTDOWN) && c->out.pending == 0)
-        arm(c, c->phase, c->phase_deadline);
-    if ((c->flags & CONN_OUT_PAUSED) && c->out.pending <= config_of(c)->out_high_water / 2) {
-        c->flags &= ~CONN_OUT_PAUSED;
-        if (c->in_len) {
-            net_loop_add_pending(c->loop, c);
-            return;
-        }
+    if (!(c->flags & CONN_SHUTDOWN) && c->out.pending == 0) {
+        /* A keep-alive connection is idle from now on, not from when its last request ended
+         * (a long response would otherwise end in an instant close); a request head keeps its
+         * original deadline. */
+        if (c->phase == CONN_TIMEOUT_IDLE)
+            conn_set_timeout(c, CONN_TIMEOUT_IDLE);
+        else
+            arm(c, c->phase, c->phase_deadline);
     }
-    if (!(c->flags & CONN_OUT_PAUSED))
+    if (!(c->flags & (CONN_OUT_PAUSED | CONN_PENDING)))
         settle(c);
 }
 

@@ -47,6 +47,10 @@ static int open_listener(const net_config *cfg, const struct sockaddr_storage *s
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0))
         goto fail;
+    /* Accepted sockets inherit TCP_NODELAY from the listener on Linux: one setsockopt per
+     * listener instead of one per connection. */
+    if (cfg->tcp_nodelay && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+        goto fail;
     if (cfg->so_rcvbuf &&
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cfg->so_rcvbuf, sizeof cfg->so_rcvbuf) != 0)
         goto fail;

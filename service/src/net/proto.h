@@ -5,15 +5,16 @@
  *
  *   on_open   a connection was accepted; its state (state_size bytes, zeroed) is ready.
  *   on_data   bytes arrived. Consume what you can, append responses with conn_write*(), and
- *             return how many bytes were consumed: bytes not consumed are kept and offered again
- *             (with whatever arrives next) when the connection resumes, which is how a protocol
- *             yields after max_pipeline requests or stops while output is above the high-water
- *             mark. Return PROTO_CLOSE to close at once (after flushing what was written when
- *             conn_close_after_flush() was used).
- *   on_drain  output fell below the low-water mark after conn_pause_input(); optional.
- *   on_timeout the connection's deadline passed (header, idle or write timeout); the protocol may
- *             write a last response (e.g. 408) — the connection then closes. Optional.
- *   on_close  the connection is going away; release what the state holds. Called exactly once.
+ *             return how many bytes were consumed. Bytes not consumed are kept: after
+ *             conn_yield() (max_pipeline reached, or conn_output_full()) they are offered again
+ *             on a later loop turn, once output is below the low-water mark; otherwise they are
+ *             offered again with the next bytes that arrive (an incomplete message). Return
+ *             PROTO_CLOSE to close at once; conn_close_after_flush() / conn_end_after_flush()
+ *             end the connection after the queued output.
+ *   on_timeout the connection's deadline passed (header or idle timeout); the protocol may write
+ *             a last response (e.g. 408) — the connection then closes. Optional.
+ *   on_close  the connection is going away; release what the state holds. Called exactly once,
+ *             never from inside on_data.
  */
 #ifndef SF_NET_PROTO_H
 #define SF_NET_PROTO_H
