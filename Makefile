@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG    ?= config.json
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run test test-asan test-tsan bench-generator clean
+.PHONY: all deps build run test test-asan test-tsan bench-generator bench-http clean
 
 all: build
 
@@ -32,6 +32,10 @@ test-tsan:
 
 bench-generator: build
 	./$(BUILD)/bench_generator
+
+# snowflaked vs nginx, side by side (installs nginx, wrk, ab if missing); ~5 minutes.
+bench-http: build
+	loadtest/bench_http.sh -d 10 -r 3
 
 clean:
 	rm -rf build build-asan build-tsan
