@@ -1,0 +1,224 @@
+/* Cache store benchmark: memory per item and get/set cost. Prints figures; not a test.
+ *
+ *   bench_store [-n items] [-d ms_per_run]
+ *
+ * Inserts n items (32-byte keys, 100-byte values, default 1,000,000) into a store with room to
+ * spare and reports the process's RSS growth per item (from /proc/self/statm, so it includes the
+ * bucket arrays and malloc's own overhead) next to what the store accounts per item (its size
+ * class). Then the cost of get (hit, random key) and set (replace with a same-size value) on one
+ * thread, and gets / a 90:10 get:set mix on 2 threads, with each lock kind. Keys are formatted
+ * beforehand so the figures are the store's, not snprintf's. */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/store.h"
+
+#define KEY_LEN 32
+#define VAL_LEN 100
+#define NOW     1
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rss_bytes(void)
+{
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%lu %lu", &size, &resident) != 2) {
+        fprintf(stderr, "cannot read /proc/self/statm\n");
+        exit(1);
+    }
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static char *g_keys; /* n keys of KEY_LEN bytes, back to back */
+static char g_val[VAL_LEN];
+
+static const char *key_at(size_t i)
+{
+    return g_keys + i * KEY_LEN;
+}
+
+static cache_store *make_store(cache_lock_kind lk)
+{
+    cache_store_config c = {.max_memory_bytes = UINT64_C(4) << 30, .lock = lk};
+    char err[128];
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    return s;
+}
+
+static int set_key(cache_store *s, size_t i)
+{
+    int err;
+    cache_item *it = cache_item_new(s, key_at(i), KEY_LEN, VAL_LEN, 0, 0, NULL, 0, &err);
+    if (!it)
+        return err;
+    memcpy(cache_item_value_mut(it), g_val, VAL_LEN);
+    return cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, NOW);
+}
+
+static void fill(cache_store *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (set_key(s, i) != CACHE_STORED) {
+            fprintf(stderr, "insert %zu failed\n", i);
+            exit(1);
+        }
+}
+
+static inline uint64_t next_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+typedef struct run {
+    cache_store *s;
+    size_t n;
+    unsigned set_pct; /* share of sets, in percent */
+    uint64_t seed, ops, misses;
+    _Atomic bool *go, *stop;
+    _Atomic int *ready;
+} run;
+
+static void *worker(void *p)
+{
+    run *r = p;
+    uint64_t x = r->seed, ops = 0, misses = 0;
+    atomic_fetch_add(r->ready, 1);
+    while (!atomic_load(r->go)) {
+    }
+    while (!atomic_load_explicit(r->stop, memory_order_relaxed)) {
+        for (int i = 0; i < 256; i++) {
+            uint64_t v = next_rand(&x);
+            size_t k = (size_t)(v % r->n);
+            if ((v >> 40) % 100 < r->set_pct) {
+                misses += set_key(r->s, k) != CACHE_STORED;
+            } else {
+                cache_item *it = cache_get(r->s, key_at(k), KEY_LEN, NOW);
+                misses += it == NULL;
+                cache_item_release(it);
+            }
+        }
+        ops += 256;
+    }
+    r->ops = ops;
+    r->misses = misses;
+    return NULL;
+}
+
+/* ns per operation (wall time / total ops) with `threads` threads for about ms milliseconds. */
+static double measure(cache_store *s, size_t n, int threads, unsigned set_pct, unsigned ms)
+{
+    _Atomic bool go = false, stop = false;
+    _Atomic int ready = 0;
+    pthread_t th[2];
+    run runs[2];
+    for (int t = 0; t < threads; t++) {
+        runs[t] = (run){.s = s,
+                        .n = n,
+                        .set_pct = set_pct,
+                        .seed = 88172645463325252ull + t,
+                        .go = &go,
+                        .stop = &stop,
+                        .ready = &ready};
+        pthread_create(&th[t], NULL, worker, &runs[t]);
+    }
+    while (atomic_load(&ready) < threads) {
+    }
+    uint64_t t0 = mono_ns();
+    atomic_store(&go, true);
+    struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    nanosleep(&d, NULL);
+    atomic_store(&stop, true);
+    uint64_t ops = 0, misses = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(th[t], NULL);
+        ops += runs[t].ops;
+        misses += runs[t].misses;
+    }
+    uint64_t elapsed = mono_ns() - t0;
+    if (misses) {
+        fprintf(stderr, "unexpected misses / failed sets: %llu\n", (unsigned long long)misses);
+        exit(1);
+    }
+    return (double)elapsed / (double)ops;
+}
+
+int main(int argc, char **argv)
+{
+    size_t n = 1000000;
+    unsigned ms = 1000;
+    int opt;
+    while ((opt = getopt(argc, argv, "n:d:")) != -1) {
+        if (opt == 'n')
+            n = (size_t)atol(optarg);
+        else if (opt == 'd')
+            ms = (unsigned)atoi(optarg);
+        else {
+            fprintf(stderr, "usage: %s [-n items] [-d ms_per_run]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (n < 1000 || ms < 10) {
+        fprintf(stderr, "-n must be >= 1000 and -d >= 10\n");
+        return 2;
+    }
+    g_keys = malloc(n * KEY_LEN);
+    for (size_t i = 0; i < n; i++) {
+        char buf[KEY_LEN + 1];
+        snprintf(buf, sizeof buf, "key:%028zu", i);
+        memcpy(g_keys + i * KEY_LEN, buf, KEY_LEN);
+    }
+    memset(g_val, 'v', VAL_LEN);
+
+    uint64_t rss0 = rss_bytes();
+    cache_store *s = make_store(CACHE_LOCK_MUTEX);
+    uint64_t t0 = mono_ns();
+    fill(s, n);
+    uint64_t t1 = mono_ns();
+    uint64_t rss1 = rss_bytes();
+    cache_stats st;
+    cache_store_stats(s, &st);
+    printf("insert %zu items (%d-byte keys, %d-byte values, 64 shards): %.0f ns/insert\n", n,
+           KEY_LEN, VAL_LEN, (double)(t1 - t0) / (double)n);
+    printf("  RSS growth:     %.1f bytes/item (%.1f MiB)\n", (double)(rss1 - rss0) / (double)n,
+           (double)(rss1 - rss0) / (1024.0 * 1024.0));
+    printf("  accounted:      %.1f bytes/item (size class of header + key + value = %zu)\n",
+           (double)st.mem_used / (double)n, cache_store_item_size(s, KEY_LEN, 0, VAL_LEN));
+    printf("  payload:        %d bytes/item; mallocs %llu, resizes %llu\n", KEY_LEN + VAL_LEN,
+           (unsigned long long)st.mallocs, (unsigned long long)st.resizes);
+    cache_store_free(s);
+
+    printf("\nns per operation (wall time / ops; %zu keys, uniform random, all hits):\n", n);
+    printf("  %-6s %10s %10s %12s %16s\n", "lock", "get 1T", "set 1T", "get 2T", "90:10 mix 2T");
+    for (int lk = 0; lk < 2; lk++) {
+        s = make_store((cache_lock_kind)lk);
+        fill(s, n);
+        double g1 = measure(s, n, 1, 0, ms), s1 = measure(s, n, 1, 100, ms),
+               g2 = measure(s, n, 2, 0, ms), m2 = measure(s, n, 2, 10, ms);
+        printf("  %-6s %10.1f %10.1f %12.1f %16.1f\n", lk ? "spin" : "mutex", g1, s1, g2, m2);
+        cache_store_stats(s, &st);
+        cache_store_free(s);
+    }
+    printf("(2T figures are aggregate: 2 threads' ops over the same wall time)\n");
+    free(g_keys);
+    return 0;
+}

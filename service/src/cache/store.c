@@ -1,0 +1,1097 @@
+#include "cache/store.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+#define SMALL_STEP      16u
+#define SMALL_MAX       1024u
+#define LARGE_MAX       (1024u * 1024u)
+#define MAX_CLASSES     112
+#define FREE_PER_CLASS  64
+#define FREE_CAP_MIN    (64u * 1024u)
+#define INITIAL_BUCKETS 16
+/* Buckets moved per operation while resizing: a table of n buckets starts growing at n + 1
+ * items and is done after n / MIGRATE_STEP operations, long before it must grow again. */
+#define MIGRATE_STEP 8
+/* Evictions per lock hold: bounds the time one store stalls the shard's readers. */
+#define EVICT_BATCH 16
+/* Buckets swept per lock hold, for the same reason. */
+#define SWEEP_BATCH 256
+
+struct cache_shard;
+
+struct cache_item {
+    cache_item *h_next; /* hash chain; free-list link once freed */
+    cache_item *lru_prev, *lru_next;
+    struct cache_shard *shard;
+    uint64_t hash;
+    uint64_t cas;
+    uint64_t store_ms;          /* when it was stored (flush_all) */
+    _Atomic uint64_t expiry_ms; /* the one field that changes after storing (touch) */
+    _Atomic uint32_t refs;
+    uint32_t vlen;
+    uint32_t flags;
+    uint8_t klen, ctlen;
+    int8_t cls; /* size class, -1 above the largest (plain malloc) */
+    uint8_t linked : 1, accounted : 1;
+    char data[]; /* key, content type, value */
+};
+
+typedef struct cache_shard {
+    alignas(64) pthread_mutex_t mutex; /* one of the two, by lock_kind */
+    _Atomic int spin;
+    cache_lock_kind lock_kind;
+    unsigned index, hshift; /* hshift = shard bits: bucket index = hash >> hshift */
+    cache_store *store;
+    cache_item **buckets;
+    size_t mask;
+    cache_item **old; /* the previous table while a resize is in progress */
+    size_t old_mask, migrate_pos;
+    cache_item *lru_head, *lru_tail;
+    uint64_t cas_counter;
+    uint64_t flush_at, flush_cas;
+    size_t free_bytes;
+    cache_item *free_list[MAX_CLASSES];
+    uint8_t free_n[MAX_CLASSES];
+    cache_stats stats; /* only the CACHE_STATS_COUNTERS fields */
+} cache_shard;
+
+struct cache_store {
+    cache_shard *shards;
+    unsigned nshards, shard_bits;
+    uint64_t seed;
+    uint64_t max_memory;
+    uint32_t max_item;
+    size_t free_cap; /* per shard */
+    unsigned nclasses;
+    uint32_t class_size[MAX_CLASSES];
+    alignas(64) _Atomic uint64_t used; /* written by every store and final release */
+    alignas(64) _Atomic unsigned evict_rr;
+    _Atomic uint64_t mallocs;
+};
+
+/* ---- small pieces ------------------------------------------------------------------------- */
+
+const char *cache_result_name(int r)
+{
+    static const char *const names[] = {"OK",        "STORED",      "NOT_STORED", "EXISTS",
+                                        "NOT_FOUND", "DELETED",     "TOUCHED",    "TOO_LARGE",
+                                        "NO_MEMORY", "NOT_NUMERIC", "BAD_KEY",    "BAD_ARG"};
+    return r >= 0 && (size_t)r < sizeof names / sizeof names[0] ? names[r] : "?";
+}
+
+bool cache_key_valid(const char *key, size_t klen)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return false;
+    for (size_t i = 0; i < klen; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c < 0x21 || c > 0x7e)
+            return false;
+    }
+    return true;
+}
+
+/* wyhash-style: 64x64->128 multiply, fold the halves. Seeded so clients cannot aim keys at
+ * one chain. */
+static inline uint64_t mum(uint64_t a, uint64_t b)
+{
+    unsigned __int128 r = (unsigned __int128)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+static uint64_t hash_key(uint64_t seed, const char *key, size_t len)
+{
+    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull,
+                   k2 = 0x8ebc6af09c88c6e3ull;
+    uint64_t h = mum(seed ^ k0, len ^ k1), w;
+    for (; len >= 8; key += 8, len -= 8) {
+        memcpy(&w, key, 8);
+        h = mum(h ^ w, k1);
+    }
+    w = 0;
+    memcpy(&w, key, len);
+    return mum(h ^ w ^ k2, k0 ^ (h >> 32));
+}
+
+static void spin_lock(_Atomic int *lock)
+{
+    unsigned spins = 0;
+    for (;;) {
+        if (!atomic_exchange_explicit(lock, 1, memory_order_acquire))
+            return;
+        while (atomic_load_explicit(lock, memory_order_relaxed)) {
+            cpu_relax();
+            /* More runnable threads than cores: let a preempted holder run. */
+            if (++spins % 1024 == 0)
+                sched_yield();
+        }
+    }
+}
+
+static inline void lock(cache_shard *sh)
+{
+    if (sh->lock_kind == CACHE_LOCK_SPIN)
+        spin_lock(&sh->spin);
+    else
+        pthread_mutex_lock(&sh->mutex);
+}
+
+static inline void unlock(cache_shard *sh)
+{
+    if (sh->lock_kind == CACHE_LOCK_SPIN)
+        atomic_store_explicit(&sh->spin, 0, memory_order_release);
+    else
+        pthread_mutex_unlock(&sh->mutex);
+}
+
+static inline cache_shard *shard_for(const cache_store *s, uint64_t h)
+{
+    return &s->shards[h & (s->nshards - 1)];
+}
+
+/* ---- sizes and memory --------------------------------------------------------------------- */
+
+static unsigned build_classes(uint32_t *sz)
+{
+    unsigned n = 0;
+    for (uint32_t c = SMALL_STEP; c <= SMALL_MAX; c += SMALL_STEP)
+        sz[n++] = c;
+    for (uint32_t c = SMALL_MAX; c < LARGE_MAX;) {
+        c = (c + c / 4 + SMALL_STEP - 1) & ~(SMALL_STEP - 1);
+        sz[n++] = c < LARGE_MAX ? c : LARGE_MAX;
+    }
+    return n;
+}
+
+static int class_of(const cache_store *s, size_t size)
+{
+    if (size <= SMALL_MAX)
+        return (int)((size + SMALL_STEP - 1) / SMALL_STEP) - 1;
+    if (size > LARGE_MAX)
+        return -1;
+    unsigned lo = SMALL_MAX / SMALL_STEP, hi = s->nclasses - 1; /* first class >= size */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (s->class_size[mid] >= size)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return (int)lo;
+}
+
+static inline size_t raw_size(size_t klen, size_t ctlen, size_t vlen)
+{
+    return sizeof(cache_item) + klen + ctlen + vlen;
+}
+
+static size_t footprint(const cache_store *s, size_t raw)
+{
+    int cls = class_of(s, raw);
+    return cls >= 0 ? s->class_size[cls] : raw;
+}
+
+static size_t item_bytes(const cache_item *it)
+{
+    const cache_store *s = it->shard->store;
+    return it->cls >= 0 ? s->class_size[it->cls] : raw_size(it->klen, it->ctlen, it->vlen);
+}
+
+/* The shard's free list first, so a steady same-size workload never reaches malloc. */
+static cache_item *item_alloc(cache_shard *sh, int cls, size_t raw)
+{
+    cache_store *s = sh->store;
+    if (cls >= 0) {
+        lock(sh);
+        cache_item *it = sh->free_list[cls];
+        if (it) {
+            sh->free_list[cls] = it->h_next;
+            sh->free_n[cls]--;
+            sh->free_bytes -= s->class_size[cls];
+        }
+        unlock(sh);
+        if (it)
+            return it;
+    }
+    cache_item *it = malloc(cls >= 0 ? s->class_size[cls] : raw);
+    if (it)
+        atomic_fetch_add_explicit(&s->mallocs, 1, memory_order_relaxed);
+    return it;
+}
+
+/* Last reference gone (caller holds sh's lock): give back the reservation, keep the memory
+ * for the next item of its class unless the free list is full. */
+static void item_free_locked(cache_shard *sh, cache_item *it)
+{
+    cache_store *s = sh->store;
+    size_t bytes = item_bytes(it);
+    if (it->accounted)
+        atomic_fetch_sub_explicit(&s->used, bytes, memory_order_relaxed);
+    int cls = it->cls;
+    if (cls >= 0 && sh->free_n[cls] < FREE_PER_CLASS && sh->free_bytes + bytes <= s->free_cap) {
+        it->h_next = sh->free_list[cls];
+        sh->free_list[cls] = it;
+        sh->free_n[cls]++;
+        sh->free_bytes += bytes;
+        return;
+    }
+    free(it);
+}
+
+static void item_unref_locked(cache_shard *sh, cache_item *it)
+{
+    if (atomic_fetch_sub_explicit(&it->refs, 1, memory_order_acq_rel) == 1)
+        item_free_locked(sh, it);
+}
+
+void cache_item_release(cache_item *it)
+{
+    if (!it || atomic_fetch_sub_explicit(&it->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    cache_shard *sh = it->shard;
+    lock(sh);
+    item_free_locked(sh, it);
+    unlock(sh);
+}
+
+/* ---- table and LRU (caller holds the shard's lock) ---------------------------------------- */
+
+static void lru_remove(cache_shard *sh, cache_item *it)
+{
+    if (it->lru_prev)
+        it->lru_prev->lru_next = it->lru_next;
+    else
+        sh->lru_head = it->lru_next;
+    if (it->lru_next)
+        it->lru_next->lru_prev = it->lru_prev;
+    else
+        sh->lru_tail = it->lru_prev;
+}
+
+static void lru_push(cache_shard *sh, cache_item *it)
+{
+    it->lru_prev = NULL;
+    it->lru_next = sh->lru_head;
+    if (sh->lru_head)
+        sh->lru_head->lru_prev = it;
+    else
+        sh->lru_tail = it;
+    sh->lru_head = it;
+}
+
+static void lru_bump(cache_shard *sh, cache_item *it)
+{
+    if (sh->lru_head != it) {
+        lru_remove(sh, it);
+        lru_push(sh, it);
+    }
+}
+
+/* Moves the next few buckets of the old table; frees it when the last one has moved. */
+static void migrate_step(cache_shard *sh)
+{
+    if (!sh->old)
+        return;
+    size_t n = sh->old_mask + 1, end = sh->migrate_pos + MIGRATE_STEP;
+    if (end > n)
+        end = n;
+    for (size_t i = sh->migrate_pos; i < end; i++) {
+        for (cache_item *it = sh->old[i], *next; it; it = next) {
+            next = it->h_next;
+            cache_item **b = &sh->buckets[(it->hash >> sh->hshift) & sh->mask];
+            it->h_next = *b;
+            *b = it;
+        }
+        sh->old[i] = NULL; /* lookups still scan the old table: keep it consistent */
+    }
+    sh->migrate_pos = end;
+    if (end == n) {
+        free(sh->old);
+        sh->old = NULL;
+    }
+}
+
+static void maybe_grow(cache_shard *sh)
+{
+    if (sh->old || sh->stats.curr_items <= sh->mask + 1)
+        return;
+    size_t n = (sh->mask + 1) * 2;
+    cache_item **b = calloc(n, sizeof *b);
+    if (!b)
+        return; /* longer chains for now; retried on the next insert */
+    atomic_fetch_add_explicit(&sh->store->mallocs, 1, memory_order_relaxed);
+    sh->old = sh->buckets;
+    sh->old_mask = sh->mask;
+    sh->migrate_pos = 0;
+    sh->buckets = b;
+    sh->mask = n - 1;
+    sh->stats.resizes++;
+}
+
+/* The link pointing at the item with this key, in the new table or the old one, or NULL. */
+static cache_item **find_link(cache_shard *sh, uint64_t h, const char *key, size_t klen)
+{
+    cache_item **tabs[2] = {sh->buckets, sh->old};
+    size_t masks[2] = {sh->mask, sh->old_mask};
+    for (int t = 0; t < 2 && tabs[t]; t++) {
+        for (cache_item **pp = &tabs[t][(h >> sh->hshift) & masks[t]]; *pp; pp = &(*pp)->h_next) {
+            const cache_item *it = *pp;
+            if (it->hash == h && it->klen == klen && memcmp(it->data, key, klen) == 0)
+                return pp;
+        }
+    }
+    return NULL;
+}
+
+/* Unlinks *pp from the table and the LRU; the table's reference is the caller's to drop. */
+static cache_item *detach(cache_shard *sh, cache_item **pp)
+{
+    cache_item *it = *pp;
+    *pp = it->h_next;
+    lru_remove(sh, it);
+    it->linked = 0;
+    sh->stats.curr_items--;
+    sh->stats.bytes -= item_bytes(it);
+    return it;
+}
+
+static uint64_t next_cas(cache_shard *sh)
+{
+    return (++sh->cas_counter << sh->hshift) | sh->index;
+}
+
+static void link_item(cache_shard *sh, cache_item *it, uint64_t now)
+{
+    it->cas = next_cas(sh);
+    it->store_ms = now;
+    cache_item **b = &sh->buckets[(it->hash >> sh->hshift) & sh->mask];
+    it->h_next = *b;
+    *b = it;
+    lru_push(sh, it);
+    it->linked = 1;
+    sh->stats.curr_items++;
+    sh->stats.bytes += item_bytes(it);
+    maybe_grow(sh);
+}
+
+static inline bool is_expired(const cache_item *it, uint64_t now)
+{
+    uint64_t e = atomic_load_explicit(&it->expiry_ms, memory_order_relaxed);
+    return e != 0 && now >= e;
+}
+
+/* Stored before the flush time, or in its millisecond but before the flush call (the CAS
+ * horizon settles the tie, so a set right after an immediate flush survives). */
+static inline bool is_flushed(const cache_shard *sh, const cache_item *it, uint64_t now)
+{
+    return sh->flush_at != 0 && now >= sh->flush_at &&
+           (it->store_ms < sh->flush_at ||
+            (it->store_ms == sh->flush_at && it->cas <= sh->flush_cas));
+}
+
+/* Unlinks *pp if it is expired or flushed (counted as `swept` or lazy); true if it did. */
+static bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
+{
+    cache_item *it = *pp;
+    if (is_expired(it, now)) {
+        if (swept)
+            sh->stats.expired_swept++;
+        else
+            sh->stats.expired_lazy++;
+    } else if (is_flushed(sh, it, now)) {
+        sh->stats.flushed++;
+    } else {
+        return false;
+    }
+    detach(sh, pp);
+    item_unref_locked(sh, it);
+    return true;
+}
+
+/* The link to the live item for the key, or NULL (a dead one met on the way is unlinked).
+ * Also advances a resize in progress: every operation pays a little of it. */
+static cache_item **find_live(cache_shard *sh, uint64_t h, const char *key, size_t klen,
+                              uint64_t now)
+{
+    migrate_step(sh);
+    cache_item **pp = find_link(sh, h, key, klen);
+    if (pp && reap(sh, pp, now, false))
+        return NULL;
+    return pp;
+}
+
+/* Puts `it` in place of *old_pp (NULL: no previous item). */
+static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t now)
+{
+    if (old_pp)
+        item_unref_locked(sh, detach(sh, old_pp));
+    link_item(sh, it, now);
+}
+
+/* ---- eviction ------------------------------------------------------------------------------ */
+
+static inline bool over_limit(cache_store *s)
+{
+    return atomic_load_explicit(&s->used, memory_order_relaxed) > s->max_memory;
+}
+
+/* Evicts LRU tails of one shard while the store is over its limit; returns how many. An
+ * evicted item still referenced by a reader keeps its memory until released, so this may
+ * unlink several items without getting under the limit. */
+static unsigned evict_from(cache_shard *sh)
+{
+    unsigned n = 0;
+    lock(sh);
+    while (n < EVICT_BATCH && sh->lru_tail && over_limit(sh->store)) {
+        cache_item *it = sh->lru_tail;
+        cache_item **pp = find_link(sh, it->hash, it->data, it->klen);
+        item_unref_locked(sh, detach(sh, pp));
+        sh->stats.evictions++;
+        n++;
+    }
+    unlock(sh);
+    return n;
+}
+
+/* Own shard first (its LRU order is the most meaningful for the key being written), then the
+ * others round robin. One lock at a time, so stores in different shards cannot deadlock. */
+static bool evict_until_fits(cache_store *s, cache_shard *home)
+{
+    while (over_limit(s) && evict_from(home) > 0) {
+    }
+    for (;;) {
+        bool progress = false;
+        for (unsigned i = 0; i < s->nshards; i++) {
+            if (!over_limit(s))
+                return true;
+            unsigned k = atomic_fetch_add_explicit(&s->evict_rr, 1, memory_order_relaxed);
+            progress |= evict_from(&s->shards[k & (s->nshards - 1)]) > 0;
+        }
+        if (!over_limit(s))
+            return true;
+        if (!progress)
+            return false; /* everything left is pinned by readers, or in flight */
+    }
+}
+
+/* Reserves the item's bytes; on failure the item is still marked accounted, so releasing it
+ * gives the reservation back. */
+static int reserve(cache_store *s, cache_item *it)
+{
+    size_t bytes = item_bytes(it);
+    if (bytes > s->max_memory)
+        return CACHE_TOO_LARGE;
+    atomic_fetch_add_explicit(&s->used, bytes, memory_order_relaxed);
+    it->accounted = 1;
+    if (!over_limit(s) || evict_until_fits(s, it->shard))
+        return CACHE_OK;
+    return CACHE_NO_MEMORY;
+}
+
+/* ---- store lifecycle ----------------------------------------------------------------------- */
+
+static uint64_t default_seed(const void *p)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return mum((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30), (uint64_t)(uintptr_t)p | 1);
+}
+
+static int shard_init(cache_store *s, cache_shard *sh, unsigned index, cache_lock_kind kind)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->buckets = calloc(INITIAL_BUCKETS, sizeof *sh->buckets);
+    if (!sh->buckets)
+        return -1;
+    atomic_fetch_add_explicit(&s->mallocs, 1, memory_order_relaxed);
+    pthread_mutex_init(&sh->mutex, NULL);
+    atomic_init(&sh->spin, 0);
+    sh->lock_kind = kind;
+    sh->index = index;
+    sh->hshift = s->shard_bits;
+    sh->store = s;
+    sh->mask = INITIAL_BUCKETS - 1;
+    return 0;
+}
+
+static const char *check_config(const cache_store_config *c, unsigned shards)
+{
+    if (c->max_memory_bytes == 0)
+        return "max_memory_bytes must be > 0";
+    if (shards == 0 || (shards & (shards - 1)) || shards > CACHE_MAX_SHARDS)
+        return "shards must be a power of two <= 4096";
+    if (c->lock != CACHE_LOCK_MUTEX && c->lock != CACHE_LOCK_SPIN)
+        return "unknown lock kind";
+    return NULL;
+}
+
+cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errlen)
+{
+    unsigned shards = c->shards ? c->shards : CACHE_DEFAULT_SHARDS;
+    const char *why = check_config(c, shards);
+    if (why) {
+        snprintf(err, errlen, "cache: %s", why);
+        return NULL;
+    }
+    cache_store *s = aligned_alloc(64, sizeof *s);
+    cache_shard *sh = aligned_alloc(64, sizeof *sh * shards);
+    if (!s || !sh) {
+        free(s);
+        free(sh);
+        snprintf(err, errlen, "cache: out of memory");
+        return NULL;
+    }
+    memset(s, 0, sizeof *s);
+    s->shards = sh;
+    s->shard_bits = (unsigned)__builtin_ctz(shards);
+    s->seed = c->seed ? c->seed : default_seed(s);
+    s->max_memory = c->max_memory_bytes;
+    s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
+    s->nclasses = build_classes(s->class_size);
+    uint64_t cap = c->max_memory_bytes / 16 / shards;
+    s->free_cap = cap > FREE_CAP_MIN ? (size_t)cap : FREE_CAP_MIN;
+    atomic_init(&s->used, 0);
+    atomic_init(&s->evict_rr, 0);
+    atomic_init(&s->mallocs, 0);
+    for (unsigned i = 0; i < shards; i++) {
+        if (shard_init(s, &sh[i], i, c->lock) != 0) {
+            s->nshards = i;
+            cache_store_free(s);
+            snprintf(err, errlen, "cache: out of memory");
+            return NULL;
+        }
+    }
+    s->nshards = shards;
+    return s;
+}
+
+void cache_store_free(cache_store *s)
+{
+    if (!s)
+        return;
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        for (cache_item *it = sh->lru_head, *next; it; it = next) {
+            next = it->lru_next;
+            free(it);
+        }
+        for (unsigned c = 0; c < MAX_CLASSES; c++)
+            for (cache_item *it = sh->free_list[c], *next; it; it = next) {
+                next = it->h_next;
+                free(it);
+            }
+        free(sh->buckets);
+        free(sh->old);
+        pthread_mutex_destroy(&sh->mutex);
+    }
+    free(s->shards);
+    free(s);
+}
+
+/* ---- items --------------------------------------------------------------------------------- */
+
+const char *cache_item_key(const cache_item *it)
+{
+    return it->data;
+}
+size_t cache_item_klen(const cache_item *it)
+{
+    return it->klen;
+}
+const char *cache_item_value(const cache_item *it)
+{
+    return it->data + it->klen + it->ctlen;
+}
+size_t cache_item_vlen(const cache_item *it)
+{
+    return it->vlen;
+}
+uint32_t cache_item_flags(const cache_item *it)
+{
+    return it->flags;
+}
+uint64_t cache_item_cas(const cache_item *it)
+{
+    return it->cas;
+}
+size_t cache_item_size(const cache_item *it)
+{
+    return item_bytes(it);
+}
+char *cache_item_value_mut(cache_item *it)
+{
+    return it->data + it->klen + it->ctlen;
+}
+
+uint64_t cache_item_expiry(const cache_item *it)
+{
+    return atomic_load_explicit(&it->expiry_ms, memory_order_relaxed);
+}
+
+const char *cache_item_ctype(const cache_item *it, size_t *len)
+{
+    *len = it->ctlen;
+    return it->data + it->klen;
+}
+
+/* An unlinked item with one reference, header and key filled; arguments already validated. */
+static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t klen, size_t vlen,
+                             uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctlen,
+                             int *err)
+{
+    size_t raw = raw_size(klen, ctlen, vlen);
+    if (vlen > s->max_item || footprint(s, raw) > s->max_memory) {
+        *err = CACHE_TOO_LARGE;
+        return NULL;
+    }
+    cache_shard *sh = shard_for(s, h);
+    int cls = class_of(s, raw);
+    cache_item *it = item_alloc(sh, cls, raw);
+    if (!it) {
+        *err = CACHE_NO_MEMORY;
+        return NULL;
+    }
+    memset(it, 0, sizeof *it);
+    it->shard = sh;
+    it->hash = h;
+    atomic_init(&it->expiry_ms, expiry_ms);
+    atomic_init(&it->refs, 1);
+    it->vlen = (uint32_t)vlen;
+    it->flags = flags;
+    it->klen = (uint8_t)klen;
+    it->ctlen = (uint8_t)ctlen;
+    it->cls = (int8_t)cls;
+    memcpy(it->data, key, klen);
+    if (ctlen)
+        memcpy(it->data + klen, ctype, ctlen);
+    *err = CACHE_OK;
+    return it;
+}
+
+cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
+                           uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
+                           int *err)
+{
+    if (!cache_key_valid(key, klen)) {
+        *err = CACHE_BAD_KEY;
+        return NULL;
+    }
+    if (ctype_len > CACHE_CTYPE_MAX || (ctype_len && !ctype)) {
+        *err = CACHE_BAD_ARG;
+        return NULL;
+    }
+    return item_make(s, hash_key(s->seed, key, klen), key, klen, vlen, flags, expiry_ms, ctype,
+                     ctype_len, err);
+}
+
+/* ---- writes -------------------------------------------------------------------------------- */
+
+static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, uint64_t cas_in)
+{
+    switch (mode) {
+    case CACHE_MODE_SET: return CACHE_STORED;
+    case CACHE_MODE_ADD: return old ? CACHE_NOT_STORED : CACHE_STORED;
+    case CACHE_MODE_REPLACE: return old ? CACHE_STORED : CACHE_NOT_STORED;
+    case CACHE_MODE_CAS:
+        if (!old) {
+            sh->stats.cas_misses++;
+            return CACHE_NOT_FOUND;
+        }
+        if (old->cas != cas_in) {
+            sh->stats.cas_badval++;
+            return CACHE_EXISTS;
+        }
+        sh->stats.cas_hits++;
+        return CACHE_STORED;
+    default: return CACHE_BAD_ARG;
+    }
+}
+
+/* Links `n` in place of `old` if `old` is still the key's live item, bumping *counter (a field of
+ * the shard's stats) and setting *cas_out under the lock; false if the key changed meanwhile
+ * (the caller rebuilds from the newer item). */
+static bool swap_if_current(cache_shard *sh, cache_item *old, cache_item *n, uint64_t now,
+                            uint64_t *counter, uint64_t *cas_out)
+{
+    lock(sh);
+    cache_item **pp = find_live(sh, old->hash, old->data, old->klen, now);
+    bool same = pp && *pp == old;
+    if (same) {
+        replace_locked(sh, pp, n, now);
+        (*counter)++;
+        if (cas_out)
+            *cas_out = n->cas;
+    }
+    unlock(sh);
+    return same;
+}
+
+/* The key's live item with a reference taken, or NULL. */
+static cache_item *get_ref(cache_shard *sh, uint64_t h, const char *key, size_t klen, uint64_t now)
+{
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now);
+    cache_item *it = pp ? *pp : NULL;
+    if (it)
+        atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+    unlock(sh);
+    return it;
+}
+
+static cache_item *build_concat(cache_store *s, const cache_item *old, const cache_item *add,
+                                bool append, int *err)
+{
+    size_t ctlen;
+    const char *ctype = cache_item_ctype(old, &ctlen);
+    size_t ov = old->vlen, av = add->vlen;
+    cache_item *n = item_make(s, old->hash, old->data, old->klen, ov + av, old->flags,
+                              cache_item_expiry(old), ctype, ctlen, err);
+    if (n) {
+        char *v = cache_item_value_mut(n);
+        memcpy(v + (append ? 0 : av), cache_item_value(old), ov);
+        memcpy(v + (append ? ov : 0), cache_item_value(add), av);
+    }
+    return n;
+}
+
+/* Append/prepend: build old+new outside the lock, swap it in if the old item is still current,
+ * otherwise start over from the newer value. */
+static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *cas_out,
+                        uint64_t now)
+{
+    cache_shard *sh = add->shard;
+    for (;;) {
+        cache_item *old = get_ref(sh, add->hash, add->data, add->klen, now);
+        if (!old) {
+            cache_item_release(add);
+            return CACHE_NOT_STORED;
+        }
+        int rc;
+        cache_item *n = build_concat(s, old, add, append, &rc);
+        if (n)
+            rc = reserve(s, n);
+        if (rc == CACHE_OK && swap_if_current(sh, old, n, now, &sh->stats.sets, cas_out)) {
+            cache_item_release(old);
+            cache_item_release(add);
+            return CACHE_STORED;
+        }
+        cache_item_release(n);
+        cache_item_release(old);
+        if (rc != CACHE_OK) {
+            cache_item_release(add);
+            return rc;
+        }
+    }
+}
+
+int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                     uint64_t *cas_out, uint64_t now_ms)
+{
+    if (mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND)
+        return store_concat(s, it, mode == CACHE_MODE_APPEND, cas_out, now_ms);
+    if ((unsigned)mode > CACHE_MODE_CAS) {
+        cache_item_release(it);
+        return CACHE_BAD_ARG;
+    }
+    /* Reserve first (eviction takes other shards' locks, never with ours held), then decide. */
+    int rc = reserve(s, it);
+    if (rc != CACHE_OK) {
+        cache_item_release(it);
+        return rc;
+    }
+    cache_shard *sh = it->shard;
+    lock(sh);
+    cache_item **pp = find_live(sh, it->hash, it->data, it->klen, now_ms);
+    rc = mode_check(sh, pp ? *pp : NULL, mode, cas_in);
+    if (rc == CACHE_STORED) {
+        replace_locked(sh, pp, it, now_ms);
+        sh->stats.sets++;
+        if (cas_out)
+            *cas_out = it->cas;
+    }
+    unlock(sh);
+    if (rc != CACHE_STORED)
+        cache_item_release(it);
+    return rc;
+}
+
+int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return CACHE_NOT_FOUND;
+    uint64_t h = hash_key(s->seed, key, klen);
+    cache_shard *sh = shard_for(s, h);
+    int rc;
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now_ms);
+    if (!pp) {
+        sh->stats.delete_misses++;
+        rc = CACHE_NOT_FOUND;
+    } else if (cas_in && (*pp)->cas != cas_in) {
+        rc = CACHE_EXISTS;
+    } else {
+        item_unref_locked(sh, detach(sh, pp));
+        sh->stats.delete_hits++;
+        rc = CACHE_DELETED;
+    }
+    unlock(sh);
+    return rc;
+}
+
+int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return CACHE_NOT_FOUND;
+    uint64_t h = hash_key(s->seed, key, klen);
+    cache_shard *sh = shard_for(s, h);
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now_ms);
+    if (pp) {
+        atomic_store_explicit(&(*pp)->expiry_ms, expiry_ms, memory_order_relaxed);
+        lru_bump(sh, *pp);
+        sh->stats.touch_hits++;
+    } else {
+        sh->stats.touch_misses++;
+    }
+    unlock(sh);
+    return pp ? CACHE_TOUCHED : CACHE_NOT_FOUND;
+}
+
+/* 1..20 decimal digits, no sign, no spaces, at most 2^64-1. */
+static bool parse_u64(const char *p, size_t n, uint64_t *out)
+{
+    if (n == 0 || n > 20)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = (unsigned char)p[i] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static size_t fmt_u64(char *buf, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Under the lock: computes the new value of *pp into buf. */
+static int incr_compute(const cache_item *it, uint64_t delta, bool decr, uint64_t *v, char *buf,
+                        size_t *len)
+{
+    uint64_t cur;
+    if (!parse_u64(cache_item_value(it), it->vlen, &cur))
+        return CACHE_NOT_NUMERIC;
+    *v = decr ? (delta > cur ? 0 : cur - delta) : cur + delta; /* incr wraps, as memcached */
+    *len = fmt_u64(buf, *v);
+    return CACHE_OK;
+}
+
+int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, bool decr,
+               uint64_t *out, uint64_t now_ms)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return CACHE_NOT_FOUND;
+    uint64_t h = hash_key(s->seed, key, klen);
+    cache_shard *sh = shard_for(s, h);
+    for (;;) {
+        lock(sh);
+        uint64_t *hits = decr ? &sh->stats.decr_hits : &sh->stats.incr_hits;
+        cache_item **pp = find_live(sh, h, key, klen, now_ms);
+        if (!pp) {
+            (*(decr ? &sh->stats.decr_misses : &sh->stats.incr_misses))++;
+            unlock(sh);
+            return CACHE_NOT_FOUND;
+        }
+        cache_item *old = *pp;
+        char buf[20];
+        size_t len;
+        uint64_t v;
+        int rc = incr_compute(old, delta, decr, &v, buf, &len);
+        if (rc != CACHE_OK) {
+            unlock(sh);
+            return rc;
+        }
+        /* Only the table holds it and new references need this lock: nobody can watch the
+         * change, so "immutable once stored" still holds for every reader. The acquire pairs
+         * with the readers' releases: their reads of the old value come first. */
+        if (len == old->vlen && atomic_load_explicit(&old->refs, memory_order_acquire) == 1) {
+            memcpy(cache_item_value_mut(old), buf, len);
+            old->cas = next_cas(sh);
+            old->store_ms = now_ms;
+            lru_bump(sh, old);
+            (*hits)++;
+            unlock(sh);
+            *out = v;
+            return CACHE_OK;
+        }
+        /* Length changed, or readers hold the item: build a new one outside the lock. */
+        atomic_fetch_add_explicit(&old->refs, 1, memory_order_relaxed);
+        unlock(sh);
+        size_t ctlen;
+        const char *ctype = cache_item_ctype(old, &ctlen);
+        cache_item *n =
+            item_make(s, h, key, klen, len, old->flags, cache_item_expiry(old), ctype, ctlen, &rc);
+        if (n) {
+            memcpy(cache_item_value_mut(n), buf, len);
+            rc = reserve(s, n);
+        }
+        if (rc == CACHE_OK && swap_if_current(sh, old, n, now_ms, hits, NULL)) {
+            cache_item_release(old);
+            *out = v;
+            return CACHE_OK;
+        }
+        cache_item_release(n);
+        cache_item_release(old);
+        if (rc != CACHE_OK)
+            return rc;
+    }
+}
+
+void cache_flush_all(cache_store *s, uint64_t at_ms)
+{
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        lock(sh);
+        sh->flush_at = at_ms;
+        sh->flush_cas = (sh->cas_counter << sh->hshift) | sh->index;
+        unlock(sh);
+    }
+}
+
+/* ---- reads --------------------------------------------------------------------------------- */
+
+cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return NULL;
+    uint64_t h = hash_key(s->seed, key, klen);
+    cache_shard *sh = shard_for(s, h);
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now_ms);
+    cache_item *it = NULL;
+    if (pp) {
+        it = *pp;
+        atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+        lru_bump(sh, it);
+        sh->stats.get_hits++;
+    } else {
+        sh->stats.get_misses++;
+    }
+    unlock(sh);
+    return it;
+}
+
+/* ---- upkeep -------------------------------------------------------------------------------- */
+
+static size_t sweep_chain(cache_shard *sh, cache_item **pp, uint64_t now)
+{
+    size_t n = 0;
+    while (*pp) {
+        if (reap(sh, pp, now, true))
+            n++;
+        else
+            pp = &(*pp)->h_next;
+    }
+    return n;
+}
+
+/* The cursor is (shard << pos_bits) | bucket position: one shard's buckets in a row, so a
+ * lock hold covers many buckets. */
+size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64_t now_ms)
+{
+    const unsigned pos_bits = 32 - s->shard_bits;
+    const uint64_t pos_mask = (UINT64_C(1) << pos_bits) - 1;
+    unsigned shard = (unsigned)((uint64_t)*cursor >> pos_bits) & (s->nshards - 1);
+    size_t pos = (size_t)(*cursor & pos_mask), reclaimed = 0;
+    while (budget > 0) {
+        cache_shard *sh = &s->shards[shard];
+        size_t k = 0;
+        lock(sh);
+        size_t n = sh->mask + 1, on = sh->old ? sh->old_mask + 1 : 0;
+        size_t end = n > on ? n : on;
+        for (; pos < end && k < budget && k < SWEEP_BATCH; pos++, k++) {
+            if (pos < n)
+                reclaimed += sweep_chain(sh, &sh->buckets[pos], now_ms);
+            if (pos < on)
+                reclaimed += sweep_chain(sh, &sh->old[pos], now_ms);
+        }
+        unlock(sh);
+        budget -= k ? k : 1; /* a visit past the end still costs, so the loop ends */
+        if (pos >= end) {
+            shard = (shard + 1) & (s->nshards - 1);
+            pos = 0;
+        }
+    }
+    *cursor = (unsigned)(((uint64_t)shard << pos_bits) | pos);
+    return reclaimed;
+}
+
+void cache_store_stats(cache_store *s, cache_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        lock(sh);
+#define CACHE_STATS_ADD(name) out->name += sh->stats.name;
+        CACHE_STATS_COUNTERS(CACHE_STATS_ADD)
+#undef CACHE_STATS_ADD
+        out->free_bytes += sh->free_bytes;
+        unlock(sh);
+    }
+    out->mem_used = atomic_load_explicit(&s->used, memory_order_relaxed);
+    out->mem_limit = s->max_memory;
+    out->mallocs = atomic_load_explicit(&s->mallocs, memory_order_relaxed);
+}
+
+size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen)
+{
+    return footprint(s, raw_size(klen, ctype_len, vlen));
+}
+
+unsigned cache_store_shard_of(const cache_store *s, const char *key, size_t klen)
+{
+    return (unsigned)(hash_key(s->seed, key, klen) & (s->nshards - 1));
+}
+
+unsigned cache_store_shards(const cache_store *s)
+{
+    return s->nshards;
+}
+
+void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *out)
+{
+    cache_shard *sh = &s->shards[shard & (s->nshards - 1)];
+    lock(sh);
+    out->items = sh->stats.curr_items;
+    out->buckets = sh->mask + 1;
+    out->old_buckets = sh->old ? sh->old_mask + 1 : 0;
+    out->migrated = sh->old ? sh->migrate_pos : 0;
+    unlock(sh);
+}

@@ -1,0 +1,207 @@
+/* Cache store: the core of a memcached-class key/value cache. No I/O, no libuv; the HTTP and
+ * memcached-protocol handlers sit on top of it.
+ *
+ * Shape. Keys hash (seeded 64-bit hash) to one of `shards` shards (a power of two). Each shard
+ * has its own lock (mutex, or a test-and-test-and-set spinlock with PAUSE and a sched_yield every
+ * 1024 spins), its own chained hash table and its own LRU list (most recent at the head; a hit
+ * moves the item there). Tables double at load factor 1 by INCREMENTAL resize: old and new bucket
+ * arrays live side by side and every operation on the shard moves a few buckets, so no call ever
+ * pays for a whole rehash. Tables never shrink.
+ *
+ * Items. One allocation each: header, key (1..250 bytes of 0x21..0x7e, the memcached rule:
+ * cache_key_valid), optional content type (<= 127 bytes, for HTTP), value (<= max_item_bytes).
+ * A stored item is immutable (touch changes only its expiry, atomically) and reference counted:
+ * cache_get returns a referenced item that stays valid, unchanged, until cache_item_release,
+ * whatever happens to the key meanwhile (replace, delete, eviction, flush).
+ *
+ * Writing. cache_item_new allocates an item whose value the caller fills (cache_item_value_mut)
+ * across as many network reads as it takes; cache_store_item then stores it under a mode. The
+ * store takes the caller's reference in every case: on success the item is linked, otherwise
+ * released. The caller must not touch it afterwards.
+ *   SET      always                               -> STORED
+ *   ADD      key absent (or expired / flushed)    -> STORED, else NOT_STORED
+ *   REPLACE  key present                          -> STORED, else NOT_STORED
+ *   APPEND / PREPEND  key present: a new item old+new (old flags, expiry and content type; the
+ *            passed item's flags/expiry are ignored) -> STORED, else NOT_STORED
+ *   CAS      present and cas matches -> STORED; present, other cas -> EXISTS; absent -> NOT_FOUND
+ * Any mode may also fail with TOO_LARGE (value > max_item_bytes, or item > max_memory_bytes)
+ * or NO_MEMORY (nothing left to evict). Memory is reserved before the mode is checked (eviction
+ * must not run under the shard's lock), so under pressure a refused ADD may still have evicted,
+ * and APPEND/PREPEND/incr need room for both versions for a moment (memcached alike).
+ *
+ * Time. Every call that looks at an item takes `now_ms` (ms since the Unix epoch) from the caller,
+ * usually the loop's cached time; the store never reads a clock. expiry_ms is absolute, 0 = never;
+ * an item is expired once now_ms >= expiry_ms. Expired items are unlinked lazily when met, and
+ * by cache_store_sweep, which loops call with a small budget so memory comes back without traffic.
+ * cache_flush_all(at_ms): once now_ms >= at_ms, every item stored before at_ms (or in the
+ * millisecond at_ms but before the call) is a miss. A later flush replaces a pending one, as in
+ * memcached; at_ms = 0 cancels it.
+ *
+ * CAS values are unique and increase per key: (per-shard counter << shard bits) | shard index.
+ *
+ * Memory. Every item's real allocation size (its size class, or its exact size above 1 MiB) is
+ * reserved in a store-wide counter before it is linked and given back when its last reference
+ * goes, so items still held by readers after unlinking count until released. Over
+ * max_memory_bytes, LRU tails are evicted, first from the item's own shard, then from the others
+ * round robin, holding one shard lock at a time. If nothing can be evicted (everything left is
+ * pinned by readers) the store answers NO_MEMORY. Not counted: items allocated but not yet
+ * stored, bucket arrays (~8-16 bytes per item), idle free-list memory (bounded, below).
+ * Freed items go to a per-shard free list per size class (16-byte steps to 1 KiB, then ~1.25x
+ * steps to 1 MiB; at most 64 per class and max(max_memory/16/shards, 64 KiB) bytes per shard),
+ * and allocation takes from there first: a steady same-size workload does not call malloc.
+ * `mallocs` in the stats counts every malloc the store made.
+ *
+ * Threads. Every function is thread-safe except cache_store_free, which must come after all
+ * other calls and after every reference was released. Failures are results, never errno.
+ */
+#ifndef SF_CACHE_STORE_H
+#define SF_CACHE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CACHE_KEY_MAX            250
+#define CACHE_CTYPE_MAX          127
+#define CACHE_DEFAULT_SHARDS     64
+#define CACHE_MAX_SHARDS         4096
+#define CACHE_DEFAULT_ITEM_BYTES (1024u * 1024u)
+
+typedef enum { CACHE_LOCK_MUTEX = 0, CACHE_LOCK_SPIN } cache_lock_kind;
+
+typedef enum {
+    CACHE_OK = 0, /* cache_item_new, cache_incr: done */
+    CACHE_STORED,
+    CACHE_NOT_STORED, /* ADD on a present key, REPLACE/APPEND/PREPEND on an absent one */
+    CACHE_EXISTS,     /* cas mismatch (CAS mode, delete with cas) */
+    CACHE_NOT_FOUND,  /* CAS / delete / touch / incr on an absent key */
+    CACHE_DELETED,
+    CACHE_TOUCHED,
+    CACHE_TOO_LARGE,   /* value > max_item_bytes or item > max_memory_bytes */
+    CACHE_NO_MEMORY,   /* nothing evictable left, or malloc failed */
+    CACHE_NOT_NUMERIC, /* incr/decr on a value that is not a decimal 64-bit unsigned */
+    CACHE_BAD_KEY,     /* cache_item_new: key fails cache_key_valid */
+    CACHE_BAD_ARG,     /* content type too long, unknown mode */
+} cache_result;
+
+typedef enum {
+    CACHE_MODE_SET = 0,
+    CACHE_MODE_ADD,
+    CACHE_MODE_REPLACE,
+    CACHE_MODE_APPEND,
+    CACHE_MODE_PREPEND,
+    CACHE_MODE_CAS,
+} cache_mode;
+
+typedef struct cache_store_config {
+    uint64_t max_memory_bytes; /* > 0 */
+    uint32_t max_item_bytes;   /* largest value; 0 = CACHE_DEFAULT_ITEM_BYTES */
+    uint32_t shards;           /* power of two <= CACHE_MAX_SHARDS; 0 = CACHE_DEFAULT_SHARDS */
+    cache_lock_kind lock;
+    uint64_t seed; /* hash seed; 0 = derived from the clock and ASLR */
+} cache_store_config;
+
+/* Per-shard counters (kept under the shard's lock), summed by cache_store_stats. The X-macro
+ * lets exporters (metrics, memcached "stats") iterate names without repeating them. */
+/* clang-format off */
+#define CACHE_STATS_COUNTERS(X)                                                                   \
+    X(get_hits) X(get_misses) X(sets) X(cas_hits) X(cas_badval) X(cas_misses)                     \
+    X(delete_hits) X(delete_misses) X(touch_hits) X(touch_misses)                                 \
+    X(incr_hits) X(incr_misses) X(decr_hits) X(decr_misses)                                       \
+    X(evictions) X(expired_lazy) X(expired_swept) X(flushed) X(resizes) X(curr_items) X(bytes)
+/* clang-format on */
+
+typedef struct cache_stats {
+#define CACHE_STATS_FIELD(name) uint64_t name;
+    CACHE_STATS_COUNTERS(CACHE_STATS_FIELD)
+#undef CACHE_STATS_FIELD
+    /* `sets` counts STORED results; `bytes` is the size of linked items; `flushed` counts
+     * items unlinked because of a flush (lazily or by the sweep). */
+    uint64_t mem_used;   /* reserved bytes: linked items + unlinked ones still referenced */
+    uint64_t mem_limit;  /* max_memory_bytes */
+    uint64_t mallocs;    /* every malloc/calloc the store made (items and bucket arrays) */
+    uint64_t free_bytes; /* idle bytes in the free lists */
+} cache_stats;
+
+typedef struct cache_store cache_store;
+typedef struct cache_item cache_item;
+
+const char *cache_result_name(int r); /* "STORED", "NOT_FOUND", ... */
+
+/* NULL with a reason in err on a bad configuration or when out of memory. */
+cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errlen);
+void cache_store_free(cache_store *s);
+
+/* 1..250 bytes, each in 0x21..0x7e (no spaces or control characters). */
+bool cache_key_valid(const char *key, size_t klen);
+
+/* ---- reading ----------------------------------------------------------------------------- */
+
+/* A referenced item, or NULL on a miss (expired and flushed items met are unlinked). The item
+ * moves to the head of its shard's LRU. Release with cache_item_release. */
+cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms);
+void cache_item_release(cache_item *it); /* NULL is fine */
+
+const char *cache_item_key(const cache_item *it);
+size_t cache_item_klen(const cache_item *it);
+const char *cache_item_value(const cache_item *it);
+size_t cache_item_vlen(const cache_item *it);
+uint32_t cache_item_flags(const cache_item *it);
+uint64_t cache_item_cas(const cache_item *it);                   /* 0 before it is stored */
+uint64_t cache_item_expiry(const cache_item *it);                /* ms since the epoch, 0 = never */
+const char *cache_item_ctype(const cache_item *it, size_t *len); /* len 0 = none */
+size_t cache_item_size(const cache_item *it);                    /* bytes it is accounted for */
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+/* An unstored item with room for vlen value bytes, flags, expiry and content type set; NULL with
+ * *err = CACHE_BAD_KEY, CACHE_BAD_ARG, CACHE_TOO_LARGE or CACHE_NO_MEMORY. */
+cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
+                           uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
+                           int *err);
+/* The value buffer to fill, only between cache_item_new and cache_store_item. */
+char *cache_item_value_mut(cache_item *it);
+
+/* Stores `it` under `mode` (table at the top). Takes the caller's reference in every case.
+ * cas_in is used by CACHE_MODE_CAS only; *cas_out (if not NULL) gets the new CAS on STORED. */
+int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                     uint64_t *cas_out, uint64_t now_ms);
+
+/* DELETED; NOT_FOUND; EXISTS if cas_in != 0 and differs from the item's. */
+int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms);
+
+/* Sets a new expiry (0 = never) and moves the item to the LRU head: TOUCHED or NOT_FOUND.
+ * The CAS is unchanged, as in memcached. */
+int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms);
+
+/* memcached incr/decr: the value must be 1..20 decimal digits <= 2^64-1 (else NOT_NUMERIC);
+ * incr wraps modulo 2^64, decr stops at 0. The result is stored as decimal with the old flags,
+ * expiry and content type and a new CAS. CACHE_OK with the new value in *out, NOT_FOUND,
+ * NOT_NUMERIC, NO_MEMORY. */
+int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, bool decr,
+               uint64_t *out, uint64_t now_ms);
+
+/* Invalidates everything stored before at_ms, from at_ms on (semantics at the top). */
+void cache_flush_all(cache_store *s, uint64_t at_ms);
+
+/* ---- upkeep and introspection -------------------------------------------------------------- */
+
+/* Examines up to `budget` buckets from *cursor on (shard after shard; start with 0 and keep
+ * passing the same cursor) and unlinks expired and flushed items. Returns how many it unlinked. */
+size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64_t now_ms);
+
+void cache_store_stats(cache_store *s, cache_stats *out);
+
+/* Bytes an item of these lengths is accounted for (its size class). */
+size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen);
+unsigned cache_store_shard_of(const cache_store *s, const char *key, size_t klen);
+unsigned cache_store_shards(const cache_store *s);
+
+typedef struct cache_table_info {
+    size_t items, buckets;
+    size_t old_buckets; /* 0 unless a resize is in progress */
+    size_t migrated;    /* old buckets moved so far */
+} cache_table_info;
+void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *out);
+
+#endif

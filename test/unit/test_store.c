@@ -1,0 +1,945 @@
+/* Cache store: every store mode with memcached's edge cases, expiry and flush at explicit times,
+ * eviction order and limits, references that outlive their key, incremental resize, the sweep,
+ * counters, free-list reuse, and a multi-threaded run with both lock kinds. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/store.h"
+#include "check_main.h"
+
+#define MiB (UINT64_C(1) << 20)
+
+static cache_store *mk(uint64_t mem, unsigned shards, cache_lock_kind lk)
+{
+    cache_store_config c = {.max_memory_bytes = mem, .shards = shards, .lock = lk, .seed = 42};
+    char err[128];
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    return s;
+}
+
+static int put_full(cache_store *s, const char *key, const char *val, uint32_t flags, uint64_t exp,
+                    cache_mode mode, uint64_t cas_in, uint64_t *cas_out, uint64_t now)
+{
+    int err;
+    size_t vlen = strlen(val);
+    cache_item *it = cache_item_new(s, key, strlen(key), vlen, flags, exp, NULL, 0, &err);
+    if (!it)
+        return err;
+    memcpy(cache_item_value_mut(it), val, vlen);
+    return cache_store_item(s, it, mode, cas_in, cas_out, now);
+}
+
+static int put(cache_store *s, const char *key, const char *val, cache_mode mode, uint64_t now)
+{
+    return put_full(s, key, val, 0, 0, mode, 0, NULL, now);
+}
+
+/* The value as a string ("" if absent: tests never store empty values where this is used). */
+static const char *val(cache_store *s, const char *key, uint64_t now)
+{
+    static char buf[4096];
+    cache_item *it = cache_get(s, key, strlen(key), now);
+    if (!it)
+        return "";
+    size_t n = cache_item_vlen(it);
+    ck_assert_uint_lt(n, sizeof buf);
+    memcpy(buf, cache_item_value(it), n);
+    buf[n] = 0;
+    cache_item_release(it);
+    return buf;
+}
+
+static bool has(cache_store *s, const char *key, uint64_t now)
+{
+    cache_item *it = cache_get(s, key, strlen(key), now);
+    cache_item_release(it);
+    return it != NULL;
+}
+
+static uint64_t cas_of(cache_store *s, const char *key, uint64_t now)
+{
+    cache_item *it = cache_get(s, key, strlen(key), now);
+    ck_assert_ptr_nonnull(it);
+    uint64_t c = cache_item_cas(it);
+    cache_item_release(it);
+    return c;
+}
+
+static cache_stats stats(cache_store *s)
+{
+    cache_stats st;
+    cache_store_stats(s, &st);
+    return st;
+}
+
+START_TEST(test_config_rejects)
+{
+    char err[128];
+    cache_store_config c = {.max_memory_bytes = MiB, .shards = 3};
+    ck_assert_ptr_null(cache_store_new(&c, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "power of two"));
+    c.shards = 8192;
+    ck_assert_ptr_null(cache_store_new(&c, err, sizeof err));
+    c = (cache_store_config){.max_memory_bytes = 0};
+    ck_assert_ptr_null(cache_store_new(&c, err, sizeof err));
+    c = (cache_store_config){.max_memory_bytes = MiB, .lock = (cache_lock_kind)7};
+    ck_assert_ptr_null(cache_store_new(&c, err, sizeof err));
+    c = (cache_store_config){.max_memory_bytes = MiB};
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    ck_assert_uint_eq(cache_store_shards(s), CACHE_DEFAULT_SHARDS);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_key_validation)
+{
+    char k[260];
+    memset(k, 'k', sizeof k);
+    ck_assert(cache_key_valid(k, 250));
+    ck_assert(!cache_key_valid(k, 251));
+    ck_assert(!cache_key_valid(k, 0));
+    ck_assert(cache_key_valid("!~", 2));
+    ck_assert(!cache_key_valid("a b", 3));
+    ck_assert(!cache_key_valid("a\nb", 3));
+    ck_assert(!cache_key_valid("a\x7f", 2));
+    ck_assert(!cache_key_valid("\x80", 1));
+    ck_assert(!cache_key_valid("a\0b", 3));
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    int err = -1;
+    ck_assert_ptr_null(cache_item_new(s, "a b", 3, 1, 0, 0, NULL, 0, &err));
+    ck_assert_int_eq(err, CACHE_BAD_KEY);
+    ck_assert_ptr_null(cache_item_new(s, k, 251, 1, 0, 0, NULL, 0, &err));
+    ck_assert_int_eq(err, CACHE_BAD_KEY);
+    char ct[130];
+    memset(ct, 't', sizeof ct);
+    ck_assert_ptr_null(cache_item_new(s, "a", 1, 1, 0, 0, ct, 128, &err));
+    ck_assert_int_eq(err, CACHE_BAD_ARG);
+    cache_item *it = cache_item_new(s, k, 250, 3, 0, 0, ct, 127, &err);
+    ck_assert_ptr_nonnull(it);
+    ck_assert_int_eq(err, CACHE_OK);
+    memcpy(cache_item_value_mut(it), "xyz", 3);
+    ck_assert_int_eq(cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, 1), CACHE_STORED);
+    it = cache_get(s, k, 250, 1);
+    ck_assert_ptr_nonnull(it);
+    size_t ctlen;
+    ck_assert_uint_eq(cache_item_klen(it), 250);
+    ck_assert_int_eq(memcmp(cache_item_key(it), k, 250), 0);
+    ck_assert_uint_eq(cache_item_vlen(it), 3);
+    ck_assert_int_eq(memcmp(cache_item_value(it), "xyz", 3), 0);
+    ck_assert_ptr_nonnull(cache_item_ctype(it, &ctlen));
+    ck_assert_uint_eq(ctlen, 127);
+    cache_item_release(it);
+    /* An unstored item can be dropped (connection closed mid-value). */
+    it = cache_item_new(s, "z", 1, 10, 0, 0, NULL, 0, &err);
+    cache_item_release(it);
+    ck_assert_uint_eq(stats(s).mem_used, cache_store_item_size(s, 250, 127, 3));
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_set_get_cas_unique)
+{
+    cache_store *s = mk(16 * MiB, 8, CACHE_LOCK_MUTEX);
+    uint64_t c1 = 0, c2 = 0;
+    ck_assert_int_eq(put_full(s, "k", "v1", 17, 0, CACHE_MODE_SET, 0, &c1, 10), CACHE_STORED);
+    cache_item *it = cache_get(s, "k", 1, 10);
+    ck_assert_ptr_nonnull(it);
+    ck_assert_uint_eq(cache_item_flags(it), 17);
+    ck_assert_uint_eq(cache_item_cas(it), c1);
+    ck_assert_uint_eq(cache_item_expiry(it), 0);
+    size_t ctlen = 9;
+    cache_item_ctype(it, &ctlen);
+    ck_assert_uint_eq(ctlen, 0);
+    cache_item_release(it);
+    ck_assert_int_eq(put_full(s, "k", "v2", 0, 0, CACHE_MODE_SET, 0, &c2, 10), CACHE_STORED);
+    ck_assert_uint_gt(c2, c1);
+    ck_assert_str_eq(val(s, "k", 10), "v2");
+    ck_assert_ptr_null(cache_get(s, "nope", 4, 10));
+    /* CAS values are unique across shards. */
+    enum { N = 2000 };
+    static uint64_t cas[N];
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "u%d", i);
+        put_full(s, key, "x", 0, 0, CACHE_MODE_SET, 0, &cas[i], 10);
+    }
+    int dup = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++)
+            dup += cas[i] == cas[j] || cas[i] == 0;
+    ck_assert_int_eq(dup, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_add_replace)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_SPIN);
+    ck_assert_int_eq(put(s, "r", "x", CACHE_MODE_REPLACE, 1), CACHE_NOT_STORED);
+    ck_assert(!has(s, "r", 1));
+    ck_assert_int_eq(put(s, "a", "1", CACHE_MODE_ADD, 1), CACHE_STORED);
+    ck_assert_int_eq(put(s, "a", "2", CACHE_MODE_ADD, 1), CACHE_NOT_STORED);
+    ck_assert_str_eq(val(s, "a", 1), "1");
+    ck_assert_int_eq(put(s, "a", "3", CACHE_MODE_REPLACE, 1), CACHE_STORED);
+    ck_assert_str_eq(val(s, "a", 1), "3");
+    /* ADD on an expired key stores; REPLACE on one does not. */
+    ck_assert_int_eq(put_full(s, "e", "old", 0, 100, CACHE_MODE_SET, 0, NULL, 1), CACHE_STORED);
+    ck_assert_int_eq(put(s, "e", "new", CACHE_MODE_REPLACE, 100), CACHE_NOT_STORED);
+    ck_assert_int_eq(put(s, "e", "new", CACHE_MODE_ADD, 100), CACHE_STORED);
+    ck_assert_str_eq(val(s, "e", 200), "new");
+    ck_assert_uint_eq(stats(s).expired_lazy, 1);
+    ck_assert_uint_eq(stats(s).curr_items, 2);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_append_prepend)
+{
+    cache_store_config c = {.max_memory_bytes = MiB, .max_item_bytes = 8, .shards = 2};
+    char err[64];
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    ck_assert_int_eq(put(s, "m", "x", CACHE_MODE_APPEND, 1), CACHE_NOT_STORED);
+    ck_assert_int_eq(put(s, "m", "x", CACHE_MODE_PREPEND, 1), CACHE_NOT_STORED);
+    ck_assert(!has(s, "m", 1));
+    ck_assert_int_eq(put_full(s, "k", "b", 7, 5000, CACHE_MODE_SET, 0, NULL, 1), CACHE_STORED);
+    uint64_t c0 = cas_of(s, "k", 1), c1 = 0;
+    /* The new bytes' own flags and expiry are ignored: the old ones stay. */
+    ck_assert_int_eq(put_full(s, "k", "cd", 9, 0, CACHE_MODE_APPEND, 0, &c1, 2), CACHE_STORED);
+    ck_assert_int_eq(put_full(s, "k", "a", 9, 9, CACHE_MODE_PREPEND, 0, NULL, 3), CACHE_STORED);
+    cache_item *it = cache_get(s, "k", 1, 4);
+    ck_assert_int_eq(memcmp(cache_item_value(it), "abcd", 4), 0);
+    ck_assert_uint_eq(cache_item_vlen(it), 4);
+    ck_assert_uint_eq(cache_item_flags(it), 7);
+    ck_assert_uint_eq(cache_item_expiry(it), 5000);
+    ck_assert_uint_gt(c1, c0);
+    ck_assert_uint_gt(cache_item_cas(it), c1);
+    cache_item_release(it);
+    /* Past max_item_bytes: refused, old value intact. */
+    ck_assert_int_eq(put(s, "k", "12345", CACHE_MODE_APPEND, 5), CACHE_TOO_LARGE);
+    ck_assert_str_eq(val(s, "k", 5), "abcd");
+    ck_assert_int_eq(put(s, "k", "1234", CACHE_MODE_APPEND, 5), CACHE_STORED);
+    ck_assert_str_eq(val(s, "k", 5), "abcd1234");
+    /* Expired: nothing to append to. */
+    ck_assert_int_eq(put(s, "k", "z", CACHE_MODE_APPEND, 5000), CACHE_NOT_STORED);
+    ck_assert_uint_eq(stats(s).bytes, stats(s).mem_used);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_cas_mode)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    ck_assert_int_eq(put_full(s, "c", "v", 0, 0, CACHE_MODE_CAS, 1, NULL, 1), CACHE_NOT_FOUND);
+    ck_assert(!has(s, "c", 1));
+    uint64_t c1, c2 = 0;
+    put_full(s, "c", "v1", 0, 0, CACHE_MODE_SET, 0, &c1, 1);
+    ck_assert_int_eq(put_full(s, "c", "v2", 0, 0, CACHE_MODE_CAS, c1 + 1, NULL, 1), CACHE_EXISTS);
+    ck_assert_str_eq(val(s, "c", 1), "v1");
+    ck_assert_int_eq(put_full(s, "c", "v2", 0, 0, CACHE_MODE_CAS, c1, &c2, 1), CACHE_STORED);
+    ck_assert_str_eq(val(s, "c", 1), "v2");
+    ck_assert_uint_gt(c2, c1);
+    ck_assert_int_eq(put_full(s, "c", "v3", 0, 0, CACHE_MODE_CAS, c1, NULL, 1), CACHE_EXISTS);
+    /* Expired counts as missing. */
+    put_full(s, "x", "v", 0, 50, CACHE_MODE_SET, 0, &c1, 1);
+    ck_assert_int_eq(put_full(s, "x", "w", 0, 0, CACHE_MODE_CAS, c1, NULL, 50), CACHE_NOT_FOUND);
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.cas_hits, 1);
+    ck_assert_uint_eq(st.cas_badval, 2);
+    ck_assert_uint_eq(st.cas_misses, 2);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_delete)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    ck_assert_int_eq(cache_delete(s, "d", 1, 0, 1), CACHE_NOT_FOUND);
+    uint64_t c;
+    put_full(s, "d", "v", 0, 0, CACHE_MODE_SET, 0, &c, 1);
+    ck_assert_int_eq(cache_delete(s, "d", 1, c + 1, 1), CACHE_EXISTS);
+    ck_assert(has(s, "d", 1));
+    ck_assert_int_eq(cache_delete(s, "d", 1, c, 1), CACHE_DELETED);
+    ck_assert(!has(s, "d", 1));
+    put(s, "d", "v", CACHE_MODE_SET, 1);
+    ck_assert_int_eq(cache_delete(s, "d", 1, 0, 1), CACHE_DELETED);
+    ck_assert_int_eq(cache_delete(s, "d", 1, 0, 1), CACHE_NOT_FOUND);
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.delete_hits, 2);
+    ck_assert_uint_eq(st.delete_misses, 2);
+    ck_assert_uint_eq(st.curr_items, 0);
+    ck_assert_uint_eq(st.mem_used, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_incr_decr)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    uint64_t v = 123;
+    ck_assert_int_eq(cache_incr(s, "n", 1, 1, false, &v, 1), CACHE_NOT_FOUND);
+    ck_assert_int_eq(cache_incr(s, "n", 1, 1, true, &v, 1), CACHE_NOT_FOUND);
+    static const char *bad[] = {"abc",
+                                "-1",
+                                "+1",
+                                " 1",
+                                "1 ",
+                                "1.5",
+                                "18446744073709551616",
+                                "99999999999999999999",
+                                "000000000000000000001"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        put(s, "n", bad[i], CACHE_MODE_SET, 1);
+        ck_assert_msg(cache_incr(s, "n", 1, 1, false, &v, 1) == CACHE_NOT_NUMERIC, "%s", bad[i]);
+        ck_assert_str_eq(val(s, "n", 1), bad[i]);
+    }
+    /* Wrap at 2^64. */
+    put(s, "n", "18446744073709551615", CACHE_MODE_SET, 1);
+    ck_assert_int_eq(cache_incr(s, "n", 1, 1, false, &v, 1), CACHE_OK);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_str_eq(val(s, "n", 1), "0");
+    put(s, "n", "18446744073709551610", CACHE_MODE_SET, 1);
+    ck_assert_int_eq(cache_incr(s, "n", 1, 10, false, &v, 1), CACHE_OK);
+    ck_assert_uint_eq(v, 4);
+    /* Decr floors at 0. */
+    put(s, "n", "5", CACHE_MODE_SET, 1);
+    ck_assert_int_eq(cache_incr(s, "n", 1, 10, true, &v, 1), CACHE_OK);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_str_eq(val(s, "n", 1), "0");
+    /* Length change 99 -> 100 keeps flags and expiry, changes the CAS. */
+    put_full(s, "n", "99", 33, 9000, CACHE_MODE_SET, 0, NULL, 1);
+    uint64_t c0 = cas_of(s, "n", 1);
+    ck_assert_int_eq(cache_incr(s, "n", 1, 1, false, &v, 2), CACHE_OK);
+    ck_assert_uint_eq(v, 100);
+    cache_item *it = cache_get(s, "n", 1, 2);
+    ck_assert_uint_eq(cache_item_vlen(it), 3);
+    ck_assert_int_eq(memcmp(cache_item_value(it), "100", 3), 0);
+    ck_assert_uint_eq(cache_item_flags(it), 33);
+    ck_assert_uint_eq(cache_item_expiry(it), 9000);
+    ck_assert_uint_gt(cache_item_cas(it), c0);
+    /* Same length while a reader holds it: the reader's copy does not change. */
+    ck_assert_int_eq(cache_incr(s, "n", 1, 5, false, &v, 2), CACHE_OK);
+    ck_assert_int_eq(memcmp(cache_item_value(it), "100", 3), 0);
+    cache_item_release(it);
+    ck_assert_str_eq(val(s, "n", 2), "105");
+    /* Same length, no reader: in place; CAS still moves. */
+    c0 = cas_of(s, "n", 2);
+    ck_assert_int_eq(cache_incr(s, "n", 1, 1, true, &v, 2), CACHE_OK);
+    ck_assert_str_eq(val(s, "n", 2), "104");
+    ck_assert_uint_gt(cas_of(s, "n", 2), c0);
+    ck_assert_int_eq(cache_incr(s, "n", 1, 5, true, &v, 2), CACHE_OK);
+    ck_assert_str_eq(val(s, "n", 2), "99");
+    it = cache_get(s, "n", 1, 2);
+    ck_assert_uint_eq(cache_item_flags(it), 33);
+    cache_item_release(it);
+    /* Expired: not found. */
+    ck_assert_int_eq(cache_incr(s, "n", 1, 1, false, &v, 9000), CACHE_NOT_FOUND);
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.incr_hits, 4);
+    ck_assert_uint_eq(st.decr_hits, 3);
+    ck_assert_uint_eq(st.incr_misses, 2);
+    ck_assert_uint_eq(st.decr_misses, 1);
+    ck_assert_uint_eq(st.bytes, st.mem_used);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_touch_and_expiry)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    put_full(s, "t", "v", 0, 1000, CACHE_MODE_SET, 0, NULL, 1);
+    ck_assert(has(s, "t", 999));
+    ck_assert_int_eq(cache_touch(s, "t", 1, 2000, 999), CACHE_TOUCHED);
+    ck_assert(has(s, "t", 1999));
+    ck_assert(!has(s, "t", 2000));
+    ck_assert_int_eq(cache_touch(s, "t", 1, 5000, 2000), CACHE_NOT_FOUND);
+    put_full(s, "u", "v", 0, 1000, CACHE_MODE_SET, 0, NULL, 1);
+    ck_assert_int_eq(cache_touch(s, "u", 1, 0, 10), CACHE_TOUCHED); /* never expires now */
+    ck_assert(has(s, "u", UINT64_C(1) << 50));
+    ck_assert_int_eq(cache_touch(s, "u", 1, 5, 10), CACHE_TOUCHED); /* in the past */
+    ck_assert(!has(s, "u", 10));
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.touch_hits, 3);
+    ck_assert_uint_eq(st.touch_misses, 1);
+    ck_assert_uint_eq(st.expired_lazy, 2);
+    ck_assert_uint_eq(st.curr_items, 0);
+    ck_assert_uint_eq(st.mem_used, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_flush_now)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    put(s, "a", "1", CACHE_MODE_SET, 90);
+    put(s, "b", "2", CACHE_MODE_SET, 100);
+    cache_item *ref = cache_get(s, "a", 1, 100);
+    cache_flush_all(s, 100);
+    ck_assert(!has(s, "a", 100));
+    ck_assert(!has(s, "b", 100));
+    /* Stored in the flush's own millisecond, after it: survives. */
+    ck_assert_int_eq(put(s, "c", "3", CACHE_MODE_ADD, 100), CACHE_STORED);
+    ck_assert_int_eq(put(s, "b", "4", CACHE_MODE_ADD, 100), CACHE_STORED);
+    ck_assert_str_eq(val(s, "c", 100), "3");
+    ck_assert_str_eq(val(s, "b", 101), "4");
+    ck_assert_int_eq(memcmp(cache_item_value(ref), "1", 1), 0);
+    cache_item_release(ref);
+    ck_assert_uint_eq(stats(s).flushed, 2);
+    ck_assert_uint_eq(stats(s).curr_items, 2);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_flush_delayed)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    put(s, "a", "1", CACHE_MODE_SET, 100);
+    cache_flush_all(s, 200);
+    ck_assert(has(s, "a", 150));
+    put(s, "b", "2", CACHE_MODE_SET, 150);
+    ck_assert(has(s, "b", 199));
+    ck_assert(!has(s, "a", 200));
+    ck_assert(!has(s, "b", 200));
+    put(s, "c", "3", CACHE_MODE_SET, 200);
+    put(s, "d", "4", CACHE_MODE_SET, 250);
+    ck_assert(has(s, "c", 300));
+    ck_assert(has(s, "d", 300));
+    /* A later flush replaces a pending one; 0 cancels. */
+    cache_flush_all(s, 1000);
+    cache_flush_all(s, 0);
+    ck_assert(has(s, "c", 2000));
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_too_large)
+{
+    cache_store_config c = {.max_memory_bytes = 4096, .max_item_bytes = 100000, .shards = 1};
+    char err[64];
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    int e = 0;
+    ck_assert_ptr_null(cache_item_new(s, "k", 1, 100001, 0, 0, NULL, 0, &e));
+    ck_assert_int_eq(e, CACHE_TOO_LARGE);
+    ck_assert_ptr_null(cache_item_new(s, "k", 1, 5000, 0, 0, NULL, 0, &e)); /* > max_memory */
+    ck_assert_int_eq(e, CACHE_TOO_LARGE);
+    cache_item *it = cache_item_new(s, "k", 1, 3000, 0, 0, NULL, 0, &e);
+    ck_assert_ptr_nonnull(it);
+    memset(cache_item_value_mut(it), 'x', 3000);
+    ck_assert_int_eq(cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, 1), CACHE_STORED);
+    ck_assert_uint_le(stats(s).mem_used, 4096);
+    cache_store_free(s);
+}
+END_TEST
+
+/* A store whose limit holds exactly n items of 1-byte keys and 100-byte values. */
+static cache_store *mk_items(unsigned n, unsigned shards, size_t *item_size)
+{
+    cache_store *tmp = mk(MiB, 1, CACHE_LOCK_MUTEX);
+    *item_size = cache_store_item_size(tmp, 2, 0, 100);
+    cache_store_free(tmp);
+    return mk(*item_size * n, shards, CACHE_LOCK_MUTEX);
+}
+
+static int put100(cache_store *s, const char *key, uint64_t now)
+{
+    char v[101];
+    memset(v, 'v', 100);
+    v[100] = 0;
+    return put(s, key, v, CACHE_MODE_SET, now);
+}
+
+START_TEST(test_lru_order)
+{
+    size_t sz;
+    cache_store *s = mk_items(4, 1, &sz);
+    ck_assert_int_eq(put100(s, "k0", 1), CACHE_STORED);
+    ck_assert_int_eq(put100(s, "k1", 1), CACHE_STORED);
+    ck_assert_int_eq(put100(s, "k2", 1), CACHE_STORED);
+    ck_assert_int_eq(put100(s, "k3", 1), CACHE_STORED);
+    ck_assert_uint_eq(stats(s).evictions, 0);
+    ck_assert(has(s, "k0", 1)); /* read: now the most recent */
+    ck_assert_int_eq(put100(s, "k4", 1), CACHE_STORED);
+    ck_assert_int_eq(put100(s, "k5", 1), CACHE_STORED);
+    ck_assert(has(s, "k0", 1)); /* read again: survives k4, stored after its first read */
+    ck_assert_int_eq(cache_touch(s, "k3", 2, 0, 1), CACHE_TOUCHED); /* touch bumps too */
+    ck_assert_int_eq(put100(s, "k6", 1), CACHE_STORED);
+    ck_assert(!has(s, "k1", 1));
+    ck_assert(!has(s, "k2", 1));
+    ck_assert(!has(s, "k4", 1));
+    ck_assert(has(s, "k0", 1));
+    ck_assert(has(s, "k3", 1));
+    ck_assert(has(s, "k5", 1));
+    ck_assert(has(s, "k6", 1));
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.evictions, 3);
+    ck_assert_uint_eq(st.curr_items, 4);
+    ck_assert_uint_eq(st.mem_used, 4 * sz);
+    cache_store_free(s);
+}
+END_TEST
+
+/* NO_MEMORY: everything left is pinned by readers. Eviction still unlinks the pinned items (a
+ * reader's reference keeps only that reader's copy alive), but their memory stays reserved
+ * until released, so the new item cannot fit. */
+START_TEST(test_no_memory_when_pinned)
+{
+    size_t sz;
+    cache_store *s = mk_items(2, 1, &sz);
+    put100(s, "a", 1);
+    put100(s, "b", 1);
+    cache_item *ra = cache_get(s, "a", 1, 1), *rb = cache_get(s, "b", 1, 1);
+    ck_assert_int_eq(put100(s, "c", 1), CACHE_NO_MEMORY);
+    ck_assert(!has(s, "c", 1));
+    ck_assert(!has(s, "a", 1));
+    ck_assert(!has(s, "b", 1));
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.mem_used, 2 * sz);
+    ck_assert_uint_eq(st.curr_items, 0);
+    ck_assert_uint_eq(st.bytes, 0);
+    ck_assert_uint_eq(cache_item_vlen(ra), 100);
+    ck_assert_int_eq(cache_item_value(rb)[99], 'v');
+    cache_item_release(ra);
+    ck_assert_uint_eq(stats(s).mem_used, sz);
+    cache_item_release(rb);
+    ck_assert_uint_eq(stats(s).mem_used, 0);
+    ck_assert_int_eq(put100(s, "c", 1), CACHE_STORED);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_evict_across_shards)
+{
+    size_t sz;
+    cache_store *s = mk_items(8, 4, &sz);
+    char key[8];
+    int stored = 0, i = 0;
+    /* Fill the store from shards 1..3 only. */
+    while (stored < 8) {
+        snprintf(key, sizeof key, "%c%c", 'a' + i / 26, 'a' + i % 26);
+        i++;
+        if (cache_store_shard_of(s, key, 2) == 0)
+            continue;
+        ck_assert_int_eq(put100(s, key, 1), CACHE_STORED);
+        stored++;
+    }
+    ck_assert_uint_eq(stats(s).evictions, 0);
+    do {
+        snprintf(key, sizeof key, "%c%c", 'a' + i / 26, 'a' + i % 26);
+        i++;
+    } while (cache_store_shard_of(s, key, 2) != 0);
+    cache_table_info ti;
+    cache_store_table_info(s, 0, &ti);
+    ck_assert_uint_eq(ti.items, 0);
+    ck_assert_int_eq(put100(s, key, 1), CACHE_STORED);
+    ck_assert(has(s, key, 1));
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.evictions, 1);
+    ck_assert_uint_eq(st.curr_items, 8);
+    ck_assert_uint_le(st.mem_used, st.mem_limit);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_reference_survives)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    put_full(s, "k", "first", 5, 0, CACHE_MODE_SET, 0, NULL, 1);
+    cache_item *r1 = cache_get(s, "k", 1, 1);
+    put(s, "k", "second", CACHE_MODE_SET, 1);
+    cache_item *r2 = cache_get(s, "k", 1, 1);
+    ck_assert_int_eq(cache_delete(s, "k", 1, 0, 1), CACHE_DELETED);
+    put(s, "k", "third-and-longer", CACHE_MODE_SET, 1);
+    cache_flush_all(s, 1);
+    ck_assert(!has(s, "k", 2));
+    ck_assert_uint_eq(cache_item_vlen(r1), 5);
+    ck_assert_int_eq(memcmp(cache_item_value(r1), "first", 5), 0);
+    ck_assert_uint_eq(cache_item_flags(r1), 5);
+    ck_assert_int_eq(memcmp(cache_item_value(r2), "second", 6), 0);
+    ck_assert_uint_gt(stats(s).mem_used, stats(s).bytes);
+    cache_item_release(r2);
+    cache_item_release(r1);
+    ck_assert_uint_eq(stats(s).mem_used, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+static void key_of(char *buf, size_t n, unsigned i)
+{
+    snprintf(buf, n, "key:%u", i);
+}
+
+/* Every key 0..n-1 present with its value; returns how many were not. */
+static unsigned count_missing(cache_store *s, unsigned n)
+{
+    unsigned missing = 0;
+    char key[32];
+    for (unsigned i = 0; i < n; i++) {
+        key_of(key, sizeof key, i);
+        cache_item *it = cache_get(s, key, strlen(key), 1);
+        if (!it || cache_item_vlen(it) != 4 || memcmp(cache_item_value(it), &i, 4) != 0)
+            missing++;
+        cache_item_release(it);
+    }
+    return missing;
+}
+
+START_TEST(test_incremental_resize)
+{
+    enum { N = 200000 };
+    unsigned shards = _i ? 8 : 1;
+    cache_store *s = mk(512 * MiB, shards, CACHE_LOCK_MUTEX);
+    char key[32];
+    unsigned missing = 0, checks = 0, bad_put = 0;
+    size_t last_checked = 0;
+    for (unsigned i = 0; i < N; i++) {
+        key_of(key, sizeof key, i);
+        int e;
+        cache_item *it = cache_item_new(s, key, strlen(key), 4, 0, 0, NULL, 0, &e);
+        memcpy(cache_item_value_mut(it), &i, 4);
+        bad_put += cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, 1) != CACHE_STORED;
+        /* The newest key and an old one, every time. */
+        missing += count_missing(s, 1) + !has(s, key, 1);
+        /* Mid-resize (shard 0 half migrated): everything inserted so far is reachable. */
+        cache_table_info ti;
+        cache_store_table_info(s, 0, &ti);
+        if (ti.old_buckets >= 1024 && ti.migrated >= ti.old_buckets / 2 &&
+            ti.old_buckets != last_checked) {
+            last_checked = ti.old_buckets;
+            missing += count_missing(s, i + 1);
+            checks++;
+        }
+    }
+    ck_assert_uint_eq(bad_put, 0);
+    ck_assert_uint_eq(missing, 0);
+    ck_assert_uint_ge(checks, shards == 1 ? 7 : 4);
+    ck_assert_uint_eq(count_missing(s, N), 0);
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.curr_items, N);
+    ck_assert_uint_ge(st.resizes, shards == 1 ? 13 : 8 * 10);
+    size_t total_buckets = 0;
+    for (unsigned i = 0; i < shards; i++) {
+        cache_table_info ti;
+        cache_store_table_info(s, i, &ti);
+        total_buckets += ti.buckets;
+    }
+    ck_assert_uint_ge(total_buckets, N / 2); /* load factor stayed near 1 */
+    ck_assert_uint_le(total_buckets, 4 * (size_t)N);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_sweep)
+{
+    cache_store *s = mk(64 * MiB, 4, CACHE_LOCK_MUTEX);
+    char key[32];
+    for (int i = 0; i < 2000; i++) {
+        snprintf(key, sizeof key, "s%d", i);
+        put_full(s, key, "v", 0, i % 2 ? 1000 : 0, CACHE_MODE_SET, 0, NULL, 1);
+    }
+    unsigned cursor = 0;
+    ck_assert_uint_eq(cache_store_sweep(s, &cursor, 1u << 20, 999), 0); /* nothing expired yet */
+    size_t first = cache_store_sweep(s, &cursor, 10, 2000), total = first;
+    ck_assert_uint_lt(first, 100); /* ten buckets hold a handful of items, not 1000 */
+    int calls = 1;
+    while (total < 1000 && calls < 100000) {
+        total += cache_store_sweep(s, &cursor, 10, 2000);
+        calls++;
+    }
+    ck_assert_uint_eq(total, 1000);
+    ck_assert_int_gt(calls, 20);
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.expired_swept, 1000);
+    ck_assert_uint_eq(st.expired_lazy, 0);
+    ck_assert_uint_eq(st.curr_items, 1000);
+    ck_assert_uint_eq(st.bytes, st.mem_used);
+    int missing = 0;
+    for (int i = 0; i < 2000; i += 2) {
+        snprintf(key, sizeof key, "s%d", i);
+        missing += !has(s, key, 2000);
+    }
+    ck_assert_int_eq(missing, 0);
+    /* Flushed items are reclaimed by the sweep too. */
+    cache_flush_all(s, 3000);
+    ck_assert_uint_eq(cache_store_sweep(s, &cursor, 1u << 20, 3000), 1000);
+    ck_assert_uint_eq(stats(s).curr_items, 0);
+    ck_assert_uint_eq(stats(s).mem_used, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_stats_counters)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_SPIN);
+    put(s, "a", "1", CACHE_MODE_SET, 1);
+    put(s, "b", "22", CACHE_MODE_SET, 1);
+    put(s, "a", "x", CACHE_MODE_ADD, 1); /* not stored: not a set */
+    has(s, "a", 1);
+    has(s, "a", 1);
+    has(s, "zz", 1);
+    cache_delete(s, "b", 1, 0, 1);
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.sets, 2);
+    ck_assert_uint_eq(st.get_hits, 2);
+    ck_assert_uint_eq(st.get_misses, 1);
+    ck_assert_uint_eq(st.delete_hits, 1);
+    ck_assert_uint_eq(st.curr_items, 1);
+    ck_assert_uint_eq(st.bytes, cache_store_item_size(s, 1, 0, 1));
+    ck_assert_uint_eq(st.mem_used, st.bytes);
+    ck_assert_uint_eq(st.mem_limit, MiB);
+    ck_assert_uint_eq(st.evictions, 0);
+    ck_assert_uint_gt(st.mallocs, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+/* 16-byte steps to 1 KiB, then at most ~1.25x waste up to 1 MiB, exact sizes beyond. */
+START_TEST(test_size_classes)
+{
+    cache_store *s = mk(64 * MiB, 1, CACHE_LOCK_MUTEX);
+    size_t prev = 0, base = cache_store_item_size(s, 1, 0, 0);
+    int bad = 0;
+    for (size_t v = 0; v < 2 * MiB; v = v < 4096 ? v + 1 : v + 997) {
+        size_t sz = cache_store_item_size(s, 1, 0, v), raw = base + v; /* raw rounded up to 16 */
+        bad += sz < prev || sz < v;
+        if (raw <= 1024)
+            bad += sz % 16 != 0 || sz >= raw + 16;
+        else if (raw <= MiB)
+            bad += sz % 16 != 0 || sz > raw + raw / 4 + 16;
+        else
+            bad += sz > raw; /* plain malloc: the exact size */
+        prev = sz;
+    }
+    ck_assert_int_eq(bad, 0);
+    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, 1024 * 1024 - base + 1), MiB);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_freelist_reuse)
+{
+    cache_store *s = mk(64 * MiB, 64, CACHE_LOCK_MUTEX);
+    char key[16], v[300];
+    memset(v, 'q', sizeof v - 1);
+    v[sizeof v - 1] = 0;
+    for (int round = 0; round < 3; round++)
+        for (int k = 0; k < 50; k++) {
+            snprintf(key, sizeof key, "f%d", k);
+            put(s, key, v, CACHE_MODE_SET, 1);
+        }
+    uint64_t m0 = stats(s).mallocs;
+    int bad = 0;
+    for (int i = 0; i < 20000; i++) {
+        snprintf(key, sizeof key, "f%d", i % 50);
+        bad += put(s, key, v, i % 2 ? CACHE_MODE_SET : CACHE_MODE_REPLACE, 1) != CACHE_STORED;
+        cache_item *it = cache_get(s, key, strlen(key), 1);
+        bad += !it;
+        cache_item_release(it);
+    }
+    ck_assert_int_eq(bad, 0);
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.mallocs, m0);
+    ck_assert_uint_gt(st.free_bytes, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+/* ---- concurrency ---------------------------------------------------------------------------- */
+
+enum { NKEYS = 512, NCTR = 8, NAPP = 8, OPS = 100000, THREADS = 4 };
+
+typedef struct worker {
+    cache_store *s;
+    unsigned seed;
+    uint64_t gets, hits, stored, deleted, incrs, incr_missing, malformed, appended;
+} worker;
+
+static unsigned rnd(unsigned *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return *x;
+}
+
+/* A value of length L is L copies of 'a' + L % 26: a torn or mixed-up item shows. */
+static bool well_formed(const cache_item *it, char kind)
+{
+    size_t n = cache_item_vlen(it);
+    const char *v = cache_item_value(it);
+    if (cache_item_key(it)[0] != kind)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char want = kind == 'k' ? (char)('a' + n % 26) : kind == 'p' ? 'x' : 0;
+        if (kind == 'c' ? (v[i] < '0' || v[i] > '9') : v[i] != want)
+            return false;
+    }
+    return n > 0;
+}
+
+static void *worker_run(void *p)
+{
+    worker *w = p;
+    char key[16], val[256];
+    for (int i = 0; i < OPS; i++) {
+        unsigned r = rnd(&w->seed), op = r % 100, k = (r >> 8) % NKEYS;
+        uint64_t now = 1 + (uint64_t)i / 1000;
+        if (op < 50) {
+            char kind = op < 40 ? 'k' : op < 45 ? 'c' : 'p';
+            snprintf(key, sizeof key, "%c%u", kind, kind == 'k' ? k : k % NCTR);
+            cache_item *it = cache_get(w->s, key, strlen(key), now);
+            w->gets++;
+            if (it) {
+                w->hits++;
+                w->malformed += !well_formed(it, kind);
+                cache_item_release(it);
+            }
+        } else if (op < 75) {
+            size_t n = 1 + (r >> 20) % 200;
+            memset(val, 'a' + (int)(n % 26), n);
+            val[n] = 0;
+            snprintf(key, sizeof key, "k%u", k);
+            w->stored += put(w->s, key, val, (cache_mode)(op % 3), now) == CACHE_STORED;
+        } else if (op < 85) {
+            snprintf(key, sizeof key, "k%u", k);
+            w->deleted += cache_delete(w->s, key, strlen(key), 0, now) == CACHE_DELETED;
+        } else if (op < 97) {
+            snprintf(key, sizeof key, "c%u", k % NCTR);
+            uint64_t v;
+            int rc = cache_incr(w->s, key, strlen(key), 1, false, &v, now);
+            w->incrs += rc == CACHE_OK;
+            w->incr_missing += rc != CACHE_OK;
+        } else {
+            snprintf(key, sizeof key, "p%u", k % NAPP);
+            w->appended += put(w->s, key, "x", CACHE_MODE_APPEND, now) == CACHE_STORED;
+        }
+    }
+    return NULL;
+}
+
+/* _i bit 0: lock kind; bit 1: a store small enough that eviction runs all the time (then
+ * the exact-count invariants give way to well-formedness and the memory bound). */
+START_TEST(test_concurrent)
+{
+    bool small = _i & 2;
+    cache_store *s =
+        mk(small ? 48 * 1024 : 64 * MiB, 16, _i & 1 ? CACHE_LOCK_SPIN : CACHE_LOCK_MUTEX);
+    char key[16];
+    for (int i = 0; i < NCTR; i++) {
+        snprintf(key, sizeof key, "c%d", i);
+        ck_assert_int_eq(put(s, key, "0", CACHE_MODE_ADD, 1), CACHE_STORED);
+        snprintf(key, sizeof key, "p%d", i);
+        ck_assert_int_eq(put(s, key, "x", CACHE_MODE_ADD, 1), CACHE_STORED);
+    }
+    worker w[THREADS];
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        w[t] = (worker){.s = s, .seed = 2463534242u + (unsigned)t * 7919u};
+        pthread_create(&th[t], NULL, worker_run, &w[t]);
+    }
+    worker sum = {0};
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        sum.gets += w[t].gets;
+        sum.hits += w[t].hits;
+        sum.stored += w[t].stored;
+        sum.deleted += w[t].deleted;
+        sum.incrs += w[t].incrs;
+        sum.incr_missing += w[t].incr_missing;
+        sum.malformed += w[t].malformed;
+        sum.appended += w[t].appended;
+    }
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(sum.malformed, 0);
+    ck_assert_uint_eq(st.get_hits, sum.hits);
+    ck_assert_uint_eq(st.get_hits + st.get_misses, sum.gets);
+    ck_assert_uint_eq(st.sets, sum.stored + sum.appended + 2 * NCTR);
+    ck_assert_uint_eq(st.delete_hits, sum.deleted);
+    ck_assert_uint_eq(st.incr_hits, sum.incrs);
+    ck_assert_uint_gt(sum.hits, 0);
+    ck_assert_uint_gt(sum.deleted, 0);
+    ck_assert_uint_le(st.mem_used, st.mem_limit);
+    uint64_t ctr_total = 0, app_total = 0, present = 0;
+    int malformed = 0;
+    for (int i = 0; i < NCTR; i++) {
+        snprintf(key, sizeof key, "c%d", i);
+        cache_item *it = cache_get(s, key, strlen(key), 1000);
+        if (it) {
+            char buf[24] = {0};
+            memcpy(buf, cache_item_value(it), cache_item_vlen(it));
+            ctr_total += strtoull(buf, NULL, 10);
+            malformed += !well_formed(it, 'c');
+            present++;
+        }
+        cache_item_release(it);
+        snprintf(key, sizeof key, "p%d", i);
+        it = cache_get(s, key, strlen(key), 1000);
+        if (it) {
+            malformed += !well_formed(it, 'p');
+            app_total += cache_item_vlen(it);
+            present++;
+        }
+        cache_item_release(it);
+    }
+    if (small) {
+        ck_assert_uint_gt(st.evictions, 1000);
+    } else {
+        /* Nothing evicted: every increment and every append landed exactly once. */
+        ck_assert_uint_eq(st.evictions, 0);
+        ck_assert_uint_eq(sum.incr_missing, 0);
+        ck_assert_uint_eq(ctr_total, sum.incrs);
+        ck_assert_uint_eq(app_total, sum.appended + NAPP);
+    }
+    for (unsigned k = 0; k < NKEYS; k++) {
+        snprintf(key, sizeof key, "k%u", k);
+        cache_item *it = cache_get(s, key, strlen(key), 1000);
+        if (it) {
+            present++;
+            malformed += !well_formed(it, 'k');
+        }
+        cache_item_release(it);
+    }
+    ck_assert_int_eq(malformed, 0);
+    st = stats(s);
+    ck_assert_uint_eq(st.curr_items, present);
+    ck_assert_uint_eq(st.bytes, st.mem_used); /* no reference outstanding */
+    cache_store_free(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("semantics");
+    tcase_add_test(tc, test_config_rejects);
+    tcase_add_test(tc, test_key_validation);
+    tcase_add_test(tc, test_set_get_cas_unique);
+    tcase_add_test(tc, test_add_replace);
+    tcase_add_test(tc, test_append_prepend);
+    tcase_add_test(tc, test_cas_mode);
+    tcase_add_test(tc, test_delete);
+    tcase_add_test(tc, test_incr_decr);
+    tcase_add_test(tc, test_touch_and_expiry);
+    tcase_add_test(tc, test_flush_now);
+    tcase_add_test(tc, test_flush_delayed);
+    tcase_add_test(tc, test_stats_counters);
+    tcase_add_test(tc, test_reference_survives);
+    suite_add_tcase(s, tc);
+    TCase *mem = tcase_create("memory");
+    tcase_add_test(mem, test_too_large);
+    tcase_add_test(mem, test_lru_order);
+    tcase_add_test(mem, test_no_memory_when_pinned);
+    tcase_add_test(mem, test_evict_across_shards);
+    tcase_add_test(mem, test_size_classes);
+    tcase_add_test(mem, test_freelist_reuse);
+    suite_add_tcase(s, mem);
+    TCase *big = tcase_create("scale");
+    tcase_set_timeout(big, 120); /* sanitizer builds */
+    tcase_add_loop_test(big, test_incremental_resize, 0, 2);
+    tcase_add_test(big, test_sweep);
+    tcase_add_loop_test(big, test_concurrent, 0, 4);
+    suite_add_tcase(s, big);
+    return sf_run_suite(s);
+}
