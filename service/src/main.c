@@ -116,6 +116,14 @@ static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *p
     return sf_lease_first_tick(&c->snowflake.layout, *prev_end);
 }
 
+#define CACHE_SWEEP_INTERVAL_MS 100
+#define CACHE_SWEEP_BUCKETS     256 /* per loop per tick: bounded work, memory comes back anyway */
+
+static void sweep_cache(net_loop *l, void *arg)
+{
+    cache_store_sweep(arg, &l->tick_cursor, CACHE_SWEEP_BUCKETS, sf_clock_now(sf_clock_system()));
+}
+
 int main(int argc, char **argv)
 {
     char err[CFG_PATH_MAX * 3]; /* room for messages quoting paths */
@@ -218,6 +226,17 @@ int main(int argc, char **argv)
     http_server *http = http_server_new(&hl, &net, err, sizeof err);
     if (!http)
         die(EXIT_FAILURE, "%s", err);
+    /* The cache store, shared by all loops; each loop sweeps expired items a little at a time. */
+    cache_store *cache = NULL;
+    if (c.cache.enabled) {
+        cache_store_config cc = {.max_memory_bytes = c.cache.max_memory_bytes,
+                                 .max_item_bytes = c.cache.max_item_bytes,
+                                 .lock =
+                                     s->sync == SF_SYNC_MUTEX ? CACHE_LOCK_MUTEX : CACHE_LOCK_SPIN};
+        if (!(cache = cache_store_new(&cc, err, sizeof err)))
+            die(EXIT_FAILURE, "cache: %s", err);
+        net_server_on_tick(&net, CACHE_SWEEP_INTERVAL_MS, sweep_cache, cache);
+    }
     static api_ctx api;
     api.config = &c;
     api.gens = gen_ptrs;
@@ -225,6 +244,7 @@ int main(int argc, char **argv)
     api.keeper = &keeper;
     api.http = http;
     api.net = &net;
+    api.cache = cache;
     api.loops = aligned_alloc(64, sizeof(api_loop) * sv->threads);
     if (!api.loops)
         die(EXIT_FAILURE, "out of memory");
@@ -264,6 +284,7 @@ int main(int argc, char **argv)
     net_server_join(&net);
     http_server_free(http);
     free(api.loops);
+    cache_store_free(cache);
 
     int code = 0;
     if (sf_lease_keeper_stop(&keeper, err, sizeof err) != 0) {

@@ -65,8 +65,9 @@ def registered_routes():
 
 
 def normalise_spec_path(p):
-    """'/id/{id}' -> ('/id/', True): a trailing template segment is a prefix route."""
-    m = re.match(r"^(.*/)\{[^/{}]+\}$", p)
+    """'/id/{id}' -> ('/id/', True): a path whose first template segment follows a prefix is
+    served by that prefix route ('/cache/{key}/incr' -> ('/cache/', True))."""
+    m = re.match(r"^(.*?/)\{[^/{}]+\}(/.*)?$", p)
     return (m.group(1), True) if m else (p, False)
 
 
@@ -88,18 +89,18 @@ class OpenApiInSync(unittest.TestCase):
         spec = spec_paths()
         self.assertTrue(spec, "no paths parsed from openapi.yaml")
         self.assertEqual({normalise_spec_path(p) for p in spec}, set(routes))
-        self.assertEqual(len(spec), len(routes))
 
     def test_prefix_route_is_id_template(self):
         self.assertIn(("/id/", True), registered_routes())
         self.assertIn("/id/{id}", spec_paths())
 
-    def test_every_path_has_get_and_head(self):
-        # Every route accepts GET, and the server implies HEAD from GET.
+    def test_get_implies_head(self):
+        # The server answers HEAD wherever it answers GET.
         for path, ops in spec_paths().items():
             with self.subTest(path=path):
-                self.assertIn("get", ops)
-                self.assertIn("head", ops)
+                self.assertTrue(ops, "no operations")
+                if "get" in ops:
+                    self.assertIn("head", ops)
 
 
 if __name__ == "__main__":

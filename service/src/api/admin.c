@@ -220,6 +220,36 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
     prom_u64(b, "snowflaked_info", labels, 1);
 }
 
+static void metrics_cache(prom_buf *b, cache_store *store)
+{
+    cache_stats st;
+    cache_store_stats(store, &st);
+    gauge(b, "snowflaked_cache_items", "Items in the cache.", st.curr_items);
+    gauge(b, "snowflaked_cache_bytes", "Memory reserved by cache items.", st.mem_used);
+    gauge(b, "snowflaked_cache_limit_bytes", "cache.max_memory_bytes.", st.mem_limit);
+    prom_family(b, "snowflaked_cache_operations_total", "counter",
+                "Cache operations by kind and outcome.");
+#define CACHE_OP_LINE(name)                                                                        \
+    prom_u64(b, "snowflaked_cache_operations_total", "op=\"" #name "\"", st.name);
+    CACHE_OP_LINE(get_hits)
+    CACHE_OP_LINE(get_misses)
+    CACHE_OP_LINE(sets)
+    CACHE_OP_LINE(cas_hits)
+    CACHE_OP_LINE(cas_badval)
+    CACHE_OP_LINE(cas_misses)
+    CACHE_OP_LINE(delete_hits)
+    CACHE_OP_LINE(delete_misses)
+    CACHE_OP_LINE(incr_hits)
+    CACHE_OP_LINE(incr_misses)
+    CACHE_OP_LINE(decr_hits)
+    CACHE_OP_LINE(decr_misses)
+#undef CACHE_OP_LINE
+    counter(b, "snowflaked_cache_evictions_total", "Items evicted to stay under the limit.",
+            st.evictions);
+    counter(b, "snowflaked_cache_expired_total", "Expired items reclaimed.",
+            st.expired_lazy + st.expired_swept);
+}
+
 void api_metrics(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
@@ -233,6 +263,8 @@ void api_metrics(http_request *r, void *ctx)
     metrics_http(&b, a->http);
     metrics_net(&b, a->net);
     metrics_pools(&b, a);
+    if (a->cache)
+        metrics_cache(&b, a->cache);
     if (b.truncated) {
         http_respond_error(r, 500, "metrics output exceeds its buffer", NULL);
         return;
@@ -254,5 +286,16 @@ int api_register(http_server *http, api_ctx *a)
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (http_server_route(http, &routes[i]) != 0)
             return -1;
+    if (a->cache) {
+        const http_route cache = {.path = "/cache/",
+                                  .prefix = true,
+                                  .wants_body = true,
+                                  .methods = get | HTTP_M(HTTP_PUT) | HTTP_M(HTTP_DELETE) |
+                                             HTTP_M(HTTP_POST),
+                                  .handler = api_cache,
+                                  .ctx = a};
+        if (http_server_route(http, &cache) != 0)
+            return -1;
+    }
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "cache/store.h"
 #include "config/config.h"
 #include "http/http.h"
 #include "snowflake/generator.h"
@@ -28,6 +29,7 @@ typedef struct api_ctx {
     api_loop *loops;
     _Atomic bool listening;         /* set once every listener is up */
     uint64_t (*malloc_calls)(void); /* from an LD_PRELOAD counting shim, if present */
+    cache_store *cache;             /* NULL when cache.enabled is false */
 } api_ctx;
 
 /* Registers every route on the HTTP server. Returns 0 or -1. */
@@ -40,6 +42,7 @@ void api_id_parse(http_request *r, void *ctx);
 void api_healthz(http_request *r, void *ctx);
 void api_readyz(http_request *r, void *ctx);
 void api_metrics(http_request *r, void *ctx);
+void api_cache(http_request *r, void *ctx);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);

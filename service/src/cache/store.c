@@ -802,6 +802,14 @@ static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *
 int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
                      uint64_t *cas_out, uint64_t now_ms)
 {
+    return cache_store_item_ex(s, it, mode, cas_in, cas_out, NULL, now_ms);
+}
+
+int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                        uint64_t *cas_out, bool *replaced, uint64_t now_ms)
+{
+    if (replaced)
+        *replaced = mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND;
     if (mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND)
         return store_concat(s, it, mode == CACHE_MODE_APPEND, cas_out, now_ms);
     if ((unsigned)mode > CACHE_MODE_CAS) {
@@ -819,6 +827,8 @@ int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t c
     cache_item **pp = find_live(sh, it->hash, it->data, it->klen, now_ms);
     rc = mode_check(sh, pp ? *pp : NULL, mode, cas_in);
     if (rc == CACHE_STORED) {
+        if (replaced)
+            *replaced = pp != NULL;
         replace_locked(sh, pp, it, now_ms);
         sh->stats.sets++;
         if (cas_out)

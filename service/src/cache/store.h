@@ -166,6 +166,9 @@ char *cache_item_value_mut(cache_item *it);
  * cas_in is used by CACHE_MODE_CAS only; *cas_out (if not NULL) gets the new CAS on STORED. */
 int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
                      uint64_t *cas_out, uint64_t now_ms);
+/* The same, telling whether a live item was replaced (for HTTP's 201 Created vs 204). */
+int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                        uint64_t *cas_out, bool *replaced, uint64_t now_ms);
 
 /* DELETED; NOT_FOUND; EXISTS if cas_in != 0 and differs from the item's. */
 int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms);

@@ -168,6 +168,20 @@ void net_loop_arm_wheel(net_loop *l, uint64_t expire_at)
     uv_timer_start(&l->wheel_timer, on_wheel_timer, expire_at > now ? expire_at - now : 0, 0);
 }
 
+static void on_tick(uv_timer_t *t)
+{
+    net_loop *l = t->data;
+    l->server->tick(l, l->server->tick_arg);
+}
+
+void net_server_on_tick(net_server *s, uint32_t interval_ms, void (*tick)(net_loop *, void *),
+                        void *arg)
+{
+    s->tick = tick;
+    s->tick_arg = arg;
+    s->tick_ms = interval_ms ? interval_ms : 1;
+}
+
 static void on_pending(uv_idle_t *h)
 {
     net_loop *l = h->data;
@@ -271,6 +285,7 @@ static void close_loop_handles(net_loop *l)
     uv_close((uv_handle_t *)&l->async, NULL);
     uv_close((uv_handle_t *)&l->wheel_timer, NULL);
     uv_close((uv_handle_t *)&l->grace_timer, NULL);
+    uv_close((uv_handle_t *)&l->tick_timer, NULL);
     uv_close((uv_handle_t *)&l->pending_idle, NULL);
 }
 
@@ -302,6 +317,8 @@ static int loop_init(net_server *s, net_loop *l, unsigned index)
     l->wheel_armed_at = UINT64_MAX;
     uv_timer_init(&l->uv, &l->grace_timer);
     l->grace_timer.data = l;
+    uv_timer_init(&l->uv, &l->tick_timer);
+    l->tick_timer.data = l;
     uv_idle_init(&l->uv, &l->pending_idle);
     l->pending_idle.data = l;
     wheel_init(&l->wheel, uv_now(&l->uv));
@@ -407,6 +424,8 @@ int net_server_start(net_server *s, char *err, size_t errlen)
         /* Handles are set up here, before the thread exists; afterwards only it touches them. */
         for (unsigned k = 0; k < l->nlisteners; k++)
             listener_poll(&l->listeners[k], true);
+        if (s->tick)
+            uv_timer_start(&l->tick_timer, on_tick, s->tick_ms, s->tick_ms);
         if (uv_thread_create(&l->thread, loop_main, l) != 0) {
             snprintf(err, errlen, "cannot start loop thread %u", i);
             return -1;

@@ -99,6 +99,8 @@ struct net_loop {
     uv_timer_t wheel_timer;  /* the single timer driving the wheel */
     uint64_t wheel_armed_at; /* UINT64_MAX when not armed */
     uv_timer_t grace_timer;
+    uv_timer_t tick_timer; /* periodic housekeeping for the application */
+    unsigned tick_cursor;  /* the application's per-loop position (e.g. a sweep) */
     uv_idle_t pending_idle;
     conn *pending_head, *pending_tail;
     wheel wheel;
@@ -123,8 +125,11 @@ struct net_server {
     unsigned nspecs;
     _Atomic uint32_t open_conns;
     _Atomic bool draining;
-    _Atomic unsigned handoff_next; /* round robin in fallback mode */
-    bool reuseport;                /* in effect (config and kernel) */
+    _Atomic unsigned handoff_next;        /* round robin in fallback mode */
+    bool reuseport;                       /* in effect (config and kernel) */
+    void (*tick)(net_loop *l, void *arg); /* see net_server_on_tick */
+    void *tick_arg;
+    uint32_t tick_ms;
     bool started;
 };
 
@@ -135,6 +140,10 @@ int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char 
  * Call before net_server_start. Returns 0, or -1 with a message naming the address. */
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
                       char *err, size_t errlen);
+/* Calls tick(loop, arg) on every loop thread every interval_ms (housekeeping such as the cache
+ * expiry sweep). Call before net_server_start. */
+void net_server_on_tick(net_server *s, uint32_t interval_ms, void (*tick)(net_loop *, void *),
+                        void *arg);
 /* Starts the loop threads. */
 int net_server_start(net_server *s, char *err, size_t errlen);
 /* From any thread: stop accepting, close idle connections, let in-flight requests finish,

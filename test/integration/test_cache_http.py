@@ -1,0 +1,123 @@
+"""The cache over HTTP (/cache/{key}) against the real binary: status codes, ETag/CAS,
+conditional requests, TTL, counters, key rules, limits, eviction under the memory limit."""
+import time
+import unittest
+
+from sfharness import Reader, Server, get, request
+
+
+def req(srv, method, path, body=b"", headers=""):
+    raw = ("%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n%s\r\n" %
+           (method, path, len(body), headers)).encode() + body
+    return request(srv, raw, head_only=method == "HEAD")
+
+
+class CacheHttp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server("--set", "cache.max_item_bytes=65536", "--set",
+                         "server.max_body_bytes=131072")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def test_put_get_head_delete(self):
+        r = req(self.srv, "PUT", "/cache/k1", b"hello", "Content-Type: text/x-test\r\n")
+        self.assertEqual(r.status, 201)
+        etag = r.header("etag")
+        self.assertRegex(etag, r'^"\d+"$')
+        g = request(self.srv, get("/cache/k1"))
+        self.assertEqual((g.status, g.body, g.header("content-type"), g.header("etag")),
+                         (200, b"hello", "text/x-test", etag))
+        h = req(self.srv, "HEAD", "/cache/k1")
+        self.assertEqual((h.status, h.header("content-length")), (200, "5"))
+        r = req(self.srv, "PUT", "/cache/k1", b"world")
+        self.assertEqual(r.status, 204)
+        self.assertNotEqual(r.header("etag"), etag)
+        self.assertEqual(request(self.srv, get("/cache/k1")).header("content-type"),
+                         "application/octet-stream")
+        self.assertEqual(req(self.srv, "DELETE", "/cache/k1").status, 204)
+        self.assertEqual(req(self.srv, "DELETE", "/cache/k1").status, 404)
+        r = request(self.srv, get("/cache/k1"))
+        self.assertEqual(r.status, 404)
+        self.assertEqual(r.json(), {"error": "not found"})
+
+    def test_conditionals(self):
+        r = req(self.srv, "PUT", "/cache/c1", b"v1", "If-None-Match: *\r\n")
+        self.assertEqual(r.status, 201)
+        self.assertEqual(req(self.srv, "PUT", "/cache/c1", b"v2", "If-None-Match: *\r\n").status,
+                         412)
+        etag = r.header("etag")
+        self.assertEqual(request(self.srv, get("/cache/c1", "If-None-Match: %s\r\n" % etag))
+                         .status, 304)
+        self.assertEqual(req(self.srv, "PUT", "/cache/c1", b"v3", 'If-Match: "1"\r\n').status,
+                         412)
+        r = req(self.srv, "PUT", "/cache/c1", b"v3", "If-Match: %s\r\n" % etag)
+        self.assertEqual(r.status, 204)
+        self.assertEqual(req(self.srv, "DELETE", "/cache/c1", headers="If-Match: %s\r\n" % etag)
+                         .status, 412)  # the old tag
+        self.assertEqual(req(self.srv, "DELETE", "/cache/c1",
+                             headers="If-Match: %s\r\n" % r.header("etag")).status, 204)
+        self.assertEqual(req(self.srv, "PUT", "/cache/c2", b"x", 'If-Match: "5"\r\n').status, 412)
+        self.assertEqual(req(self.srv, "PUT", "/cache/c2", b"x", "If-Match: garbage\r\n").status,
+                         400)
+
+    def test_ttl(self):
+        self.assertEqual(req(self.srv, "PUT", "/cache/t1?ttl=1", b"x").status, 201)
+        self.assertEqual(request(self.srv, get("/cache/t1")).status, 200)
+        time.sleep(1.2)
+        self.assertEqual(request(self.srv, get("/cache/t1")).status, 404)
+        for bad in ("abc", "-1", "1.5", "99999999999"):
+            self.assertEqual(req(self.srv, "PUT", "/cache/t2?ttl=" + bad, b"x").status, 400)
+
+    def test_counters(self):
+        req(self.srv, "PUT", "/cache/n", b"41")
+        r = req(self.srv, "POST", "/cache/n/incr")
+        self.assertEqual((r.status, r.body), (200, b"42"))
+        self.assertEqual(req(self.srv, "POST", "/cache/n/decr?by=50").body, b"0")
+        req(self.srv, "PUT", "/cache/n", b"18446744073709551615")
+        self.assertEqual(req(self.srv, "POST", "/cache/n/incr").body, b"0")  # wraps
+        req(self.srv, "PUT", "/cache/s", b"text")
+        self.assertEqual(req(self.srv, "POST", "/cache/s/incr").status, 409)
+        self.assertEqual(req(self.srv, "POST", "/cache/missing/incr").status, 404)
+        self.assertEqual(req(self.srv, "POST", "/cache/n/incr?by=x").status, 400)
+        self.assertEqual(request(self.srv, get("/cache/n/incr")).status, 405)
+        self.assertEqual(req(self.srv, "POST", "/cache/n").status, 405)
+
+    def test_keys(self):
+        self.assertEqual(req(self.srv, "PUT", "/cache/a%2Fb%3Fc", b"v").status, 201)
+        self.assertEqual(request(self.srv, get("/cache/a%2Fb%3Fc")).body, b"v")
+        for bad in ("/cache/a%20b", "/cache/a%0Ab", "/cache/" + "k" * 251, "/cache/%zz"):
+            with self.subTest(bad[:20]):
+                self.assertEqual(request(self.srv, get(bad)).status, 400)
+        self.assertEqual(request(self.srv, get("/cache/" + "k" * 250)).status, 404)
+
+    def test_too_large(self):
+        self.assertEqual(req(self.srv, "PUT", "/cache/big", b"x" * 65537).status, 413)
+        self.assertEqual(req(self.srv, "PUT", "/cache/big", b"x" * 65536).status, 201)
+
+    def test_binary_value_round_trip(self):
+        value = bytes(range(256)) * 64
+        req(self.srv, "PUT", "/cache/bin", value)
+        self.assertEqual(request(self.srv, get("/cache/bin")).body, value)
+
+
+class CacheEviction(unittest.TestCase):
+    def test_lru_eviction_under_the_memory_limit(self):
+        srv = Server("--set", "cache.max_memory_bytes=1048576", "--set",
+                     "cache.max_item_bytes=16384")
+        try:
+            value = b"v" * 8000
+            for i in range(400):  # ~3.2 MB into a 1 MiB cache: every PUT succeeds
+                self.assertEqual(req(srv, "PUT", "/cache/e%d" % i, value).status, 201)
+            self.assertEqual(request(srv, get("/cache/e0")).status, 404)    # evicted
+            self.assertEqual(request(srv, get("/cache/e399")).status, 200)  # recent
+            text = request(srv, get("/metrics")).body.decode()
+            self.assertRegex(text, r"snowflaked_cache_evictions_total [1-9]")
+        finally:
+            srv.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
