@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "cache/snapshot.h"
 #include "config/config.h"
 #include "http/http.h"
 #include "net/loop.h"
@@ -118,6 +119,50 @@ static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *p
 
 #define CACHE_SWEEP_INTERVAL_MS 100
 #define CACHE_SWEEP_BUCKETS     256 /* per loop per tick: bounded work, memory comes back anyway */
+
+static void snapshot_path(char *out, size_t cap, const char *data_dir)
+{
+    snprintf(out, cap, "%s/" CACHE_SNAPSHOT_FILE, data_dir);
+}
+
+/* A damaged snapshot cannot be trusted: it is moved aside (kept for inspection) and the cache
+ * starts empty rather than refusing to start. */
+static void load_snapshot(cache_store *cache, const char *data_dir)
+{
+    char path[CFG_PATH_MAX + 32], err[CFG_PATH_MAX + 256];
+    snapshot_path(path, sizeof path, data_dir);
+    cache_snapshot_info info;
+    uint64_t t0 = uv_hrtime();
+    int rc =
+        cache_snapshot_load(cache, path, sf_clock_now(sf_clock_system()), &info, err, sizeof err);
+    if (rc == 1) {
+        LOG_INFO("cache: loaded %llu items (%llu value bytes) from %s in %.0f ms",
+                 (unsigned long long)info.items, (unsigned long long)info.bytes, path,
+                 (double)(uv_hrtime() - t0) / 1e6);
+    } else if (rc < 0) {
+        char aside[CFG_PATH_MAX + 48];
+        snprintf(aside, sizeof aside, "%s.corrupt", path);
+        rename(path, aside);
+        LOG_ERROR("cache: %s (moved to %s)", err, aside);
+    }
+}
+
+static int save_snapshot(cache_store *cache, const char *data_dir)
+{
+    char path[CFG_PATH_MAX + 32], err[CFG_PATH_MAX + 256];
+    snapshot_path(path, sizeof path, data_dir);
+    cache_snapshot_info info;
+    uint64_t t0 = uv_hrtime();
+    if (cache_snapshot_save(cache, path, sf_clock_now(sf_clock_system()), &info, err, sizeof err) !=
+        0) {
+        LOG_ERROR("cache: snapshot not written: %s", err);
+        return -1;
+    }
+    LOG_INFO("cache: saved %llu items (%llu bytes) to %s in %.0f ms",
+             (unsigned long long)info.items, (unsigned long long)info.bytes, path,
+             (double)(uv_hrtime() - t0) / 1e6);
+    return 0;
+}
 
 static void sweep_cache(net_loop *l, void *arg)
 {
@@ -236,6 +281,8 @@ int main(int argc, char **argv)
         if (!(cache = cache_store_new(&cc, err, sizeof err)))
             die(EXIT_FAILURE, "cache: %s", err);
         net_server_on_tick(&net, CACHE_SWEEP_INTERVAL_MS, sweep_cache, cache);
+        if (c.cache.persist)
+            load_snapshot(cache, c.data_dir);
     }
     static api_ctx api;
     api.config = &c;
@@ -284,9 +331,11 @@ int main(int argc, char **argv)
     net_server_join(&net);
     http_server_free(http);
     free(api.loops);
+    int code = 0;
+    if (cache && c.cache.persist && save_snapshot(cache, c.data_dir) != 0)
+        code = EXIT_FAILURE;
     cache_store_free(cache);
 
-    int code = 0;
     if (sf_lease_keeper_stop(&keeper, err, sizeof err) != 0) {
         LOG_ERROR("final lease not written: %s", err);
         code = EXIT_FAILURE; /* the renewed lease on disk still covers every ID issued */

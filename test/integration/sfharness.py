@@ -22,13 +22,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *args, env=None, threads=2, port=None, nofile=None):
+    def __init__(self, *args, env=None, threads=2, port=None, nofile=None, data_dir=None):
         self.dir = tempfile.TemporaryDirectory(prefix="sf_it_")
         self.port = port or free_port()
         self.log_path = os.path.join(self.dir.name, "log")
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
         full_env.update({
-            "SNOWFLAKED_DATA_DIR": os.path.join(self.dir.name, "data"),
+            "SNOWFLAKED_DATA_DIR": data_dir or os.path.join(self.dir.name, "data"),
             "SNOWFLAKED_SERVER_PORT": str(self.port),
             "SNOWFLAKED_SERVER_THREADS": str(threads),
         })

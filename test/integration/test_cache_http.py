@@ -1,5 +1,7 @@
 """The cache over HTTP (/cache/{key}) against the real binary: status codes, ETag/CAS,
 conditional requests, TTL, counters, key rules, limits, eviction under the memory limit."""
+import os
+import tempfile
 import time
 import unittest
 
@@ -117,6 +119,49 @@ class CacheEviction(unittest.TestCase):
             self.assertRegex(text, r"snowflaked_cache_evictions_total [1-9]")
         finally:
             srv.stop()
+
+
+class CachePersistence(unittest.TestCase):
+    def test_graceful_restart_keeps_the_cache(self):
+        with tempfile.TemporaryDirectory(prefix="sf_snap_") as d:
+            srv = Server(data_dir=d)
+            try:
+                for i in range(200):
+                    self.assertEqual(req(srv, "PUT", "/cache/p%d" % i, b"value-%d" % i).status,
+                                     201)
+                req(srv, "PUT", "/cache/typed", b"{}", "Content-Type: application/json\r\n")
+                req(srv, "PUT", "/cache/short?ttl=1", b"x")
+                req(srv, "PUT", "/cache/long?ttl=600", b"y")
+            finally:
+                srv.stop()  # SIGTERM: exit 0 asserted, snapshot written
+            self.assertTrue(os.path.exists(os.path.join(d, "cache.snapshot")))
+            srv = Server(data_dir=d)
+            try:
+                for i in range(200):
+                    r = request(srv, get("/cache/p%d" % i))
+                    self.assertEqual((r.status, r.body), (200, b"value-%d" % i))
+                r = request(srv, get("/cache/typed"))
+                self.assertEqual(r.header("content-type"), "application/json")
+                self.assertEqual(request(srv, get("/cache/long")).status, 200)
+                time.sleep(1.1)
+                self.assertEqual(request(srv, get("/cache/short")).status, 404)  # TTL kept
+                self.assertIn("cache: loaded 203 items", srv.output())
+            finally:
+                srv.stop()
+
+    def test_corrupt_snapshot_is_set_aside(self):
+        with tempfile.TemporaryDirectory(prefix="sf_snap_") as d:
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "cache.snapshot"), "wb") as f:
+                f.write(b"SFCACHE1" + b"\x01\x00\x00\x00" + b"garbage" * 10)
+            srv = Server(data_dir=d)
+            try:
+                self.assertEqual(request(srv, get("/cache/anything")).status, 404)
+                time.sleep(0.2)
+                self.assertIn("starting with an empty cache", srv.output())
+                self.assertTrue(os.path.exists(os.path.join(d, "cache.snapshot.corrupt")))
+            finally:
+                srv.stop()
 
 
 if __name__ == "__main__":

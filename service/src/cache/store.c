@@ -1105,3 +1105,20 @@ void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *ou
     out->migrated = sh->old ? sh->migrate_pos : 0;
     unlock(sh);
 }
+
+int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
+                        void *arg)
+{
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        lock(sh);
+        int rc = 0;
+        for (cache_item *it = sh->lru_tail; it && !rc; it = it->lru_prev)
+            if (!is_expired(it, now_ms) && !is_flushed(sh, it, now_ms))
+                rc = fn(it, arg);
+        unlock(sh);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

@@ -194,6 +194,11 @@ void cache_flush_all(cache_store *s, uint64_t at_ms);
 size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64_t now_ms);
 
 void cache_store_stats(cache_store *s, cache_stats *out);
+/* Calls fn for every live item (not expired, not flushed), shard by shard under that shard's
+ * lock, in LRU order from the least recent (so reloading them in order restores recency). fn
+ * must not call back into the store; a non-zero return stops the walk and is returned. */
+int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
+                        void *arg);
 
 /* Bytes an item of these lengths is accounted for (its size class). */
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen);

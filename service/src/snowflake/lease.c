@@ -1,6 +1,7 @@
 #include "snowflake/lease.h"
 
 #include "obs/log.h"
+#include "util/crc32.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,13 +17,7 @@
 
 static uint32_t crc32_of(const char *s, size_t n)
 {
-    uint32_t crc = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= (unsigned char)s[i];
-        for (int k = 0; k < 8; k++)
-            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-    }
-    return ~crc;
+    return crc32_update(0, s, n);
 }
 
 int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen)

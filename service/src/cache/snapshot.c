@@ -1,0 +1,241 @@
+#include "cache/snapshot.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/crc32.h"
+
+#define MAGIC   "SFCACHE1"
+#define TRAILER "\0SFEND\0\0" /* starts with klen 0, which no record has */
+#define VERSION 1u
+
+typedef struct writer {
+    FILE *f;
+    uint32_t crc;
+    uint64_t count, bytes;
+    bool failed;
+} writer;
+
+static void put(writer *w, const void *p, size_t n)
+{
+    if (w->failed || fwrite(p, 1, n, w->f) != n) {
+        w->failed = true;
+        return;
+    }
+    w->crc = crc32_update(w->crc, p, n);
+    w->bytes += n;
+}
+
+static void put_u32(writer *w, uint32_t v)
+{
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    put(w, b, 4);
+}
+
+static void put_u64(writer *w, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    put(w, b, 8);
+}
+
+static int write_item(const cache_item *it, void *arg)
+{
+    writer *w = arg;
+    size_t ctlen;
+    const char *ct = cache_item_ctype(it, &ctlen);
+    unsigned char lens[2] = {(unsigned char)cache_item_klen(it), (unsigned char)ctlen};
+    put(w, lens, 2);
+    put_u32(w, (uint32_t)cache_item_vlen(it));
+    put_u32(w, cache_item_flags(it));
+    put_u64(w, cache_item_expiry(it));
+    put(w, cache_item_key(it), cache_item_klen(it));
+    put(w, ct, ctlen);
+    put(w, cache_item_value(it), cache_item_vlen(it));
+    w->count++;
+    return w->failed ? -1 : 0;
+}
+
+static int fsync_parent(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    FILE *d = fopen(dir, "r");
+    if (!d)
+        return -1;
+    int rc = fsync(fileno(d));
+    fclose(d);
+    return rc;
+}
+
+int cache_snapshot_save(cache_store *s, const char *path, uint64_t now_ms,
+                        cache_snapshot_info *info, char *err, size_t errlen)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    writer w = {.f = fopen(tmp, "wb")};
+    if (!w.f) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        return -1;
+    }
+    static char buf[1 << 16];
+    setvbuf(w.f, buf, _IOFBF, sizeof buf);
+    put(&w, MAGIC, 8);
+    put_u32(&w, VERSION);
+    put_u32(&w, 0);
+    put_u64(&w, now_ms);
+    cache_store_foreach(s, now_ms, write_item, &w);
+    uint32_t crc = w.crc;
+    put(&w, TRAILER, 8);
+    put_u64(&w, w.count);
+    put_u32(&w, crc);
+    put_u32(&w, 0);
+    int saved_errno = errno;
+    const char *what = w.failed ? "write" : NULL;
+    if (!what && fflush(w.f) != 0)
+        what = "write";
+    if (!what && fsync(fileno(w.f)) != 0)
+        what = "fsync";
+    if (!what)
+        saved_errno = errno;
+    if (fclose(w.f) != 0 && !what) {
+        what = "close";
+        saved_errno = errno;
+    }
+    if (!what && rename(tmp, path) != 0) {
+        what = "rename";
+        saved_errno = errno;
+    }
+    if (!what && fsync_parent(path) != 0) {
+        what = "fsync of the directory";
+        saved_errno = errno;
+    }
+    if (what) {
+        snprintf(err, errlen, "%s: %s failed: %s (the previous snapshot is untouched)", path, what,
+                 strerror(saved_errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (info)
+        *info = (cache_snapshot_info){.items = w.count, .bytes = w.bytes};
+    return 0;
+}
+
+/* ---- loading ------------------------------------------------------------------------------- */
+
+typedef struct reader {
+    FILE *f;
+    uint32_t crc;
+    bool eof;
+} reader;
+
+static bool get(reader *r, void *p, size_t n)
+{
+    if (n == 0)
+        return true;
+    if (fread(p, 1, n, r->f) != n) {
+        r->eof = true;
+        return false;
+    }
+    r->crc = crc32_update(r->crc, p, n);
+    return true;
+}
+
+static uint64_t le(const unsigned char *b, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+static int fail(cache_store *s, uint64_t now_ms, FILE *f, const char *path, const char *why,
+                char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: %s; starting with an empty cache", path, why);
+    fclose(f);
+    cache_flush_all(s, now_ms); /* nothing of a damaged file stays */
+    return -1;
+}
+
+int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
+                        cache_snapshot_info *info, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    reader r = {.f = f};
+    unsigned char head[24];
+    if (!get(&r, head, sizeof head) || memcmp(head, MAGIC, 8) != 0)
+        return fail(s, now_ms, f, path, "not a snapshot file", err, errlen);
+    if (le(head + 8, 4) != VERSION)
+        return fail(s, now_ms, f, path, "unsupported snapshot version", err, errlen);
+    uint64_t count = 0, bytes = 0;
+    char key[256], ctype[256];
+    for (;;) {
+        uint32_t crc_before = r.crc;
+        unsigned char rec[18];
+        if (!get(&r, rec, 8))
+            return fail(s, now_ms, f, path, "truncated", err, errlen);
+        if (memcmp(rec, TRAILER, 8) == 0) {
+            unsigned char tail[16];
+            if (fread(tail, 1, sizeof tail, f) != sizeof tail)
+                return fail(s, now_ms, f, path, "truncated trailer", err, errlen);
+            if (le(tail, 8) != count || le(tail + 8, 4) != crc_before)
+                return fail(s, now_ms, f, path, "checksum or count mismatch", err, errlen);
+            break;
+        }
+        if (!get(&r, rec + 8, 10))
+            return fail(s, now_ms, f, path, "truncated", err, errlen);
+        size_t klen = rec[0], ctlen = rec[1];
+        uint64_t vlen = le(rec + 2, 4), expiry = le(rec + 10, 8);
+        uint32_t flags = (uint32_t)le(rec + 6, 4);
+        if (klen == 0 || ctlen > CACHE_CTYPE_MAX || !get(&r, key, klen) || !get(&r, ctype, ctlen) ||
+            !cache_key_valid(key, klen))
+            return fail(s, now_ms, f, path, "malformed record", err, errlen);
+        int rc;
+        cache_item *it = cache_item_new(s, key, klen, vlen, flags, expiry, ctype, ctlen, &rc);
+        if (!it) {
+            /* Too large for this configuration: skip its value (still checksummed). */
+            char skip[4096];
+            for (uint64_t left = vlen; left > 0;) {
+                size_t n = left > sizeof skip ? sizeof skip : (size_t)left;
+                if (!get(&r, skip, n))
+                    return fail(s, now_ms, f, path, "truncated", err, errlen);
+                left -= n;
+            }
+        } else {
+            if (!get(&r, cache_item_value_mut(it), vlen)) {
+                cache_item_release(it);
+                return fail(s, now_ms, f, path, "truncated", err, errlen);
+            }
+            if (expiry == 0 || expiry > now_ms) /* expired while we were down: skip */
+                if (cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, now_ms) == CACHE_STORED)
+                    bytes += vlen;
+            if (!(expiry == 0 || expiry > now_ms))
+                cache_item_release(it);
+        }
+        count++;
+    }
+    fclose(f);
+    if (info)
+        *info = (cache_snapshot_info){.items = count, .bytes = bytes};
+    return 1;
+}

@@ -1,0 +1,34 @@
+/* Cache snapshot: the store's live items on disk, so a graceful restart loses nothing.
+ *
+ * Written at shutdown (after the loops stopped) to <path>.tmp, fsynced, renamed over <path>, and
+ * the directory fsynced: a crash or a full disk leaves the previous snapshot intact. Read at start
+ * before any listener opens. Format (little-endian): "SFCACHE1", u32 version, u32 0, u64 saved
+ * at (ms); records {u8 klen, u8 ctlen, u32 vlen, u32 flags, u64 expiry_ms, key, ctype, value};
+ * trailer "\\0SFEND\\0\\0" (a zero key length, which no record has), u64 count, u32 CRC-32 of
+ * everything before the trailer, u32 0. Items are reloaded least recent first, so the LRU order
+ * survives; CAS values (ETags) are new. Expired items are skipped on both sides. A corrupt or
+ * truncated file loads nothing (anything read before the damage is flushed again) and is reported;
+ * the daemon then starts empty.
+ */
+#ifndef SF_CACHE_SNAPSHOT_H
+#define SF_CACHE_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/store.h"
+
+#define CACHE_SNAPSHOT_FILE "cache.snapshot"
+
+typedef struct cache_snapshot_info {
+    uint64_t items, bytes;
+} cache_snapshot_info;
+
+/* 0, or -1 with a reason in err (nothing replaced on failure). */
+int cache_snapshot_save(cache_store *s, const char *path, uint64_t now_ms,
+                        cache_snapshot_info *info, char *err, size_t errlen);
+/* 1 loaded, 0 no file, -1 unreadable or corrupt (err says why; the store holds nothing from it). */
+int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
+                        cache_snapshot_info *info, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,35 @@
+/* The memcached text protocol (memcached 1.6 doc/protocol.txt) over the cache store.
+ *
+ * memcache_proto plugs into a net listener whose ctx is a memcache_server. Commands: get, gets,
+ * gat, gats, set, add, replace, append, prepend, cas, delete, incr, decr, touch, flush_all,
+ * version, verbosity, stats, quit. Replies and error strings are byte-exact as memcached 1.6.
+ *
+ * Values may arrive in any number of reads: the item is allocated when its command line is
+ * parsed and the data bytes are copied into it as they come, so nothing but the command line is
+ * ever buffered. A command line longer than 2048 bytes without a newline closes the connection,
+ * except get/gets, whose keys are then answered as they arrive (multigets are unbounded, as in
+ * memcached). Fairness: at most MEMCACHE_MAX_PIPELINE commands per read, and none while the
+ * output is above the high-water mark; the rest waits for a later loop turn.
+ *
+ * Threads: the protocol runs on loop threads; memcache_server_new/free on the main thread,
+ * before the loops start and after they are joined. Counters are per loop, single writer,
+ * relaxed atomics.
+ */
+#ifndef SF_PROTO_MEMCACHE_H
+#define SF_PROTO_MEMCACHE_H
+
+#include "cache/store.h"
+#include "net/proto.h"
+
+#define MEMCACHE_MAX_PIPELINE 64   /* commands answered per read before yielding */
+#define MEMCACHE_LINE_MAX     2048 /* an unterminated command line longer than this closes */
+
+typedef struct memcache_server memcache_server;
+
+extern const proto memcache_proto;
+
+/* NULL when out of memory. nloops = the net server's loop count. */
+memcache_server *memcache_server_new(cache_store *store, unsigned nloops);
+void memcache_server_free(memcache_server *s); /* NULL is fine */
+
+#endif
