@@ -21,6 +21,7 @@
 
 #include "api/api.h"
 #include "cache/snapshot.h"
+#include "proto/memcache.h"
 #include "config/config.h"
 #include "http/http.h"
 #include "net/loop.h"
@@ -302,6 +303,16 @@ int main(int argc, char **argv)
     if (net_server_listen(&net, sv->host, (uint16_t)sv->port, &http_proto, http, err, sizeof err) !=
         0)
         die(EXIT_FAILURE, "%s", err);
+    memcache_server *mc = NULL;
+    if (cache && c.cache.memcached_port != 0) {
+        if (!(mc = memcache_server_new(cache, sv->threads)))
+            die(EXIT_FAILURE, "out of memory");
+        if (net_server_listen(&net, c.cache.memcached_host, (uint16_t)c.cache.memcached_port,
+                              &memcache_proto, mc, err, sizeof err) != 0)
+            die(EXIT_FAILURE, "%s", err);
+        LOG_INFO("memcached text protocol on %s:%u (no authentication, like memcached)",
+                 c.cache.memcached_host, c.cache.memcached_port);
+    }
     if (net_server_start(&net, err, sizeof err) != 0)
         die(EXIT_FAILURE, "%s", err);
     atomic_store(&api.listening, true);
@@ -331,6 +342,7 @@ int main(int argc, char **argv)
     net_server_join(&net);
     http_server_free(http);
     free(api.loops);
+    memcache_server_free(mc);
     int code = 0;
     if (cache && c.cache.persist && save_snapshot(cache, c.data_dir) != 0)
         code = EXIT_FAILURE;

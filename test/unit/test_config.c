@@ -551,6 +551,8 @@ static const bad_case bad_files[] = {
     {"{\"cache\":{\"max_memory_bytes\":1048576,\"max_item_bytes\":1048577}}",
      "cache.max_item_bytes", "must be <= cache.max_memory_bytes (1048576)"},
     {"{\"auth\":{\"token\":\"t\",\"token_file\":\"/etc/tok\"}}", "auth.token", "not both"},
+    {"{\"cache\":{\"enabled\":false,\"memcached_port\":11311}}", "cache.memcached_port",
+     "needs cache.enabled=true"},
     {"{\"echo\":{\"tcp_port\":8080}}", "echo.tcp_port",
      "port 8080 on 127.0.0.1 is already used by server.port on 127.0.0.1"},
     {"{\"cache\":{\"memcached_port\":8080}}", "cache.memcached_port", "server.port"},

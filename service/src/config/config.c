@@ -1002,6 +1002,12 @@ static int cfg_check_limits(cfg_ctx *ctx)
                         (unsigned long long)c->server.output_high_water_bytes + largest,
                         c->server.output_limit_bytes);
     }
+    if (c->cache.memcached_port && !c->cache.enabled) {
+        cfg_cross_label(ctx, src, sizeof src, "cache.memcached_port", "cache.enabled",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "cache.memcached_port",
+                        "the memcached listener needs cache.enabled=true (or port 0 = off)");
+    }
     if (c->cache.max_item_bytes > c->cache.max_memory_bytes) {
         cfg_cross_label(ctx, src, sizeof src, "cache.max_item_bytes", "cache.max_memory_bytes",
                         (const char *)NULL);

@@ -1,0 +1,895 @@
+#include "proto/memcache.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "net/conn.h"
+#include "net/loop.h"
+#include "snowflake/clock.h"
+#include "util/fmt.h"
+
+#ifndef SF_VERSION
+#define SF_VERSION "0"
+#endif
+
+#define MC_REL_MAX      2592000 /* exptimes up to 30 days are relative */
+#define MC_TOKENS_MAX   8       /* more tokens than any fixed-arity command takes */
+#define MC_GET_LEAD_MAX 100     /* leading blanks memcached tolerates before a long "get " */
+
+/* Per-loop counters: single writer (the loop), relaxed atomics, summed by "stats". */
+typedef struct mc_loop {
+    _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, total_items;
+    _Atomic uint64_t conns_opened, conns_closed;
+    char pad[64]; /* loops write their own line */
+} mc_loop;
+
+struct memcache_server {
+    cache_store *store;
+    unsigned nloops;
+    uint64_t started_ms;
+    mc_loop *loops;
+};
+
+typedef enum {
+    MC_LINE = 0,  /* waiting for a command line */
+    MC_DATA,      /* receiving a storage command's data block into m->item */
+    MC_SWALLOW,   /* discarding a refused data block */
+    MC_GET_CONT,  /* a long get/gets line: keys are answered as they arrive */
+    MC_SKIP_LINE, /* discarding the rest of a failed long get line */
+} mc_state;
+
+typedef struct mc_conn {
+    conn *c;
+    memcache_server *srv;
+    mc_loop *ml;
+    cache_item *item; /* MC_DATA: the unstored item being filled */
+    char *lbuf;       /* a command line (or a get's key) split across reads, owned here */
+    size_t llen, lcap;
+    uint64_t cas_in;
+    uint64_t need; /* MC_DATA / MC_SWALLOW: bytes still expected (value + "\r\n") */
+    uint32_t vlen;
+    uint8_t state, mode;
+    bool noreply;
+    bool get_cas; /* MC_GET_CONT: gets */
+    bool in_cmd;  /* a command is partly received (the header timeout runs) */
+    char tail[2]; /* the two bytes after the value: must be "\r\n" */
+} mc_conn;
+
+typedef struct mc_tok {
+    const char *p;
+    size_t n;
+} mc_tok;
+
+static void stat_add(_Atomic uint64_t *f, uint64_t n)
+{
+    NET_STAT_ADD(*f, n);
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static void out(mc_conn *m, const char *s, size_t n)
+{
+    if (!m->noreply)
+        conn_write(m->c, s, n);
+}
+
+#define OUT(m, lit) out((m), lit "\r\n", sizeof(lit "\r\n") - 1)
+
+static void out_value(mc_conn *m, const cache_item *it, bool with_cas)
+{
+    char hdr[CACHE_KEY_MAX + 3 * FMT_U64_MAX + 16];
+    size_t klen = cache_item_klen(it), vlen = cache_item_vlen(it), n = 0;
+    memcpy(hdr, "VALUE ", 6);
+    n = 6;
+    memcpy(hdr + n, cache_item_key(it), klen);
+    n += klen;
+    hdr[n++] = ' ';
+    n += fmt_u64(hdr + n, cache_item_flags(it));
+    hdr[n++] = ' ';
+    n += fmt_u64(hdr + n, vlen);
+    if (with_cas) {
+        hdr[n++] = ' ';
+        n += fmt_u64(hdr + n, cache_item_cas(it));
+    }
+    hdr[n++] = '\r';
+    hdr[n++] = '\n';
+    if (conn_write(m->c, hdr, n) == 0 && conn_write(m->c, cache_item_value(it), vlen) == 0)
+        conn_write(m->c, "\r\n", 2);
+}
+
+/* ---- parsing helpers ---------------------------------------------------------------------- */
+
+static bool tok_is(const mc_tok *t, const char *s)
+{
+    size_t n = strlen(s);
+    return t->n == n && memcmp(t->p, s, n) == 0;
+}
+
+/* memcached's safe_strtoull: decimal digits only, no sign, no overflow. */
+static bool parse_u64(const mc_tok *t, uint64_t *out_v)
+{
+    if (t->n == 0 || t->n > FMT_U64_MAX)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        unsigned d = (unsigned)(unsigned char)t->p[i] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out_v = v;
+    return true;
+}
+
+static bool parse_u32(const mc_tok *t, uint32_t *out_v)
+{
+    uint64_t v;
+    if (!parse_u64(t, &v) || v > UINT32_MAX)
+        return false;
+    *out_v = (uint32_t)v;
+    return true;
+}
+
+/* memcached's safe_strtol into an int32: optional '-', digits. */
+static bool parse_i32(const mc_tok *t, int64_t *out_v)
+{
+    mc_tok d = *t;
+    bool neg = d.n > 0 && d.p[0] == '-';
+    if (neg) {
+        d.p++;
+        d.n--;
+    }
+    uint64_t v;
+    if (!parse_u64(&d, &v) || v > (neg ? 2147483648u : 2147483647u))
+        return false;
+    *out_v = neg ? -(int64_t)v : (int64_t)v;
+    return true;
+}
+
+/* memcached exptime -> absolute ms (0 = never). Negative: already expired. */
+static uint64_t expiry_ms(int64_t t, uint64_t now_ms)
+{
+    if (t == 0)
+        return 0;
+    if (t < 0)
+        return 1; /* long past: invisible at once */
+    if (t <= MC_REL_MAX)
+        return now_ms + (uint64_t)t * 1000;
+    return (uint64_t)t * 1000;
+}
+
+/* Splits on ' ' (empty tokens skipped, as memcached). Returns the count, MC_TOKENS_MAX + 1 when
+ * there are more. */
+static size_t tokenize(const char *p, size_t n, mc_tok *t)
+{
+    size_t k = 0, i = 0;
+    while (i < n) {
+        while (i < n && p[i] == ' ')
+            i++;
+        if (i == n)
+            break;
+        size_t s = i;
+        while (i < n && p[i] != ' ')
+            i++;
+        if (k == MC_TOKENS_MAX)
+            return MC_TOKENS_MAX + 1;
+        t[k].p = p + s;
+        t[k].n = i - s;
+        k++;
+    }
+    return k;
+}
+
+static bool last_is_noreply(const mc_tok *t, size_t nt)
+{
+    return nt > 0 && tok_is(&t[nt - 1], "noreply");
+}
+
+/* ---- retrieval ---------------------------------------------------------------------------- */
+
+/* Answers every space-separated key in p[0..n). false (with the error written) on a key that
+ * is too long, as memcached: the values before it stay, no END. */
+static bool get_keys(mc_conn *m, const char *p, size_t n, bool with_cas, bool touch,
+                     uint64_t exp_ms, uint64_t now)
+{
+    cache_store *store = m->srv->store;
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && p[i] == ' ')
+            i++;
+        if (i == n)
+            break;
+        const char *key = p + i;
+        while (i < n && p[i] != ' ')
+            i++;
+        size_t klen = (size_t)(p + i - key);
+        if (klen > CACHE_KEY_MAX) {
+            conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
+            return false;
+        }
+        stat_add(touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1); /* memcached counts so */
+        cache_item *it = cache_get(store, key, klen, now);
+        if (it && touch)
+            cache_touch(store, key, klen, exp_ms, now);
+        if (it) {
+            out_value(m, it, with_cas);
+            cache_item_release(it);
+        }
+        if (conn_closing(m->c))
+            return false;
+    }
+    return true;
+}
+
+static void get_end(mc_conn *m)
+{
+    conn_write(m->c, "END\r\n", 5);
+}
+
+/* get/gets <key>*, gat/gats <exptime> <key>*: `rest` is the line after the command name. */
+static void cmd_get(mc_conn *m, const char *rest, size_t n, bool with_cas, bool touch, uint64_t now)
+{
+    uint64_t exp_ms = 0;
+    size_t first = 0;
+    while (first < n && rest[first] == ' ')
+        first++;
+    if (first == n) { /* no key (gat: no exptime) */
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    if (touch) { /* "gat <exptime>" without keys answers END, as memcached */
+        size_t i = first;
+        while (i < n && rest[i] != ' ')
+            i++;
+        mc_tok t = {rest + first, i - first};
+        int64_t e;
+        if (!parse_i32(&t, &e)) {
+            conn_write(m->c, "CLIENT_ERROR invalid exptime argument\r\n", 39);
+            return;
+        }
+        exp_ms = expiry_ms(e, now);
+        rest += i;
+        n -= i;
+    }
+    /* A key too long answers only the error (memcached drops the values it had stacked). */
+    for (size_t i = 0, s = 0; i <= n; i++) {
+        if (i == n || rest[i] == ' ') {
+            if (i - s > CACHE_KEY_MAX) {
+                conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
+                return;
+            }
+            s = i + 1;
+        }
+    }
+    if (get_keys(m, rest, n, with_cas, touch, exp_ms, now))
+        get_end(m);
+}
+
+/* ---- storage ------------------------------------------------------------------------------ */
+
+/* <cmd> <key> <flags> <exptime> <bytes> [<cas unique>] [noreply] */
+static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, uint64_t now)
+{
+    size_t want = mode == CACHE_MODE_CAS ? 6 : 5;
+    if (nt != want && nt != want + 1) {
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    m->noreply = nt == want + 1 && tok_is(&t[want], "noreply");
+    uint32_t flags;
+    int64_t exptime, vlen;
+    uint64_t cas = 0;
+    if (t[1].n > CACHE_KEY_MAX || !parse_u32(&t[2], &flags) || !parse_i32(&t[3], &exptime) ||
+        !parse_i32(&t[4], &vlen) || (mode == CACHE_MODE_CAS && !parse_u64(&t[5], &cas)) ||
+        vlen < 0 || vlen > INT32_MAX - 2 || !cache_key_valid(t[1].p, t[1].n)) {
+        OUT(m, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    int err = 0;
+    cache_item *it = cache_item_new(m->srv->store, t[1].p, t[1].n, (size_t)vlen, flags,
+                                    expiry_ms(exptime, now), NULL, 0, &err);
+    if (!it) {
+        if (err == CACHE_BAD_KEY || err == CACHE_BAD_ARG) {
+            OUT(m, "CLIENT_ERROR bad command line format");
+            return;
+        }
+        if (err == CACHE_TOO_LARGE)
+            OUT(m, "SERVER_ERROR object too large for cache");
+        else
+            OUT(m, "SERVER_ERROR out of memory storing object");
+        /* memcached: a failed set must not leave the old value visible */
+        if (mode == CACHE_MODE_SET)
+            cache_delete(m->srv->store, t[1].p, t[1].n, 0, now);
+        m->state = MC_SWALLOW;
+        m->need = (uint64_t)vlen + 2;
+        return;
+    }
+    m->item = it;
+    m->mode = (uint8_t)mode;
+    m->cas_in = cas;
+    m->vlen = (uint32_t)vlen;
+    m->need = (uint64_t)vlen + 2;
+    m->state = MC_DATA;
+}
+
+static void store_done(mc_conn *m, uint64_t now)
+{
+    cache_item *it = m->item;
+    m->item = NULL;
+    m->state = MC_LINE;
+    stat_add(&m->ml->cmd_set, 1);
+    if (m->tail[0] != '\r' || m->tail[1] != '\n') {
+        cache_item_release(it);
+        OUT(m, "CLIENT_ERROR bad data chunk");
+        return;
+    }
+    int r = cache_store_item(m->srv->store, it, (cache_mode)m->mode, m->cas_in, NULL, now);
+    switch (r) {
+    case CACHE_STORED:
+        stat_add(&m->ml->total_items, 1);
+        OUT(m, "STORED");
+        break;
+    case CACHE_NOT_STORED: OUT(m, "NOT_STORED"); break;
+    case CACHE_EXISTS: OUT(m, "EXISTS"); break;
+    case CACHE_NOT_FOUND: OUT(m, "NOT_FOUND"); break;
+    case CACHE_TOO_LARGE: OUT(m, "SERVER_ERROR object too large for cache"); break;
+    default: OUT(m, "SERVER_ERROR out of memory storing object"); break;
+    }
+}
+
+/* MC_DATA: copies what arrived into the item; stores it once value and "\r\n" are complete. */
+static size_t data_in(mc_conn *m, const char *p, size_t n, uint64_t now)
+{
+    uint64_t total = (uint64_t)m->vlen + 2, got = total - m->need;
+    size_t used = 0;
+    if (got < m->vlen) {
+        size_t k = m->vlen - got < n ? (size_t)(m->vlen - got) : n;
+        memcpy(cache_item_value_mut(m->item) + got, p, k);
+        used = k;
+        got += k;
+    }
+    while (used < n && got < total)
+        m->tail[got++ - m->vlen] = p[used++];
+    m->need = total - got;
+    if (m->need == 0)
+        store_done(m, now);
+    return used;
+}
+
+/* ---- other commands ----------------------------------------------------------------------- */
+
+static void cmd_delete(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
+{
+    if (nt < 2 || nt > 4) {
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    if (nt > 2) {
+        bool zero = tok_is(&t[2], "0");
+        m->noreply = last_is_noreply(t, nt);
+        bool ok = (nt == 3 && (zero || m->noreply)) || (nt == 4 && zero && m->noreply);
+        if (!ok) {
+            OUT(m, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
+            return;
+        }
+    }
+    if (t[1].n > CACHE_KEY_MAX) {
+        OUT(m, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (cache_delete(m->srv->store, t[1].p, t[1].n, 0, now) == CACHE_DELETED)
+        OUT(m, "DELETED");
+    else
+        OUT(m, "NOT_FOUND");
+}
+
+static void cmd_incr(mc_conn *m, const mc_tok *t, size_t nt, bool decr, uint64_t now)
+{
+    if (nt != 3 && nt != 4) {
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    m->noreply = nt == 4 && tok_is(&t[3], "noreply");
+    uint64_t delta, v = 0;
+    if (t[1].n > CACHE_KEY_MAX) {
+        OUT(m, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (!parse_u64(&t[2], &delta)) {
+        OUT(m, "CLIENT_ERROR invalid numeric delta argument");
+        return;
+    }
+    int r = cache_key_valid(t[1].p, t[1].n)
+                ? cache_incr(m->srv->store, t[1].p, t[1].n, delta, decr, &v, now)
+                : CACHE_NOT_FOUND;
+    if (r == CACHE_OK) {
+        char buf[FMT_U64_MAX + 2];
+        size_t n = fmt_u64(buf, v);
+        buf[n++] = '\r';
+        buf[n++] = '\n';
+        out(m, buf, n);
+    } else if (r == CACHE_NOT_FOUND) {
+        OUT(m, "NOT_FOUND");
+    } else if (r == CACHE_NOT_NUMERIC) {
+        OUT(m, "CLIENT_ERROR cannot increment or decrement non-numeric value");
+    } else {
+        OUT(m, "SERVER_ERROR out of memory");
+    }
+}
+
+static void cmd_touch(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
+{
+    if (nt != 3 && nt != 4) {
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    m->noreply = nt == 4 && tok_is(&t[3], "noreply");
+    int64_t e;
+    if (t[1].n > CACHE_KEY_MAX) {
+        OUT(m, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (!parse_i32(&t[2], &e)) {
+        OUT(m, "CLIENT_ERROR invalid exptime argument");
+        return;
+    }
+    stat_add(&m->ml->cmd_touch, 1);
+    if (cache_touch(m->srv->store, t[1].p, t[1].n, expiry_ms(e, now), now) == CACHE_TOUCHED)
+        OUT(m, "TOUCHED");
+    else
+        OUT(m, "NOT_FOUND");
+}
+
+static void cmd_flush(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
+{
+    if (nt > 3) {
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    m->noreply = last_is_noreply(t, nt);
+    int64_t delay = 0;
+    stat_add(&m->ml->cmd_flush, 1);
+    if (nt == (m->noreply ? 3u : 2u) && !parse_i32(&t[1], &delay)) {
+        OUT(m, "CLIENT_ERROR invalid exptime argument");
+        return;
+    }
+    cache_flush_all(m->srv->store, delay > 0 ? expiry_ms(delay, now) : now);
+    OUT(m, "OK");
+}
+
+static void cmd_verbosity(mc_conn *m, const mc_tok *t, size_t nt)
+{
+    if (nt != 2 && nt != 3) {
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    m->noreply = last_is_noreply(t, nt);
+    uint32_t level;
+    if (!parse_u32(&t[1], &level)) {
+        OUT(m, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    OUT(m, "OK"); /* the level is accepted and ignored: logging has its own configuration */
+}
+
+static void stat_line(conn *c, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void stat_line(conn *c, const char *name, const char *fmt, ...)
+{
+    char buf[256];
+    int n = snprintf(buf, sizeof buf, "STAT %s ", name);
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(buf + n, sizeof buf - (size_t)n - 2, fmt, ap);
+    va_end(ap);
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    conn_write(c, buf, (size_t)n);
+}
+
+static uint64_t loops_sum(const memcache_server *s, size_t off)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < s->nloops; i++)
+        sum += atomic_load_explicit((const _Atomic uint64_t *)((const char *)&s->loops[i] + off),
+                                    memory_order_relaxed);
+    return sum;
+}
+#define SUM(s, field) loops_sum((s), offsetof(mc_loop, field))
+
+static void cmd_stats(mc_conn *m, size_t nt, uint64_t now)
+{
+    if (nt != 1) { /* stats items, slabs, settings... are not kept */
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    const memcache_server *s = m->srv;
+    conn *c = m->c;
+    cache_stats cs;
+    cache_store_stats(s->store, &cs);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t opened = SUM(s, conns_opened), closed = SUM(s, conns_closed);
+    stat_line(c, "pid", "%ld", (long)getpid());
+    stat_line(c, "uptime", "%llu", (unsigned long long)((now - s->started_ms) / 1000));
+    stat_line(c, "time", "%llu", (unsigned long long)(now / 1000));
+    stat_line(c, "version", "%s", SF_VERSION);
+    stat_line(c, "pointer_size", "%d", (int)(8 * sizeof(void *)));
+    stat_line(c, "rusage_user", "%ld.%06ld", (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
+    stat_line(c, "rusage_system", "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
+    stat_line(c, "curr_connections", "%llu", (unsigned long long)(opened - closed));
+    stat_line(c, "total_connections", "%llu", (unsigned long long)opened);
+    stat_line(c, "cmd_get", "%llu", (unsigned long long)SUM(s, cmd_get));
+    stat_line(c, "cmd_set", "%llu", (unsigned long long)SUM(s, cmd_set));
+    stat_line(c, "cmd_flush", "%llu", (unsigned long long)SUM(s, cmd_flush));
+    stat_line(c, "cmd_touch", "%llu", (unsigned long long)SUM(s, cmd_touch));
+#define U(name, v) stat_line(c, name, "%llu", (unsigned long long)(v))
+    U("get_hits", cs.get_hits);
+    U("get_misses", cs.get_misses);
+    U("get_expired", cs.expired_lazy);
+    U("get_flushed", cs.flushed);
+    U("delete_misses", cs.delete_misses);
+    U("delete_hits", cs.delete_hits);
+    U("incr_misses", cs.incr_misses);
+    U("incr_hits", cs.incr_hits);
+    U("decr_misses", cs.decr_misses);
+    U("decr_hits", cs.decr_hits);
+    U("cas_misses", cs.cas_misses);
+    U("cas_hits", cs.cas_hits);
+    U("cas_badval", cs.cas_badval);
+    U("touch_hits", cs.touch_hits);
+    U("touch_misses", cs.touch_misses);
+    U("limit_maxbytes", cs.mem_limit);
+    U("threads", s->nloops);
+    U("bytes", cs.bytes);
+    U("curr_items", cs.curr_items);
+    U("total_items", SUM(s, total_items));
+    U("expired_unfetched", cs.expired_swept);
+    U("evictions", cs.evictions);
+#undef U
+    conn_write(c, "END\r\n", 5);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+static bool starts(const char *p, size_t n, const char *s)
+{
+    size_t k = strlen(s);
+    return n >= k && memcmp(p, s, k) == 0;
+}
+
+/* One complete command line (without its "\r\n"). */
+static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
+{
+    m->noreply = false;
+    mc_tok t[MC_TOKENS_MAX];
+    size_t nt = tokenize(line, n, t);
+    if (nt == 0) {
+        conn_write(m->c, "ERROR\r\n", 7);
+        return;
+    }
+    const mc_tok *c0 = &t[0];
+    const char *rest = c0->p + c0->n;
+    size_t rn = (size_t)(line + n - rest);
+    if (tok_is(c0, "get"))
+        cmd_get(m, rest, rn, false, false, now);
+    else if (tok_is(c0, "gets"))
+        cmd_get(m, rest, rn, true, false, now);
+    else if (tok_is(c0, "gat"))
+        cmd_get(m, rest, rn, false, true, now);
+    else if (tok_is(c0, "gats"))
+        cmd_get(m, rest, rn, true, true, now);
+    else if (tok_is(c0, "set"))
+        cmd_store(m, t, nt, CACHE_MODE_SET, now);
+    else if (tok_is(c0, "add"))
+        cmd_store(m, t, nt, CACHE_MODE_ADD, now);
+    else if (tok_is(c0, "replace"))
+        cmd_store(m, t, nt, CACHE_MODE_REPLACE, now);
+    else if (tok_is(c0, "append"))
+        cmd_store(m, t, nt, CACHE_MODE_APPEND, now);
+    else if (tok_is(c0, "prepend"))
+        cmd_store(m, t, nt, CACHE_MODE_PREPEND, now);
+    else if (tok_is(c0, "cas"))
+        cmd_store(m, t, nt, CACHE_MODE_CAS, now);
+    else if (tok_is(c0, "delete"))
+        cmd_delete(m, t, nt, now);
+    else if (tok_is(c0, "incr"))
+        cmd_incr(m, t, nt, false, now);
+    else if (tok_is(c0, "decr"))
+        cmd_incr(m, t, nt, true, now);
+    else if (tok_is(c0, "touch"))
+        cmd_touch(m, t, nt, now);
+    else if (tok_is(c0, "flush_all"))
+        cmd_flush(m, t, nt, now);
+    else if (tok_is(c0, "version"))
+        conn_write(m->c, "VERSION " SF_VERSION "\r\n", sizeof("VERSION " SF_VERSION "\r\n") - 1);
+    else if (tok_is(c0, "verbosity"))
+        cmd_verbosity(m, t, nt);
+    else if (tok_is(c0, "stats"))
+        cmd_stats(m, nt, now);
+    else if (tok_is(c0, "quit"))
+        conn_end_after_flush(m->c);
+    else
+        conn_write(m->c, "ERROR\r\n", 7);
+}
+
+/* The line buffer. Everything that arrives is consumed: a command line or a get's key that is
+ * cut by the end of a read waits here, not in the connection's input buffer, which a full read
+ * could not be appended to. */
+static bool lbuf_add(mc_conn *m, const char *p, size_t n)
+{
+    if (m->llen + n > m->lcap) {
+        size_t cap = m->lcap ? m->lcap : 256;
+        while (cap < m->llen + n)
+            cap *= 2;
+        char *b = realloc(m->lbuf, cap);
+        if (!b)
+            return false;
+        m->lbuf = b;
+        m->lcap = cap;
+    }
+    memcpy(m->lbuf + m->llen, p, n);
+    m->llen += n;
+    return true;
+}
+
+static void lbuf_reset(mc_conn *m)
+{
+    m->llen = 0;
+    if (m->lcap > 2 * MEMCACHE_LINE_MAX) { /* a rare long line: do not keep its memory */
+        free(m->lbuf);
+        m->lbuf = NULL;
+        m->lcap = 0;
+    }
+}
+
+/* Keys of a long get, p[0..n) with no newline: answers those followed by a blank and keeps the
+ * unfinished last one in the line buffer. false to close (out of memory). */
+static bool get_stream(mc_conn *m, const char *p, size_t n, uint64_t now)
+{
+    size_t cut = n;
+    while (cut > 0 && p[cut - 1] != ' ')
+        cut--;
+    if (cut && !get_keys(m, p, cut, m->get_cas, false, 0, now)) {
+        m->state = MC_SKIP_LINE;
+        return true;
+    }
+    if (n - cut > CACHE_KEY_MAX + 1) { /* the unfinished key is already too long ('\r' aside) */
+        conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
+        m->state = MC_SKIP_LINE;
+        return true;
+    }
+    return lbuf_add(m, p + cut, n - cut);
+}
+
+/* A line of more than MEMCACHE_LINE_MAX bytes and no newline yet, all in the line buffer: a long
+ * multiget continues as MC_GET_CONT; anything else closes the connection (memcached alike). */
+static bool long_line(mc_conn *m, uint64_t now)
+{
+    size_t lead = 0, n = m->llen;
+    while (lead < n && m->lbuf[lead] == ' ')
+        lead++;
+    if (lead > MC_GET_LEAD_MAX)
+        return false;
+    bool gets = starts(m->lbuf + lead, n - lead, "gets ");
+    if (!gets && !starts(m->lbuf + lead, n - lead, "get "))
+        return false;
+    m->state = MC_GET_CONT;
+    m->get_cas = gets;
+    m->noreply = false;
+    size_t skip = lead + (gets ? 5 : 4);
+    char *line = m->lbuf; /* get_stream refills the buffer: take it over */
+    m->lbuf = NULL;
+    m->llen = m->lcap = 0;
+    bool ok = get_stream(m, line + skip, n - skip, now);
+    free(line);
+    return ok;
+}
+
+/* MC_GET_CONT: the rest of a long get line. Returns bytes used, or -1 to close. */
+static ssize_t get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, bool *done)
+{
+    *done = false;
+    size_t used = 0;
+    if (m->llen) { /* finish the key cut by the previous read */
+        size_t k = 0;
+        while (k < n && p[k] != ' ' && p[k] != '\n')
+            k++;
+        if (!lbuf_add(m, p, k))
+            return -1;
+        used = k;
+        if (k == n) {
+            if (m->llen > CACHE_KEY_MAX + 1) {
+                conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
+                lbuf_reset(m);
+                m->state = MC_SKIP_LINE;
+            }
+            return (ssize_t)used;
+        }
+        size_t kl = m->llen;
+        if (p[k] == '\n' && kl && m->lbuf[kl - 1] == '\r')
+            kl--;
+        bool ok = get_keys(m, m->lbuf, kl, m->get_cas, false, 0, now);
+        lbuf_reset(m);
+        if (!ok) {
+            m->state = MC_SKIP_LINE;
+            return (ssize_t)used;
+        }
+        if (p[k] == '\n') {
+            get_end(m);
+            m->state = MC_LINE;
+            *done = true;
+            return (ssize_t)used + 1;
+        }
+        p += k;
+        n -= k;
+    }
+    const char *nl = memchr(p, '\n', n);
+    if (nl) {
+        size_t seg = (size_t)(nl - p);
+        if (seg && p[seg - 1] == '\r')
+            seg--;
+        if (get_keys(m, p, seg, m->get_cas, false, 0, now))
+            get_end(m);
+        m->state = MC_LINE;
+        *done = true;
+        return (ssize_t)(used + (size_t)(nl - p) + 1);
+    }
+    if (!get_stream(m, p, n, now))
+        return -1;
+    return (ssize_t)(used + n);
+}
+
+static void mc_open(conn *c)
+{
+    mc_conn *m = conn_state(c);
+    m->c = c;
+    m->srv = net_listener_ctx(c->listener);
+    m->ml = &m->srv->loops[conn_loop(c)->index];
+    stat_add(&m->ml->conns_opened, 1);
+}
+
+/* MC_LINE: one command line from p (or completing the buffered one). Returns bytes used, -1 to
+ * close; *done when a command ran. */
+static ssize_t line_in(mc_conn *m, const char *p, size_t n, uint64_t now, bool *done)
+{
+    const char *nl = memchr(p, '\n', n);
+    *done = false;
+    if (nl && m->llen == 0) { /* the usual case: the whole line is here */
+        size_t ln = (size_t)(nl - p);
+        if (ln && p[ln - 1] == '\r')
+            ln--;
+        command(m, p, ln, now);
+        *done = true;
+        return (ssize_t)(nl - p) + 1;
+    }
+    size_t k = nl ? (size_t)(nl - p) : n;
+    if (!lbuf_add(m, p, k))
+        return -1;
+    if (!nl) {
+        if (m->llen > MEMCACHE_LINE_MAX && !long_line(m, now))
+            return -1;
+        return (ssize_t)n;
+    }
+    size_t ln = m->llen;
+    if (ln && m->lbuf[ln - 1] == '\r')
+        ln--;
+    command(m, m->lbuf, ln, now);
+    lbuf_reset(m);
+    *done = true;
+    return (ssize_t)k + 1;
+}
+
+static ssize_t mc_data(conn *c, const char *data, size_t len)
+{
+    mc_conn *m = conn_state(c);
+    uint64_t now = sf_clock_now(sf_clock_system());
+    size_t pos = 0;
+    unsigned handled = 0;
+    bool yielded = false;
+    while (pos < len && !conn_closing(c)) {
+        const char *p = data + pos;
+        size_t n = len - pos;
+        if (m->state == MC_DATA) {
+            pos += data_in(m, p, n, now);
+            if (m->state == MC_LINE)
+                handled++;
+        } else if (m->state == MC_SWALLOW) {
+            size_t k = m->need < n ? (size_t)m->need : n;
+            pos += k;
+            m->need -= k;
+            if (m->need == 0) {
+                m->state = MC_LINE;
+                handled++;
+            }
+        } else if (m->state == MC_SKIP_LINE) {
+            const char *nl = memchr(p, '\n', n);
+            pos += nl ? (size_t)(nl - p) + 1 : n;
+            if (nl) {
+                m->state = MC_LINE;
+                handled++;
+            }
+        } else {
+            /* Fairness and backpressure: the rest waits for a later loop turn. */
+            if (handled >= MEMCACHE_MAX_PIPELINE || conn_output_full(c)) {
+                conn_yield(c);
+                yielded = true;
+                break;
+            }
+            bool done;
+            ssize_t k = m->state == MC_GET_CONT ? get_cont(m, p, n, now, &done)
+                                                : line_in(m, p, n, now, &done);
+            if (k < 0)
+                return PROTO_CLOSE;
+            pos += (size_t)k;
+            if (done)
+                handled++;
+        }
+    }
+    if (!conn_closing(c)) {
+        bool partial = m->state != MC_LINE || m->llen || (pos < len && !yielded);
+        if (partial) {
+            if (!m->in_cmd || handled)
+                conn_set_timeout(c, CONN_TIMEOUT_HEADER);
+            m->in_cmd = true;
+        } else if (m->in_cmd || handled) {
+            conn_set_timeout(c, CONN_TIMEOUT_IDLE);
+            m->in_cmd = false;
+        }
+    }
+    return (ssize_t)pos;
+}
+
+static void mc_close(conn *c)
+{
+    mc_conn *m = conn_state(c);
+    cache_item_release(m->item);
+    m->item = NULL;
+    free(m->lbuf);
+    m->lbuf = NULL;
+    stat_add(&m->ml->conns_closed, 1);
+}
+
+const proto memcache_proto = {
+    .name = "memcache",
+    .state_size = sizeof(mc_conn),
+    .on_open = mc_open,
+    .on_data = mc_data,
+    .on_timeout = NULL, /* memcached closes idle and stalled connections without a word */
+    .on_close = mc_close,
+};
+
+/* ---- server ------------------------------------------------------------------------------- */
+
+memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
+{
+    memcache_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->loops = calloc(nloops ? nloops : 1, sizeof *s->loops);
+    if (!s->loops) {
+        free(s);
+        return NULL;
+    }
+    s->store = store;
+    s->nloops = nloops;
+    s->started_ms = sf_clock_now(sf_clock_system());
+    return s;
+}
+
+void memcache_server_free(memcache_server *s)
+{
+    if (!s)
+        return;
+    free(s->loops);
+    free(s);
+}

@@ -1,0 +1,513 @@
+"""The memcached text protocol (cache.memcached_port) against the real binary: every command,
+byte-exact replies and error strings, noreply, exptime rules, values split across reads,
+pipelining, the 2048-byte line rule, oversized values swallowed, stats, quit."""
+import socket
+import threading
+import time
+import unittest
+
+from sfharness import Server, free_port
+
+MAX_ITEM = 65536
+
+
+class Client:
+    """A raw text-protocol client that sees exactly what went over the wire."""
+
+    def __init__(self, port, timeout=5):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def read(self, n):
+        while len(self.buf) < n:
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("connection closed after %r" % self.buf)
+            self.buf += data
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("connection closed after %r" % self.buf)
+            self.buf += data
+        out, self.buf = self.buf.split(b"\r\n", 1)
+        return out + b"\r\n"
+
+    def ask(self, raw, nbytes=None):
+        """Sends raw and returns one reply line (or nbytes bytes)."""
+        self.send(raw)
+        return self.read(nbytes) if nbytes is not None else self.line()
+
+    def get_all(self, raw):
+        """Sends a retrieval command; returns {key: (flags, value, cas or None)} up to END."""
+        self.send(raw)
+        found = {}
+        while True:
+            ln = self.line()
+            if ln == b"END\r\n":
+                return found
+            parts = ln.split()
+            if parts[0] != b"VALUE":
+                raise AssertionError("unexpected %r" % ln)
+            value = self.read(int(parts[3]) + 2)
+            assert value.endswith(b"\r\n"), value
+            cas = int(parts[4]) if len(parts) > 4 else None
+            found[parts[1].decode()] = (int(parts[2]), value[:-2], cas)
+
+    def closed(self, timeout=3):
+        """True when the server closes the connection with nothing more to say."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return self.buf == b""
+                self.buf += data
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+
+class Memcache(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port, "--set",
+                         "cache.max_item_bytes=%d" % MAX_ITEM)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def setUp(self):
+        self.c = Client(self.port)
+
+    def tearDown(self):
+        self.c.close()
+
+    def key(self, name):
+        return ("%s_%s" % (self.id().rsplit(".", 1)[1], name)).encode()
+
+    def set(self, key, value, flags=0, exptime=0, cmd=b"set"):
+        return self.c.ask(b"%s %s %d %d %d\r\n%s\r\n" % (cmd, key, flags, exptime, len(value),
+                                                          value))
+
+    def get(self, key):
+        got = self.c.get_all(b"get " + key + b"\r\n")
+        return got[key.decode()][1] if got else None
+
+    # ---- storage and retrieval ------------------------------------------------------------
+
+    def test_set_get_round_trip(self):
+        k = self.key("a")
+        self.assertEqual(self.set(k, b"hello", flags=42), b"STORED\r\n")
+        want = b"VALUE " + k + b" 42 5\r\nhello\r\nEND\r\n"
+        self.assertEqual(self.c.ask(b"get " + k + b"\r\n", len(want)), want)
+        binary = bytes(range(256)) + b"\r\n\r\nEND\r\n"
+        self.assertEqual(self.set(k, binary, flags=4294967295), b"STORED\r\n")
+        self.assertEqual(self.c.get_all(b"get " + k + b"\r\n"),
+                         {k.decode(): (4294967295, binary, None)})
+        self.assertEqual(self.set(k, b""), b"STORED\r\n")
+        self.assertEqual(self.get(k), b"")
+        self.assertEqual(self.c.ask(b"get nosuchkey_x\r\n"), b"END\r\n")
+
+    def test_multi_get_with_misses(self):
+        a, b = self.key("a"), self.key("b")
+        self.set(a, b"1")
+        self.set(b, b"22", flags=7)
+        got = self.c.get_all(b"get " + a + b" missing1 " + b + b" missing2 " + a + b"\r\n")
+        self.assertEqual(got, {a.decode(): (0, b"1", None), b.decode(): (7, b"22", None)})
+        # the same key twice answers twice, in order
+        self.c.send(b"get " + a + b" " + b + b" " + a + b"\r\n")
+        keys = []
+        while True:
+            ln = self.c.line()
+            if ln == b"END\r\n":
+                break
+            keys.append(ln.split()[1])
+            self.c.read(int(ln.split()[3]) + 2)
+        self.assertEqual(keys, [a, b, a])
+
+    def test_gets_and_cas(self):
+        k = self.key("a")
+        self.set(k, b"v1")
+        cas = self.c.get_all(b"gets " + k + b"\r\n")[k.decode()][2]
+        self.assertIsNotNone(cas)
+        self.assertEqual(self.c.ask(b"cas %s 3 0 2 %d\r\nv2\r\n" % (k, cas)), b"STORED\r\n")
+        flags, value, cas2 = self.c.get_all(b"gets " + k + b"\r\n")[k.decode()]
+        self.assertEqual((flags, value), (3, b"v2"))
+        self.assertNotEqual(cas2, cas)
+        self.assertEqual(self.c.ask(b"cas %s 0 0 2 %d\r\nv3\r\n" % (k, cas)), b"EXISTS\r\n")
+        self.assertEqual(self.get(k), b"v2")
+        self.assertEqual(self.c.ask(b"cas %s 0 0 2 %d\r\nv3\r\n" % (self.key("none"), cas)),
+                         b"NOT_FOUND\r\n")
+        self.assertEqual(self.c.ask(b"cas %s 0 0 2 zz\r\nv3\r\n" % k),
+                         b"CLIENT_ERROR bad command line format\r\n")
+        self.assertEqual(self.c.line(), b"ERROR\r\n")  # the data line, read as a command
+        self.assertEqual(self.c.ask(b"cas %s 0 0 2\r\n" % k), b"ERROR\r\n")
+
+    def test_add_replace_append_prepend(self):
+        k, none = self.key("a"), self.key("none")
+        self.assertEqual(self.set(k, b"x", cmd=b"add"), b"STORED\r\n")
+        self.assertEqual(self.set(k, b"y", cmd=b"add"), b"NOT_STORED\r\n")
+        self.assertEqual(self.get(k), b"x")
+        self.assertEqual(self.set(k, b"mid", flags=5, cmd=b"replace"), b"STORED\r\n")
+        self.assertEqual(self.set(none, b"y", cmd=b"replace"), b"NOT_STORED\r\n")
+        self.assertEqual(self.get(none), None)
+        self.assertEqual(self.set(k, b">>", flags=9, cmd=b"append"), b"STORED\r\n")
+        self.assertEqual(self.set(k, b"<<", flags=9, cmd=b"prepend"), b"STORED\r\n")
+        self.assertEqual(self.c.get_all(b"get " + k + b"\r\n"), {k.decode(): (5, b"<<mid>>", None)})
+        self.assertEqual(self.set(none, b"y", cmd=b"append"), b"NOT_STORED\r\n")
+        self.assertEqual(self.set(none, b"y", cmd=b"prepend"), b"NOT_STORED\r\n")
+        self.assertEqual(self.get(none), None)
+
+    def test_delete(self):
+        k = self.key("a")
+        self.set(k, b"x")
+        self.assertEqual(self.c.ask(b"delete " + k + b"\r\n"), b"DELETED\r\n")
+        self.assertEqual(self.c.ask(b"delete " + k + b"\r\n"), b"NOT_FOUND\r\n")
+        self.assertEqual(self.get(k), None)
+        self.set(k, b"x")
+        self.assertEqual(self.c.ask(b"delete " + k + b" 0\r\n"), b"DELETED\r\n")
+        self.assertEqual(self.c.ask(b"delete " + k + b" 5\r\n"),
+                         b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n")
+        self.assertEqual(self.c.ask(b"delete\r\n"), b"ERROR\r\n")
+
+    def test_incr_decr(self):
+        k = self.key("n")
+        self.set(k, b"10", flags=3)
+        self.assertEqual(self.c.ask(b"incr " + k + b" 5\r\n"), b"15\r\n")
+        self.assertEqual(self.c.ask(b"decr " + k + b" 6\r\n"), b"9\r\n")
+        self.assertEqual(self.c.ask(b"incr " + k + b" 991\r\n"), b"1000\r\n")
+        self.assertEqual(self.c.get_all(b"get " + k + b"\r\n"), {k.decode(): (3, b"1000", None)})
+        self.assertEqual(self.c.ask(b"decr " + k + b" 5000\r\n"), b"0\r\n")  # stops at 0
+        self.set(k, b"18446744073709551615")
+        self.assertEqual(self.c.ask(b"incr " + k + b" 2\r\n"), b"1\r\n")  # wraps
+        self.assertEqual(self.c.ask(b"incr " + self.key("none") + b" 1\r\n"), b"NOT_FOUND\r\n")
+        self.set(k, b"abc")
+        self.assertEqual(self.c.ask(b"incr " + k + b" 1\r\n"),
+                         b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+        self.assertEqual(self.c.ask(b"decr " + k + b" 1\r\n"),
+                         b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+        for bad in (b"x", b"-1", b"18446744073709551616", b"1x"):
+            self.assertEqual(self.c.ask(b"incr " + k + b" " + bad + b"\r\n"),
+                             b"CLIENT_ERROR invalid numeric delta argument\r\n")
+        self.assertEqual(self.c.ask(b"incr " + k + b"\r\n"), b"ERROR\r\n")
+
+    def test_touch_and_gat(self):
+        k = self.key("a")
+        self.set(k, b"v", flags=1)
+        self.assertEqual(self.c.ask(b"touch " + k + b" 100\r\n"), b"TOUCHED\r\n")
+        self.assertEqual(self.c.ask(b"touch " + self.key("none") + b" 100\r\n"), b"NOT_FOUND\r\n")
+        self.assertEqual(self.c.ask(b"touch " + k + b" abc\r\n"),
+                         b"CLIENT_ERROR invalid exptime argument\r\n")
+        self.assertEqual(self.c.get_all(b"gat 100 " + k + b" missing\r\n"),
+                         {k.decode(): (1, b"v", None)})
+        got = self.c.get_all(b"gats 0 " + k + b"\r\n")
+        self.assertIsNotNone(got[k.decode()][2])
+        self.assertEqual(self.c.ask(b"gat abc " + k + b"\r\n"),
+                         b"CLIENT_ERROR invalid exptime argument\r\n")
+        self.assertEqual(self.c.ask(b"gat 10\r\n"), b"END\r\n")  # memcached 1.6 alike
+        self.assertEqual(self.c.ask(b"gat\r\n"), b"ERROR\r\n")
+        # gat with a negative exptime returns the item once, then it is gone
+        self.assertEqual(self.c.get_all(b"gat -1 " + k + b"\r\n"), {k.decode(): (1, b"v", None)})
+        self.assertEqual(self.get(k), None)
+        self.set(k, b"v")
+        self.assertEqual(self.c.ask(b"touch " + k + b" -1\r\n"), b"TOUCHED\r\n")
+        self.assertEqual(self.get(k), None)
+
+    def test_exptime_rules(self):
+        rel, neg, absf, absp = (self.key(n) for n in ("rel", "neg", "absf", "absp"))
+        self.assertEqual(self.set(rel, b"r", exptime=1), b"STORED\r\n")
+        self.assertEqual(self.set(neg, b"n", exptime=-1), b"STORED\r\n")
+        self.assertEqual(self.set(absf, b"f", exptime=int(time.time()) + 100), b"STORED\r\n")
+        self.assertEqual(self.set(absp, b"p", exptime=int(time.time()) - 10), b"STORED\r\n")
+        self.assertEqual(self.get(neg), None)
+        self.assertEqual(self.get(absp), None)
+        self.assertEqual(self.get(rel), b"r")
+        self.assertEqual(self.get(absf), b"f")
+        time.sleep(2.1)
+        self.assertEqual(self.get(rel), None)
+        self.assertEqual(self.get(absf), b"f")
+        # a touch moves the deadline: 30 days exactly is still relative
+        self.assertEqual(self.c.ask(b"touch " + absf + b" 2592000\r\n"), b"TOUCHED\r\n")
+        self.assertEqual(self.get(absf), b"f")
+
+    def test_flush_all(self):
+        k = self.key("a")
+        self.set(k, b"v")
+        self.assertEqual(self.c.ask(b"flush_all\r\n"), b"OK\r\n")
+        self.assertEqual(self.get(k), None)
+        self.set(k, b"v2")  # stored after the flush: visible
+        self.assertEqual(self.get(k), b"v2")
+        self.assertEqual(self.c.ask(b"flush_all 0\r\n"), b"OK\r\n")
+        self.assertEqual(self.get(k), None)
+        self.assertEqual(self.c.ask(b"flush_all abc\r\n"),
+                         b"CLIENT_ERROR invalid exptime argument\r\n")
+        self.assertEqual(self.c.ask(b"flush_all noreply\r\nversion\r\n")[:8], b"VERSION ")
+
+    def test_flush_all_delayed(self):
+        k = self.key("a")
+        self.set(k, b"v")
+        self.assertEqual(self.c.ask(b"flush_all 2\r\n"), b"OK\r\n")
+        self.assertEqual(self.get(k), b"v")
+        time.sleep(2.2)
+        self.assertEqual(self.get(k), None)
+
+    def test_noreply(self):
+        k = self.key("a")
+        self.c.send(b"set %s 1 0 3 noreply\r\nabc\r\n" % k +
+                    b"add %s 0 0 1 noreply\r\nx\r\n" % k +
+                    b"append %s 0 0 1 noreply\r\nd\r\n" % k +
+                    b"replace %s 0 0 1 noreply\r\nq\r\n" % self.key("none") +
+                    b"incr %s 1 noreply\r\n" % k +
+                    b"touch %s 100 noreply\r\n" % k +
+                    b"set %s 0 0 1 noreply\r\n7\r\n" % self.key("n") +
+                    b"incr %s 5 noreply\r\n" % self.key("n") +
+                    b"delete %s noreply\r\n" % self.key("none") +
+                    b"delete %s 0 noreply\r\n" % self.key("none") +
+                    b"verbosity 1 noreply\r\n"
+                    b"version\r\n")
+        self.assertTrue(self.c.line().startswith(b"VERSION "))
+        self.assertEqual(self.c.get_all(b"get %s %s\r\n" % (k, self.key("n"))),
+                         {k.decode(): (1, b"abcd", None), self.key("n").decode(): (0, b"12", None)})
+        self.assertEqual(self.c.ask(b"delete %s noreply\r\nget %s\r\n" % (k, k)), b"END\r\n")
+
+    # ---- framing ----------------------------------------------------------------------------
+
+    def test_value_split_byte_by_byte(self):
+        k = self.key("a")
+        value = bytes(range(200)) * 3
+        raw = b"set %s 9 0 %d\r\n%s\r\nget %s\r\n" % (k, len(value), value, k)
+        for i in range(len(raw)):
+            self.c.send(raw[i:i + 1])
+            if i % 97 == 0:
+                time.sleep(0.002)  # let some bytes arrive alone
+        self.assertEqual(self.c.line(), b"STORED\r\n")
+        self.assertEqual(self.c.line(), b"VALUE %s 9 %d\r\n" % (k, len(value)))
+        self.assertEqual(self.c.read(len(value) + 7), value + b"\r\nEND\r\n")
+
+    def test_large_value_many_writes(self):
+        k = self.key("a")
+        value = bytes(i % 251 for i in range(60000))
+        self.c.send(b"set %s 0 0 %d\r\n" % (k, len(value)))
+        for i in range(0, len(value), 1000):
+            self.c.send(value[i:i + 1000])
+            time.sleep(0.001)
+        self.c.send(b"\r\n")
+        self.assertEqual(self.c.line(), b"STORED\r\n")
+        self.assertEqual(self.get(k), value)
+
+    def test_pipeline_200_commands(self):
+        raw, want = b"", b""
+        for i in range(100):
+            k = self.key("k%d" % i)
+            raw += b"set %s 0 0 %d\r\n%d\r\n" % (k, len(str(i)), i)
+            want += b"STORED\r\n"
+            raw += b"get %s\r\n" % k
+            want += b"VALUE %s 0 %d\r\n%d\r\nEND\r\n" % (k, len(str(i)), i)
+        self.c.send(raw)
+        self.assertEqual(self.c.read(len(want)), want)
+        self.assertTrue(self.c.ask(b"version\r\n").startswith(b"VERSION "))
+
+    def test_long_line_without_newline_closes(self):
+        self.c.send(b"x" * 3000)
+        self.assertTrue(self.c.closed())
+        c = Client(self.port)
+        c.send(b"set k 0 0 1 " + b" " * 2100)
+        self.assertTrue(c.closed())
+        c.close()
+
+    def test_long_line_with_newline_is_a_command(self):
+        self.assertEqual(self.c.ask(b"x" * 2000 + b"\r\n"), b"ERROR\r\n")
+        self.assertEqual(self.c.ask(b"set " + b"k" * 3000 + b" 0 0 1\r\n"),
+                         b"CLIENT_ERROR bad command line format\r\n")
+
+    def test_long_multiget(self):
+        keys = [self.key("k%04d" % i) for i in range(600)]
+        for k in keys[::50]:
+            self.set(k, k)
+        line = b"get " + b" ".join(keys) + b"\r\n"
+        self.assertGreater(len(line), 8192)
+        for i in range(0, len(line), 1500):  # arrives in pieces, a key cut at each boundary
+            self.c.send(line[i:i + 1500])
+            time.sleep(0.002)
+        got = self.c.get_all(b"")
+        self.assertEqual(got, {k.decode(): (0, k, None) for k in keys[::50]})
+        self.assertTrue(self.c.ask(b"version\r\n").startswith(b"VERSION "))
+
+    def test_bare_newline_and_empty_line(self):
+        self.assertTrue(self.c.ask(b"version\n").startswith(b"VERSION "))
+        self.assertEqual(self.c.ask(b"\r\n"), b"ERROR\r\n")
+
+    # ---- errors ---------------------------------------------------------------------------
+
+    def test_error_strings(self):
+        c = self.c
+        self.assertEqual(c.ask(b"bogus\r\n"), b"ERROR\r\n")
+        self.assertEqual(c.ask(b"get\r\n"), b"ERROR\r\n")
+        self.assertEqual(c.ask(b"set k 0 0\r\n"), b"ERROR\r\n")
+        self.assertEqual(c.ask(b"set k 0 0 1 noreply extra\r\n"), b"ERROR\r\n")
+        self.assertEqual(c.ask(b"set k abc 0 1\r\n"), b"CLIENT_ERROR bad command line format\r\n")
+        self.assertEqual(c.ask(b"set k 0 0 -1\r\n"), b"CLIENT_ERROR bad command line format\r\n")
+        self.assertEqual(c.ask(b"set k 4294967296 0 1\r\n"),
+                         b"CLIENT_ERROR bad command line format\r\n")
+        long_key = b"k" * 251
+        self.assertEqual(c.ask(b"set " + long_key + b" 0 0 1\r\n"),
+                         b"CLIENT_ERROR bad command line format\r\n")
+        self.assertEqual(c.ask(b"get " + long_key + b"\r\n"),
+                         b"CLIENT_ERROR bad command line format\r\n")
+        self.assertEqual(c.ask(b"incr " + long_key + b" 1\r\n"),
+                         b"CLIENT_ERROR bad command line format\r\n")
+        self.assertEqual(c.ask(b"get " + b"k" * 250 + b"\r\n"), b"END\r\n")
+        # a data block not followed by \r\n: refused, the bytes after it are read as commands
+        k = self.key("chunk")
+        self.assertEqual(c.ask(b"set %s 0 0 3\r\nabcde\r\n" % k),
+                         b"CLIENT_ERROR bad data chunk\r\n")
+        self.assertEqual(c.line(), b"ERROR\r\n")
+        self.assertEqual(self.get(k), None)
+        self.assertTrue(c.ask(b"version\r\n").startswith(b"VERSION "))
+
+    def test_too_large_value_is_swallowed(self):
+        k = self.key("big")
+        self.set(k, b"old")
+        big = b"\r\n" * (MAX_ITEM // 2 + 10)  # looks like commands if not swallowed
+        self.assertEqual(self.c.ask(b"set %s 0 0 %d\r\n%s\r\n" % (k, len(big), big)),
+                         b"SERVER_ERROR object too large for cache\r\n")
+        self.assertTrue(self.c.ask(b"version\r\n").startswith(b"VERSION "))
+        self.assertEqual(self.get(k), None)  # memcached drops the old value of a failed set
+        self.assertEqual(self.c.ask(b"add %s 0 0 %d\r\n%s\r\n" % (k, len(big), big)),
+                         b"SERVER_ERROR object too large for cache\r\n")
+        self.assertEqual(self.set(k, b"ok"), b"STORED\r\n")
+
+    # ---- other commands -------------------------------------------------------------------
+
+    def test_version_verbosity(self):
+        self.assertRegex(self.c.ask(b"version\r\n"), rb"^VERSION \S+\r\n$")
+        self.assertEqual(self.c.ask(b"verbosity 1\r\n"), b"OK\r\n")
+        self.assertEqual(self.c.ask(b"verbosity\r\n"), b"ERROR\r\n")
+        self.assertEqual(self.c.ask(b"verbosity x\r\n"), b"CLIENT_ERROR bad command line format\r\n")
+        self.assertEqual(self.c.ask(b"verbosity noreply\r\nversion\r\n")[:8], b"VERSION ")
+
+    def test_stats(self):
+        k = self.key("a")
+        self.set(k, b"v")
+        self.get(k)
+        self.get(self.key("none"))
+        self.c.send(b"stats\r\n")
+        stats = {}
+        while True:
+            ln = self.c.line()
+            if ln == b"END\r\n":
+                break
+            parts = ln.decode().split()
+            self.assertEqual((parts[0], len(parts)), ("STAT", 3), ln)
+            stats[parts[1]] = parts[2]
+        for name in ("pid", "uptime", "time", "version", "curr_connections", "total_connections",
+                     "cmd_get", "cmd_set", "get_hits", "get_misses", "curr_items", "total_items",
+                     "bytes", "evictions", "limit_maxbytes", "threads"):
+            self.assertIn(name, stats)
+        self.assertEqual(int(stats["pid"]), self.srv.proc.pid)
+        self.assertLessEqual(abs(int(stats["time"]) - time.time()), 5)
+        self.assertGreaterEqual(int(stats["get_hits"]), 1)
+        self.assertGreaterEqual(int(stats["get_misses"]), 1)
+        self.assertGreaterEqual(int(stats["cmd_set"]), 1)
+        self.assertGreaterEqual(int(stats["curr_items"]), 1)
+        self.assertGreaterEqual(int(stats["curr_connections"]), 1)
+        self.assertEqual(int(stats["threads"]), 2)
+
+    def test_quit_closes(self):
+        self.c.send(b"quit\r\n")
+        self.assertTrue(self.c.closed())
+
+    def test_pymemcache_client(self):
+        try:
+            from pymemcache.client.base import Client as PyClient
+        except ImportError:
+            self.skipTest("pymemcache not installed")
+        mc = PyClient(("127.0.0.1", self.port), timeout=5)
+        try:
+            k = self.key("py").decode()
+            self.assertTrue(mc.set(k, b"value", noreply=False))
+            self.assertEqual(mc.get(k), b"value")
+            value, cas = mc.gets(k)
+            self.assertTrue(mc.cas(k, b"v2", cas))
+            self.assertFalse(mc.cas(k, b"v3", cas))
+            self.assertEqual(mc.get_many([k, "py_missing"]), {k: b"v2"})
+            mc.set(k + "n", b"5", noreply=False)
+            self.assertEqual(mc.incr(k + "n", 3), 8)
+            self.assertTrue(mc.delete(k, noreply=False))
+            self.assertIsNone(mc.get(k))
+        finally:
+            mc.close()
+
+
+class MemcacheSmallBuffers(unittest.TestCase):
+    """A 4 KiB read buffer and short timeouts: lines cut by every read, deadlines enforced."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port, "--set",
+                         "server.read_buffer_bytes=4096", "--set",
+                         "server.header_timeout_ms=500", "--set", "server.idle_timeout_ms=1500")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def test_big_pipeline_through_a_small_buffer(self):
+        c = Client(self.port, timeout=20)
+        raw, want = b"", b""
+        for i in range(5000):
+            k = b"sb_key%d" % i
+            raw += b"set %s 0 0 %d\r\n%d\r\nget %s\r\n" % (k, len(str(i)), i, k)
+            want += b"STORED\r\nVALUE %s 0 %d\r\n%d\r\nEND\r\n" % (k, len(str(i)), i)
+        sender = threading.Thread(target=c.send, args=(raw,))
+        sender.start()
+        got = c.read(len(want))
+        sender.join()
+        self.assertEqual(got, want)
+        c.close()
+
+    def test_long_multiget_through_a_small_buffer(self):
+        c = Client(self.port)
+        keys = [b"sb_mk%05d" % i for i in range(3000)]
+        for k in keys[::100]:
+            c.ask(b"set %s 0 0 %d\r\n%s\r\n" % (k, len(k), k))
+        got = c.get_all(b"gets " + b" ".join(keys) + b"\r\n")
+        self.assertEqual({k: v[1] for k, v in got.items()},
+                         {k.decode(): k for k in keys[::100]})
+        self.assertTrue(all(v[2] is not None for v in got.values()))
+        c.close()
+
+    def test_partial_command_times_out(self):
+        c = Client(self.port)
+        start = time.time()
+        c.send(b"set k 0 0 10\r\nabc")
+        self.assertTrue(c.closed(timeout=5))
+        self.assertLess(time.time() - start, 1.4)  # the header deadline, not the idle one
+        c.close()
+
+    def test_idle_connection_times_out(self):
+        c = Client(self.port)
+        self.assertTrue(c.ask(b"version\r\n").startswith(b"VERSION "))
+        start = time.time()
+        self.assertTrue(c.closed(timeout=5))
+        self.assertGreater(time.time() - start, 1.0)
+        c.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
