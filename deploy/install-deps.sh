@@ -4,6 +4,8 @@
 set -eu
 
 PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check python3"
+# Real memcached clients for the protocol tests (memccapable, memcslap, pymemcache).
+PACKAGES="$PACKAGES libmemcached-tools python3-pymemcache"
 PACKAGES="$PACKAGES ${SNOWFLAKED_EXTRA_PACKAGES:-}"
 
 missing=""

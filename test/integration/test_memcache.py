@@ -1,6 +1,9 @@
 """The memcached text protocol (cache.memcached_port) against the real binary: every command,
 byte-exact replies and error strings, noreply, exptime rules, values split across reads,
 pipelining, the 2048-byte line rule, oversized values swallowed, stats, quit."""
+import sys
+import subprocess
+import shutil
 import socket
 import threading
 import time
@@ -435,7 +438,13 @@ class Memcache(unittest.TestCase):
         try:
             from pymemcache.client.base import Client as PyClient
         except ImportError:
-            self.skipTest("pymemcache not installed")
+            # Debian's python3-pymemcache lives beside the system Python, which need not be the
+            # python3 running the tests; the package is pure Python.
+            sys.path.append("/usr/lib/python3/dist-packages")
+            try:
+                from pymemcache.client.base import Client as PyClient
+            except ImportError:
+                self.skipTest("pymemcache not installed (Debian: python3-pymemcache)")
         mc = PyClient(("127.0.0.1", self.port), timeout=5)
         try:
             k = self.key("py").decode()
@@ -451,6 +460,38 @@ class Memcache(unittest.TestCase):
             self.assertIsNone(mc.get(k))
         finally:
             mc.close()
+
+
+class RealClients(unittest.TestCase):
+    """libmemcached's own tools against our listener (Debian: libmemcached-tools)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def test_memccapable_ascii_conformance(self):
+        tool = shutil.which("memccapable")
+        if not tool:
+            self.skipTest("memccapable not installed (Debian: libmemcached-tools)")
+        r = subprocess.run([tool, "-a", "-h", "127.0.0.1", "-p", str(self.port), "-t", "5"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("All tests passed", r.stdout)
+
+    def test_memcslap_runs_clean(self):
+        tool = shutil.which("memcslap")
+        if not tool:
+            self.skipTest("memcslap not installed (Debian: libmemcached-tools)")
+        for test in ("set", "get"):
+            r = subprocess.run([tool, "-s", "127.0.0.1:%d" % self.port, "-c", "4", "-e", "2000",
+                                "-t", test], capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertNotIn("fail", (r.stdout + r.stderr).lower())
 
 
 class MemcacheSmallBuffers(unittest.TestCase):

@@ -20,6 +20,12 @@
 #define SF_VERSION "0"
 #endif
 
+/* What `version` and `stats` report: the memcached protocol level we implement first (clients
+ * and conformance checkers such as memccapable parse it to decide which behaviour to expect),
+ * then who we are. */
+#define MEMCACHED_COMPAT "1.6.18"
+#define MC_VERSION       MEMCACHED_COMPAT "-snowflaked-" SF_VERSION
+
 #define MC_REL_MAX      2592000 /* exptimes up to 30 days are relative */
 #define MC_TOKENS_MAX   8       /* more tokens than any fixed-arity command takes */
 #define MC_GET_LEAD_MAX 100     /* leading blanks memcached tolerates before a long "get " */
@@ -522,7 +528,7 @@ static void cmd_stats(mc_conn *m, size_t nt, uint64_t now)
     stat_line(c, "pid", "%ld", (long)getpid());
     stat_line(c, "uptime", "%llu", (unsigned long long)((now - s->started_ms) / 1000));
     stat_line(c, "time", "%llu", (unsigned long long)(now / 1000));
-    stat_line(c, "version", "%s", SF_VERSION);
+    stat_line(c, "version", "%s", MC_VERSION);
     stat_line(c, "pointer_size", "%d", (int)(8 * sizeof(void *)));
     stat_line(c, "rusage_user", "%ld.%06ld", (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
     stat_line(c, "rusage_system", "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
@@ -611,7 +617,7 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
     else if (tok_is(c0, "flush_all"))
         cmd_flush(m, t, nt, now);
     else if (tok_is(c0, "version"))
-        conn_write(m->c, "VERSION " SF_VERSION "\r\n", sizeof("VERSION " SF_VERSION "\r\n") - 1);
+        conn_write(m->c, "VERSION " MC_VERSION "\r\n", sizeof("VERSION " MC_VERSION "\r\n") - 1);
     else if (tok_is(c0, "verbosity"))
         cmd_verbosity(m, t, nt);
     else if (tok_is(c0, "stats"))
