@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""memcached protocol throughput, side by side: memcslap (libmemcached-tools) set and get runs
+against snowflaked's memcached listener and against memcached, alternating, same client, same
+machine. Prints ops/s and server CPU-µs per operation (utime+stime from /proc). Loopback only.
+
+    loadtest/bench_memcache.py [-e EXECUTE_NUMBER] [-c CONCURRENCY] [-r ROUNDS] [-t THREADS]
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def wait_port(port):
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit("server on %d did not start" % port)
+
+
+def slap(port, test, execute, conc, pid):
+    before = cpu_ticks(pid)
+    t0 = time.time()
+    r = subprocess.run(["memcslap", "-s", "127.0.0.1:%d" % port, "-c", str(conc), "-e",
+                        str(execute), "-t", test], capture_output=True, text=True, timeout=300)
+    secs = time.time() - t0
+    ticks = cpu_ticks(pid) - before
+    if r.returncode != 0:
+        sys.exit("memcslap failed: " + r.stdout + r.stderr)
+    m = re.search(r"Time to %s\s+(\d+) keys by\s+\d+ threads:\s+([\d.]+) seconds" % test,
+                  r.stdout)
+    ops, took = (int(m.group(1)), float(m.group(2))) if m else (execute * conc, secs)
+    return ops / took, ticks * 1e6 / os.sysconf("SC_CLK_TCK") / ops
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-e", type=int, default=50000, help="operations per memcslap thread")
+    ap.add_argument("-c", type=int, default=4, help="memcslap threads")
+    ap.add_argument("-r", type=int, default=3, help="alternating rounds (median shown)")
+    ap.add_argument("-t", type=int, default=2, help="server threads, both servers")
+    ap.add_argument("-b", default="build")
+    a = ap.parse_args()
+    if not shutil.which("memcslap") or not shutil.which("memcached"):
+        subprocess.run(["sh", os.path.join(ROOT, "deploy", "install-deps.sh")], check=True,
+                       env=dict(os.environ, SNOWFLAKED_EXTRA_PACKAGES="memcached"))
+    ours_port, theirs_port = free_port(), free_port()
+    with tempfile.TemporaryDirectory() as d:
+        ours = subprocess.Popen([os.path.join(ROOT, a.b, "snowflaked"), "-p", str(free_port()),
+                                 "-t", str(a.t), "--set", "cache.memcached_port=%d" % ours_port,
+                                 "--set", "cache.persist=false"], cwd=d,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        theirs = subprocess.Popen(["memcached", "-p", str(theirs_port), "-U", "0", "-l",
+                                   "127.0.0.1", "-m", "64", "-t", str(a.t), "-u", "nobody"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_port(ours_port)
+            wait_port(theirs_port)
+            print("memcslap -c %d -e %d (set, then get), %d server threads each, %d rounds" %
+                  (a.c, a.e, a.t, a.r))
+            res = {}
+            for test in ("set", "get"):
+                for _ in range(a.r):
+                    for name, port, p in (("ours", ours_port, ours),
+                                          ("memcached", theirs_port, theirs)):
+                        res.setdefault((test, name), []).append(slap(port, test, a.e, a.c,
+                                                                     p.pid))
+            print("%-5s | %12s %12s %6s | %9s %9s %6s" % ("op", "ours ops/s", "mc ops/s",
+                                                           "ratio", "ours us", "mc us", "ratio"))
+            for test in ("set", "get"):
+                o = sorted(res[(test, "ours")])[a.r // 2]
+                m = sorted(res[(test, "memcached")])[a.r // 2]
+                print("%-5s | %12.0f %12.0f %6.2f | %9.2f %9.2f %6.2f" %
+                      (test, o[0], m[0], o[0] / m[0], o[1], m[1], o[1] / m[1]))
+            print("(median by ops/s; us = server CPU microseconds per operation)")
+        finally:
+            for p in (ours, theirs):
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+if __name__ == "__main__":
+    main()
