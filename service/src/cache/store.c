@@ -1,3 +1,5 @@
+#include "util/spinlock.h"
+#include "util/fmt.h"
 #include "cache/store.h"
 
 #include <pthread.h>
@@ -8,14 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield")
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 #define SMALL_STEP      16u
 #define SMALL_MAX       1024u
@@ -126,21 +120,6 @@ static uint64_t hash_key(uint64_t seed, const char *key, size_t len)
     w = 0;
     memcpy(&w, key, len);
     return mum(h ^ w ^ k2, k0 ^ (h >> 32));
-}
-
-static void spin_lock(_Atomic int *lock)
-{
-    unsigned spins = 0;
-    for (;;) {
-        if (!atomic_exchange_explicit(lock, 1, memory_order_acquire))
-            return;
-        while (atomic_load_explicit(lock, memory_order_relaxed)) {
-            cpu_relax();
-            /* More runnable threads than cores: let a preempted holder run. */
-            if (++spins % 1024 == 0)
-                sched_yield();
-        }
-    }
 }
 
 static inline void lock(cache_shard *sh)
@@ -896,19 +875,6 @@ static bool parse_u64(const char *p, size_t n, uint64_t *out)
     }
     *out = v;
     return true;
-}
-
-static size_t fmt_u64(char *buf, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
-    return n;
 }
 
 /* Under the lock: computes the new value of *pp into buf. */

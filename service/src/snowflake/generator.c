@@ -1,3 +1,4 @@
+#include "util/spinlock.h"
 #include "snowflake/generator.h"
 
 #include <sched.h>
@@ -5,14 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield")
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 #define SEALED_BIT (UINT64_C(1) << 63) /* free: timestamp_bits + sequence_bits <= 63 */
 
@@ -166,26 +159,6 @@ static inline __attribute__((always_inline)) int reserve(const sf_gen *g, uint64
     r->end_tick = end_tick;
     *next_state = ((end_tick + 1) << seq_bits) | (end_index & seq_max);
     return SF_OK;
-}
-
-static void spin_lock(_Atomic int *lock)
-{
-    unsigned spins = 0;
-    for (;;) {
-        if (!atomic_exchange_explicit(lock, 1, memory_order_acquire))
-            return;
-        while (atomic_load_explicit(lock, memory_order_relaxed)) {
-            cpu_relax();
-            /* More runnable threads than cores: let a preempted holder run. */
-            if (++spins % 1024 == 0)
-                sched_yield();
-        }
-    }
-}
-
-static void spin_unlock(_Atomic int *lock)
-{
-    atomic_store_explicit(lock, 0, memory_order_release);
 }
 
 /* The clock, and the highest tick it has shown (raised here, once per tick). `seen` is loaded
