@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/fsio.h"
 #include "util/crc32.h"
 
 #define MAGIC   "SFCACHE1"
@@ -62,25 +63,6 @@ static int write_item(const cache_item *it, void *arg)
     return w->failed ? -1 : 0;
 }
 
-static int fsync_parent(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        slash[1] = '\0';
-    else
-        *slash = '\0';
-    FILE *d = fopen(dir, "r");
-    if (!d)
-        return -1;
-    int rc = fsync(fileno(d));
-    fclose(d);
-    return rc;
-}
-
 int cache_snapshot_save(cache_store *s, const char *path, uint64_t now_ms,
                         cache_snapshot_info *info, char *err, size_t errlen)
 {
@@ -119,7 +101,7 @@ int cache_snapshot_save(cache_store *s, const char *path, uint64_t now_ms,
         what = "rename";
         saved_errno = errno;
     }
-    if (!what && fsync_parent(path) != 0) {
+    if (!what && fsio_fsync_parent(path) != 0) {
         what = "fsync of the directory";
         saved_errno = errno;
     }

@@ -1,6 +1,7 @@
 #include "snowflake/lease.h"
 
 #include "obs/log.h"
+#include "util/fsio.h"
 #include "util/crc32.h"
 
 #include <errno.h>
@@ -61,25 +62,6 @@ int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen)
     return -1;
 }
 
-static int fsync_dir_of(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        slash[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 int sf_lease_write(const char *path, uint64_t end_ms, char *err, size_t errlen)
 {
     char tmp[4200], line[96];
@@ -106,7 +88,7 @@ int sf_lease_write(const char *path, uint64_t end_ms, char *err, size_t errlen)
         what = "rename";
         saved = errno;
     }
-    if (!what && fsync_dir_of(path) != 0) {
+    if (!what && fsio_fsync_parent(path) != 0) {
         what = "fsync of directory";
         saved = errno;
     }
