@@ -10,19 +10,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchlib import ROOT, free_port, wait_port
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
 
 
 def cpu_ticks(pid):
@@ -31,14 +27,6 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
-def wait_port(port):
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit("server on %d did not start" % port)
 
 
 def slap(port, test, execute, conc, pid):

@@ -9,18 +9,19 @@ import threading
 import time
 import unittest
 
-from sfharness import Server, free_port
+from sfharness import Reader, Server, free_port
 
 MAX_ITEM = 65536
 
 
-class Client:
-    """A raw text-protocol client that sees exactly what went over the wire."""
+class Client(Reader):
+    """A raw text-protocol client that sees exactly what went over the wire (closed() comes
+    from the HTTP harness's Reader: same buffer, same socket)."""
 
     def __init__(self, port, timeout=5):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().__init__(sock)
 
     def close(self):
         self.sock.close()
@@ -66,20 +67,6 @@ class Client:
             assert value.endswith(b"\r\n"), value
             cas = int(parts[4]) if len(parts) > 4 else None
             found[parts[1].decode()] = (int(parts[2]), value[:-2], cas)
-
-    def closed(self, timeout=3):
-        """True when the server closes the connection with nothing more to say."""
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                data = self.sock.recv(65536)
-                if not data:
-                    return self.buf == b""
-                self.buf += data
-        except ConnectionResetError:
-            return True
-        except socket.timeout:
-            return False
 
 
 class Memcache(unittest.TestCase):
