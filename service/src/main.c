@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "cache/persist.h"
 #include "cache/snapshot.h"
 #include "proto/memcache.h"
 #include "config/config.h"
@@ -121,48 +122,13 @@ static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *p
 #define CACHE_SWEEP_INTERVAL_MS 100
 #define CACHE_SWEEP_BUCKETS     256 /* per loop per tick: bounded work, memory comes back anyway */
 
-static void snapshot_path(char *out, size_t cap, const char *data_dir)
+/* cache.snapshot_path, or <data_dir>/cache.snapshot when it is empty. */
+static void snapshot_path(char *out, size_t cap, const cfg *c)
 {
-    snprintf(out, cap, "%s/" CACHE_SNAPSHOT_FILE, data_dir);
-}
-
-/* A damaged snapshot cannot be trusted: it is moved aside (kept for inspection) and the cache
- * starts empty rather than refusing to start. */
-static void load_snapshot(cache_store *cache, const char *data_dir)
-{
-    char path[CFG_PATH_MAX + 32], err[CFG_PATH_MAX + 256];
-    snapshot_path(path, sizeof path, data_dir);
-    cache_snapshot_info info;
-    uint64_t t0 = uv_hrtime();
-    int rc =
-        cache_snapshot_load(cache, path, sf_clock_now(sf_clock_system()), &info, err, sizeof err);
-    if (rc == 1) {
-        LOG_INFO("cache: loaded %llu items (%llu value bytes) from %s in %.0f ms",
-                 (unsigned long long)info.items, (unsigned long long)info.bytes, path,
-                 (double)(uv_hrtime() - t0) / 1e6);
-    } else if (rc < 0) {
-        char aside[CFG_PATH_MAX + 48];
-        snprintf(aside, sizeof aside, "%s.corrupt", path);
-        rename(path, aside);
-        LOG_ERROR("cache: %s (moved to %s)", err, aside);
-    }
-}
-
-static int save_snapshot(cache_store *cache, const char *data_dir)
-{
-    char path[CFG_PATH_MAX + 32], err[CFG_PATH_MAX + 256];
-    snapshot_path(path, sizeof path, data_dir);
-    cache_snapshot_info info;
-    uint64_t t0 = uv_hrtime();
-    if (cache_snapshot_save(cache, path, sf_clock_now(sf_clock_system()), &info, err, sizeof err) !=
-        0) {
-        LOG_ERROR("cache: snapshot not written: %s", err);
-        return -1;
-    }
-    LOG_INFO("cache: saved %llu items (%llu bytes) to %s in %.0f ms",
-             (unsigned long long)info.items, (unsigned long long)info.bytes, path,
-             (double)(uv_hrtime() - t0) / 1e6);
-    return 0;
+    if (c->cache.snapshot_path[0])
+        snprintf(out, cap, "%s", c->cache.snapshot_path);
+    else
+        snprintf(out, cap, "%s/" CACHE_SNAPSHOT_FILE, c->data_dir);
 }
 
 static void sweep_cache(net_loop *l, void *arg)
@@ -282,8 +248,14 @@ int main(int argc, char **argv)
         if (!(cache = cache_store_new(&cc, err, sizeof err)))
             die(EXIT_FAILURE, "cache: %s", err);
         net_server_on_tick(&net, CACHE_SWEEP_INTERVAL_MS, sweep_cache, cache);
-        if (c.cache.persist)
-            load_snapshot(cache, c.data_dir);
+    }
+    cache_persist *persist = NULL;
+    if (cache && c.cache.persist) {
+        char path[CFG_PATH_MAX + 32];
+        snapshot_path(path, sizeof path, &c);
+        if (!(persist = cache_persist_start(cache, path, c.cache.snapshot_interval_s, err,
+                                            sizeof err)))
+            die(EXIT_FAILURE, "%s", err);
     }
     static api_ctx api;
     api.config = &c;
@@ -293,6 +265,7 @@ int main(int argc, char **argv)
     api.http = http;
     api.net = &net;
     api.cache = cache;
+    api.persist = persist;
     api.loops = aligned_alloc(64, sizeof(api_loop) * sv->threads);
     if (!api.loops)
         die(EXIT_FAILURE, "out of memory");
@@ -344,7 +317,7 @@ int main(int argc, char **argv)
     free(api.loops);
     memcache_server_free(mc);
     int code = 0;
-    if (cache && c.cache.persist && save_snapshot(cache, c.data_dir) != 0)
+    if (cache_persist_stop(persist) != 0)
         code = EXIT_FAILURE;
     cache_store_free(cache);
 

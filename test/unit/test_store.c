@@ -695,25 +695,85 @@ START_TEST(test_stats_counters)
 }
 END_TEST
 
-/* 16-byte steps to 1 KiB, then at most ~1.25x waste up to 1 MiB, exact sizes beyond. */
+/* Snapshot loading keeps each item's CAS; everything issued afterwards is larger. */
+START_TEST(test_restore_keeps_cas)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    const uint64_t restored[] = {UINT64_C(1) << 40, 77, (UINT64_C(1) << 40) + 3};
+    const char *keys[] = {"r0", "r1", "r2"};
+    for (int i = 0; i < 3; i++) {
+        int err;
+        cache_item *it = cache_item_new(s, keys[i], 2, 1, 9, 0, NULL, 0, &err);
+        ck_assert_ptr_nonnull(it);
+        cache_item_value_mut(it)[0] = 'v';
+        ck_assert_int_eq(cache_store_restore(s, it, restored[i], 1), CACHE_STORED);
+    }
+    cache_store_raise_cas(s, (UINT64_C(1) << 40) + 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(cas_of(s, keys[i], 1), restored[i]);
+    /* cas against the restored value works; new values exceed every restored one */
+    uint64_t c;
+    ck_assert_int_eq(put_full(s, "r1", "w", 0, 0, CACHE_MODE_CAS, 77, &c, 1), CACHE_STORED);
+    ck_assert_uint_gt(c, (UINT64_C(1) << 40) + 3);
+    ck_assert_int_eq(put_full(s, "fresh", "w", 0, 0, CACHE_MODE_SET, 0, &c, 1), CACHE_STORED);
+    ck_assert_uint_gt(c, (UINT64_C(1) << 40) + 3);
+    /* a flush kills restored items too */
+    cache_flush_all(s, 2);
+    ck_assert(!has(s, "r0", 2));
+    ck_assert(!has(s, "r2", 2));
+    cache_store_free(s);
+}
+END_TEST
+
+/* foreach runs its callback without a shard lock: it may call into the store. */
+static int touch_all(const cache_item *it, void *arg)
+{
+    cache_store *s = arg;
+    cache_item *again = cache_get(s, cache_item_key(it), cache_item_klen(it), 1);
+    ck_assert_ptr_eq(again, it);
+    cache_item_release(again);
+    return cache_delete(s, cache_item_key(it), cache_item_klen(it), 0, 1) == CACHE_DELETED ? 0 : 1;
+}
+
+START_TEST(test_foreach_reenters)
+{
+    cache_store *s = mk(MiB, 2, CACHE_LOCK_SPIN);
+    char key[16];
+    for (int i = 0; i < 500; i++) {
+        snprintf(key, sizeof key, "f%d", i);
+        put(s, key, "x", CACHE_MODE_SET, 1);
+    }
+    ck_assert_int_eq(cache_store_foreach(s, 1, touch_all, s), 0);
+    ck_assert_uint_eq(stats(s).curr_items, 0);
+    ck_assert_uint_eq(stats(s).mem_used, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+/* Classes of 16k - 8 bytes (a glibc chunk filled exactly): 16-byte steps to 1 KiB, then at most
+ * ~1.25x waste up to 1 MiB, exact sizes beyond. The header is 64 bytes. */
 START_TEST(test_size_classes)
 {
     cache_store *s = mk(64 * MiB, 1, CACHE_LOCK_MUTEX);
-    size_t prev = 0, base = cache_store_item_size(s, 1, 0, 0);
+    const size_t hdr = 64 + 1; /* header + the 1-byte key */
+    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, 0), 72);
+    ck_assert_uint_eq(cache_store_item_size(s, 32, 0, 100), 200); /* the 1M-item benchmark */
+    size_t prev = 0;
     int bad = 0;
     for (size_t v = 0; v < 2 * MiB; v = v < 4096 ? v + 1 : v + 997) {
-        size_t sz = cache_store_item_size(s, 1, 0, v), raw = base + v; /* raw rounded up to 16 */
-        bad += sz < prev || sz < v;
-        if (raw <= 1024)
-            bad += sz % 16 != 0 || sz >= raw + 16;
-        else if (raw <= MiB)
-            bad += sz % 16 != 0 || sz > raw + raw / 4 + 16;
+        size_t sz = cache_store_item_size(s, 1, 0, v), raw = hdr + v;
+        bad += sz < prev || sz < raw;
+        if (raw <= 1016)
+            bad += sz % 16 != 8 || sz >= raw + 16;
+        else if (raw <= MiB - 8)
+            bad += sz % 16 != 8 || sz > raw + raw / 4 + 16;
         else
-            bad += sz > raw; /* plain malloc: the exact size */
+            bad += sz != raw; /* plain malloc: the exact size */
         prev = sz;
     }
     ck_assert_int_eq(bad, 0);
-    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, 1024 * 1024 - base + 1), MiB);
+    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, MiB - 8 - hdr), MiB - 8);
+    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, MiB - 7 - hdr), MiB - 7);
     cache_store_free(s);
 }
 END_TEST
@@ -933,6 +993,8 @@ int main(void)
     tcase_add_test(mem, test_no_memory_when_pinned);
     tcase_add_test(mem, test_evict_across_shards);
     tcase_add_test(mem, test_size_classes);
+    tcase_add_test(mem, test_restore_keeps_cas);
+    tcase_add_test(mem, test_foreach_reenters);
     tcase_add_test(mem, test_freelist_reuse);
     suite_add_tcase(s, mem);
     TCase *big = tcase_create("scale");

@@ -250,6 +250,23 @@ static void metrics_cache(prom_buf *b, cache_store *store)
             st.expired_lazy + st.expired_swept);
 }
 
+static void metrics_persist(prom_buf *b, cache_persist *p)
+{
+    cache_persist_stats ps;
+    cache_persist_get_stats(p, &ps);
+    counter(b, "snowflaked_cache_snapshots_total", "Cache snapshots written.", ps.saves);
+    counter(b, "snowflaked_cache_snapshot_failures_total",
+            "Cache snapshots that could not be written (the previous file stays).", ps.failures);
+    gauge(b, "snowflaked_cache_snapshot_last_success_seconds",
+          "Unix time of the last snapshot written, 0 = none yet.", ps.last_ok_ms / 1000);
+    gauge(b, "snowflaked_cache_snapshot_last_items", "Items in the last snapshot written.",
+          ps.last_items);
+    gauge(b, "snowflaked_cache_snapshot_last_duration_us", "How long the last snapshot took.",
+          ps.last_duration_us);
+    gauge(b, "snowflaked_cache_snapshot_loaded_items", "Items restored from the snapshot at start.",
+          ps.loaded_items);
+}
+
 void api_metrics(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
@@ -265,6 +282,8 @@ void api_metrics(http_request *r, void *ctx)
     metrics_pools(&b, a);
     if (a->cache)
         metrics_cache(&b, a->cache);
+    if (a->persist)
+        metrics_persist(&b, a->persist);
     if (b.truncated) {
         http_respond_error(r, 500, "metrics output exceeds its buffer", NULL);
         return;

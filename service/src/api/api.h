@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "cache/persist.h"
 #include "cache/store.h"
 #include "config/config.h"
 #include "http/http.h"
@@ -30,6 +31,7 @@ typedef struct api_ctx {
     _Atomic bool listening;         /* set once every listener is up */
     uint64_t (*malloc_calls)(void); /* from an LD_PRELOAD counting shim, if present */
     cache_store *cache;             /* NULL when cache.enabled is false */
+    cache_persist *persist;         /* NULL unless cache.persist */
 } api_ctx;
 
 /* Registers every route on the HTTP server. Returns 0 or -1. */

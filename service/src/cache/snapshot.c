@@ -11,7 +11,7 @@
 
 #define MAGIC   "SFCACHE1"
 #define TRAILER "\0SFEND\0\0" /* starts with klen 0, which no record has */
-#define VERSION 1u
+#define VERSION 2u /* 2 added the CAS; version 1 files still load */
 
 typedef struct writer {
     FILE *f;
@@ -56,6 +56,7 @@ static int write_item(const cache_item *it, void *arg)
     put_u32(w, (uint32_t)cache_item_vlen(it));
     put_u32(w, cache_item_flags(it));
     put_u64(w, cache_item_expiry(it));
+    put_u64(w, cache_item_cas(it));
     put(w, cache_item_key(it), cache_item_klen(it));
     put(w, ct, ctlen);
     put(w, cache_item_value(it), cache_item_vlen(it));
@@ -73,13 +74,16 @@ int cache_snapshot_save(cache_store *s, const char *path, uint64_t now_ms,
         snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return -1;
     }
-    static char buf[1 << 16];
+    char buf[1 << 16]; /* per call: a periodic save and the final one may share no state */
     setvbuf(w.f, buf, _IOFBF, sizeof buf);
     put(&w, MAGIC, 8);
     put_u32(&w, VERSION);
     put_u32(&w, 0);
     put_u64(&w, now_ms);
-    cache_store_foreach(s, now_ms, write_item, &w);
+    if (cache_store_foreach(s, now_ms, write_item, &w) != 0 && !w.failed) {
+        w.failed = true;
+        errno = ENOMEM;
+    }
     uint32_t crc = w.crc;
     put(&w, TRAILER, 8);
     put_u64(&w, w.count);
@@ -167,13 +171,15 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
     unsigned char head[24];
     if (!get(&r, head, sizeof head) || memcmp(head, MAGIC, 8) != 0)
         return fail(s, now_ms, f, path, "not a snapshot file", err, errlen);
-    if (le(head + 8, 4) != VERSION)
+    uint64_t version = le(head + 8, 4);
+    if (version != 1 && version != VERSION)
         return fail(s, now_ms, f, path, "unsupported snapshot version", err, errlen);
-    uint64_t count = 0, bytes = 0;
+    const size_t rec_len = version == 1 ? 18 : 26;
+    uint64_t count = 0, bytes = 0, max_cas = 0;
     char key[256], ctype[256];
     for (;;) {
         uint32_t crc_before = r.crc;
-        unsigned char rec[18];
+        unsigned char rec[26];
         if (!get(&r, rec, 8))
             return fail(s, now_ms, f, path, "truncated", err, errlen);
         if (memcmp(rec, TRAILER, 8) == 0) {
@@ -184,10 +190,11 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
                 return fail(s, now_ms, f, path, "checksum or count mismatch", err, errlen);
             break;
         }
-        if (!get(&r, rec + 8, 10))
+        if (!get(&r, rec + 8, rec_len - 8))
             return fail(s, now_ms, f, path, "truncated", err, errlen);
         size_t klen = rec[0], ctlen = rec[1];
         uint64_t vlen = le(rec + 2, 4), expiry = le(rec + 10, 8);
+        uint64_t cas = version == 1 ? 0 : le(rec + 18, 8);
         uint32_t flags = (uint32_t)le(rec + 6, 4);
         if (klen == 0 || ctlen > CACHE_CTYPE_MAX || !get(&r, key, klen) || !get(&r, ctype, ctlen) ||
             !cache_key_valid(key, klen))
@@ -208,15 +215,21 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
                 cache_item_release(it);
                 return fail(s, now_ms, f, path, "truncated", err, errlen);
             }
-            if (expiry == 0 || expiry > now_ms) /* expired while we were down: skip */
-                if (cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, now_ms) == CACHE_STORED)
-                    bytes += vlen;
-            if (!(expiry == 0 || expiry > now_ms))
+            if (expiry != 0 && expiry <= now_ms) { /* expired while we were down: skip */
                 cache_item_release(it);
+            } else {
+                int stored = cas ? cache_store_restore(s, it, cas, now_ms)
+                                 : cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, now_ms);
+                if (stored == CACHE_STORED)
+                    bytes += vlen;
+                if (cas > max_cas)
+                    max_cas = cas;
+            }
         }
         count++;
     }
     fclose(f);
+    cache_store_raise_cas(s, max_cas);
     if (info)
         *info = (cache_snapshot_info){.items = count, .bytes = bytes};
     return 1;

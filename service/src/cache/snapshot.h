@@ -1,12 +1,16 @@
 /* Cache snapshot: the store's live items on disk, so a graceful restart loses nothing.
  *
- * Written at shutdown (after the loops stopped) to <path>.tmp, fsynced, renamed over <path>, and
- * the directory fsynced: a crash or a full disk leaves the previous snapshot intact. Read at start
- * before any listener opens. Format (little-endian): "SFCACHE1", u32 version, u32 0, u64 saved
- * at (ms); records {u8 klen, u8 ctlen, u32 vlen, u32 flags, u64 expiry_ms, key, ctype, value};
- * trailer "\\0SFEND\\0\\0" (a zero key length, which no record has), u64 count, u32 CRC-32 of
- * everything before the trailer, u32 0. Items are reloaded least recent first, so the LRU order
- * survives; CAS values (ETags) are new. Expired items are skipped on both sides. A corrupt or
+ * Written at shutdown (after the loops stopped), and periodically if configured (from a thread
+ * of its own while the loops run: cache_store_foreach never holds a shard lock during I/O), to
+ * <path>.tmp, fsynced, renamed over <path>, and the directory fsynced: a crash or a full disk
+ * leaves the previous snapshot intact. One save at a time (the caller's rule). Read at start
+ * before any listener opens. Format (little-endian): "SFCACHE1", u32 version (2), u32 0, u64
+ * saved at (ms); records {u8 klen, u8 ctlen, u32 vlen, u32 flags, u64 expiry_ms, u64 cas, key,
+ * ctype, value} (version 1, still read, had no cas); trailer "\\0SFEND\\0\\0" (a zero key
+ * length, which no record has), u64 count, u32 CRC-32 of everything before the trailer, u32 0.
+ * Items are reloaded least recent first, so the LRU order survives, with their CAS values
+ * (ETags), and every CAS issued after the load is larger. Expired items are skipped on both
+ * sides. A corrupt or
  * truncated file loads nothing (anything read before the damage is flushed again) and is reported;
  * the daemon then starts empty.
  */

@@ -12,6 +12,9 @@
 #include <time.h>
 
 #define SMALL_STEP      16u
+/* glibc's malloc adds an 8-byte header and rounds the chunk to 16 bytes: classes of 16k - 8
+ * bytes fill their chunks exactly instead of wasting 8 bytes of every one. */
+#define MALLOC_OVERHEAD 8u
 #define SMALL_MAX       1024u
 #define LARGE_MAX       (1024u * 1024u)
 #define MAX_CLASSES     112
@@ -28,13 +31,13 @@
 
 struct cache_shard;
 
+/* 64 bytes. No stored hash: chains are short (load factor <= 1), so comparing lengths and keys
+ * is as quick, and the hash is recomputed from the key where it is needed (resize, eviction). */
 struct cache_item {
     cache_item *h_next; /* hash chain; free-list link once freed */
     cache_item *lru_prev, *lru_next;
     struct cache_shard *shard;
-    uint64_t hash;
-    uint64_t cas;
-    uint64_t store_ms;          /* when it was stored (flush_all) */
+    uint64_t cas;               /* also orders items against a flush (flush_cas) */
     _Atomic uint64_t expiry_ms; /* the one field that changes after storing (touch) */
     _Atomic uint32_t refs;
     uint32_t vlen;
@@ -44,6 +47,7 @@ struct cache_item {
     uint8_t linked : 1, accounted : 1;
     char data[]; /* key, content type, value */
 };
+_Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
 
 typedef struct cache_shard {
     alignas(64) pthread_mutex_t mutex; /* one of the two, by lock_kind */
@@ -57,7 +61,8 @@ typedef struct cache_shard {
     size_t old_mask, migrate_pos;
     cache_item *lru_head, *lru_tail;
     uint64_t cas_counter;
-    uint64_t flush_at, flush_cas;
+    uint64_t flush_at;  /* a flush not applied yet (0 = none): due once now >= flush_at */
+    uint64_t flush_cas; /* applied flushes: items with cas <= flush_cas are dead */
     size_t free_bytes;
     cache_item *free_list[MAX_CLASSES];
     uint8_t free_n[MAX_CLASSES];
@@ -143,25 +148,30 @@ static inline cache_shard *shard_for(const cache_store *s, uint64_t h)
     return &s->shards[h & (s->nshards - 1)];
 }
 
+static inline uint64_t item_hash(const cache_item *it)
+{
+    return hash_key(it->shard->store->seed, it->data, it->klen);
+}
+
 /* ---- sizes and memory --------------------------------------------------------------------- */
 
 static unsigned build_classes(uint32_t *sz)
 {
     unsigned n = 0;
     for (uint32_t c = SMALL_STEP; c <= SMALL_MAX; c += SMALL_STEP)
-        sz[n++] = c;
+        sz[n++] = c - MALLOC_OVERHEAD;
     for (uint32_t c = SMALL_MAX; c < LARGE_MAX;) {
         c = (c + c / 4 + SMALL_STEP - 1) & ~(SMALL_STEP - 1);
-        sz[n++] = c < LARGE_MAX ? c : LARGE_MAX;
+        sz[n++] = (c < LARGE_MAX ? c : LARGE_MAX) - MALLOC_OVERHEAD;
     }
     return n;
 }
 
 static int class_of(const cache_store *s, size_t size)
 {
-    if (size <= SMALL_MAX)
-        return (int)((size + SMALL_STEP - 1) / SMALL_STEP) - 1;
-    if (size > LARGE_MAX)
+    if (size <= SMALL_MAX - MALLOC_OVERHEAD)
+        return (int)((size + MALLOC_OVERHEAD + SMALL_STEP - 1) / SMALL_STEP) - 1;
+    if (size > s->class_size[s->nclasses - 1])
         return -1;
     unsigned lo = SMALL_MAX / SMALL_STEP, hi = s->nclasses - 1; /* first class >= size */
     while (lo < hi) {
@@ -292,7 +302,7 @@ static void migrate_step(cache_shard *sh)
     for (size_t i = sh->migrate_pos; i < end; i++) {
         for (cache_item *it = sh->old[i], *next; it; it = next) {
             next = it->h_next;
-            cache_item **b = &sh->buckets[(it->hash >> sh->hshift) & sh->mask];
+            cache_item **b = &sh->buckets[(item_hash(it) >> sh->hshift) & sh->mask];
             it->h_next = *b;
             *b = it;
         }
@@ -330,7 +340,7 @@ static cache_item **find_link(cache_shard *sh, uint64_t h, const char *key, size
     for (int t = 0; t < 2 && tabs[t]; t++) {
         for (cache_item **pp = &tabs[t][(h >> sh->hshift) & masks[t]]; *pp; pp = &(*pp)->h_next) {
             const cache_item *it = *pp;
-            if (it->hash == h && it->klen == klen && memcmp(it->data, key, klen) == 0)
+            if (it->klen == klen && memcmp(it->data, key, klen) == 0)
                 return pp;
         }
     }
@@ -354,11 +364,16 @@ static uint64_t next_cas(cache_shard *sh)
     return (++sh->cas_counter << sh->hshift) | sh->index;
 }
 
-static void link_item(cache_shard *sh, cache_item *it, uint64_t now)
+/* Every CAS handed out so far is <= this. */
+static uint64_t cas_horizon(const cache_shard *sh)
+{
+    return ((sh->cas_counter + 1) << sh->hshift) - 1;
+}
+
+static void link_item(cache_shard *sh, cache_item *it, uint64_t h)
 {
     it->cas = next_cas(sh);
-    it->store_ms = now;
-    cache_item **b = &sh->buckets[(it->hash >> sh->hshift) & sh->mask];
+    cache_item **b = &sh->buckets[(h >> sh->hshift) & sh->mask];
     it->h_next = *b;
     *b = it;
     lru_push(sh, it);
@@ -374,13 +389,20 @@ static inline bool is_expired(const cache_item *it, uint64_t now)
     return e != 0 && now >= e;
 }
 
-/* Stored before the flush time, or in its millisecond but before the flush call (the CAS
- * horizon settles the tie, so a set right after an immediate flush survives). */
-static inline bool is_flushed(const cache_shard *sh, const cache_item *it, uint64_t now)
+/* A pending flush takes effect at the first operation on the shard at or after its time, before
+ * that operation stores anything: everything stored until then is dead (CAS <= the horizon),
+ * anything stored from then on lives. So no item needs a timestamp of its own. */
+static inline void flush_due(cache_shard *sh, uint64_t now)
 {
-    return sh->flush_at != 0 && now >= sh->flush_at &&
-           (it->store_ms < sh->flush_at ||
-            (it->store_ms == sh->flush_at && it->cas <= sh->flush_cas));
+    if (sh->flush_at != 0 && now >= sh->flush_at) {
+        sh->flush_cas = cas_horizon(sh);
+        sh->flush_at = 0;
+    }
+}
+
+static inline bool is_flushed(const cache_shard *sh, const cache_item *it)
+{
+    return it->cas <= sh->flush_cas;
 }
 
 /* Unlinks *pp if it is expired or flushed (counted as `swept` or lazy); true if it did. */
@@ -392,7 +414,7 @@ static bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
             sh->stats.expired_swept++;
         else
             sh->stats.expired_lazy++;
-    } else if (is_flushed(sh, it, now)) {
+    } else if (is_flushed(sh, it)) {
         sh->stats.flushed++;
     } else {
         return false;
@@ -407,6 +429,7 @@ static bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
 static cache_item **find_live(cache_shard *sh, uint64_t h, const char *key, size_t klen,
                               uint64_t now)
 {
+    flush_due(sh, now);
     migrate_step(sh);
     cache_item **pp = find_link(sh, h, key, klen);
     if (pp && reap(sh, pp, now, false))
@@ -414,12 +437,12 @@ static cache_item **find_live(cache_shard *sh, uint64_t h, const char *key, size
     return pp;
 }
 
-/* Puts `it` in place of *old_pp (NULL: no previous item). */
-static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t now)
+/* Puts `it` (key hash h) in place of *old_pp (NULL: no previous item). */
+static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t h)
 {
     if (old_pp)
         item_unref_locked(sh, detach(sh, old_pp));
-    link_item(sh, it, now);
+    link_item(sh, it, h);
 }
 
 /* ---- eviction ------------------------------------------------------------------------------ */
@@ -438,7 +461,7 @@ static unsigned evict_from(cache_shard *sh)
     lock(sh);
     while (n < EVICT_BATCH && sh->lru_tail && over_limit(sh->store)) {
         cache_item *it = sh->lru_tail;
-        cache_item **pp = find_link(sh, it->hash, it->data, it->klen);
+        cache_item **pp = find_link(sh, item_hash(it), it->data, it->klen);
         item_unref_locked(sh, detach(sh, pp));
         sh->stats.evictions++;
         n++;
@@ -647,7 +670,6 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
     }
     memset(it, 0, sizeof *it);
     it->shard = sh;
-    it->hash = h;
     atomic_init(&it->expiry_ms, expiry_ms);
     atomic_init(&it->refs, 1);
     it->vlen = (uint32_t)vlen;
@@ -704,14 +726,14 @@ static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, u
 /* Links `n` in place of `old` if `old` is still the key's live item, bumping *counter (a field of
  * the shard's stats) and setting *cas_out under the lock; false if the key changed meanwhile
  * (the caller rebuilds from the newer item). */
-static bool swap_if_current(cache_shard *sh, cache_item *old, cache_item *n, uint64_t now,
-                            uint64_t *counter, uint64_t *cas_out)
+static bool swap_if_current(cache_shard *sh, uint64_t h, cache_item *old, cache_item *n,
+                            uint64_t now, uint64_t *counter, uint64_t *cas_out)
 {
     lock(sh);
-    cache_item **pp = find_live(sh, old->hash, old->data, old->klen, now);
+    cache_item **pp = find_live(sh, h, old->data, old->klen, now);
     bool same = pp && *pp == old;
     if (same) {
-        replace_locked(sh, pp, n, now);
+        replace_locked(sh, pp, n, h);
         (*counter)++;
         if (cas_out)
             *cas_out = n->cas;
@@ -732,13 +754,13 @@ static cache_item *get_ref(cache_shard *sh, uint64_t h, const char *key, size_t 
     return it;
 }
 
-static cache_item *build_concat(cache_store *s, const cache_item *old, const cache_item *add,
-                                bool append, int *err)
+static cache_item *build_concat(cache_store *s, uint64_t h, const cache_item *old,
+                                const cache_item *add, bool append, int *err)
 {
     size_t ctlen;
     const char *ctype = cache_item_ctype(old, &ctlen);
     size_t ov = old->vlen, av = add->vlen;
-    cache_item *n = item_make(s, old->hash, old->data, old->klen, ov + av, old->flags,
+    cache_item *n = item_make(s, h, old->data, old->klen, ov + av, old->flags,
                               cache_item_expiry(old), ctype, ctlen, err);
     if (n) {
         char *v = cache_item_value_mut(n);
@@ -754,17 +776,18 @@ static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *
                         uint64_t now)
 {
     cache_shard *sh = add->shard;
+    uint64_t h = item_hash(add);
     for (;;) {
-        cache_item *old = get_ref(sh, add->hash, add->data, add->klen, now);
+        cache_item *old = get_ref(sh, h, add->data, add->klen, now);
         if (!old) {
             cache_item_release(add);
             return CACHE_NOT_STORED;
         }
         int rc;
-        cache_item *n = build_concat(s, old, add, append, &rc);
+        cache_item *n = build_concat(s, h, old, add, append, &rc);
         if (n)
             rc = reserve(s, n);
-        if (rc == CACHE_OK && swap_if_current(sh, old, n, now, &sh->stats.sets, cas_out)) {
+        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets, cas_out)) {
             cache_item_release(old);
             cache_item_release(add);
             return CACHE_STORED;
@@ -784,6 +807,40 @@ int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t c
     return cache_store_item_ex(s, it, mode, cas_in, cas_out, NULL, now_ms);
 }
 
+/* set/add/replace/cas; restore_cas != 0: a SET keeping that CAS (snapshot loading). */
+static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                       uint64_t *cas_out, bool *replaced, uint64_t now_ms, uint64_t restore_cas)
+{
+    /* Reserve first (eviction takes other shards' locks, never with ours held), then decide. */
+    int rc = reserve(s, it);
+    if (rc != CACHE_OK) {
+        cache_item_release(it);
+        return rc;
+    }
+    cache_shard *sh = it->shard;
+    uint64_t h = item_hash(it);
+    lock(sh);
+    cache_item **pp = find_live(sh, h, it->data, it->klen, now_ms);
+    rc = mode_check(sh, pp ? *pp : NULL, mode, cas_in);
+    if (rc == CACHE_STORED) {
+        if (replaced)
+            *replaced = pp != NULL;
+        replace_locked(sh, pp, it, h);
+        if (restore_cas) {
+            it->cas = restore_cas; /* later CAS of this shard must exceed it */
+            if ((restore_cas >> sh->hshift) > sh->cas_counter)
+                sh->cas_counter = restore_cas >> sh->hshift;
+        }
+        sh->stats.sets++;
+        if (cas_out)
+            *cas_out = it->cas;
+    }
+    unlock(sh);
+    if (rc != CACHE_STORED)
+        cache_item_release(it);
+    return rc;
+}
+
 int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
                         uint64_t *cas_out, bool *replaced, uint64_t now_ms)
 {
@@ -795,28 +852,23 @@ int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_
         cache_item_release(it);
         return CACHE_BAD_ARG;
     }
-    /* Reserve first (eviction takes other shards' locks, never with ours held), then decide. */
-    int rc = reserve(s, it);
-    if (rc != CACHE_OK) {
-        cache_item_release(it);
-        return rc;
+    return store_plain(s, it, mode, cas_in, cas_out, replaced, now_ms, 0);
+}
+
+int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t now_ms)
+{
+    return store_plain(s, it, CACHE_MODE_SET, 0, NULL, NULL, now_ms, cas);
+}
+
+void cache_store_raise_cas(cache_store *s, uint64_t cas)
+{
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        lock(sh);
+        if ((cas >> sh->hshift) > sh->cas_counter)
+            sh->cas_counter = cas >> sh->hshift;
+        unlock(sh);
     }
-    cache_shard *sh = it->shard;
-    lock(sh);
-    cache_item **pp = find_live(sh, it->hash, it->data, it->klen, now_ms);
-    rc = mode_check(sh, pp ? *pp : NULL, mode, cas_in);
-    if (rc == CACHE_STORED) {
-        if (replaced)
-            *replaced = pp != NULL;
-        replace_locked(sh, pp, it, now_ms);
-        sh->stats.sets++;
-        if (cas_out)
-            *cas_out = it->cas;
-    }
-    unlock(sh);
-    if (rc != CACHE_STORED)
-        cache_item_release(it);
-    return rc;
 }
 
 int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms)
@@ -920,7 +972,6 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
         if (len == old->vlen && atomic_load_explicit(&old->refs, memory_order_acquire) == 1) {
             memcpy(cache_item_value_mut(old), buf, len);
             old->cas = next_cas(sh);
-            old->store_ms = now_ms;
             lru_bump(sh, old);
             (*hits)++;
             unlock(sh);
@@ -938,7 +989,7 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
             memcpy(cache_item_value_mut(n), buf, len);
             rc = reserve(s, n);
         }
-        if (rc == CACHE_OK && swap_if_current(sh, old, n, now_ms, hits, NULL)) {
+        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits, NULL)) {
             cache_item_release(old);
             *out = v;
             return CACHE_OK;
@@ -956,7 +1007,6 @@ void cache_flush_all(cache_store *s, uint64_t at_ms)
         cache_shard *sh = &s->shards[i];
         lock(sh);
         sh->flush_at = at_ms;
-        sh->flush_cas = (sh->cas_counter << sh->hshift) | sh->index;
         unlock(sh);
     }
 }
@@ -1010,6 +1060,7 @@ size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64
         cache_shard *sh = &s->shards[shard];
         size_t k = 0;
         lock(sh);
+        flush_due(sh, now_ms);
         size_t n = sh->mask + 1, on = sh->old ? sh->old_mask + 1 : 0;
         size_t end = n > on ? n : on;
         for (; pos < end && k < budget && k < SWEEP_BATCH; pos++, k++) {
@@ -1072,19 +1123,44 @@ void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *ou
     unlock(sh);
 }
 
+/* One shard at a time: under its lock only references are taken (a pointer copy and an atomic
+ * increment per item), and fn runs after the lock is dropped, so a slow fn (disk writes) never
+ * stalls the shard. The items stay valid and unchanged while referenced. */
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg)
 {
-    for (unsigned i = 0; i < s->nshards; i++) {
+    cache_item **batch = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (unsigned i = 0; i < s->nshards && rc == 0; i++) {
         cache_shard *sh = &s->shards[i];
         lock(sh);
-        int rc = 0;
-        for (cache_item *it = sh->lru_tail; it && !rc; it = it->lru_prev)
-            if (!is_expired(it, now_ms) && !is_flushed(sh, it, now_ms))
-                rc = fn(it, arg);
+        while (sh->stats.curr_items > cap) {
+            size_t want = sh->stats.curr_items + sh->stats.curr_items / 8 + 64;
+            unlock(sh);
+            cache_item **grown = realloc(batch, want * sizeof *grown);
+            if (!grown) {
+                free(batch);
+                return -1;
+            }
+            batch = grown;
+            cap = want;
+            lock(sh);
+        }
+        flush_due(sh, now_ms);
+        size_t n = 0;
+        for (cache_item *it = sh->lru_tail; it; it = it->lru_prev)
+            if (!is_expired(it, now_ms) && !is_flushed(sh, it)) {
+                atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+                batch[n++] = it;
+            }
         unlock(sh);
-        if (rc)
-            return rc;
+        for (size_t k = 0; k < n; k++) {
+            if (rc == 0)
+                rc = fn(batch[k], arg);
+            cache_item_release(batch[k]);
+        }
     }
-    return 0;
+    free(batch);
+    return rc;
 }

@@ -34,7 +34,8 @@
  * an item is expired once now_ms >= expiry_ms. Expired items are unlinked lazily when met, and
  * by cache_store_sweep, which loops call with a small budget so memory comes back without traffic.
  * cache_flush_all(at_ms): once now_ms >= at_ms, every item stored before at_ms (or in the
- * millisecond at_ms but before the call) is a miss. A later flush replaces a pending one, as in
+ * millisecond at_ms but before the call) is a miss. (Exactly: the flush takes effect at the
+ * first operation on each shard with now_ms >= at_ms, and kills what was stored before it.) A later flush replaces a pending one, as in
  * memcached; at_ms = 0 cancels it.
  *
  * CAS values are unique and increase per key: (per-shard counter << shard bits) | shard index.
@@ -46,8 +47,11 @@
  * round robin, holding one shard lock at a time. If nothing can be evicted (everything left is
  * pinned by readers) the store answers NO_MEMORY. Not counted: items allocated but not yet
  * stored, bucket arrays (~8-16 bytes per item), idle free-list memory (bounded, below).
- * Freed items go to a per-shard free list per size class (16-byte steps to 1 KiB, then ~1.25x
- * steps to 1 MiB; at most 64 per class and max(max_memory/16/shards, 64 KiB) bytes per shard),
+ * Size classes are 16k - 8 bytes (16-byte steps to 1 KiB, then ~1.25x steps to 1 MiB) because
+ * glibc's malloc puts an 8-byte header before each chunk and rounds chunks to 16: such a class
+ * fills its chunk exactly. The header is 64 bytes, so 1,000,000 items of 32-byte keys and
+ * 100-byte values take 200 bytes each (208 with malloc's header) plus ~12 of buckets.
+ * Freed items go to a per-shard free list per size class (at most 64 per class and max(max_memory/16/shards, 64 KiB) bytes per shard),
  * and allocation takes from there first: a steady same-size workload does not call malloc.
  * `mallocs` in the stats counts every malloc the store made.
  *
@@ -187,6 +191,13 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
 /* Invalidates everything stored before at_ms, from at_ms on (semantics at the top). */
 void cache_flush_all(cache_store *s, uint64_t at_ms);
 
+/* Snapshot loading: stores `it` like CACHE_MODE_SET but keeps the given CAS (> 0) instead of
+ * issuing one; later CAS values of its shard are larger. Then, once every item is back,
+ * cache_store_raise_cas(max restored CAS) makes every CAS issued afterwards larger than all of
+ * them, so CAS stay unique across the restart. */
+int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t now_ms);
+void cache_store_raise_cas(cache_store *s, uint64_t cas);
+
 /* ---- upkeep and introspection -------------------------------------------------------------- */
 
 /* Examines up to `budget` buckets from *cursor on (shard after shard; start with 0 and keep
@@ -194,9 +205,12 @@ void cache_flush_all(cache_store *s, uint64_t at_ms);
 size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64_t now_ms);
 
 void cache_store_stats(cache_store *s, cache_stats *out);
-/* Calls fn for every live item (not expired, not flushed), shard by shard under that shard's
- * lock, in LRU order from the least recent (so reloading them in order restores recency). fn
- * must not call back into the store; a non-zero return stops the walk and is returned. */
+/* Calls fn for every live item (not expired, not flushed), shard by shard, in LRU order from
+ * the least recent (so reloading them in order restores recency). Each shard's items are
+ * referenced under its lock and fn runs without any lock held (it may call into the store, and
+ * slow work in fn stalls nobody); it is a fuzzy snapshot: writes racing with the walk may or
+ * may not be seen. A non-zero return of fn stops the walk and is returned; -1 if the batch
+ * buffer (8 bytes per item of the largest shard) could not be allocated. */
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg);
 

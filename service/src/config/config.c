@@ -169,6 +169,7 @@ static const char *cfg_log_name(const void *field)
  *   cache.max_memory_bytes              u64      1 MiB..1 TiB
  *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
  *   cache.memcached_port, echo.tcp_port u32      0..65535                 0 = off
+ *   cache.snapshot_interval_s           u32      0..86400 (a day)         0 = only at stop
  *   auth.token                          string   0..255 bytes             not with token_file
  */
 static const cfg_key cfg_keys[] = {
@@ -222,6 +223,8 @@ static const cfg_key cfg_keys[] = {
     K_STR("cache.memcached_host", cache.memcached_host, 1, CFG_F_IPADDR),
     K_U32("cache.memcached_port", cache.memcached_port, 0, 65535),
     K_BOOL("cache.persist", cache.persist),
+    K_STR("cache.snapshot_path", cache.snapshot_path, 0, 0),
+    K_U32("cache.snapshot_interval_s", cache.snapshot_interval_s, 0, 86400),
     K_BOOL("echo.http_enabled", echo.http_enabled),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR),
     K_U32("echo.tcp_port", echo.tcp_port, 0, 65535),

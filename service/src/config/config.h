@@ -81,7 +81,9 @@ typedef struct cfg_cache {
     uint32_t max_item_bytes;
     char memcached_host[CFG_HOST_MAX];
     uint32_t memcached_port; /* 0 = off */
-    bool persist;            /* snapshot to data_dir on shutdown, load at start */
+    bool persist;            /* snapshot on shutdown (and periodically), load at start */
+    char snapshot_path[CFG_PATH_MAX]; /* "" = <data_dir>/cache.snapshot */
+    uint32_t snapshot_interval_s;     /* periodic snapshots while running; 0 = only at stop */
 } cfg_cache;
 
 typedef struct cfg_echo {
