@@ -175,7 +175,7 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
     if (version != 1 && version != VERSION)
         return fail(s, now_ms, f, path, "unsupported snapshot version", err, errlen);
     const size_t rec_len = version == 1 ? 18 : 26;
-    uint64_t count = 0, bytes = 0, max_cas = 0;
+    uint64_t count = 0, loaded = 0, bytes = 0, max_cas = 0;
     char key[256], ctype[256];
     for (;;) {
         uint32_t crc_before = r.crc;
@@ -220,8 +220,10 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
             } else {
                 int stored = cas ? cache_store_restore(s, it, cas, now_ms)
                                  : cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, now_ms);
-                if (stored == CACHE_STORED)
+                if (stored == CACHE_STORED) {
+                    loaded++;
                     bytes += vlen;
+                }
                 if (cas > max_cas)
                     max_cas = cas;
             }
@@ -231,6 +233,6 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
     fclose(f);
     cache_store_raise_cas(s, max_cas);
     if (info)
-        *info = (cache_snapshot_info){.items = count, .bytes = bytes};
+        *info = (cache_snapshot_info){.items = loaded, .bytes = bytes};
     return 1;
 }

@@ -25,7 +25,7 @@
 #define CACHE_SNAPSHOT_FILE "cache.snapshot"
 
 typedef struct cache_snapshot_info {
-    uint64_t items, bytes;
+    uint64_t items, bytes; /* saved: written; loaded: stored (expired and too-large records skipped) */
 } cache_snapshot_info;
 
 /* 0, or -1 with a reason in err (nothing replaced on failure). */
