@@ -18,9 +18,6 @@ import time
 from benchlib import ROOT, free_port, wait_port
 
 
-
-
-
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
