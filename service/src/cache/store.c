@@ -45,6 +45,7 @@ struct cache_item {
     uint8_t klen, ctlen;
     int8_t cls; /* size class, -1 above the largest (plain malloc) */
     uint8_t linked : 1, accounted : 1;
+    uint8_t active : 1; /* read since it last reached the LRU tail (second chance) */
     char data[]; /* key, content type, value */
 };
 _Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
@@ -452,22 +453,32 @@ static inline bool over_limit(cache_store *s)
     return atomic_load_explicit(&s->used, memory_order_relaxed) > s->max_memory;
 }
 
-/* Evicts LRU tails of one shard while the store is over its limit; returns how many. An
- * evicted item still referenced by a reader keeps its memory until released, so this may
- * unlink several items without getting under the limit. */
+/* Evicts LRU tails of one shard while the store is over its limit. A tail read since it last
+ * got there is not evicted but gets a second chance: its mark is cleared and it moves to the
+ * head (so a hit only sets a bit instead of relinking the list, and a full pass ends at the
+ * latest once every mark is cleared). Returns evictions + second chances: 0 means this shard
+ * has nothing left to give. An evicted item still referenced by a reader keeps its memory
+ * until released, so this may unlink several items without getting under the limit. */
 static unsigned evict_from(cache_shard *sh)
 {
-    unsigned n = 0;
+    unsigned n = 0, spared = 0;
     lock(sh);
-    while (n < EVICT_BATCH && sh->lru_tail && over_limit(sh->store)) {
+    while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && sh->lru_tail &&
+           over_limit(sh->store)) {
         cache_item *it = sh->lru_tail;
+        if (it->active) {
+            it->active = 0;
+            lru_bump(sh, it);
+            spared++;
+            continue;
+        }
         cache_item **pp = find_link(sh, item_hash(it), it->data, it->klen);
         item_unref_locked(sh, detach(sh, pp));
         sh->stats.evictions++;
         n++;
     }
     unlock(sh);
-    return n;
+    return n + spared;
 }
 
 /* Own shard first (its LRU order is the most meaningful for the key being written), then the
@@ -1025,7 +1036,8 @@ cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now
     if (pp) {
         it = *pp;
         atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
-        lru_bump(sh, it);
+        if (!it->active) /* instead of relinking: the LRU pointers of 3 items are 3 cache misses */
+            it->active = 1;
         sh->stats.get_hits++;
     } else {
         sh->stats.get_misses++;

@@ -3,8 +3,10 @@
  *
  * Shape. Keys hash (seeded 64-bit hash) to one of `shards` shards (a power of two). Each shard
  * has its own lock (mutex, or a test-and-test-and-set spinlock with PAUSE and a sched_yield every
- * 1024 spins), its own chained hash table and its own LRU list (most recent at the head; a hit
- * moves the item there). Tables double at load factor 1 by INCREMENTAL resize: old and new bucket
+ * 1024 spins), its own chained hash table and its own LRU list (most recent at the head). Writes
+ * and touch move an item to the head; a hit only marks it, and eviction moves marked tails to
+ * the head instead of evicting them (second chance, CLOCK-like: as memcached's ACTIVE flag),
+ * which keeps list surgery and its cache misses off the read path. Tables double at load factor 1 by INCREMENTAL resize: old and new bucket
  * arrays live side by side and every operation on the shard moves a few buckets, so no call ever
  * pays for a whole rehash. Tables never shrink.
  *
@@ -141,8 +143,8 @@ bool cache_key_valid(const char *key, size_t klen);
 
 /* ---- reading ----------------------------------------------------------------------------- */
 
-/* A referenced item, or NULL on a miss (expired and flushed items met are unlinked). The item
- * moves to the head of its shard's LRU. Release with cache_item_release. */
+/* A referenced item, or NULL on a miss (expired and flushed items met are unlinked). The item is
+ * marked recently used (a second chance at eviction time). Release with cache_item_release. */
 cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms);
 void cache_item_release(cache_item *it); /* NULL is fine */
 
