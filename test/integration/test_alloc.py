@@ -55,6 +55,61 @@ class SteadyStateAllocations(unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_cache_traffic_does_not_allocate(self):
+        """HTTP and memcached cache traffic on a fixed key set (replacing values of the same
+        sizes, hits, misses, deletes and re-adds, incr): items come from the store's free lists."""
+        if not SHIM:
+            self.skipTest("SF_MALLOC_SHIM not set")
+        import socket
+        from sfharness import free_port
+        mc_port = free_port()
+        srv = Server("--set", "server.max_requests_per_connection=1000000", "--set",
+                     "cache.memcached_port=%d" % mc_port, env={"LD_PRELOAD": SHIM}, threads=2)
+        try:
+            http = srv.connect()
+            reader = Reader(http)
+            mc = socket.create_connection(("127.0.0.1", mc_port), timeout=5)
+            http_batch, mc_batch = [], []
+            for i in range(40):
+                body = b"v%03d" % i * 25
+                http_batch.append(b"PUT /cache/h%d HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n"
+                                  b"\r\n%s" % (i, len(body), body))
+                http_batch.append(get("/cache/h%d" % i))
+                http_batch.append(get("/cache/missing%d" % i))
+                mc_batch.append(b"set m%d 1 0 100\r\n%s\r\n" % (i, body))
+            mc_batch += [b"get m%d m%d nope\r\n" % (i, i + 1) for i in range(39)]
+            mc_batch += [b"delete m0\r\n", b"add m0 0 0 100\r\n%s\r\n" % (b"x" * 100),
+                         b"set n 0 0 1\r\n5\r\n", b"incr n 1\r\n", b"decr n 1\r\n",
+                         b"version\r\n"]
+            http_payload, mc_payload = b"".join(http_batch), b"".join(mc_batch)
+            mc_end = b"VERSION "
+
+            def run(rounds):
+                for _ in range(rounds):
+                    http.sendall(http_payload)
+                    for _ in http_batch:
+                        self.assertIn(reader.response().status, (200, 201, 204, 404))
+                    mc.sendall(mc_payload)
+                    got = b""
+                    while mc_end not in got or not got.endswith(b"\r\n"):
+                        chunk = mc.recv(1 << 16)
+                        self.assertTrue(chunk, "memcached connection closed")
+                        got += chunk
+                    self.assertNotIn(b"ERROR", got)
+                return rounds * (len(http_batch) + len(mc_batch))
+
+            run(100)  # warm-up: pools and free lists reach their working size
+            before = mallocs(http, reader)
+            n = run(500)
+            after = mallocs(http, reader)
+            http.close()
+            mc.close()
+            print("\n%d cache requests: %d allocation calls (%.4f per request)" %
+                  (n, after - before, (after - before) / n))
+            self.assertLessEqual(after - before, ALLOWANCE)
+        finally:
+            srv.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
