@@ -3,6 +3,7 @@
  * counters, free-list reuse, and a multi-threaded run with both lock kinds. */
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -750,6 +751,67 @@ START_TEST(test_foreach_reenters)
 }
 END_TEST
 
+/* A walk keeps its place while other threads write, touch (moving items to the LRU head) and
+ * evict: every item present throughout is visited, the walk ends, nothing is freed under it. */
+typedef struct walk_load {
+    cache_store *s;
+    _Atomic bool stop;
+    _Atomic unsigned ops;
+} walk_load;
+
+static void *walk_writer(void *arg)
+{
+    walk_load *w = arg;
+    char key[32];
+    for (unsigned i = 0; !atomic_load(&w->stop); i++) {
+        snprintf(key, sizeof key, "churn%u", i % 5000);
+        put(w->s, key, "churning-value", CACHE_MODE_SET, 1);
+        snprintf(key, sizeof key, "stable%u", i % 2000);
+        cache_touch(w->s, key, strlen(key), 0, 1); /* to the head: ahead of the walk again */
+        atomic_store(&w->ops, i + 1);
+    }
+    return NULL;
+}
+
+static int count_stable(const cache_item *it, void *arg)
+{
+    unsigned *seen = arg;
+    unsigned k;
+    if (cache_item_klen(it) > 6 && memcmp(cache_item_key(it), "stable", 6) == 0 &&
+        sscanf(cache_item_key(it) + 6, "%u", &k) == 1 && k < 2000)
+        seen[k]++;
+    return 0;
+}
+
+START_TEST(test_foreach_concurrent)
+{
+    /* room for the stable keys and part of the churn: evictions happen during the walks */
+    cache_store *s = mk(256 * 1024, 4, _i ? CACHE_LOCK_SPIN : CACHE_LOCK_MUTEX);
+    char key[32];
+    for (unsigned i = 0; i < 2000; i++) {
+        snprintf(key, sizeof key, "stable%u", i);
+        put(s, key, "v", CACHE_MODE_SET, 1);
+    }
+    walk_load w = {.s = s};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, walk_writer, &w), 0);
+    /* at least 20 walks, and until the writer has churned through the store a few times */
+    for (int round = 0; round < 20 || atomic_load(&w.ops) < 20000; round++) {
+        static unsigned seen[2000];
+        memset(seen, 0, sizeof seen);
+        ck_assert_int_eq(cache_store_foreach(s, 1, count_stable, seen), 0);
+        unsigned missing = 0;
+        for (unsigned i = 0; i < 2000; i++)
+            missing += seen[i] == 0 && has(s, (snprintf(key, sizeof key, "stable%u", i), key), 1);
+        ck_assert_uint_eq(missing, 0);
+    }
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    ck_assert_uint_gt(stats(s).evictions, 0);
+    cache_store_free(s);
+}
+END_TEST
+
 /* Classes of 16k - 8 bytes (a glibc chunk filled exactly): 16-byte steps to 1 KiB, then at most
  * ~1.25x waste up to 1 MiB, exact sizes beyond. The header is 64 bytes. */
 START_TEST(test_size_classes)
@@ -1002,6 +1064,7 @@ int main(void)
     tcase_add_loop_test(big, test_incremental_resize, 0, 2);
     tcase_add_test(big, test_sweep);
     tcase_add_loop_test(big, test_concurrent, 0, 4);
+    tcase_add_loop_test(big, test_foreach_concurrent, 0, 2);
     suite_add_tcase(s, big);
     return sf_run_suite(s);
 }

@@ -61,6 +61,7 @@ typedef struct cache_shard {
     cache_item **old; /* the previous table while a resize is in progress */
     size_t old_mask, migrate_pos;
     cache_item *lru_head, *lru_tail;
+    cache_item *marker; /* a walk's place in the LRU list (cache_store_foreach), or NULL */
     uint64_t cas_counter;
     uint64_t flush_at;  /* a flush not applied yet (0 = none): due once now >= flush_at */
     uint64_t flush_cas; /* applied flushes: items with cas <= flush_cas are dead */
@@ -81,6 +82,7 @@ struct cache_store {
     uint32_t class_size[MAX_CLASSES];
     alignas(64) _Atomic uint64_t used; /* written by every store and final release */
     alignas(64) _Atomic unsigned evict_rr;
+    pthread_mutex_t walk_mu; /* one cache_store_foreach at a time (one marker per shard) */
     _Atomic uint64_t mallocs;
 };
 
@@ -466,6 +468,8 @@ static unsigned evict_from(cache_shard *sh)
     while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && sh->lru_tail &&
            over_limit(sh->store)) {
         cache_item *it = sh->lru_tail;
+        if (it == sh->marker && !(it = it->lru_prev))
+            break;
         if (it->active) {
             it->active = 0;
             lru_bump(sh, it);
@@ -581,6 +585,7 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     atomic_init(&s->used, 0);
     atomic_init(&s->evict_rr, 0);
     atomic_init(&s->mallocs, 0);
+    pthread_mutex_init(&s->walk_mu, NULL);
     for (unsigned i = 0; i < shards; i++) {
         if (shard_init(s, &sh[i], i, c->lock) != 0) {
             s->nshards = i;
@@ -613,6 +618,7 @@ void cache_store_free(cache_store *s)
         pthread_mutex_destroy(&sh->mutex);
     }
     free(s->shards);
+    pthread_mutex_destroy(&s->walk_mu);
     free(s);
 }
 
@@ -1135,44 +1141,71 @@ void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *ou
     unlock(sh);
 }
 
-/* One shard at a time: under its lock only references are taken (a pointer copy and an atomic
- * increment per item), and fn runs after the lock is dropped, so a slow fn (disk writes) never
- * stalls the shard. The items stay valid and unchanged while referenced. */
+/* A walk must not hold a shard's lock for long (at 10M items a shard holds ~150,000), and it
+ * must not lose its place while the lock is dropped. So it plants a marker node in the LRU list
+ * and moves it one item toward the head per item visited: the items between the marker and the
+ * head are the ones still to visit, whatever happens to the others meanwhile. Items moved to the
+ * head during the walk (writes, touch, second chances) are met again: they are visited once more,
+ * bounded by the visit budget below. Eviction steps over the marker. One walk at a time. */
+#define WALK_CHUNK 256
+
+static void marker_insert_before(cache_shard *sh, cache_item *m, cache_item *x)
+{
+    m->lru_next = x;
+    m->lru_prev = x ? x->lru_prev : sh->lru_tail;
+    if (m->lru_prev)
+        m->lru_prev->lru_next = m;
+    else
+        sh->lru_head = m;
+    if (x)
+        x->lru_prev = m;
+    else
+        sh->lru_tail = m;
+}
+
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg)
 {
-    cache_item **batch = NULL;
-    size_t cap = 0;
+    cache_item marker, *batch[WALK_CHUNK];
     int rc = 0;
+    pthread_mutex_lock(&s->walk_mu);
     for (unsigned i = 0; i < s->nshards && rc == 0; i++) {
         cache_shard *sh = &s->shards[i];
+        memset(&marker, 0, sizeof marker);
         lock(sh);
-        while (sh->stats.curr_items > cap) {
-            size_t want = sh->stats.curr_items + sh->stats.curr_items / 8 + 64;
-            unlock(sh);
-            cache_item **grown = realloc(batch, want * sizeof *grown);
-            if (!grown) {
-                free(batch);
-                return -1;
+        size_t budget = 2 * sh->stats.curr_items + WALK_CHUNK;
+        marker_insert_before(sh, &marker, NULL); /* behind the tail: everything is ahead */
+        sh->marker = &marker;
+        bool done = false;
+        while (!done && rc == 0) {
+            size_t n = 0;
+            flush_due(sh, now_ms);
+            while (n < WALK_CHUNK) {
+                cache_item *it = marker.lru_prev;
+                if (!it || budget == 0) {
+                    done = true;
+                    break;
+                }
+                budget--;
+                lru_remove(sh, &marker);
+                marker_insert_before(sh, &marker, it); /* `it` is now behind the marker */
+                if (!is_expired(it, now_ms) && !is_flushed(sh, it)) {
+                    atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+                    batch[n++] = it;
+                }
             }
-            batch = grown;
-            cap = want;
+            unlock(sh);
+            for (size_t k = 0; k < n; k++) {
+                if (rc == 0)
+                    rc = fn(batch[k], arg);
+                cache_item_release(batch[k]);
+            }
             lock(sh);
         }
-        flush_due(sh, now_ms);
-        size_t n = 0;
-        for (cache_item *it = sh->lru_tail; it; it = it->lru_prev)
-            if (!is_expired(it, now_ms) && !is_flushed(sh, it)) {
-                atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
-                batch[n++] = it;
-            }
+        lru_remove(sh, &marker);
+        sh->marker = NULL;
         unlock(sh);
-        for (size_t k = 0; k < n; k++) {
-            if (rc == 0)
-                rc = fn(batch[k], arg);
-            cache_item_release(batch[k]);
-        }
     }
-    free(batch);
+    pthread_mutex_unlock(&s->walk_mu);
     return rc;
 }

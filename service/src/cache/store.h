@@ -208,11 +208,12 @@ size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64
 
 void cache_store_stats(cache_store *s, cache_stats *out);
 /* Calls fn for every live item (not expired, not flushed), shard by shard, in LRU order from
- * the least recent (so reloading them in order restores recency). Each shard's items are
- * referenced under its lock and fn runs without any lock held (it may call into the store, and
- * slow work in fn stalls nobody); it is a fuzzy snapshot: writes racing with the walk may or
- * may not be seen. A non-zero return of fn stops the walk and is returned; -1 if the batch
- * buffer (8 bytes per item of the largest shard) could not be allocated. */
+ * the least recent (so reloading them in order restores recency). Items are referenced under
+ * the shard's lock 256 at a time (tens of microseconds per hold, whatever the shard's size) and
+ * fn runs without any lock held: it may call into the store, and slow work in fn stalls nobody.
+ * It is a fuzzy snapshot: writes racing with the walk may or may not be seen, and an item moved
+ * to the LRU head during the walk may be seen twice. A non-zero return of fn stops the walk and
+ * is returned. Walks are serialised (one at a time per store). */
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg);
 
