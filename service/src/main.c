@@ -22,6 +22,7 @@
 #include "api/api.h"
 #include "cache/persist.h"
 #include "cache/snapshot.h"
+#include "proto/echo.h"
 #include "proto/memcache.h"
 #include "config/config.h"
 #include "http/http.h"
@@ -285,6 +286,12 @@ int main(int argc, char **argv)
             die(EXIT_FAILURE, "%s", err);
         LOG_INFO("memcached text protocol on %s:%u (no authentication, like memcached)",
                  c.cache.memcached_host, c.cache.memcached_port);
+    }
+    if (c.echo.tcp_port != 0) {
+        if (net_server_listen(&net, c.echo.tcp_host, (uint16_t)c.echo.tcp_port, &echo_proto, NULL,
+                              err, sizeof err) != 0)
+            die(EXIT_FAILURE, "%s", err);
+        LOG_INFO("raw TCP echo on %s:%u", c.echo.tcp_host, c.echo.tcp_port);
     }
     if (net_server_start(&net, err, sizeof err) != 0)
         die(EXIT_FAILURE, "%s", err);

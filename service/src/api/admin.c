@@ -316,5 +316,14 @@ int api_register(http_server *http, api_ctx *a)
         if (http_server_route(http, &cache) != 0)
             return -1;
     }
+    if (a->config->echo.http_enabled) {
+        const http_route echo = {.path = "/echo",
+                                 .wants_body = true,
+                                 .methods = get | HTTP_M(HTTP_POST),
+                                 .handler = api_echo,
+                                 .ctx = a};
+        if (http_server_route(http, &echo) != 0)
+            return -1;
+    }
     return 0;
 }

@@ -45,6 +45,7 @@ void api_healthz(http_request *r, void *ctx);
 void api_readyz(http_request *r, void *ctx);
 void api_metrics(http_request *r, void *ctx);
 void api_cache(http_request *r, void *ctx);
+void api_echo(http_request *r, void *ctx);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);

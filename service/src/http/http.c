@@ -186,7 +186,7 @@ static void record(http_conn *h, int status)
 /* ---- responses ---------------------------------------------------------------------------- */
 
 static void respond(http_conn *h, bool head_only, int status, const char *ctype, const char *extra,
-                    const void *body, size_t len)
+                    const void *body, size_t len, obuf *chunks)
 {
     conn *c = h->c;
     size_t extra_len = extra ? strlen(extra) : 0;
@@ -211,8 +211,8 @@ static void respond(http_conn *h, bool head_only, int status, const char *ctype,
     p += h->hl->date_len;
     if (ctype) {
         size_t cl = strlen(ctype);
-        if (cl > 100)
-            cl = 100;
+        if (cl > HTTP_CTYPE_MAX)
+            cl = HTTP_CTYPE_MAX;
         memcpy(p, "Content-Type: ", 14);
         p += 14;
         memcpy(p, ctype, cl);
@@ -241,8 +241,12 @@ static void respond(http_conn *h, bool head_only, int status, const char *ctype,
     *p++ = '\r';
     *p++ = '\n';
     conn_commit(c, (size_t)(p - start));
-    if (len && !head_only && status != 204 && status != 304)
-        conn_write(c, body, len);
+    if (len && !head_only && status != 204 && status != 304) {
+        if (chunks)
+            obuf_splice(&c->out, chunks);
+        else
+            conn_write(c, body, len);
+    }
 }
 
 void http_respond(http_request *r, int status, const char *ctype, const char *extra,
@@ -250,7 +254,14 @@ void http_respond(http_request *r, int status, const char *ctype, const char *ex
 {
     http_conn *h = conn_state(r->conn);
     r->status = status;
-    respond(h, r->head_only, status, ctype, extra, body, len);
+    respond(h, r->head_only, status, ctype, extra, body, len, NULL);
+}
+
+void http_respond_request_body(http_request *r, int status, const char *ctype, const char *extra)
+{
+    http_conn *h = conn_state(r->conn);
+    r->status = status;
+    respond(h, r->head_only, status, ctype, extra, NULL, r->body ? r->body_len : 0, r->body);
 }
 
 /* {"error":"<message>"} with the message JSON-escaped. */
@@ -633,7 +644,7 @@ static void send_error_and_close(http_conn *h, int status, const char *msg)
         h->route = (int16_t)h->srv->nroutes;
     if (!h->start_ns)
         h->start_ns = uv_hrtime();
-    respond(h, h->head_only, status, "application/json", NULL, body, n);
+    respond(h, h->head_only, status, "application/json", NULL, body, n, NULL);
     record(h, status);
     end_message(h);
     conn_close_after_flush(h->c);

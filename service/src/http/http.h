@@ -95,6 +95,11 @@ void http_respond(http_request *r, int status, const char *content_type, const c
                   const void *body, size_t len);
 void http_respond_error(http_request *r, int status, const char *message,
                         const char *extra_headers);
+/* Responds with the request's own body (route with wants_body), moved into the output without
+ * a copy when large. */
+void http_respond_request_body(http_request *r, int status, const char *content_type,
+                               const char *extra_headers);
+#define HTTP_CTYPE_MAX 127 /* longer Content-Type values are cut in responses */
 /* Scratch space of the loop for building a body (limits.scratch_bytes, at least
  * HTTP_SCRATCH_MIN); valid until the next http_respond on this loop. */
 #define HTTP_SCRATCH_MIN (256 * 1024)

@@ -350,19 +350,21 @@ static void on_write(uv_write_t *req, int status)
     }
     obuf_consume(&c->out, n);
     NET_STAT_ADD(c->loop->stats.bytes_out, n);
-    /* Below the low-water mark, paused work resumes while the rest is still being written. */
-    bool resume =
-        (c->flags & CONN_OUT_PAUSED) && c->out.pending <= config_of(c)->out_high_water / 2;
-    if (resume) {
+    if (c->out.pending) {
+        flush(c); /* progress: the write timeout starts over */
+        if (c->flags & CONN_CLOSING)
+            return;
+    }
+    /* Below the low-water mark, paused work resumes while the rest is still being written.
+     * Decided after the flush, which may have written everything at once (then no further
+     * on_write comes to resume) or paused again. */
+    if ((c->flags & CONN_OUT_PAUSED) && c->out.pending <= config_of(c)->out_high_water / 2) {
         c->flags &= ~CONN_OUT_PAUSED;
         if (c->in_len)
             net_loop_add_pending(c->loop, c);
     }
-    if (c->out.pending) {
-        flush(c); /* progress: the write timeout starts over */
-        if (c->inflight || (c->flags & CONN_CLOSING))
-            return;
-    }
+    if (c->inflight)
+        return;
     if (!(c->flags & CONN_SHUTDOWN) && c->out.pending == 0) {
         /* A keep-alive connection is idle from now on, not from when its last request ended
          * (a long response would otherwise end in an instant close); a request head keeps its
@@ -425,7 +427,8 @@ static void finalize(conn *c)
             loop->pending_tail = t;
         }
     }
-    c->proto->on_close(c);
+    if (c->proto->on_close)
+        c->proto->on_close(c);
     obuf_reset(&c->out);
     release_input(c);
     if (c->prev)

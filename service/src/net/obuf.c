@@ -46,6 +46,30 @@ int obuf_append(obuf *b, const void *data, size_t len)
     return 0;
 }
 
+void obuf_splice(obuf *dst, obuf *src)
+{
+    if (!src->head)
+        return;
+    size_t room = dst->tail ? OBUF_CHUNK_SIZE - dst->tail->end : 0;
+    if (src->pending <= room) { /* small: one chunk and one iovec fewer */
+        for (obuf_chunk *c = src->head; c; c = c->next) {
+            memcpy(dst->tail->data + dst->tail->end, c->data + c->start, c->end - c->start);
+            dst->tail->end += c->end - c->start;
+        }
+        dst->pending += src->pending;
+        obuf_reset(src);
+        return;
+    }
+    if (dst->tail)
+        dst->tail->next = src->head;
+    else
+        dst->head = src->head;
+    dst->tail = src->tail;
+    dst->pending += src->pending;
+    src->head = src->tail = NULL;
+    src->pending = 0;
+}
+
 size_t obuf_iov(const obuf *b, size_t skip, void *uv_bufs, size_t max, size_t *bytes)
 {
     uv_buf_t *iov = uv_bufs;

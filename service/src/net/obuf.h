@@ -48,6 +48,10 @@ static inline void obuf_commit(obuf *b, size_t n)
 /* Copies len bytes in, across chunks as needed. Returns 0, or -1 if out of memory. */
 int obuf_append(obuf *b, const void *data, size_t len);
 
+/* Moves all of src's bytes to the end of dst (same chunk pool): copied when they fit in dst's
+ * last chunk, else the chunks themselves are linked (no copy). src is left empty. */
+void obuf_splice(obuf *dst, obuf *src);
+
 /* Fills up to max iovecs (struct iovec compatible: uv_buf_t on Unix) with pending bytes starting
  * `skip` bytes in; returns the count. */
 struct uv_buf_t;

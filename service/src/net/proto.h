@@ -14,7 +14,7 @@
  *   on_timeout the connection's deadline passed (header or idle timeout); the protocol may write
  *             a last response (e.g. 408) — the connection then closes. Optional.
  *   on_close  the connection is going away; release what the state holds. Called exactly once,
- *             never from inside on_data.
+ *             never from inside on_data. Optional.
  */
 #ifndef SF_NET_PROTO_H
 #define SF_NET_PROTO_H
