@@ -31,6 +31,10 @@
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
 
+#ifndef SF_MALLOC_NAME
+#define SF_MALLOC_NAME "glibc" /* CMake -DSF_MALLOC=... links another */
+#endif
+
 #define EXIT_CONFIG 2
 
 __attribute__((format(printf, 2, 3), noreturn)) static void die(int code, const char *fmt, ...)
@@ -298,7 +302,7 @@ int main(int argc, char **argv)
     atomic_store(&api.listening, true);
 
     LOG_INFO("snowflaked %s: listening on http://%s%s%s:%u with %u loop%s (%s); datacenter %u, "
-             "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s",
+             "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s, malloc " SF_MALLOC_NAME,
              SF_VERSION, strchr(sv->host, ':') ? "[" : "", sv->host,
              strchr(sv->host, ':') ? "]" : "", sv->port, sv->threads, sv->threads == 1 ? "" : "s",
              net.reuseport ? "SO_REUSEPORT" : "one acceptor", s->datacenter_id, s->worker_id,
