@@ -4,8 +4,9 @@
 set -eu
 
 PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check python3"
-# Real memcached clients for the protocol tests (memccapable, memcslap, pymemcache).
-PACKAGES="$PACKAGES libmemcached-tools python3-pymemcache"
+# Real memcached clients for the protocol tests (memccapable, memcslap, pymemcache), and memcached
+# itself: test_memcache_diff.py runs it and compares its replies with ours.
+PACKAGES="$PACKAGES libmemcached-tools python3-pymemcache memcached"
 PACKAGES="$PACKAGES ${SNOWFLAKED_EXTRA_PACKAGES:-}"
 
 missing=""

@@ -40,16 +40,20 @@ class Server:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.proc = subprocess.Popen([BINARY, *args], env=full_env, stdout=self.log,
                                      stderr=subprocess.STDOUT, preexec_fn=limits)
+        # Every listener the arguments open (the memcached and echo ports too), not just HTTP.
+        ports = [self.port] + [int(a.split("=", 1)[1]) for a in args if isinstance(a, str) and
+                               re.match(r"(cache\.memcached_port|echo\.tcp_port)=[1-9]", a)]
         deadline = time.time() + 10
-        while time.time() < deadline:
+        while ports and time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("snowflaked exited at start:\n" + self.output())
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
+                socket.create_connection(("127.0.0.1", ports[0]), timeout=0.2).close()
+                ports.pop(0)
             except OSError:
                 time.sleep(0.02)
-        raise RuntimeError("snowflaked did not start listening:\n" + self.output())
+        if ports:
+            raise RuntimeError("snowflaked did not start listening:\n" + self.output())
 
     def output(self):
         self.log.flush()

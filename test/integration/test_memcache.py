@@ -1,6 +1,7 @@
 """The memcached text protocol (cache.memcached_port) against the real binary: every command,
 byte-exact replies and error strings, noreply, exptime rules, values split across reads,
 pipelining, the 2048-byte line rule, oversized values swallowed, stats, quit."""
+import base64
 import sys
 import subprocess
 import shutil
@@ -380,6 +381,88 @@ class Memcache(unittest.TestCase):
         self.assertEqual(self.c.ask(b"add %s 0 0 %d\r\n%s\r\n" % (k, len(big), big)),
                          b"SERVER_ERROR object too large for cache\r\n")
         self.assertEqual(self.set(k, b"ok"), b"STORED\r\n")
+
+    # ---- meta commands (byte-exactness: test_memcache_diff.py; here what it cannot show) ----
+
+    def test_meta_binary_base64_key(self):
+        # memcached stores any decoded bytes; our store keeps its key rule (no control bytes or
+        # blanks): refused, the data block swallowed, a miss afterwards
+        self.assertEqual(self.c.ask(b"ms AAEC 3 b\r\nabc\r\n"),
+                         b"CLIENT_ERROR bad command line format\r\n")
+        self.assertEqual(self.c.ask(b"mg AAEC b k v\r\n"), b"EN kAAEC b\r\n")
+        self.assertEqual(self.c.ask(b"ma AAEC b N0 k\r\n"), b"NF kAAEC b\r\n")
+        self.assertEqual(self.c.ask(b"mg YSBi b\r\n"), b"EN\r\n")  # "a b"
+        # a printable one round-trips, returned encoded
+        k = self.key("b64")
+        enc = base64.b64encode(k)
+        self.assertEqual(self.c.ask(b"ms %s 2 b k\r\nhi\r\n" % enc), b"HD k%s b\r\n" % enc)
+        self.assertEqual(self.get(k), b"hi")
+        want = b"VA 2 k%s b\r\nhi\r\n" % enc
+        self.assertEqual(self.c.ask(b"mg %s b k v\r\n" % enc, len(want)), want)
+
+    def concurrently(self, work, threads=4):
+        errors = []
+
+        def run():
+            c = Client(self.port)
+            try:
+                work(c)
+            except Exception as e:  # reported below
+                errors.append(e)
+            finally:
+                c.close()
+        ts = [threading.Thread(target=run) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        self.assertEqual(errors, [])
+
+    def test_meta_arithmetic_concurrent(self):
+        # ma computes and stores in CAS mode, going again when another writer came in between:
+        # no increment may be lost, and each counts in stats
+        k = self.key("n").decode()
+
+        def stats_hits():
+            self.c.send(b"stats\r\n")
+            hits = None
+            while True:
+                ln = self.c.line()
+                if ln == b"END\r\n":
+                    return hits
+                if ln.startswith(b"STAT incr_hits "):
+                    hits = int(ln.split()[2])
+        before = stats_hits()
+        replies = []
+
+        def work(c):
+            c.send(("ma %s N0 q\r\n" % k).encode() * 200 + b"mn\r\n")
+            while True:
+                ln = c.line()
+                if ln == b"MN\r\n":
+                    break
+                replies.append(ln)
+        self.concurrently(work)
+        self.assertEqual(replies, [b"HD\r\n"])  # quiet hides the hits, not the one creation
+        self.assertEqual(self.c.ask(("mg %s v\r\n" % k).encode()), b"VA 3\r\n")
+        self.assertEqual(self.c.line(), b"799\r\n")  # the creating call adds nothing
+        self.assertEqual(stats_hits() - before, 799)
+
+    def test_meta_append_with_cas_concurrent(self):
+        # ms MA with a CAS builds the joined item and stores it in CAS mode: an append made
+        # with a stale CAS is EX, never applied twice nor lost
+        k = self.key("log")
+        self.assertEqual(self.c.ask(b"ms %s 0\r\n\r\n" % k), b"HD\r\n")
+
+        def work(c):
+            done = 0
+            while done < 50:
+                cas = c.ask(b"mg %s c\r\n" % k).split()[1][1:]
+                reply = c.ask(b"ms %s 1 MA C%s\r\nx\r\n" % (k, cas))
+                self.assertIn(reply, (b"HD\r\n", b"EX\r\n"))
+                done += reply == b"HD\r\n"
+        self.concurrently(work)
+        self.assertEqual(self.get(k), b"x" * 200)
 
     # ---- other commands -------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
  *
  * memcache_proto plugs into a net listener whose ctx is a memcache_server. Commands: get, gets,
  * gat, gats, set, add, replace, append, prepend, cas, delete, incr, decr, touch, flush_all,
- * version, verbosity, stats, quit. Replies and error strings are byte-exact as memcached 1.6.
+ * version, verbosity, stats, quit, and the meta commands mg, ms, md, ma, mn. Replies and error
+ * strings are byte-exact as memcached 1.6.18 (the few deliberate differences are listed at the
+ * top of memcache.c; test_memcache_diff.py compares both servers session by session).
  *
  * Values may arrive in any number of reads: the item is allocated when its command line is
  * parsed and the data bytes are copied into it as they come, so nothing but the command line is
