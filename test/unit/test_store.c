@@ -378,7 +378,7 @@ START_TEST(test_flush_now)
     put(s, "a", "1", CACHE_MODE_SET, 90);
     put(s, "b", "2", CACHE_MODE_SET, 100);
     cache_item *ref = cache_get(s, "a", 1, 100);
-    cache_flush_all(s, 100);
+    cache_flush_all(s, 100, 100);
     ck_assert(!has(s, "a", 100));
     ck_assert(!has(s, "b", 100));
     /* Stored in the flush's own millisecond, after it: survives. */
@@ -398,7 +398,7 @@ START_TEST(test_flush_delayed)
 {
     cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
     put(s, "a", "1", CACHE_MODE_SET, 100);
-    cache_flush_all(s, 200);
+    cache_flush_all(s, 200, 100);
     ck_assert(has(s, "a", 150));
     put(s, "b", "2", CACHE_MODE_SET, 150);
     ck_assert(has(s, "b", 199));
@@ -409,9 +409,50 @@ START_TEST(test_flush_delayed)
     ck_assert(has(s, "c", 300));
     ck_assert(has(s, "d", 300));
     /* A later flush replaces a pending one; 0 cancels. */
-    cache_flush_all(s, 1000);
-    cache_flush_all(s, 0);
+    cache_flush_all(s, 1000, 300);
+    cache_flush_all(s, 0, 300);
     ck_assert(has(s, "c", 2000));
+    cache_store_free(s);
+}
+END_TEST
+
+/* A flush already due is applied in every shard when a later flush is scheduled, whether or
+ * not the shard saw traffic in between (review finding: it used to come back to life). */
+START_TEST(test_flush_due_then_rescheduled)
+{
+    cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
+    char key[16];
+    for (int i = 0; i < 64; i++) {
+        snprintf(key, sizeof key, "d%d", i);
+        put(s, key, "v", CACHE_MODE_SET, 0);
+    }
+    cache_flush_all(s, 1000, 0);
+    ck_assert(!has(s, "d0", 1001)); /* one shard saw the due flush */
+    cache_flush_all(s, 61000, 1001);
+    int alive = 0;
+    for (int i = 0; i < 64; i++) {
+        snprintf(key, sizeof key, "d%d", i);
+        alive += has(s, key, 1002);
+    }
+    ck_assert_int_eq(alive, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+/* Absurd restored CAS values (a foreign or crafted snapshot) cannot wrap the counter. */
+START_TEST(test_restore_huge_cas)
+{
+    cache_store *s = mk(MiB, 64, CACHE_LOCK_MUTEX);
+    int err;
+    cache_item *it = cache_item_new(s, "h", 1, 1, 0, 0, NULL, 0, &err);
+    cache_item_value_mut(it)[0] = 'v';
+    ck_assert_int_eq(cache_store_restore(s, it, UINT64_MAX - 5, 1), CACHE_STORED);
+    cache_store_raise_cas(s, UINT64_MAX - 5);
+    uint64_t restored = cas_of(s, "h", 1), c;
+    ck_assert_uint_lt(restored, CACHE_CAS_RESTORE_MAX);
+    ck_assert_int_eq(put_full(s, "n", "w", 0, 0, CACHE_MODE_SET, 0, &c, 1), CACHE_STORED);
+    ck_assert_uint_gt(c, 0);
+    ck_assert_uint_ne(c, restored);
     cache_store_free(s);
 }
 END_TEST
@@ -553,7 +594,7 @@ START_TEST(test_reference_survives)
     cache_item *r2 = cache_get(s, "k", 1, 1);
     ck_assert_int_eq(cache_delete(s, "k", 1, 0, 1), CACHE_DELETED);
     put(s, "k", "third-and-longer", CACHE_MODE_SET, 1);
-    cache_flush_all(s, 1);
+    cache_flush_all(s, 1, 1);
     ck_assert(!has(s, "k", 2));
     ck_assert_uint_eq(cache_item_vlen(r1), 5);
     ck_assert_int_eq(memcmp(cache_item_value(r1), "first", 5), 0);
@@ -663,7 +704,7 @@ START_TEST(test_sweep)
     }
     ck_assert_int_eq(missing, 0);
     /* Flushed items are reclaimed by the sweep too. */
-    cache_flush_all(s, 3000);
+    cache_flush_all(s, 3000, 3000);
     ck_assert_uint_eq(cache_store_sweep(s, &cursor, 1u << 20, 3000), 1000);
     ck_assert_uint_eq(stats(s).curr_items, 0);
     ck_assert_uint_eq(stats(s).mem_used, 0);
@@ -719,7 +760,7 @@ START_TEST(test_restore_keeps_cas)
     ck_assert_int_eq(put_full(s, "fresh", "w", 0, 0, CACHE_MODE_SET, 0, &c, 1), CACHE_STORED);
     ck_assert_uint_gt(c, (UINT64_C(1) << 40) + 3);
     /* a flush kills restored items too */
-    cache_flush_all(s, 2);
+    cache_flush_all(s, 2, 2);
     ck_assert(!has(s, "r0", 2));
     ck_assert(!has(s, "r2", 2));
     cache_store_free(s);
@@ -808,6 +849,64 @@ START_TEST(test_foreach_concurrent)
     atomic_store(&w.stop, true);
     pthread_join(t, NULL);
     ck_assert_uint_gt(stats(s).evictions, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+/* Every item present when the walk starts is visited exactly once, however many items are
+ * stored or moved to the LRU head meanwhile; items stored during the walk are not visited. */
+typedef struct walk_probe {
+    cache_store *s;
+    unsigned calls, visits[1000], newer;
+} walk_probe;
+
+static int probe_visit(const cache_item *it, void *arg)
+{
+    walk_probe *w = arg;
+    unsigned k;
+    if (w->calls++ == 0) { /* in the middle of the walk: churn and touch */
+        char key[16];
+        for (int i = 0; i < 3000; i++) {
+            snprintf(key, sizeof key, "new%d", i);
+            put(w->s, key, "n", CACHE_MODE_SET, 1);
+        }
+        for (int round = 0; round < 50; round++)
+            for (int i = 0; i < 1000; i += 7) {
+                snprintf(key, sizeof key, "k%d", i);
+                cache_touch(w->s, key, strlen(key), 0, 1);
+            }
+    }
+    if (cache_item_klen(it) >= 4 && memcmp(cache_item_key(it), "new", 3) == 0)
+        w->newer++;
+    else if (sscanf(cache_item_key(it), "k%u", &k) == 1 && k < 1000)
+        w->visits[k]++;
+    return 0;
+}
+
+START_TEST(test_foreach_exactly_once)
+{
+    cache_store *s = mk(64 * MiB, 1, CACHE_LOCK_MUTEX);
+    char key[16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        put(s, key, "v", CACHE_MODE_SET, 1);
+    }
+    static walk_probe w;
+    memset(&w, 0, sizeof w);
+    w.s = s;
+    ck_assert_int_eq(cache_store_foreach(s, 1, probe_visit, &w), 0);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_msg(w.visits[i] == 1, "k%d visited %u times", i, w.visits[i]);
+    ck_assert_uint_eq(w.newer, 0);
+    ck_assert_uint_eq(stats(s).walks_cut_short, 0);
+    /* the next walk sees everything, the new keys included, once */
+    memset(&w, 0, sizeof w);
+    w.s = s;
+    w.calls = 1; /* no churn this time */
+    ck_assert_int_eq(cache_store_foreach(s, 1, probe_visit, &w), 0);
+    ck_assert_uint_eq(w.newer, 3000);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_uint_eq(w.visits[i], 1);
     cache_store_free(s);
 }
 END_TEST
@@ -1046,6 +1145,8 @@ int main(void)
     tcase_add_test(tc, test_touch_and_expiry);
     tcase_add_test(tc, test_flush_now);
     tcase_add_test(tc, test_flush_delayed);
+    tcase_add_test(tc, test_flush_due_then_rescheduled);
+    tcase_add_test(tc, test_restore_huge_cas);
     tcase_add_test(tc, test_stats_counters);
     tcase_add_test(tc, test_reference_survives);
     suite_add_tcase(s, tc);
@@ -1057,6 +1158,7 @@ int main(void)
     tcase_add_test(mem, test_size_classes);
     tcase_add_test(mem, test_restore_keeps_cas);
     tcase_add_test(mem, test_foreach_reenters);
+    tcase_add_test(mem, test_foreach_exactly_once);
     tcase_add_test(mem, test_freelist_reuse);
     suite_add_tcase(s, mem);
     TCase *big = tcase_create("scale");

@@ -261,6 +261,8 @@ static void metrics_persist(prom_buf *b, cache_persist *p)
           "Unix time of the last snapshot written, 0 = none yet.", ps.last_ok_ms / 1000);
     gauge(b, "snowflaked_cache_snapshot_last_items", "Items in the last snapshot written.",
           ps.last_items);
+    gauge(b, "snowflaked_cache_snapshot_last_bytes", "Size of the last snapshot written.",
+          ps.last_bytes);
     gauge(b, "snowflaked_cache_snapshot_last_duration_us", "How long the last snapshot took.",
           ps.last_duration_us);
     gauge(b, "snowflaked_cache_snapshot_loaded_items", "Items restored from the snapshot at start.",

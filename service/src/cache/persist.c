@@ -33,7 +33,9 @@ static uint64_t mono_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void load(cache_persist *p)
+/* 0, or -1 when the file exists but cannot be read: starting empty would overwrite it at the
+ * next save, so the caller refuses to start instead. */
+static int load(cache_persist *p, char *errout, size_t errlen)
 {
     char err[PATH_CAP + 256];
     cache_snapshot_info info;
@@ -45,6 +47,9 @@ static void load(cache_persist *p)
         LOG_INFO("cache: loaded %llu items (%llu value bytes) from %s in %.0f ms",
                  (unsigned long long)info.items, (unsigned long long)info.bytes, p->path,
                  (double)(mono_us() - t0) / 1e3);
+    } else if (rc == -2) {
+        snprintf(errout, errlen, "cache: %s (fix it, or move the file away to start empty)", err);
+        return -1;
     } else if (rc < 0) {
         /* A damaged snapshot cannot be trusted: kept aside for inspection, start empty. */
         char aside[PATH_CAP + 16];
@@ -54,6 +59,7 @@ static void load(cache_persist *p)
         else
             LOG_ERROR("cache: %s (moved to %s)", err, aside);
     }
+    return 0;
 }
 
 static int save(cache_persist *p, const char *why)
@@ -126,7 +132,13 @@ cache_persist *cache_persist_start(cache_store *s, const char *path, uint32_t in
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&p->wake, &ca);
     pthread_condattr_destroy(&ca);
-    load(p);
+    if (load(p, err, errlen) != 0) {
+        pthread_cond_destroy(&p->wake);
+        pthread_mutex_destroy(&p->mu);
+        pthread_mutex_destroy(&p->save_mu);
+        free(p);
+        return NULL;
+    }
     if (interval_s > 0) {
         int rc = pthread_create(&p->thread, NULL, periodic, p);
         if (rc != 0) {

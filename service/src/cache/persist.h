@@ -29,7 +29,8 @@ typedef struct cache_persist_stats {
     uint32_t interval_s;
 } cache_persist_stats;
 
-/* NULL with a reason in err only when the thread cannot be created. */
+/* NULL with a reason in err when the snapshot exists but cannot be opened (permissions, I/O:
+ * starting empty would overwrite it later) or the thread cannot be created. */
 cache_persist *cache_persist_start(cache_store *s, const char *path, uint32_t interval_s,
                                    char *err, size_t errlen);
 /* 0, or -1 if the final snapshot could not be written (the previous file is intact). Frees p. */

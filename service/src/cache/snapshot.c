@@ -153,7 +153,7 @@ static int fail(cache_store *s, uint64_t now_ms, FILE *f, const char *path, cons
 {
     snprintf(err, errlen, "%s: %s; starting with an empty cache", path, why);
     fclose(f);
-    cache_flush_all(s, now_ms); /* nothing of a damaged file stays */
+    cache_flush_all(s, now_ms, now_ms); /* nothing of a damaged file stays */
     return -1;
 }
 
@@ -165,7 +165,7 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
         if (errno == ENOENT)
             return 0;
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
+        return -2;
     }
     reader r = {.f = f};
     unsigned char head[24];

@@ -31,7 +31,8 @@ typedef struct cache_snapshot_info {
 /* 0, or -1 with a reason in err (nothing replaced on failure). */
 int cache_snapshot_save(cache_store *s, const char *path, uint64_t now_ms,
                         cache_snapshot_info *info, char *err, size_t errlen);
-/* 1 loaded, 0 no file, -1 unreadable or corrupt (err says why; the store holds nothing from it). */
+/* 1 loaded, 0 no file, -1 corrupt or truncated (err says why; the store holds nothing from it),
+ * -2 the file exists but cannot be opened (permissions, I/O: nothing was read). */
 int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
                         cache_snapshot_info *info, char *err, size_t errlen);
 

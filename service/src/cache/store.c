@@ -45,7 +45,8 @@ struct cache_item {
     uint8_t klen, ctlen;
     int8_t cls; /* size class, -1 above the largest (plain malloc) */
     uint8_t linked : 1, accounted : 1;
-    uint8_t active : 1; /* read since it last reached the LRU tail (second chance) */
+    uint8_t active : 1;    /* read since it last reached the LRU tail (second chance) */
+    uint8_t walk_seen : 1; /* == shard's walk_parity: visited by (or newer than) the last walk */
     char data[]; /* key, content type, value */
 };
 _Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
@@ -62,6 +63,7 @@ typedef struct cache_shard {
     size_t old_mask, migrate_pos;
     cache_item *lru_head, *lru_tail;
     cache_item *marker; /* a walk's place in the LRU list (cache_store_foreach), or NULL */
+    uint8_t walk_parity; /* flipped when a walk starts: every item present becomes unseen */
     uint64_t cas_counter;
     uint64_t flush_at;  /* a flush not applied yet (0 = none): due once now >= flush_at */
     uint64_t flush_cas; /* applied flushes: items with cas <= flush_cas are dead */
@@ -376,6 +378,7 @@ static uint64_t cas_horizon(const cache_shard *sh)
 static void link_item(cache_shard *sh, cache_item *it, uint64_t h)
 {
     it->cas = next_cas(sh);
+    it->walk_seen = sh->walk_parity & 1; /* stored after the last walk began: not its business */
     cache_item **b = &sh->buckets[(h >> sh->hshift) & sh->mask];
     it->h_next = *b;
     *b = it;
@@ -874,11 +877,16 @@ int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_
 
 int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t now_ms)
 {
-    return store_plain(s, it, CACHE_MODE_SET, 0, NULL, NULL, now_ms, cas);
+    /* A CAS this large (never reached in practice: 2^62 stores) would wrap the counter: such a
+     * record gets a fresh one instead of breaking uniqueness. */
+    return store_plain(s, it, CACHE_MODE_SET, 0, NULL, NULL, now_ms,
+                       cas < CACHE_CAS_RESTORE_MAX ? cas : 0);
 }
 
 void cache_store_raise_cas(cache_store *s, uint64_t cas)
 {
+    if (cas >= CACHE_CAS_RESTORE_MAX)
+        cas = 0;
     for (unsigned i = 0; i < s->nshards; i++) {
         cache_shard *sh = &s->shards[i];
         lock(sh);
@@ -1018,12 +1026,14 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
     }
 }
 
-void cache_flush_all(cache_store *s, uint64_t at_ms)
+void cache_flush_all(cache_store *s, uint64_t at_ms, uint64_t now_ms)
 {
     for (unsigned i = 0; i < s->nshards; i++) {
         cache_shard *sh = &s->shards[i];
         lock(sh);
+        flush_due(sh, now_ms); /* a flush already due is applied, not replaced */
         sh->flush_at = at_ms;
+        flush_due(sh, now_ms); /* due at once: effective in every shard before we return */
         unlock(sh);
     }
 }
@@ -1143,11 +1153,15 @@ void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *ou
 
 /* A walk must not hold a shard's lock for long (at 10M items a shard holds ~150,000), and it
  * must not lose its place while the lock is dropped. So it plants a marker node in the LRU list
- * and moves it one item toward the head per item visited: the items between the marker and the
- * head are the ones still to visit, whatever happens to the others meanwhile. Items moved to the
- * head during the walk (writes, touch, second chances) are met again: they are visited once more,
- * bounded by the visit budget below. Eviction steps over the marker. One walk at a time. */
-#define WALK_CHUNK 256
+ * and moves it one item toward the head per step: the items between the marker and the head are
+ * the ones still to visit, whatever happens to the others meanwhile. Each item carries a bit
+ * compared with the shard's walk parity, flipped when a walk starts, so every item present then
+ * is visited exactly once: an item moved to the head after its visit (a write, touch, second
+ * chance) is met again but skipped, as is an item stored after the walk began. Skipped steps are
+ * bounded (so a shard written faster than it can be walked still ends the walk; counted in
+ * walks_cut_short, never seen in practice). Eviction steps over the marker. One walk at a time. */
+#define WALK_CHUNK      256 /* steps (visits or skips) per lock hold */
+#define WALK_SKIP_RATIO 8   /* skips allowed per item present at the start */
 
 static void marker_insert_before(cache_shard *sh, cache_item *m, cache_item *x)
 {
@@ -1163,6 +1177,39 @@ static void marker_insert_before(cache_shard *sh, cache_item *m, cache_item *x)
         sh->lru_tail = m;
 }
 
+/* Up to WALK_CHUNK steps of the walk; references the live unseen items in batch. Returns how
+ * many; *done once the marker reached the head (or the skip budget ran out). */
+static size_t walk_chunk(cache_shard *sh, cache_item *marker, uint64_t now, size_t *skips,
+                         cache_item **batch, bool *done)
+{
+    const unsigned parity = sh->walk_parity & 1;
+    size_t n = 0;
+    flush_due(sh, now);
+    for (unsigned step = 0; step < WALK_CHUNK; step++) {
+        cache_item *it = marker->lru_prev;
+        if (!it) {
+            *done = true;
+            break;
+        }
+        lru_remove(sh, marker);
+        marker_insert_before(sh, marker, it); /* `it` is now behind the marker */
+        if (it->walk_seen == parity) {
+            if ((*skips)-- == 0) {
+                sh->stats.walks_cut_short++;
+                *done = true;
+                break;
+            }
+            continue;
+        }
+        it->walk_seen = parity & 1;
+        if (!is_expired(it, now) && !is_flushed(sh, it)) {
+            atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+            batch[n++] = it;
+        }
+    }
+    return n;
+}
+
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg)
 {
@@ -1173,27 +1220,13 @@ int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_i
         cache_shard *sh = &s->shards[i];
         memset(&marker, 0, sizeof marker);
         lock(sh);
-        size_t budget = 2 * sh->stats.curr_items + WALK_CHUNK;
+        sh->walk_parity ^= 1; /* every item present is unseen now */
+        size_t skips = WALK_SKIP_RATIO * (sh->stats.curr_items + WALK_CHUNK);
         marker_insert_before(sh, &marker, NULL); /* behind the tail: everything is ahead */
         sh->marker = &marker;
         bool done = false;
         while (!done && rc == 0) {
-            size_t n = 0;
-            flush_due(sh, now_ms);
-            while (n < WALK_CHUNK) {
-                cache_item *it = marker.lru_prev;
-                if (!it || budget == 0) {
-                    done = true;
-                    break;
-                }
-                budget--;
-                lru_remove(sh, &marker);
-                marker_insert_before(sh, &marker, it); /* `it` is now behind the marker */
-                if (!is_expired(it, now_ms) && !is_flushed(sh, it)) {
-                    atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
-                    batch[n++] = it;
-                }
-            }
+            size_t n = walk_chunk(sh, &marker, now_ms, &skips, batch, &done);
             unlock(sh);
             for (size_t k = 0; k < n; k++) {
                 if (rc == 0)

@@ -114,7 +114,8 @@ typedef struct cache_store_config {
     X(get_hits) X(get_misses) X(sets) X(cas_hits) X(cas_badval) X(cas_misses)                     \
     X(delete_hits) X(delete_misses) X(touch_hits) X(touch_misses)                                 \
     X(incr_hits) X(incr_misses) X(decr_hits) X(decr_misses)                                       \
-    X(evictions) X(expired_lazy) X(expired_swept) X(flushed) X(resizes) X(curr_items) X(bytes)
+    X(evictions) X(expired_lazy) X(expired_swept) X(flushed) X(resizes) X(curr_items) X(bytes)    \
+    X(walks_cut_short)
 /* clang-format on */
 
 typedef struct cache_stats {
@@ -190,14 +191,17 @@ int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms
 int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, bool decr,
                uint64_t *out, uint64_t now_ms);
 
-/* Invalidates everything stored before at_ms, from at_ms on (semantics at the top). */
-void cache_flush_all(cache_store *s, uint64_t at_ms);
+/* Invalidates everything stored before at_ms, from at_ms on (semantics at the top); at_ms <=
+ * now_ms takes effect at once, in every shard, before the call returns. A flush already due at
+ * now_ms is applied first, never replaced; a pending one is (at_ms = 0 cancels it). */
+void cache_flush_all(cache_store *s, uint64_t at_ms, uint64_t now_ms);
 
 /* Snapshot loading: stores `it` like CACHE_MODE_SET but keeps the given CAS (> 0) instead of
  * issuing one; later CAS values of its shard are larger. Then, once every item is back,
  * cache_store_raise_cas(max restored CAS) makes every CAS issued afterwards larger than all of
  * them, so CAS stay unique across the restart. */
 int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t now_ms);
+#define CACHE_CAS_RESTORE_MAX (UINT64_C(1) << 62) /* larger restored CAS values are replaced */
 void cache_store_raise_cas(cache_store *s, uint64_t cas);
 
 /* ---- upkeep and introspection -------------------------------------------------------------- */
@@ -210,10 +214,11 @@ void cache_store_stats(cache_store *s, cache_stats *out);
 /* Calls fn for every live item (not expired, not flushed), shard by shard, in LRU order from
  * the least recent (so reloading them in order restores recency). Items are referenced under
  * the shard's lock 256 at a time (tens of microseconds per hold, whatever the shard's size) and
- * fn runs without any lock held: it may call into the store, and slow work in fn stalls nobody.
- * It is a fuzzy snapshot: writes racing with the walk may or may not be seen, and an item moved
- * to the LRU head during the walk may be seen twice. A non-zero return of fn stops the walk and
- * is returned. Walks are serialised (one at a time per store). */
+ * fn runs without any shard lock held: it may call into the store, and slow work in fn stalls nobody.
+ * Every item present in a shard when the walk reaches it is visited exactly once (unless
+ * it is deleted, replaced or expires first); items stored after that are not. A non-zero
+ * return of fn stops the walk and is returned. Walks are serialised (one at a time per store):
+ * fn must not start another one. */
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg);
 

@@ -991,6 +991,8 @@ static int cfg_check_limits(cfg_ctx *ctx)
         largest = c->cache.max_item_bytes;
     if ((uint64_t)c->snowflake.max_batch * 23 + 64 > largest)
         largest = (uint64_t)c->snowflake.max_batch * 23 + 64;
+    if (c->echo.tcp_port && c->server.read_buffer_bytes > largest)
+        largest = c->server.read_buffer_bytes; /* the raw echo answers a whole read at once */
     if (largest < 262144)
         largest = 262144;
     largest += 16384; /* headers */
@@ -998,7 +1000,8 @@ static int cfg_check_limits(cfg_ctx *ctx)
         (uint64_t)c->server.output_high_water_bytes + largest) {
         cfg_cross_label(ctx, src, sizeof src, "server.output_limit_bytes",
                         "server.output_high_water_bytes", "server.max_body_bytes",
-                        "cache.max_item_bytes", "snowflake.max_batch", (const char *)NULL);
+                        "cache.max_item_bytes", "snowflake.max_batch", "server.read_buffer_bytes",
+                        (const char *)NULL);
         return cfg_fail(ctx, src, "server.output_limit_bytes",
                         "must be at least output_high_water_bytes + the largest response "
                         "(%llu), so that one full response always fits, got %u",

@@ -558,7 +558,7 @@ static void cmd_flush(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR invalid exptime argument");
         return;
     }
-    cache_flush_all(m->srv->store, delay > 0 ? expiry_ms(delay, now) : now);
+    cache_flush_all(m->srv->store, delay > 0 ? expiry_ms(delay, now) : now, now);
     OUT(m, "OK");
 }
 
