@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""Side by side: snowflaked against a peer under the same load from the same client (sfload),
+on the same machine, alternating A/B runs, median of --repeat. One table of ratios (ours/peer)
+with req/s, p99 latency and server CPU-microseconds per request, then the machine and the exact
+commands. Loopback only; every run is bounded in time; every process started here is stopped by
+PID (also on Ctrl-C).
+
+    loadtest/bench.py                      # everything (about 12 minutes)
+    loadtest/bench.py --quick              # 1 run of 3 s each (about 3 minutes)
+    loadtest/bench.py --only peers,sync,alloc  -t 5 --repeat 3
+
+Sections:
+  peers  GET /id vs nginx `return 200` (keep-alive, pipelined 16, connection per request at
+         -c 1000); the cache over the memcached protocol vs memcached; raw TCP echo vs the epoll
+         reference (loadtest/epoll_echo.c); HTTP echo of 1 KiB bodies vs nginx's echo module.
+         Servers get one thread each, pinned to core 0; sfload runs on core 1.
+  sync   GET /id with the generator in atomic, spinlock and mutex mode, keep-alive and connection
+         per request at -c 1000, 3000, 5000 (2 server threads, unpinned).
+  alloc  glibc, jemalloc, tcmalloc and mimalloc builds (-DSF_MALLOC) on connection per request
+         and on cache sets (where the daemon allocates).
+"""
+import argparse
+import json
+import os
+import platform
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import ROOT, free_port, wait_port
+
+PEER_PACKAGES = ("nginx libnginx-mod-http-echo memcached libjemalloc-dev libgoogle-perftools-dev "
+                 "libmimalloc-dev")
+ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
+NGINX_CONF = """
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx-error.log warn;
+daemon off;
+{load_echo}
+events {{ worker_connections 20000; multi_accept on; }}
+http {{
+    access_log off;
+    server_tokens off;
+    keepalive_requests 100000;
+    keepalive_timeout 60s;
+    client_body_buffer_size 64k;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location /echo {{ echo_read_request_body; echo_request_body; }}
+        location / {{ default_type application/json; return 200 '{{"id":"915000000000000000"}}'; }}
+    }}
+}}
+"""
+ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.work = tempfile.mkdtemp(prefix="sf_bench_")
+        self.procs = []
+        self.commands = []
+        self.build = os.path.join(ROOT, args.build)
+        self.sfload = os.path.join(self.build, "sfload")
+        self.body_1k = os.path.join(self.work, "body-1k")
+        with open(self.body_1k, "wb") as f:
+            f.write(b"x" * 1024)
+
+    # ---- processes ------------------------------------------------------------------------
+
+    def spawn(self, argv, env=None, cpu=None, cwd=None):
+        if cpu is not None:
+            argv = ["taskset", "-c", str(cpu)] + argv
+        log = open(os.path.join(self.work, "server-%d.log" % len(self.procs)), "wb")
+        p = subprocess.Popen(argv, env=env, cwd=cwd or self.work, stdout=log,
+                             stderr=subprocess.STDOUT, preexec_fn=raise_nofile)
+        self.procs.append(p)
+        return p
+
+    def stop(self, p):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def stop_all(self):
+        for p in list(self.procs):
+            self.stop(p)
+
+    def ours(self, threads=1, cpu=0, extra=(), build=None):
+        port, mc, echo = free_port(), free_port(), free_port()
+        data = tempfile.mkdtemp(dir=self.work)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
+        env.update({"SNOWFLAKED_DATA_DIR": data, "SNOWFLAKED_SERVER_PORT": str(port),
+                    "SNOWFLAKED_SERVER_THREADS": str(threads),
+                    "SNOWFLAKED_CACHE_MEMCACHED_PORT": str(mc),
+                    "SNOWFLAKED_ECHO_TCP_PORT": str(echo),
+                    "SNOWFLAKED_SERVER_MAX_CONNECTIONS": "20000",
+                    "SNOWFLAKED_SERVER_BACKLOG": "4096",
+                    "SNOWFLAKED_SERVER_MAX_REQUESTS_PER_CONNECTION": "100000",
+                    "SNOWFLAKED_CACHE_PERSIST": "false",
+                    "SNOWFLAKED_LOG_LEVEL": "warn"})
+        argv = [os.path.join(build or self.build, "snowflaked")]
+        for kv in extra:
+            argv += ["--set", kv]
+        p = self.spawn(argv, env=env, cpu=cpu)
+        wait_port(port)
+        return {"proc": p, "pid": p.pid, "http": port, "memcache": mc, "echo": echo}
+
+    def nginx(self):
+        port = free_port()
+        d = tempfile.mkdtemp(dir=self.work)
+        conf = os.path.join(d, "nginx.conf")
+        load = "load_module %s;" % ECHO_MODULE if os.path.exists(ECHO_MODULE) else ""
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(dir=d, port=port, load_echo=load))
+        p = self.spawn(["nginx", "-c", conf, "-p", d], cpu=0)
+        wait_port(port)
+        return {"proc": p, "pid": worker_pid(p.pid), "http": port}
+
+    def memcached(self):
+        port = free_port()
+        root = ["-u", "root"] if os.geteuid() == 0 else []  # memcached refuses root otherwise
+        p = self.spawn(["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1",
+                        "-m", "1024", "-c", "20000"] + root, cpu=0)
+        wait_port(port)
+        return {"proc": p, "pid": p.pid, "memcache": port}
+
+    def epoll_echo(self):
+        port = free_port()
+        p = self.spawn([os.path.join(self.build, "epoll_echo"), str(port)], cpu=0)
+        wait_port(port)
+        return {"proc": p, "pid": p.pid, "echo": port}
+
+    # ---- load -------------------------------------------------------------------------------
+
+    def load(self, server, args, target, cpu=1):
+        """Runs sfload against the server; returns its JSON report."""
+        argv = [self.sfload, "--json", "-q", "-t", str(self.args.time), "--warmup", "1",
+                "--server-pid", str(server["pid"])] + args + [target]
+        if cpu is not None:
+            argv = ["taskset", "-c", str(cpu)] + argv
+        self.commands.append(" ".join(shlex.quote(a) for a in argv))
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=self.args.time + 120,
+                           preexec_fn=raise_nofile)
+        try:
+            report = json.loads(r.stdout)
+        except ValueError:
+            sys.exit("sfload failed (%d): %s %s" % (r.returncode, r.stdout[-500:], r.stderr[-500:]))
+        errors = sum(report.get("errors", {}).values())
+        if errors:
+            print("  note: %d errors: %s" % (errors, {k: v for k, v in report["errors"].items()
+                                                     if v}), file=sys.stderr)
+        return report
+
+
+def raise_nofile():
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def worker_pid(master):
+    """nginx's worker (worker_processes 1): the one child of the master."""
+    for _ in range(100):
+        try:
+            with open("/proc/%d/task/%d/children" % (master, master)) as f:
+                kids = f.read().split()
+            if kids:
+                return int(kids[0])
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return master
+
+
+def figures(report):
+    server = report.get("server", {})
+    return (report["requests_per_sec"], report["latency_us"]["p99"],
+            server.get("cpu_us_per_request", 0.0))
+
+
+def median_figures(runs):
+    return tuple(statistics.median(r[i] for r in runs) for i in range(3))
+
+
+def ratio(a, b):
+    return "%.2f" % (a / b) if b else "-"
+
+
+def print_row(name, ours, peer):
+    print("%-34s %10.0f %10.0f %6s | %8.0f %8.0f %6s | %7.2f %7.2f %6s" % (
+        name, ours[0], peer[0], ratio(ours[0], peer[0]), ours[1], peer[1], ratio(ours[1], peer[1]),
+        ours[2], peer[2], ratio(ours[2], peer[2])), flush=True)
+
+
+# ---- sections ------------------------------------------------------------------------------
+
+
+def section_peers(b):
+    print("\n== snowflaked vs peers: 1 server thread on core 0, sfload on core 1, median of %d ==" %
+          b.args.repeat)
+    print("%-34s %10s %10s %6s | %8s %8s %6s | %7s %7s %6s" % (
+        "workload", "ours/s", "peer/s", "ratio", "ours p99", "peer p99", "ratio", "ours us",
+        "peer us", "ratio"))
+    print("%-34s %29s | %24s | %22s" % ("", "requests per second", "p99 latency (us)",
+                                         "server CPU-us per request"))
+    http = [
+        ("GET /id keep-alive -c 50", ["-c", "50"], "/id"),
+        ("GET /id pipelined 16 -c 50", ["-c", "50", "-P", "16"], "/id"),
+        ("GET /id conn-per-request -c 1000", ["-c", "1000", "--close"], "/id"),
+        ("POST /echo 1 KiB keep-alive -c 50",
+         ["-c", "50", "-X", "POST", "--body-file", b.body_1k], "/echo"),
+    ]
+    for name, args, path in http:
+        if path == "/echo" and not os.path.exists(ECHO_MODULE):
+            print("%-34s (skipped: nginx echo module not installed)" % name)
+            continue
+        runs = {"ours": [], "peer": []}
+        for _ in range(b.args.repeat):
+            for who in ("ours", "peer"):
+                srv = b.ours() if who == "ours" else b.nginx()
+                try:
+                    rep = b.load(srv, args, "http://127.0.0.1:%d%s" % (srv["http"], path))
+                    runs[who].append(figures(rep))
+                finally:
+                    b.stop(srv["proc"])
+        print_row(name, median_figures(runs["ours"]), median_figures(runs["peer"]))
+
+    others = [
+        ("memcached 90:10 get:set -c 50", "memcache", b.memcached,
+         ["--mode", "memcache", "-c", "50", "--keys", "10000", "--value-size", "100"]),
+        ("TCP echo 32 B ping-pong -c 100", "echo", b.epoll_echo,
+         ["--mode", "echo", "-c", "100", "--msg-size", "32"]),
+    ]
+    for name, kind, peer, args in others:
+        runs = {"ours": [], "peer": []}
+        for _ in range(b.args.repeat):
+            for who in ("ours", "peer"):
+                srv = b.ours() if who == "ours" else peer()
+                try:
+                    rep = b.load(srv, args, "127.0.0.1:%d" % srv[kind])
+                    runs[who].append(figures(rep))
+                finally:
+                    b.stop(srv["proc"])
+        print_row(name, median_figures(runs["ours"]), median_figures(runs["peer"]))
+
+
+def section_sync(b):
+    print("\n== GET /id by generator sync mode: 2 server threads, sfload 1 thread, median of %d =="
+          % b.args.repeat)
+    print("%-26s %8s %12s %10s %12s" % ("model", "conns", "mode", "req/s", "CPU-us/req"))
+    for model, extra in (("keep-alive", []), ("conn-per-request", ["--close"])):
+        for conns in (1000, 3000, 5000):
+            for mode in ("atomic", "spinlock", "mutex"):
+                runs = []
+                for _ in range(b.args.repeat):
+                    srv = b.ours(threads=2, cpu=None, extra=["snowflake.sync=%s" % mode])
+                    try:
+                        rep = b.load(srv, ["-c", str(conns)] + extra,
+                                     "http://127.0.0.1:%d/id" % srv["http"], cpu=None)
+                        runs.append(figures(rep))
+                    finally:
+                        b.stop(srv["proc"])
+                rps, _, us = median_figures(runs)
+                print("%-26s %8d %12s %10.0f %12.2f" % (model, conns, mode, rps, us), flush=True)
+
+
+def build_with(b, alloc):
+    if alloc == "glibc":
+        return b.build
+    d = os.path.join(ROOT, "build-malloc-" + alloc)
+    subprocess.run(["cmake", "-S", ROOT, "-B", d, "-DCMAKE_BUILD_TYPE=Release",
+                    "-DSF_MALLOC=" + alloc], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", d, "-j2", "--target", "snowflaked"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return d
+
+
+def section_alloc(b):
+    print("\n== allocator (-DSF_MALLOC): 1 server thread on core 0, median of %d ==" % b.args.repeat)
+    print("%-10s | %24s | %24s | %10s" % ("malloc", "conn-per-request -c 1000",
+                                          "memcached sets -c 50", "RSS MiB"))
+    print("%-10s | %10s %12s | %10s %12s |" % ("", "req/s", "CPU-us/req", "ops/s", "CPU-us/op"))
+    for alloc in ALLOCATORS:
+        build = build_with(b, alloc)
+        cpr, sets, rss = [], [], []
+        for _ in range(b.args.repeat):
+            srv = b.ours(build=build)
+            try:
+                cpr.append(figures(b.load(srv, ["-c", "1000", "--close"],
+                                          "http://127.0.0.1:%d/id" % srv["http"])))
+                sets.append(figures(b.load(srv, ["--mode", "memcache", "-c", "50", "--mc-ratio",
+                                                 "0:100", "--keys", "200000", "--value-size",
+                                                 "300"], "127.0.0.1:%d" % srv["memcache"])))
+                rss.append(rss_mib(srv["pid"]))
+            finally:
+                b.stop(srv["proc"])
+        c, s = median_figures(cpr), median_figures(sets)
+        print("%-10s | %10.0f %12.2f | %10.0f %12.2f | %10.1f" % (
+            alloc, c[0], c[2], s[0], s[2], statistics.median(rss)), flush=True)
+
+
+def rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def machine():
+    model = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return "%s, %d cores, Linux %s, %s" % (model, os.cpu_count(), platform.release(),
+                                          subprocess.run(["nginx", "-v"], capture_output=True,
+                                                         text=True).stderr.strip())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="peers,sync,alloc", help="sections: peers,sync,alloc")
+    ap.add_argument("-t", "--time", type=int, default=5, help="seconds per run (default 5)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure, median (default 3)")
+    ap.add_argument("--quick", action="store_true", help="-t 3 --repeat 1")
+    ap.add_argument("-b", "--build", default="build", help="build directory (default build)")
+    ap.add_argument("--no-install", action="store_true", help="do not apt-get the peers")
+    args = ap.parse_args()
+    if args.quick:
+        args.time, args.repeat = 3, 1
+    if not 1 <= args.time <= 600 or not 1 <= args.repeat <= 20:
+        sys.exit("-t must be 1..600 and --repeat 1..20")
+    if not args.no_install:
+        env = dict(os.environ, SNOWFLAKED_EXTRA_PACKAGES=PEER_PACKAGES)
+        subprocess.run(["sh", os.path.join(ROOT, "deploy/install-deps.sh")], env=env, check=True)
+    b = Bench(args)
+    for tool in (b.sfload, os.path.join(b.build, "snowflaked"), os.path.join(b.build, "epoll_echo")):
+        if not os.access(tool, os.X_OK):
+            sys.exit("%s missing: run `make build` first" % tool)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+    print("machine: " + machine())
+    print("date: " + time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    try:
+        sections = {"peers": section_peers, "sync": section_sync, "alloc": section_alloc}
+        for name in args.only.split(","):
+            if name not in sections:
+                sys.exit("unknown section %r (peers, sync, alloc)" % name)
+            sections[name](b)
+    finally:
+        b.stop_all()
+    print("\ncommands (one per run; ports and pids vary):")
+    seen = set()
+    for c in b.commands:
+        key = " ".join(w for w in c.split() if not w.isdigit())
+        if key not in seen:
+            seen.add(key)
+            print("  " + c)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+/* sfload's command line: parsing, validation and the target address.
+ *
+ * opts_parse fills an sl_opts from argv (getopt_long; argv strings are referenced, not copied)
+ * and checks every value and combination; opts_resolve turns the host into a socket address and
+ * enforces the project's safety rule: targets must be in 127.0.0.0/8 or ::1 unless
+ * --allow-remote. Both write a one-line reason into err on failure (exit status 2 for usage).
+ * Called once, from main, before any thread starts.
+ */
+#ifndef SFLOAD_OPTS_H
+#define SFLOAD_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "verify.h"
+
+#define SFLOAD_VERSION    "0.1.0"
+#define SL_MAX_PATHS      64
+#define SL_MAX_HEADERS    64
+#define SL_MAX_DURATION_S 3600.0 /* the cap on -t; also the bound of a run given only -n */
+#define SL_MAX_WARMUP_S   600.0
+
+typedef enum sl_mode { MODE_HTTP, MODE_MEMCACHE, MODE_ECHO } sl_mode;
+
+typedef enum opts_rc { OPTS_OK = 0, OPTS_EXIT = 1, OPTS_USAGE = -1 } opts_rc;
+
+typedef struct sl_opts {
+    sl_mode mode;
+    const char *target; /* the URL or host:port as given */
+    char host[256];     /* without brackets */
+    unsigned port;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+
+    /* HTTP */
+    const char *method;
+    const char *paths[SL_MAX_PATHS];
+    unsigned npaths;
+    const char *headers[SL_MAX_HEADERS];
+    unsigned nheaders;
+    const char *body_file;
+    const char *content_type;
+    bool close_mode; /* connection per request, HTTP/1.0, read until close */
+    bool webbench;   /* close_mode + webbench 1.5's output */
+
+    /* load shape */
+    unsigned connections, threads, pipeline;
+    double duration_s; /* 0: not given */
+    uint64_t requests; /* 0: not given */
+    double warmup_s;
+    double rate; /* requests/s over all connections; 0: closed loop */
+    unsigned timeout_ms;
+
+    /* memcache */
+    unsigned mc_gets, mc_sets; /* the get:set ratio */
+    uint64_t keys;
+    size_t value_size;
+
+    /* echo */
+    size_t msg_size;
+
+    /* verification */
+    bool verify;
+    bool have_layout;
+    vlayout layout;
+    size_t max_body;
+
+    /* output and process */
+    int server_pid; /* 0: none */
+    bool json, quiet, allow_remote;
+} sl_opts;
+
+opts_rc opts_parse(int argc, char **argv, sl_opts *o, char *err, size_t errlen);
+/* Resolves o->host:o->port into o->addr and applies the loopback rule. 0 or -1. */
+int opts_resolve(sl_opts *o, char *err, size_t errlen);
+bool opts_addr_is_loopback(const struct sockaddr *sa);
+void opts_usage(FILE *f);
+const char *opts_mode_name(sl_mode m);
+
+#endif

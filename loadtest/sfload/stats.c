@@ -1,0 +1,44 @@
+/* Per-thread figures (see stats.h). */
+#include "stats.h"
+
+#include <string.h>
+
+void stats_init(sl_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    hist_init(&s->latency);
+}
+
+void stats_merge(sl_stats *d, const sl_stats *s)
+{
+    d->requests += s->requests;
+    d->responses += s->responses;
+    d->ok += s->ok;
+    for (int i = 0; i < ERR_COUNT; i++)
+        d->errors[i] += s->errors[i];
+    d->bytes_in += s->bytes_in;
+    d->bytes_out += s->bytes_out;
+    d->connects += s->connects;
+    d->mc_gets += s->mc_gets;
+    d->mc_hits += s->mc_hits;
+    d->mc_sets += s->mc_sets;
+    if (s->end_ns > d->end_ns)
+        d->end_ns = s->end_ns;
+    hist_merge(&d->latency, &s->latency);
+}
+
+uint64_t stats_errors(const sl_stats *s)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < ERR_COUNT; i++)
+        n += s->errors[i];
+    return n;
+}
+
+const char *stats_err_name(sl_err e)
+{
+    static const char *const names[ERR_COUNT] = {"connect",    "read",       "write",
+                                                 "timeout",    "status_3xx", "status_4xx",
+                                                 "status_5xx", "parse",      "mismatch"};
+    return (unsigned)e < ERR_COUNT ? names[e] : "?";
+}

@@ -1,0 +1,277 @@
+"""sfload (loadtest/sfload/) against the real binary, briefly and on loopback only: /id keep-alive
+with --verify-ids, /ids pipelined over two threads, connection per request with --webbench,
+open loop, the memcached protocol, TCP echo (the server's and a Python one), status classes; and
+the verifier failing (exit 1, a clear message) on duplicate, decreasing and malformed IDs from a
+tiny fake server.
+Run: SNOWFLAKED_BIN=... SFLOAD_BIN=... python3 -m unittest test_sfload (ctest does this)."""
+import http.server
+import json
+import os
+import re
+import socket
+import socketserver
+import subprocess
+import threading
+import time
+import unittest
+
+from sfharness import Server, free_port
+
+SFLOAD = os.environ.get("SFLOAD_BIN", "")
+
+
+def sfload(*args, timeout=60):
+    """Runs sfload (every run is bounded by -n and -t) and returns the CompletedProcess."""
+    return subprocess.run([SFLOAD, "-q", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def sfload_json(test, *args):
+    p = sfload("--json", *args)
+    try:
+        out = json.loads(p.stdout)
+    except ValueError:
+        test.fail("no JSON from sfload (exit %d):\n%s\n%s" % (p.returncode, p.stdout, p.stderr))
+    return p, out
+
+
+def wait_port(port, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise AssertionError("port %d did not open" % port)
+
+
+@unittest.skipUnless(SFLOAD, "SFLOAD_BIN not set")
+class AgainstSnowflaked(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.mc_port, cls.echo_port = free_port(), free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.mc_port,
+                         "--set", "echo.tcp_port=%d" % cls.echo_port)
+        wait_port(cls.mc_port)
+        cls.url = "http://127.0.0.1:%d" % cls.srv.port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def assert_clean(self, p, out):
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(out["passed"])
+        self.assertEqual(out["failed"], 0)
+        self.assertEqual(sum(out["errors"].values()), 0, out["errors"])
+
+    def test_id_keep_alive_verified(self):
+        p, out = sfload_json(self, "-c", "8", "-n", "5000", "-t", "5", "--verify-ids",
+                             "--server-pid", str(self.srv.proc.pid), self.url + "/id")
+        self.assert_clean(p, out)
+        self.assertEqual(out["connection_model"], "keep-alive")
+        self.assertEqual(out["requests"], 5000)
+        self.assertEqual(out["succeeded"], 5000)
+        v = out["verify"]
+        self.assertTrue(v["passed"])
+        self.assertEqual((v["ids"], v["duplicates"], v["non_increasing"], v["malformed"]),
+                         (5000, 0, 0, 0))
+        self.assertEqual(v["layout"], "41/5/5/12")
+        self.assertEqual(v["layout_source"], "metrics")
+        lat = out["latency_us"]
+        self.assertEqual(lat["count"], 5000)
+        self.assertTrue(0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"]
+                        <= lat["p99_9"] <= lat["max"], lat)
+        self.assertGreater(out["requests_per_sec"], 0)
+        self.assertGreater(out["bytes_received"], 5000 * 27)
+        self.assertGreater(out["server"]["cpu_us_per_request"], 0)
+
+    def test_ids_pipelined_two_threads_verified(self):
+        p, out = sfload_json(self, "-c", "4", "-T", "2", "-P", "8", "-n", "3000", "-t", "5",
+                             "--verify-ids", self.url + "/ids?count=100")
+        self.assert_clean(p, out)
+        self.assertEqual(out["threads"], 2)
+        self.assertEqual(out["connection_model"], "pipeline")
+        self.assertEqual(out["requests"], 3000)
+        self.assertEqual(out["verify"]["ids"], 300000)
+        self.assertEqual(out["verify"]["duplicates"], 0)
+        self.assertEqual(out["verify"]["non_increasing"], 0)
+
+    def test_text_and_hex_ids_round_robin(self):
+        # One connection: its round-robin over the four paths is exact.
+        p, out = sfload_json(self, "-c", "1", "-n", "2000", "-t", "5", "--verify-ids",
+                             "-p", "/id?format=text", "-p", "/ids?count=7&format=text",
+                             "-p", "/id?encoding=hex", "-p", "/healthz", self.url)
+        self.assert_clean(p, out)
+        # /healthz is requested but carries no IDs: 500 * (1 + 7 + 1).
+        self.assertEqual(out["verify"]["ids"], 4500)
+
+    def test_unsupported_encoding_refused(self):
+        p = sfload("-n", "10", "-t", "5", "--verify-ids", self.url + "/id?encoding=base62")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("decimal and hex IDs only", p.stderr)
+
+    def test_webbench_connection_per_request(self):
+        p = sfload("--webbench", "-c", "4", "-n", "2000", "-t", "5", self.url + "/id")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"\nBenchmarking: GET http://127\.0\.0\.1:\d+/id\n"
+                                   r"4 clients, running 5 sec\.\n")
+        self.assertRegex(p.stdout, r"\nSpeed=\d+ pages/min, \d+ bytes/sec\.\n"
+                                   r"Requests: 2000 susceed, 0 failed\.\n$")
+        # The same model reported as JSON: one connection per request.
+        p, out = sfload_json(self, "--close", "-c", "4", "-n", "500", "-t", "5", "--verify-ids",
+                             self.url + "/id")
+        self.assert_clean(p, out)
+        self.assertEqual(out["connection_model"], "close")
+        self.assertGreaterEqual(out["connects"], 500)
+        self.assertEqual(out["verify"]["ids"], 500)
+
+    def test_open_loop_rate(self):
+        p, out = sfload_json(self, "-c", "4", "-R", "2000", "-t", "1", "--warmup", "0.2",
+                             self.url + "/id")
+        self.assert_clean(p, out)
+        self.assertTrue(out["open_loop"])
+        self.assertTrue(1800 <= out["requests"] <= 2000, out["requests"])
+
+    def test_status_classes_are_errors(self):
+        p, out = sfload_json(self, "-c", "2", "-n", "100", "-t", "5", self.url + "/nope")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(out["errors"]["status_4xx"], 100)
+        self.assertFalse(out["passed"])
+
+    def test_memcache(self):
+        p, out = sfload_json(self, "--mode", "memcache", "-c", "4", "-P", "4", "-n", "4000",
+                             "-t", "5", "--mc-ratio", "50:50", "--keys", "100",
+                             "--value-size", "300", "127.0.0.1:%d" % self.mc_port)
+        self.assert_clean(p, out)
+        mc = out["memcache"]
+        self.assertEqual(mc["gets"] + mc["sets"], 4000)
+        self.assertGreater(mc["sets"], 1000)
+        self.assertGreater(mc["hits"], 0)
+
+    def test_echo_tcp(self):
+        try:
+            wait_port(self.echo_port, timeout=2)
+        except AssertionError:
+            self.skipTest("this build of snowflaked has no TCP echo listener")
+        p, out = sfload_json(self, "--mode", "echo", "-c", "4", "-P", "4", "--msg-size", "5000",
+                             "-n", "4000", "-t", "5", "127.0.0.1:%d" % self.echo_port)
+        self.assert_clean(p, out)
+        self.assertEqual(out["succeeded"], 4000)
+        self.assertEqual(out["bytes_received"], 4000 * 5000)
+
+    def test_refusals(self):
+        self.assertEqual(sfload(self.url + "/id").returncode, 2)  # unbounded
+        p = sfload("-t", "1", "http://192.0.2.1:80/id")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--allow-remote", p.stderr)
+        self.assertEqual(sfload("-t", "3601", self.url).returncode, 2)
+
+
+class EchoHandler(socketserver.BaseRequestHandler):
+    def handle(self):
+        try:
+            while True:
+                data = self.request.recv(65536)
+                if not data:
+                    return
+                self.request.sendall(data)
+        except OSError:
+            pass
+
+
+class FakeIds(http.server.BaseHTTPRequestHandler):
+    """/id?fake=dup: always {"id":"1"}; fake=down: decreasing IDs; fake=bad: not an ID."""
+    protocol_version = "HTTP/1.1"
+    lock = threading.Lock()
+    next_down = 10 ** 12
+
+    def do_GET(self):
+        if self.path.startswith("/id?fake=dup"):
+            body = b'{"id":"1"}'
+        elif self.path.startswith("/id?fake=down"):
+            with FakeIds.lock:
+                FakeIds.next_down -= 1
+                body = b'{"id":"%d"}' % FakeIds.next_down
+        elif self.path.startswith("/id?fake=bad"):
+            body = b'{"id":"x1"}'
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class ThreadingServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+@unittest.skipUnless(SFLOAD, "SFLOAD_BIN not set")
+class AgainstFakes(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.servers = []
+        for handler in (FakeIds, EchoHandler):
+            s = ThreadingServer(("127.0.0.1", 0), handler)
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+            cls.servers.append(s)
+        cls.http_port = cls.servers[0].server_address[1]
+        cls.echo_port = cls.servers[1].server_address[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.servers:
+            s.shutdown()
+            s.server_close()
+
+    def run_fake(self, path, *extra):
+        return sfload("-c", "2", "-n", "50", "-t", "5", "--verify-ids", "--id-layout",
+                      "41/5/5/12", *extra, "http://127.0.0.1:%d%s" % (self.http_port, path))
+
+    def test_duplicates_fail(self):
+        p = self.run_fake("/id?fake=dup")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("ID verification FAILED: 49 duplicates", p.stderr)
+        self.assertRegex(p.stderr, r"duplicate on thread 0 connection \d: 1 \(timestamp 0, "
+                                   r"dc 0, worker 0, seq 1\)")
+        self.assertIn("result       FAIL", p.stdout)
+
+    def test_duplicates_across_threads_fail(self):
+        p = sfload("--json", "-c", "2", "-T", "2", "-n", "2", "-t", "5", "--verify-ids",
+                   "http://127.0.0.1:%d/id?fake=dup" % self.http_port)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        out = json.loads(p.stdout)
+        self.assertEqual(out["verify"]["duplicates"], 1)
+        self.assertEqual(out["verify"]["layout_source"], "default")  # no /metrics here
+        self.assertIn("duplicate across load threads", p.stderr)
+        self.assertIn("assuming 41/5/5/12", p.stderr)
+
+    def test_decreasing_fails(self):
+        p = self.run_fake("/id?fake=down")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertRegex(p.stderr, r"FAILED: 0 duplicates, (4[89]) not increasing")
+
+    def test_malformed_fails(self):
+        p = self.run_fake("/id?fake=bad")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("50 malformed", p.stderr)
+        self.assertIn('JSON "id" is not a valid ID', p.stderr)
+
+    def test_echo(self):
+        p, out = sfload_json(self, "--mode", "echo", "-c", "3", "-P", "4", "--msg-size", "3000",
+                             "-n", "3000", "-t", "5", "127.0.0.1:%d" % self.echo_port)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(out["succeeded"], 3000)
+        self.assertEqual(out["bytes_received"], 3000 * 3000)
+
+
+if __name__ == "__main__":
+    unittest.main()
