@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG    ?= config.json
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run test test-asan test-tsan bench-generator bench-http clean
+.PHONY: all deps build run test test-asan test-tsan bench bench-quick bench-generator bench-http clean
 
 all: build
 
@@ -30,6 +30,14 @@ test-asan:
 test-tsan:
 	$(MAKE) test BUILD=build-tsan BUILD_TYPE=RelWithDebInfo CMAKE_ARGS=-DSANITIZE=thread
 
+# Everything side by side with its peer (nginx, memcached, an epoll echo server), the generator's
+# sync modes and the allocators, through sfload; installs the peers; ~12 minutes (quick: ~3).
+# Results and how to read them: loadtest/README.md.
+bench: build
+	python3 loadtest/bench.py -b $(BUILD)
+bench-quick: build
+	python3 loadtest/bench.py -b $(BUILD) --quick
+
 bench-generator: build
 	./$(BUILD)/bench_generator
 
@@ -38,4 +46,4 @@ bench-http: build
 	loadtest/bench_http.sh -d 10 -r 3
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-malloc-*

@@ -173,6 +173,27 @@ class TcpEcho(unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_activity_keeps_the_connection_and_idle_closes_it(self):
+        """The idle deadline moves with every read (lazily: the timer is re-armed when it fires
+        early), and it still fires once the peer goes quiet."""
+        srv = self.start("--set", "server.idle_timeout_ms=300")
+        try:
+            s = self.connect()
+            t_end = time.time() + 1.2
+            while True:  # four idle periods of activity every 100 ms
+                s.sendall(b"k")
+                self.assertEqual(self.read_exact(s, 1), b"k")
+                quiet = time.time()
+                if quiet > t_end:
+                    break
+                time.sleep(0.1)
+            s.settimeout(5)
+            self.assertEqual(s.recv(10), b"")
+            self.assertGreater(time.time() - quiet, 0.25)
+            self.assertLess(time.time() - quiet, 1.5)
+        finally:
+            srv.stop()
+
     def test_connection_limit_applies(self):
         srv = self.start("--set", "server.max_connections=3")
         try:

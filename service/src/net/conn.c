@@ -50,6 +50,11 @@ void conn_set_timeout(conn *c, conn_timeout_kind kind)
         c->phase_deadline = deadline;
         if (c->inflight) /* a write is pending: its timeout stays armed until it completes */
             return;
+        /* Already armed for this phase, earlier: leave the wheel alone; on_timer moves the
+         * timer to phase_deadline when it fires. One wheel operation per timeout period
+         * instead of one or two per request. */
+        if (c->timer_kind == kind && c->timer.next && c->timer.expire_at <= deadline)
+            return;
     }
     arm(c, kind, deadline);
 }
@@ -64,6 +69,11 @@ static void on_timer(wheel_timer *t)
         return;
     }
     conn_timeout_kind kind = c->timer_kind;
+    if (kind != CONN_TIMEOUT_WRITE && kind == c->phase &&
+        c->phase_deadline > uv_now(&c->loop->uv)) {
+        arm(c, kind, c->phase_deadline); /* extended since armed (conn_set_timeout) */
+        return;
+    }
     if (kind == CONN_TIMEOUT_IDLE && (c->in_len || (c->flags & CONN_PENDING))) {
         conn_set_timeout(c, CONN_TIMEOUT_IDLE); /* requests are waiting: not idle */
         return;
