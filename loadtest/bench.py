@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import signal
 import statistics
@@ -81,6 +82,9 @@ class Bench:
     def spawn(self, argv, env=None, cpu=None, cwd=None):
         if cpu is not None:
             argv = ["taskset", "-c", str(cpu)] + argv
+        shown = ["%s=%s" % (k, v) for k, v in sorted((env or {}).items())
+                 if k.startswith("SNOWFLAKED_")] + argv
+        self.commands.append(" ".join(shlex.quote(a) for a in shown))
         log = open(os.path.join(self.work, "server-%d.log" % len(self.procs)), "wb")
         p = subprocess.Popen(argv, env=env, cwd=cwd or self.work, stdout=log,
                              stderr=subprocess.STDOUT, preexec_fn=raise_nofile)
@@ -367,10 +371,11 @@ def main():
             sections[name](b)
     finally:
         b.stop_all()
-    print("\ncommands (one per run; ports and pids vary):")
+    print("\ncommands (servers, then the load; each distinct one once, ports, pids and temporary "
+          "directories vary):")
     seen = set()
     for c in b.commands:
-        key = " ".join(w for w in c.split() if not w.isdigit())
+        key = re.sub(r"\d{4,}|/tmp/\S+", "#", c)
         if key not in seen:
             seen.add(key)
             print("  " + c)
