@@ -6,7 +6,7 @@ import socket
 import time
 import unittest
 
-from sfharness import Reader, Server, free_port, get, request
+from sfharness import Reader, Server, free_port, get, request, wait_quiet
 
 
 def post(path, body, extra=""):
@@ -197,6 +197,10 @@ class TcpEcho(unittest.TestCase):
     def test_connection_limit_applies(self):
         srv = self.start("--set", "server.max_connections=3")
         try:
+            # The harness's start-up probes and the metrics query count until the server has
+            # closed them: wait for those to be gone, so the cap is ours alone.
+            wait_quiet(srv)
+            time.sleep(0.2)  # and for the server to close the one that asked
             held = [self.connect() for _ in range(3)]
             for s in held:
                 s.sendall(b"ok")
