@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM HUP
 for v in $(env | sed -n 's/^\(SNOWFLAKED_[A-Za-z0-9_]*\)=.*/\1/p'); do
     unset "$v"
 done
-unset POD_NAME 2>/dev/null || true
+unset POD_NAME POD_INDEX 2>/dev/null || true
 
 # A hung binary must fail the test, not the CI job's patience.
 limit=
@@ -152,6 +152,20 @@ run "--worker-id ordinal from POD_NAME" env POD_NAME=snowflaked-3 "$bin" --check
     --worker-id ordinal
 expect_rc 0
 expect_in out '"worker_id": "ordinal"' '"worker_id": 3' 'POD_NAME=snowflaked-3'
+
+run "--worker-id ordinal prefers POD_INDEX (downward API) over POD_NAME" \
+    env POD_INDEX=5 POD_NAME=snowflaked-3 "$bin" --check-config --worker-id ordinal
+expect_rc 0
+expect_in out '"worker_id": 5' 'POD_INDEX=5'
+
+run "ordinal beyond worker_bits refuses to start" env POD_NAME=snowflaked-32 "$bin" --check-config \
+    --worker-id ordinal
+expect_rc 2
+expect_in err 'snowflake.worker_id' '32' 'worker_bits'
+
+run "bad POD_INDEX" env POD_INDEX=x1 "$bin" --check-config --worker-id ordinal
+expect_rc 2
+expect_in err 'POD_INDEX'
 
 run "bad env value" env SNOWFLAKED_SERVER_PORT=http "$bin" --check-config
 expect_rc 2

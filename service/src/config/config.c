@@ -1071,6 +1071,17 @@ static int cfg_resolve_worker(cfg_ctx *ctx, const char *src, uint64_t *id)
     const char *name, *what;
     switch (s->worker_source) {
     case CFG_WORKER_ORDINAL:
+        /* Kubernetes >= 1.28 labels StatefulSet pods with their ordinal
+         * (apps.kubernetes.io/pod-index), which the downward API passes as POD_INDEX. */
+        name = getenv("POD_INDEX");
+        if (name && *name) {
+            cfg_show(shown, sizeof shown, name, false);
+            if (!cfg_parse_uint(name, id))
+                return cfg_fail(ctx, src, "snowflake.worker_id",
+                                "ordinal: POD_INDEX must be a decimal integer, got %s", shown);
+            snprintf(s->worker_origin, sizeof s->worker_origin, "ordinal POD_INDEX=%s", name);
+            return 0;
+        }
         name = getenv("POD_NAME");
         what = "POD_NAME=";
         if (!name || !*name) {
@@ -1332,8 +1343,8 @@ void cfg_usage(FILE *out, const char *prog)
         "  -c, --config FILE        JSON config file; keys it omits keep their defaults\n"
         "  -p, --port N             server.port\n"
         "  -t, --threads N          server.threads (0 = one per online CPU)\n"
-        "      --worker-id V        snowflake.worker_id: a number, \"ordinal\" (trailing -N of\n"
-        "                           $POD_NAME or the hostname) or \"env:NAME\"\n"
+        "      --worker-id V        snowflake.worker_id: a number, \"ordinal\" ($POD_INDEX, else\n"
+        "                           the trailing -N of $POD_NAME or the hostname) or \"env:NAME\"\n"
         "      --set PATH=VALUE     set any key, e.g. --set snowflake.sync=mutex (repeatable)\n"
         "      --check-config       validate, print the effective config as JSON, exit\n"
         "      --ignore-corrupt-lease  start even if the lease file is unreadable\n"
