@@ -333,11 +333,19 @@ int main(int argc, char **argv)
     }
     uint64_t m0 = uv_hrtime();
     verifier *ver = worker_verifier(r.w[0]);
+    bool ids_out_failed = false;
     if (ver) {
         verifier *vs[256];
         for (unsigned i = 0; i < o.threads; i++)
             vs[i] = worker_verifier(r.w[i]);
         verifier_merge(vs, o.threads);
+        if (o.ids_out) {
+            FILE *f = fopen(o.ids_out, "wb");
+            if (!f || verifier_write_ids(vs, o.threads, f) != 0 || fclose(f) != 0) {
+                fprintf(stderr, "sfload: --ids-out %s: %s\n", o.ids_out, strerror(errno));
+                ids_out_failed = true;
+            }
+        }
     }
     double merge_ms = (double)(uv_hrtime() - m0) / 1e6;
 
@@ -372,5 +380,5 @@ int main(int argc, char **argv)
         worker_destroy(r.w[i]);
     free(r.w);
     target_release(&target);
-    return passed ? 0 : 1;
+    return passed && !ids_out_failed ? 0 : 1;
 }

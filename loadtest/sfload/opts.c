@@ -27,6 +27,7 @@ enum {
     O_PID,
     O_JSON,
     O_REMOTE,
+    O_IDSOUT,
 };
 
 static const struct option longopts[] = {
@@ -59,6 +60,7 @@ static const struct option longopts[] = {
     {"server-pid", required_argument, NULL, O_PID},
     {"json", no_argument, NULL, O_JSON},
     {"allow-remote", no_argument, NULL, O_REMOTE},
+    {"ids-out", required_argument, NULL, O_IDSOUT},
     {NULL, 0, NULL, 0},
 };
 
@@ -86,6 +88,9 @@ void opts_usage(FILE *f)
         "      --content-type T   Content-Type of the body (default application/octet-stream)\n"
         "  -C, --close            connection per request: HTTP/1.0, read until the server closes\n"
         "      --webbench         --close, and print webbench 1.5's summary (needs -t)\n"
+        "      --ids-out FILE     with --verify-ids (implied): write every ID seen, 8-byte\n"
+        "                         little-endian, in no order, to FILE after the run (to check\n"
+        "                         the union of several runs or servers)\n"
         "      --verify-ids       check every ID of /id and /ids responses: unique, increasing\n"
         "                         per connection, well-formed\n"
         "      --id-layout T/D/W/S  bit layout (default: from GET /metrics, else 41/5/5/12)\n"
@@ -366,6 +371,10 @@ static opts_rc parse_one(sl_opts *o, int c, const char *a, char *err, size_t n)
         break;
     case O_JSON: o->json = true; break;
     case O_REMOTE: o->allow_remote = true; break;
+    case O_IDSOUT:
+        o->ids_out = a;
+        o->verify = true;
+        break;
     default: return fail(err, n, "unknown option (see sfload --help)");
     }
     return OPTS_OK;

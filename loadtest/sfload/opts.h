@@ -71,6 +71,7 @@ typedef struct sl_opts {
     /* output and process */
     int server_pid; /* 0: none */
     bool json, quiet, allow_remote;
+    const char *ids_out; /* --ids-out FILE, or NULL */
 } sl_opts;
 
 opts_rc opts_parse(int argc, char **argv, sl_opts *o, char *err, size_t errlen);

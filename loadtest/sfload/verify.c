@@ -391,6 +391,26 @@ void verifier_merge(verifier *const *v, unsigned n)
     dst->distinct -= cross;
 }
 
+int verifier_write_ids(verifier *const *v, unsigned n, FILE *f)
+{
+    for (unsigned t = 0; t < n; t++) {
+        idset *s = &v[t]->set;
+        migrate(s, SIZE_MAX);
+        for (size_t i = 0; i < s->cap; i++) {
+            const idset_entry *e = &s->tab[i];
+            for (uint64_t bits = e->key ? e->bits : 0; bits; bits &= bits - 1) {
+                uint64_t id = ((e->key - 1) << s->block_bits) | (uint64_t)__builtin_ctzll(bits);
+                unsigned char b[8];
+                for (int k = 0; k < 8; k++)
+                    b[k] = (unsigned char)(id >> (8 * k));
+                if (fwrite(b, 1, 8, f) != 8)
+                    return -1;
+            }
+        }
+    }
+    return fflush(f) == 0 ? 0 : -1;
+}
+
 bool verifier_failed(const verifier *v)
 {
     return v->duplicates || v->non_increasing || v->malformed || v->oom;

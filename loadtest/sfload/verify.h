@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ids.h"
 
@@ -107,5 +108,9 @@ void verifier_malformed(verifier *v, const verify_stream *st, const char *why);
  * maps stay as they are (free them with verifier_free). Call once, after the threads ended. */
 void verifier_merge(verifier *const *v, unsigned n);
 bool verifier_failed(const verifier *v);
+/* Writes every ID held by v[0..n) (8 bytes, little-endian, hash order) to f; an ID seen by
+ * several threads is written once per thread, so cross-thread duplicates stay visible to
+ * whoever reads the file. 0, or -1 on a write error. */
+int verifier_write_ids(verifier *const *v, unsigned n, FILE *f);
 
 #endif

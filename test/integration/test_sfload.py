@@ -11,6 +11,8 @@ import re
 import socket
 import socketserver
 import subprocess
+import struct
+import tempfile
 import threading
 import time
 import unittest
@@ -97,6 +99,19 @@ class AgainstSnowflaked(unittest.TestCase):
         self.assertEqual(out["verify"]["ids"], 300000)
         self.assertEqual(out["verify"]["duplicates"], 0)
         self.assertEqual(out["verify"]["non_increasing"], 0)
+
+    def test_ids_out_writes_every_id(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ids.bin")
+            p, out = sfload_json(self, "-c", "4", "-T", "2", "-n", "500", "-t", "5", "--ids-out",
+                                 path, self.url + "/ids?count=20")
+            self.assert_clean(p, out)
+            with open(path, "rb") as f:
+                data = f.read()
+            ids = struct.unpack("<%dQ" % (len(data) // 8), data)
+            self.assertEqual(len(ids), 10000)
+            self.assertEqual(len(set(ids)), 10000)
+            self.assertTrue(all(0 < i < (1 << 63) for i in ids))
 
     def test_text_and_hex_ids_round_robin(self):
         # One connection: its round-robin over the four paths is exact.
