@@ -22,6 +22,7 @@
 #include "api/api.h"
 #include "cache/persist.h"
 #include "cache/snapshot.h"
+#include "cluster/peers.h"
 #include "proto/echo.h"
 #include "proto/memcache.h"
 #include "config/config.h"
@@ -278,6 +279,15 @@ int main(int argc, char **argv)
     *(void **)&api.malloc_calls = dlsym(RTLD_DEFAULT, "sf_malloc_calls");
     if (api_register(http, &api) != 0)
         die(EXIT_FAILURE, "too many routes");
+    if (s->peers[0]) { /* before listening: a duplicate identity must not serve a single ID */
+        peers_result pr;
+        uint32_t last_worker = s->worker_id + (s->per_thread_worker_ids ? sv->threads - 1 : 0);
+        if (peers_check(s->peers, &s->layout, s->datacenter_id, s->worker_id, last_worker,
+                        s->peer_timeout_ms, &pr, err, sizeof err) != 0)
+            die(EXIT_FAILURE, "%s", err);
+        LOG_INFO("peers: %u of %u answered; no other replica uses datacenter %u worker %u",
+                 pr.answered, pr.asked, s->datacenter_id, s->worker_id);
+    }
     if (net_server_listen(&net, sv->host, (uint16_t)sv->port, &http_proto, http, err, sizeof err) !=
         0)
         die(EXIT_FAILURE, "%s", err);

@@ -165,6 +165,7 @@ static const char *cfg_log_name(const void *field)
  *   snowflake.worker_id                 worker   fits worker_bits         number|ordinal|env:NAME
  *   snowflake.max_backward_ms           u32      0..1000
  *   snowflake.max_batch                 u32      1..65536
+ *   snowflake.peer_timeout_ms           u32      50..60000                per peer at start
  *   snowflake.lease_ms                  u32      100..600000              >= 2 x run-ahead
  *   cache.max_memory_bytes              u64      1 MiB..1 TiB
  *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
@@ -214,6 +215,8 @@ static const cfg_key cfg_keys[] = {
     K_BOOL("snowflake.per_thread_worker_ids", snowflake.per_thread_worker_ids),
     K_U32("snowflake.max_backward_ms", snowflake.max_backward_ms, 0, 1000),
     K_U32("snowflake.max_batch", snowflake.max_batch, 1, 65536),
+    K_STR("snowflake.peers", snowflake.peers, 0, 0),
+    K_U32("snowflake.peer_timeout_ms", snowflake.peer_timeout_ms, 50, 60000),
     K_U32("snowflake.lease_ms", snowflake.lease_ms, 100, 600000),
     K_ENUM("snowflake.default_encoding", snowflake.default_encoding, cfg_enc_parse, cfg_enc_name,
            "dec|hex|base62|base32"),

@@ -66,6 +66,8 @@ typedef struct cfg_snowflake {
     char worker_env[128];            /* NAME for CFG_WORKER_ENV */
     uint32_t worker_id;              /* resolved */
     char worker_origin[256];         /* where the resolved id came from, for logs */
+    char peers[1024];                /* "host:port,..." checked at start (cluster/peers.h) */
+    uint32_t peer_timeout_ms;        /* per peer */
     sf_sync_mode sync;               /* "atomic" | "spinlock" | "mutex" */
     bool per_thread_worker_ids;      /* loop i uses worker_id + i */
     uint32_t max_backward_ms;

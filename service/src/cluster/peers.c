@@ -1,0 +1,192 @@
+#include "cluster/peers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "obs/log.h"
+
+#define PEER_TEXT_MAX 300 /* one "host:port" */
+#define REPLY_MAX     4096
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Waits for fd to become ready for `events` until the absolute deadline. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = mono_ms();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = events};
+        int r = poll(&p, 1, (int)(deadline - now));
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* "host:port" or "[v6]:port" -> host, port. */
+static bool split_host_port(const char *s, char *host, size_t hostcap, char *port, size_t portcap)
+{
+    const char *colon;
+    if (*s == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return false;
+        colon = close + 1;
+        s++;
+        if ((size_t)(close - s) >= hostcap)
+            return false;
+        memcpy(host, s, (size_t)(close - s));
+        host[close - s] = '\0';
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon || colon == s || (size_t)(colon - s) >= hostcap)
+            return false;
+        memcpy(host, s, (size_t)(colon - s));
+        host[colon - s] = '\0';
+    }
+    size_t pl = strlen(colon + 1);
+    if (pl == 0 || pl >= portcap || strspn(colon + 1, "0123456789") != pl)
+        return false;
+    memcpy(port, colon + 1, pl + 1);
+    return true;
+}
+
+/* Asks one peer for an ID. 0 with *id, or a negative errno / -EPROTO with *why set. */
+static int ask_peer(const char *host, const char *port, unsigned timeout_ms, uint64_t *id,
+                    const char **why)
+{
+    uint64_t deadline = mono_ms() + timeout_ms;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int rc = getaddrinfo(host, port, &hints, &ai);
+    if (rc != 0) {
+        *why = gai_strerror(rc);
+        return -ENOENT;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(ai);
+        *why = strerror(errno);
+        return -errno;
+    }
+    rc = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS ? 0 : -errno;
+    freeaddrinfo(ai);
+    if (rc == 0 && (rc = wait_fd(fd, POLLOUT, deadline)) == 0) {
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+        rc = -soerr;
+    }
+    char buf[REPLY_MAX + 1];
+    size_t len = 0;
+    if (rc == 0) {
+        int n = snprintf(buf, sizeof buf,
+                         "GET /id?encoding=dec HTTP/1.0\r\nHost: %s\r\nAccept: text/plain\r\n"
+                         "User-Agent: snowflaked-peer-check\r\n\r\n",
+                         host);
+        if (send(fd, buf, (size_t)n, MSG_NOSIGNAL) != n)
+            rc = -EIO;
+    }
+    while (rc == 0 && len < REPLY_MAX) { /* HTTP/1.0: the peer closes after the response */
+        if ((rc = wait_fd(fd, POLLIN, deadline)) != 0)
+            break;
+        ssize_t r = recv(fd, buf + len, REPLY_MAX - len, 0);
+        if (r == 0)
+            break;
+        if (r < 0 && errno != EAGAIN && errno != EINTR)
+            rc = -errno;
+        if (r > 0)
+            len += (size_t)r;
+    }
+    close(fd);
+    if (rc != 0) {
+        *why = strerror(-rc);
+        return rc;
+    }
+    buf[len] = '\0';
+    const char *body = strstr(buf, "\r\n\r\n");
+    if (strncmp(buf, "HTTP/1.", 7) != 0 || len < 12 || strncmp(buf + 9, "200", 3) != 0 || !body) {
+        *why = "no 200 answer to GET /id (not a snowflaked, or not ready)";
+        return -EPROTO;
+    }
+    body += 4;
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; body[digits] >= '0' && body[digits] <= '9' && digits < 20; digits++)
+        v = v * 10 + (uint64_t)(body[digits] - '0');
+    if (digits == 0) {
+        *why = "the /id answer is not a decimal ID";
+        return -EPROTO;
+    }
+    *id = v;
+    return 0;
+}
+
+int peers_check(const char *list, const sf_layout *layout, uint32_t datacenter,
+                uint32_t worker_first, uint32_t worker_last, unsigned timeout_ms,
+                peers_result *res, char *err, size_t errlen)
+{
+    *res = (peers_result){0};
+    for (const char *p = list; *p;) {
+        p += strspn(p, " ,");
+        size_t n = strcspn(p, ",");
+        while (n && p[n - 1] == ' ')
+            n--;
+        if (n == 0)
+            break;
+        char peer[PEER_TEXT_MAX], host[256], port[8];
+        if (n >= sizeof peer) {
+            snprintf(err, errlen, "snowflake.peers: an entry is longer than %zu bytes",
+                     sizeof peer - 1);
+            return -1;
+        }
+        memcpy(peer, p, n);
+        peer[n] = '\0';
+        p += n;
+        if (!split_host_port(peer, host, sizeof host, port, sizeof port)) {
+            snprintf(err, errlen, "snowflake.peers: \"%s\" is not host:port", peer);
+            return -1;
+        }
+        res->asked++;
+        uint64_t id = 0;
+        const char *why = NULL;
+        if (ask_peer(host, port, timeout_ms, &id, &why) != 0) {
+            LOG_INFO("peers: %s did not answer (%s); its worker id is not checked", peer, why);
+            continue;
+        }
+        res->answered++;
+        sf_id_parts parts;
+        char why_bad[128];
+        if (sf_layout_unpack(layout, id, 0, 0, &parts, why_bad, sizeof why_bad) != 0) {
+            LOG_WARN("peers: %s answered %llu, not an ID of our layout (%s)", peer,
+                     (unsigned long long)id, why_bad);
+            continue;
+        }
+        if (parts.datacenter == datacenter && parts.worker >= worker_first &&
+            parts.worker <= worker_last) {
+            snprintf(err, errlen,
+                     "peer %s already issues IDs as datacenter %u worker %u (it answered %llu): "
+                     "two replicas with one identity would issue duplicate IDs; refusing to start",
+                     peer, parts.datacenter, parts.worker, (unsigned long long)id);
+            return -1;
+        }
+        LOG_INFO("peers: %s is datacenter %u worker %u: no conflict", peer, parts.datacenter,
+                 parts.worker);
+    }
+    return 0;
+}
