@@ -128,6 +128,36 @@ static uint64_t read_lease_floor(const cfg *c, const cfg_cli *cli, const char *p
 #define CACHE_SWEEP_INTERVAL_MS 100
 #define CACHE_SWEEP_BUCKETS     256 /* per loop per tick: bounded work, memory comes back anyway */
 
+/* auth.token, or the first line of auth.token_file (a Kubernetes Secret mounted as a file), so
+ * the secret need not sit in the config or the environment. Never logged. */
+static int load_token(const cfg_auth *a, char *out, size_t cap, char *err, size_t errlen)
+{
+    out[0] = '\0';
+    if (a->token[0]) {
+        snprintf(out, cap, "%s", a->token);
+        return 0;
+    }
+    if (!a->token_file[0])
+        return 0;
+    FILE *f = fopen(a->token_file, "r");
+    if (!f) {
+        snprintf(err, errlen, "auth.token_file %s: %s", a->token_file, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    size_t n = got ? strcspn(line, "\r\n") : 0;
+    if (n == 0 || n >= cap) {
+        snprintf(err, errlen, "auth.token_file %s: the first line must hold the token (1..%zu bytes)",
+                 a->token_file, cap - 1);
+        return -1;
+    }
+    memcpy(out, line, n);
+    out[n] = '\0';
+    return 0;
+}
+
 /* cache.snapshot_path, or <data_dir>/cache.snapshot when it is empty. */
 static void snapshot_path(char *out, size_t cap, const cfg *c)
 {
@@ -271,6 +301,15 @@ int main(int argc, char **argv)
     api.http = http;
     api.net = &net;
     api.cache = cache;
+    static char token[256];
+    if (load_token(&c.auth, token, sizeof token, err, sizeof err) != 0)
+        die(EXIT_FAILURE, "%s", err);
+    api.token = token;
+    api.token_len = strlen(token);
+    if (api.token_len)
+        LOG_INFO("access control: bearer token required for %s", c.auth.protect_reads
+                                                                    ? "every route but health"
+                                                                    : "cache writes");
     api.persist = persist;
     api.loops = aligned_alloc(64, sizeof(api_loop) * sv->threads);
     if (!api.loops)

@@ -191,6 +191,11 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         total.busy_errors += s.busy_errors;
     }
     counter(b, "snowflaked_ids_issued_total", "IDs handed out (single and batch).", issued);
+    uint64_t denied = 0;
+    for (unsigned i = 0; i < a->net->nloops; i++)
+        denied += atomic_load_explicit(&a->loops[i].auth_failures, memory_order_relaxed);
+    counter(b, "snowflaked_auth_failures_total",
+            "Requests refused with 401 (missing or wrong bearer token).", denied);
     counter(b, "snowflaked_sequence_exhaustion_waits_total",
             "Waits for the next tick because a tick's sequence ran out.", total.exhaustion_waits);
     counter(b, "snowflaked_clock_behind_waits_total",
@@ -272,6 +277,8 @@ static void metrics_persist(prom_buf *b, cache_persist *p)
 void api_metrics(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
+    if (!api_auth(a, r, false))
+        return;
     prom_buf b;
     size_t size;
     char *mem = http_scratch(r, &size);

@@ -18,6 +18,7 @@
 
 typedef struct api_loop {
     alignas(64) _Atomic uint64_t ids_issued; /* written by its loop only */
+    _Atomic uint64_t auth_failures;
 } api_loop;
 
 typedef struct api_ctx {
@@ -32,6 +33,8 @@ typedef struct api_ctx {
     uint64_t (*malloc_calls)(void); /* from an LD_PRELOAD counting shim, if present */
     cache_store *cache;             /* NULL when cache.enabled is false */
     cache_persist *persist;         /* NULL unless cache.persist */
+    const char *token;              /* the bearer token (auth.token or its file), or NULL */
+    size_t token_len;               /* 0 = no access control */
 } api_ctx;
 
 /* Registers every route on the HTTP server. Returns 0 or -1. */
@@ -46,6 +49,11 @@ void api_readyz(http_request *r, void *ctx);
 void api_metrics(http_request *r, void *ctx);
 void api_cache(http_request *r, void *ctx);
 void api_echo(http_request *r, void *ctx);
+
+/* Access control: with a token configured, writes (and with auth.protect_reads, reads) need
+ * "Authorization: Bearer <token>" (compared in constant time); otherwise this answers 401 with
+ * WWW-Authenticate and returns false. Health and readiness never ask. */
+bool api_auth(api_ctx *a, http_request *r, bool write);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);
