@@ -1,0 +1,691 @@
+#!/usr/bin/env python3
+"""Check that a rendered snowflaked manifest agrees with what the binary actually does.
+
+    python3 deploy/k8s/check_manifest.py [-b build/snowflaked] [--container-config FILE]
+                                         [--expect-refusal TEXT] [--no-live] RENDERED.yaml
+
+No cluster needed. From the output of `kubectl kustomize` it takes the StatefulSet, the ConfigMap
+it mounts, the Services, the PodDisruptionBudget and any ServiceMonitor, and
+
+1. proves the mounted config.json is accepted by `snowflaked --check-config` with the pod's
+   environment as Kubernetes would set it (downward API simulated: POD_INDEX from the pod-index
+   label, POD_NAME, limits.cpu), for every ordinal of the StatefulSet, both with POD_INDEX
+   (Kubernetes >= 1.28) and with only POD_NAME (older clusters: empty label); that each pod gets
+   the worker id of its ordinal; that the replica count fits worker_bits and that the first
+   ordinal beyond it is refused;
+2. checks that every environment variable the manifest sets is one the binary reads
+   (SNOWFLAKED_<key> for a key of the --check-config output, POD_INDEX, POD_NAME): the daemon
+   silently ignores other SNOWFLAKED_* names, so a typo would do nothing; and that no Service's
+   docker-link variables can collide with a key;
+3. checks that the resolved listener ports equal the containerPorts, that the Services, probes,
+   Prometheus annotations and ServiceMonitor point at them, that selectors select the pods, that
+   data_dir is the persistent volume, that the grace period covers the drain and the memory
+   limit the cache;
+4. starts the binary with that config on loopback (host 127.0.0.1, free ports, a temporary
+   data_dir) and the same environment, probes the startup/liveness/readiness paths (200), the
+   Prometheus path, the memcached port and an ID, then stops it with SIGTERM as the kubelet
+   would and checks that it exits 0 and leaves the lease (and cache snapshot) in data_dir.
+
+--expect-refusal TEXT: the manifest must NOT start as is (the base, whose datacenter id is a
+placeholder): --check-config must fail naming TEXT, an environment variable the manifest sets;
+the remaining checks then run with that variable set to 0.
+
+Everything started is killed by PID (and dies with this script); temporary files are removed.
+Exit status 0 when every check passes, 1 otherwise, 2 on usage errors.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+try:
+    import yaml
+except ImportError:  # validate.sh installs python3-yaml; say so when run by hand
+    sys.exit("check_manifest: needs PyYAML (Debian: apt-get install python3-yaml)")
+
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+CONTAINER = "snowflaked"
+# Waits for the live daemon (listening, probes answering 200) give up after this long.
+LIVE_TIMEOUT_S = 15.0
+# What a stop may take beyond preStop + server.shutdown_grace_ms: the final cache snapshot and
+# lease write (under 1 s for a full 64 MiB cache on a local disk; budget slow volumes).
+FINAL_WRITE_BUDGET_S = 10
+# Memory limit rule: RSS measured 62-81 MiB with a full 64 MiB cache (81 with the smallest items).
+MEM_FACTOR, MEM_HEADROOM = 1.3, 64 * 2**20
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+class Checks:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def ok(self, cond, what, detail=""):
+        if cond:
+            self.passed += 1
+            print(f"ok   {what}")
+        else:
+            self.failed += 1
+            print(f"FAIL {what}" + (f": {detail}" if detail else ""))
+        return bool(cond)
+
+    def summary(self):
+        print(f"check_manifest: {self.passed} passed, {self.failed} failed")
+        return 1 if self.failed else 0
+
+
+QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+SUFFIX = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+          "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def quantity(q):
+    """A Kubernetes resource quantity ("250m", "2", "192Mi") as a float."""
+    m = QUANTITY.match(str(q).strip())
+    if not m:
+        raise ValueError(f"not a quantity: {q!r}")
+    return float(m.group(1)) * SUFFIX[m.group(2)]
+
+
+def matches(selector, labels):
+    """Does a Service selector (plain map) or a LabelSelector (matchLabels) select labels?"""
+    if not selector:
+        return False
+    if "matchLabels" in selector or "matchExpressions" in selector:
+        if selector.get("matchExpressions"):
+            return False  # not used here: fail rather than half-implement them
+        selector = selector.get("matchLabels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def env_name(path):
+    """The environment variable of a config key: server.port -> SNOWFLAKED_SERVER_PORT."""
+    return "SNOWFLAKED_" + path.upper().replace(".", "_")
+
+
+def flatten(obj, prefix=""):
+    out = {}
+    for k, v in obj.items():
+        path = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(flatten(v, path))
+        else:
+            out[path] = v
+    return out
+
+
+def service_link_vars(svc):
+    """The docker-link variables the kubelet injects for a Service (enableServiceLinks)."""
+    p = svc["metadata"]["name"].upper().replace("-", "_")
+    names = {f"{p}_SERVICE_HOST", f"{p}_SERVICE_PORT", f"{p}_PORT"}
+    for port in svc.get("spec", {}).get("ports", []):
+        proto = port.get("protocol", "TCP").upper()
+        if port.get("name"):
+            names.add(f"{p}_SERVICE_PORT_{port['name'].upper().replace('-', '_')}")
+        base = f"{p}_PORT_{port['port']}_{proto}"
+        names |= {base, base + "_PROTO", base + "_PORT", base + "_ADDR"}
+    return names
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def die_with_parent():
+    """In the child before exec: SIGKILL it if this script dies (even by SIGKILL)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def http_get(url, timeout=2.0):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def resolve_env(container, pod_name, namespace, ordinal_label, configmap):
+    """The container's environment as the kubelet builds it; sources not simulated raise."""
+    env = {}
+    if container.get("envFrom"):
+        raise ValueError("envFrom is not simulated (and would hide which variables are set)")
+    for e in container.get("env", []):
+        name = e["name"]
+        if "value" in e:
+            env[name] = str(e["value"])
+            continue
+        src = e.get("valueFrom") or {}
+        if "fieldRef" in src:
+            fp = src["fieldRef"]["fieldPath"]
+            if fp == "metadata.name":
+                env[name] = pod_name
+            elif fp == "metadata.namespace":
+                env[name] = namespace
+            elif fp == f"metadata.labels['{POD_INDEX_LABEL}']":
+                env[name] = ordinal_label  # "" where the label does not exist (< 1.28)
+            else:
+                raise ValueError(f"{name}: fieldRef {fp} is not simulated")
+        elif "resourceFieldRef" in src:
+            ref = src["resourceFieldRef"]
+            if ref.get("containerName", container["name"]) != container["name"]:
+                raise ValueError(f"{name}: resourceFieldRef of another container")
+            kind, _, res = ref["resource"].partition(".")
+            have = (container.get("resources") or {}).get(kind, {}).get(res)
+            if have is None:
+                raise ValueError(f"{name}: {ref['resource']} is not set, so the value would be "
+                                 "the node's capacity: set it")
+            divisor = quantity(ref.get("divisor", "1"))
+            env[name] = str(math.ceil(quantity(have) / divisor - 1e-9))  # the kubelet rounds up
+        elif "configMapKeyRef" in src:
+            ref = src["configMapKeyRef"]
+            cm = configmap(ref["name"])
+            if cm is None or ref["key"] not in cm.get("data", {}):
+                raise ValueError(f"{name}: ConfigMap {ref['name']} key {ref['key']} is not in "
+                                 "the manifest")
+            env[name] = cm["data"][ref["key"]]
+        else:
+            raise ValueError(f"{name}: env source {sorted(src)} is not simulated")
+    return env
+
+
+class SetupError(Exception):
+    """The manifest lacks what the remaining checks need."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks
+
+
+class ManifestCheck:
+    def __init__(self, args, tmp):
+        self.args = args
+        self.tmp = tmp
+        self.c = Checks()
+        self.binary = os.path.abspath(args.binary)
+        with open(args.manifest, encoding="utf-8") as f:
+            self.docs = [d for d in yaml.safe_load_all(f) if d]
+        self.proc = None
+        self.overrides = {}
+
+    def kind(self, k):
+        return [d for d in self.docs if d.get("kind") == k]
+
+    def configmap(self, name):
+        return next((cm for cm in self.kind("ConfigMap") if cm["metadata"]["name"] == name), None)
+
+    def check_config(self, env, config=None):
+        """--check-config in a clean environment (nothing inherited but PATH)."""
+        full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
+        p = subprocess.run([self.binary, "-c", config or self.cfg_file, "--check-config"],
+                           env=full, capture_output=True, text=True, timeout=30)
+        out = json.loads(p.stdout) if p.returncode == 0 else None
+        return p.returncode, out, p.stderr.strip()
+
+    def pod_env(self, ordinal, with_label=True):
+        env = resolve_env(self.ctr, f"{self.sts_name}-{ordinal}", self.namespace,
+                          str(ordinal) if with_label else "", self.configmap)
+        return {**env, **self.overrides}
+
+    def target(self, port_ref):
+        """A Service targetPort or probe port (name or number) as a number."""
+        return self.cports.get(port_ref) if isinstance(port_ref, str) else port_ref
+
+    # ---- the objects ----------------------------------------------------------------------
+
+    def find_objects(self):
+        c = self.c
+        stss = self.kind("StatefulSet")
+        if not c.ok(len(stss) == 1, "exactly one StatefulSet", f"found {len(stss)}"):
+            raise SetupError
+        self.sts = stss[0]
+        self.sts_name = self.sts["metadata"]["name"]
+        self.namespace = self.sts["metadata"].get("namespace", "default")
+        self.spec = self.sts["spec"]
+        self.pod = self.spec["template"]
+        self.pod_spec = self.pod["spec"]
+        self.pod_labels = self.pod["metadata"].get("labels", {})
+        ctrs = [x for x in self.pod_spec["containers"] if x["name"] == CONTAINER]
+        if not c.ok(len(ctrs) == 1, f"a container named {CONTAINER}"):
+            raise SetupError
+        self.ctr = ctrs[0]
+        self.replicas = self.spec.get("replicas", 1)
+        self.start = (self.spec.get("ordinals") or {}).get("start", 0)
+        self.cports = {p.get("name"): p["containerPort"] for p in self.ctr.get("ports", [])}
+        self.volumes = {v["name"]: v for v in self.pod_spec.get("volumes", [])}
+        self.claims = {t["metadata"]["name"] for t in self.spec.get("volumeClaimTemplates", [])}
+        self.services = self.kind("Service")
+
+    def find_config(self):
+        """-c PATH must be a key of a ConfigMap of the manifest, mounted at PATH's directory."""
+        c = self.c
+        argv = (self.ctr.get("command") or []) + (self.ctr.get("args") or [])
+        path = None
+        for i, a in enumerate(argv):
+            if a in ("-c", "--config") and i + 1 < len(argv):
+                path = argv[i + 1]
+            elif a.startswith("--config="):
+                path = a.split("=", 1)[1]
+        if not c.ok(path is not None, "the container passes -c CONFIG", f"args {argv}"):
+            raise SetupError
+        text = None
+        for vm in self.ctr.get("volumeMounts", []):
+            mp = vm["mountPath"].rstrip("/")
+            vol = self.volumes.get(vm["name"], {})
+            if "configMap" not in vol or not path.startswith(mp + "/") or "subPath" in vm:
+                continue
+            key = path[len(mp) + 1:]
+            items = {it["path"]: it["key"] for it in vol["configMap"].get("items", [])}
+            key = items.get(key, key) if items else key
+            name = vol["configMap"]["name"]
+            cm = self.configmap(name)
+            if c.ok(cm is not None, f"ConfigMap {name} is in the manifest"):
+                text = cm.get("data", {}).get(key)
+                c.ok(text is not None, f"{path} is key {key} of that ConfigMap")
+        if not c.ok(text is not None, f"{path} comes from a mounted ConfigMap"):
+            raise SetupError
+        self.cfg_file = os.path.join(self.tmp, "config.json")
+        with open(self.cfg_file, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    # ---- 1. --check-config for every ordinal ----------------------------------------------
+
+    def check_ordinals(self):
+        c = self.c
+        try:
+            env0 = self.pod_env(self.start)
+        except ValueError as e:
+            c.ok(False, "the container environment can be simulated", str(e))
+            raise SetupError from e
+        self.env0 = env0
+        refuse = self.args.expect_refusal
+        if refuse:
+            rc, _, err = self.check_config(env0)
+            c.ok(rc == 2 and refuse in err, f"refused as is, naming {refuse}", f"exit {rc}: {err}")
+            print(f"     ({err})")
+            if refuse in env0:
+                self.overrides[refuse] = "0"
+                print(f"     continuing with {refuse}=0")
+        first = f"{self.sts_name}-{self.start}"
+        rc, eff, err = self.check_config(self.pod_env(self.start))
+        if not c.ok(rc == 0, f"--check-config accepts the ConfigMap's config.json (pod {first})",
+                    f"exit {rc}: {err}"):
+            raise SetupError
+        self.eff = eff
+        sf = eff["snowflake"]
+        last = self.start + self.replicas - 1
+        capacity = 1 << sf["worker_bits"]
+        print(f"     layout {sf['timestamp_bits']}/{sf['datacenter_bits']}/{sf['worker_bits']}/"
+              f"{sf['sequence_bits']}, datacenter {sf['datacenter_id']}, {self.replicas} replicas "
+              f"from ordinal {self.start}, threads {eff['resolved']['threads']}")
+        c.ok(sf["worker_id"] in ("ordinal", "env:POD_INDEX"),
+             "snowflake.worker_id follows the pod ordinal", f"worker_id {sf['worker_id']!r}")
+        c.ok(last < capacity, f"ordinals {self.start}..{last} fit worker_bits={sf['worker_bits']}"
+             f" (at most {capacity} replicas)", f"replicas {self.replicas}")
+        c.ok(not sf["per_thread_worker_ids"],
+             "per_thread_worker_ids is off (ordinals are worker ids, one per pod)")
+        bad = []
+        for ordinal in range(self.start, last + 1):
+            for with_label in (True, False):
+                rc, out, err = self.check_config(self.pod_env(ordinal, with_label))
+                got = out["resolved"]["worker_id"] if out else None
+                dc = out["snowflake"]["datacenter_id"] if out else None
+                if rc != 0 or got != ordinal or dc != sf["datacenter_id"]:
+                    via = "POD_INDEX" if with_label else "POD_NAME"
+                    bad.append(f"{self.sts_name}-{ordinal} ({via}): exit {rc}, worker {got}, "
+                               f"datacenter {dc} {err}")
+        c.ok(not bad, f"every pod {self.sts_name}-{self.start}..{last} gets worker id = its "
+             "ordinal, via POD_INDEX and via POD_NAME alone", "; ".join(bad))
+        rc, _, err = self.check_config(self.pod_env(capacity))
+        c.ok(rc == 2 and "worker_bits" in err,
+             f"pod {self.sts_name}-{capacity} (beyond worker_bits) is refused with a clear line",
+             f"exit {rc}: {err}")
+        print(f"     ({err})")
+
+    # ---- 2. environment variables ---------------------------------------------------------
+
+    def check_env(self):
+        c, eff, env0 = self.c, self.eff, self.env0
+        keys = flatten({k: v for k, v in eff.items() if k != "resolved"})
+        allowed = {env_name(k) for k in keys} | {"POD_INDEX", "POD_NAME"}
+        worker = eff["snowflake"]["worker_id"]
+        if isinstance(worker, str) and worker.startswith("env:"):
+            allowed.add(worker[4:])
+        unknown = sorted(set(env0) - allowed)
+        c.ok(not unknown, f"every env var is read by the binary ({', '.join(sorted(env0))})",
+             f"not read (silently ignored): {unknown}")
+        threads = env0.get(env_name("server.threads"))
+        if threads is not None:
+            c.ok(eff["resolved"]["threads"] == int(threads),
+                 f"server.threads = {threads} from the CPU limit")
+        links = set()
+        for svc in self.services:
+            if svc["metadata"].get("namespace", "default") == self.namespace:
+                links |= service_link_vars(svc)
+        clash = sorted(links & allowed)
+        if self.pod_spec.get("enableServiceLinks", True):
+            c.ok(not clash, "no Service link variable collides with a SNOWFLAKED_ key",
+                 f"{clash} (set enableServiceLinks: false)")
+        else:
+            c.ok(True, "enableServiceLinks is false (no docker-link SNOWFLAKED_* variables)")
+
+    # ---- 3. ports, selectors, probes, scraping, storage, shutdown, memory -------------------
+
+    def check_ports(self):
+        c, eff = self.c, self.eff
+        server, cache, echo = eff["server"], eff["cache"], eff["echo"]
+        self.listeners = {"http": server["port"]}
+        if cache["enabled"] and cache["memcached_port"]:
+            self.listeners["memcached"] = cache["memcached_port"]
+        if echo["tcp_port"]:
+            self.listeners["echo"] = echo["tcp_port"]
+        hosts = {"http": server["host"], "memcached": cache["memcached_host"],
+                 "echo": echo["tcp_host"]}
+        for name in self.listeners:
+            c.ok(hosts[name] in ("0.0.0.0", "::"),
+                 f"{name} listener binds all addresses ({hosts[name]}), reachable via the pod IP")
+        c.ok(self.cports == self.listeners,
+             f"containerPorts {self.cports} = resolved listener ports {self.listeners}")
+        svc_name = self.spec.get("serviceName")
+        c.ok(any(s["metadata"]["name"] == svc_name and s["spec"].get("clusterIP") == "None"
+                 for s in self.services),
+             f"serviceName {svc_name} is a headless Service of the manifest")
+        for svc in self.services:
+            name = svc["metadata"]["name"]
+            c.ok(matches(svc["spec"].get("selector"), self.pod_labels),
+                 f"Service {name} selects the pods")
+            for p in svc["spec"]["ports"]:
+                t = self.target(p.get("targetPort", p["port"]))
+                c.ok(t in self.listeners.values() and t == self.listeners.get(p.get("name"), t),
+                     f"Service {name} port {p.get('name')} {p['port']} -> targetPort "
+                     f"{p.get('targetPort')} = {t}, a listener")
+        c.ok(matches(self.spec["selector"], self.pod_labels),
+             "StatefulSet selector selects its pods")
+        for pdb in self.kind("PodDisruptionBudget"):
+            c.ok(matches(pdb["spec"]["selector"], self.pod_labels),
+                 f"PodDisruptionBudget {pdb['metadata']['name']} selects the pods")
+        for np in self.kind("NetworkPolicy"):
+            name = np["metadata"]["name"]
+            if not matches(np["spec"]["podSelector"], self.pod_labels):
+                continue
+            rules = np["spec"].get("ingress", [])
+            ports = [self.target(p.get("port")) for r in rules for p in r.get("ports", [])]
+            c.ok(all(p in self.listeners.values() for p in ports),
+                 f"NetworkPolicy {name}: its ports {ports} are listeners")
+            open_http = any(not r.get("from") and any(self.target(p.get("port")) ==
+                                                      self.listeners["http"]
+                                                      for p in r.get("ports", []))
+                            for r in rules)
+            c.ok(open_http, f"NetworkPolicy {name} lets everyone (kubelet probes, Prometheus) "
+                 "reach the HTTP port")
+
+    def check_probes_and_scraping(self):
+        c = self.c
+        http = self.listeners["http"]
+        self.probes = {}
+        for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+            pr = self.ctr.get(kind)
+            if not c.ok(pr and "httpGet" in pr, f"{kind} is an HTTP GET"):
+                continue
+            g = pr["httpGet"]
+            c.ok(self.target(g["port"]) == http,
+                 f"{kind} {g['path']} on port {g['port']} = the HTTP listener")
+            self.probes[kind] = g["path"]
+        c.ok(self.probes.get("readinessProbe") == "/readyz" and
+             self.probes.get("livenessProbe") == "/healthz",
+             "readiness uses /readyz, liveness /healthz")
+        self.scrape_paths = set()
+        ann = self.pod["metadata"].get("annotations", {})
+        if ann.get("prometheus.io/scrape") == "true":
+            c.ok(str(ann.get("prometheus.io/port")) == str(http),
+                 f"prometheus.io/port {ann.get('prometheus.io/port')} = the HTTP listener")
+            self.scrape_paths.add(ann.get("prometheus.io/path", "/metrics"))
+        for sm in self.kind("ServiceMonitor"):
+            chosen = [s for s in self.services
+                      if matches(sm["spec"]["selector"], s["metadata"].get("labels", {}))]
+            c.ok(len(chosen) == 1, f"ServiceMonitor {sm['metadata']['name']} selects one Service",
+                 f"selects {[s['metadata']['name'] for s in chosen]}")
+            names = {p.get("name") for s in chosen for p in s["spec"]["ports"]}
+            for ep in sm["spec"]["endpoints"]:
+                c.ok(ep.get("port") in names and self.target(ep.get("port")) == http,
+                     f"ServiceMonitor endpoint port {ep.get('port')} is the HTTP port")
+                self.scrape_paths.add(ep.get("path", "/metrics"))
+        c.ok(bool(self.scrape_paths), "Prometheus scraping is configured",
+             "no prometheus.io annotations and no ServiceMonitor")
+
+    def check_storage_shutdown_memory(self):
+        c, eff = self.c, self.eff
+        server, cache = eff["server"], eff["cache"]
+        mounts = {vm["mountPath"].rstrip("/"): vm for vm in self.ctr.get("volumeMounts", [])}
+        data = mounts.get(eff["data_dir"].rstrip("/"))
+        c.ok(data is not None and data["name"] in self.claims and not data.get("readOnly"),
+             f"data_dir {eff['data_dir']} is a volumeClaimTemplate mount (the lease survives "
+             "the pod)")
+        writable = [p for p, vm in mounts.items() if not vm.get("readOnly") and
+                    (vm["name"] in self.claims or "emptyDir" in self.volumes.get(vm["name"], {}))]
+        ro_root = (self.ctr.get("securityContext") or {}).get("readOnlyRootFilesystem", False)
+        for key, path in (("cache.snapshot_path", cache["snapshot_path"]),
+                          ("log.file", eff["log"]["file"])):
+            if path:
+                c.ok(not ro_root or any(path.startswith(w + "/") for w in writable),
+                     f"{key} {path} is on a writable volume")
+        lifecycle = self.ctr.get("lifecycle") or {}
+        self.pre_stop = ((lifecycle.get("preStop") or {}).get("sleep") or {}).get("seconds", 0)
+        self.tgps = self.pod_spec.get("terminationGracePeriodSeconds", 30)
+        drain = server["shutdown_grace_ms"] / 1000
+        c.ok(self.tgps >= self.pre_stop + drain + FINAL_WRITE_BUDGET_S,
+             f"terminationGracePeriodSeconds {self.tgps} >= preStop {self.pre_stop} s + drain "
+             f"{drain:g} s + {FINAL_WRITE_BUDGET_S} s for the snapshot and lease")
+        if cache["enabled"]:
+            lim = (self.ctr.get("resources") or {}).get("limits", {}).get("memory")
+            need = MEM_FACTOR * cache["max_memory_bytes"] + MEM_HEADROOM
+            c.ok(lim is not None and quantity(lim) >= need,
+                 f"memory limit {lim} >= {MEM_FACTOR} x cache.max_memory_bytes + "
+                 f"{MEM_HEADROOM >> 20} MiB ({need / 2**20:.0f} MiB)")
+
+    def check_container_config(self):
+        """The image's config.json (deploy/container) must agree on what the image declares."""
+        path = self.args.container_config
+        if not path:
+            return
+        if not os.path.exists(path):
+            print(f"     ({path} not there: comparison skipped)")
+            return
+        rc, img, err = self.check_config({"POD_INDEX": "0"}, config=path)
+        if not self.c.ok(rc == 0, f"{path} is accepted", err):
+            return
+        eff = self.eff
+        pairs = {
+            "data_dir": (img["data_dir"], eff["data_dir"]),
+            "server.port": (img["server"]["port"], eff["server"]["port"]),
+            "cache.memcached_port": (img["cache"]["memcached_port"],
+                                     eff["cache"]["memcached_port"]),
+            "snowflake.worker_id": (img["snowflake"]["worker_id"], eff["snowflake"]["worker_id"]),
+        }
+        diff = {k: v for k, v in pairs.items() if v[0] != v[1]}
+        self.c.ok(not diff, f"data_dir, ports and worker_id agree with {path}",
+                  f"image vs manifest: {diff}")
+
+    # ---- 4. the live daemon ---------------------------------------------------------------
+
+    def start_daemon(self, ordinal):
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.pod_env(ordinal)}
+        self.data_dir = os.path.join(self.tmp, "data")
+        self.log_path = os.path.join(self.tmp, "daemon.log")
+        base_cmd = [self.binary, "-c", self.cfg_file, "--set", f"data_dir={self.data_dir}",
+                    "--set", "server.host=127.0.0.1", "--set", "cache.memcached_host=127.0.0.1",
+                    "--set", "echo.tcp_host=127.0.0.1"]
+        keys = {"http": "server.port", "memcached": "cache.memcached_port", "echo": "echo.tcp_port"}
+        for _ in range(3):  # a free port can be taken between free_port() and the daemon's bind
+            self.port = {name: free_port() for name in self.listeners}
+            cmd = base_cmd + [a for n, p in self.port.items() for a in ("--set", f"{keys[n]}={p}")]
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            print(f"     started pod {self.sts_name}-{ordinal} as PID {self.proc.pid} on "
+                  f"127.0.0.1:{self.port}")
+            deadline = time.monotonic() + LIVE_TIMEOUT_S
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port["http"]), timeout=1).close()
+                    return True
+                except OSError:
+                    time.sleep(0.02)
+            if self.proc.poll() is None or b"in use" not in self.daemon_log().encode():
+                return False
+        return False
+
+    def daemon_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def poll(self, path, want=200):
+        """GET path until it answers `want` (a pod may be ready a moment after it listens)."""
+        deadline = time.monotonic() + LIVE_TIMEOUT_S
+        last = None
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                last = http_get(f"http://127.0.0.1:{self.port['http']}{path}")
+                if last[0] == want:
+                    return last
+            except OSError as e:
+                last = (None, {}, str(e).encode())
+            time.sleep(0.05)
+        return last or (None, {}, b"")
+
+    def check_live(self):
+        c, eff = self.c, self.eff
+        sf = eff["snowflake"]
+        ordinal = self.start + self.replicas - 1  # the highest pod: the one closest to the limit
+        if not c.ok(self.start_daemon(ordinal), f"pod {self.sts_name}-{ordinal} runs and listens",
+                    f"exit {self.proc.poll()}"):
+            print("     daemon log:\n" + self.daemon_log()[-3000:])
+            return
+        for kind, path in self.probes.items():
+            st, _, body = self.poll(path)
+            c.ok(st == 200, f"{kind} GET {path} -> 200", f"got {st} {body[:200]!r}")
+        for path in sorted(self.scrape_paths):
+            st, headers, raw = self.poll(path)
+            body = raw.decode("utf-8", "replace")
+            ctype = headers.get("Content-Type", "")
+            c.ok(st == 200 and ctype.startswith("text/plain") and "version=0.0.4" in ctype and
+                 re.search(r"^snowflaked_ready 1$", body, re.M),
+                 f"Prometheus GET {path} -> 200 text format 0.0.4 with snowflaked_ready 1",
+                 f"{st} {ctype}")
+            info = re.search(r"^snowflaked_info\{([^}]*)\}", body, re.M)
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1))) if info else {}
+            c.ok(labels.get("worker_id") == str(ordinal) and
+                 labels.get("datacenter_id") == str(sf["datacenter_id"]),
+                 f"snowflaked_info says worker {ordinal}, datacenter {sf['datacenter_id']}",
+                 f"{labels}")
+        try:
+            new_id = json.loads(self.poll("/id")[2])["id"]
+            parts = json.loads(http_get(f"http://127.0.0.1:{self.port['http']}/id/{new_id}")[2])
+        except (TypeError, ValueError, KeyError, OSError) as e:
+            parts = {"error": str(e)}
+        c.ok(parts.get("worker") == ordinal and parts.get("datacenter") == sf["datacenter_id"],
+             f"an ID from pod {self.sts_name}-{ordinal} carries worker {ordinal}, datacenter "
+             f"{sf['datacenter_id']}", f"{parts}")
+        if "memcached" in self.port:
+            reply = b""
+            try:
+                with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
+                    s.sendall(b"set k8s-check 0 0 2\r\nok\r\nversion\r\n")
+                    while b"VERSION" not in reply or not reply.endswith(b"\r\n"):
+                        chunk = s.recv(4096)
+                        if not chunk:
+                            break
+                        reply += chunk
+            except OSError as e:
+                reply += str(e).encode()
+            c.ok(reply.startswith(b"STORED\r\nVERSION "),
+                 "the memcached containerPort speaks the memcached protocol", repr(reply[:80]))
+        # SIGTERM as the kubelet sends it (after preStop), then the drain and the final writes.
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=self.tgps - self.pre_stop)
+        except subprocess.TimeoutExpired:
+            rc = None
+        took = time.monotonic() - t0
+        c.ok(rc == 0, f"SIGTERM: exit 0 after {took:.2f} s (within the grace period {self.tgps} s"
+             f" - preStop {self.pre_stop} s)", f"exit {rc}")
+        left = set(os.listdir(self.data_dir)) if os.path.isdir(self.data_dir) else set()
+        cache = eff["cache"]
+        want = {"snowflake.lease"}
+        if cache["enabled"] and cache["persist"] and not cache["snapshot_path"]:
+            want.add("cache.snapshot")
+        c.ok(want <= left, f"data_dir keeps {sorted(want)} for the next start",
+             f"has {sorted(left)}")
+        if c.failed:
+            print("     daemon log:\n" + self.daemon_log()[-3000:])
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def run(self):
+        print(f"== {self.args.manifest}")
+        try:
+            self.find_objects()
+            self.find_config()
+            self.check_ordinals()
+        except SetupError:
+            return self.c.summary()
+        self.check_env()
+        self.check_ports()
+        self.check_probes_and_scraping()
+        self.check_storage_shutdown_memory()
+        self.check_container_config()
+        if not self.args.no_live:
+            self.check_live()
+        return self.c.summary()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("manifest", help="output of kubectl kustomize")
+    ap.add_argument("-b", "--binary", default="build/snowflaked")
+    ap.add_argument("--container-config", help="the image's config.json, to compare with")
+    ap.add_argument("--expect-refusal", metavar="TEXT",
+                    help="the manifest must not start as is: --check-config names TEXT")
+    ap.add_argument("--no-live", action="store_true", help="static checks only, start nothing")
+    args = ap.parse_args()
+    if not os.access(args.binary, os.X_OK):
+        print(f"check_manifest: {args.binary} not found or not executable (make build)",
+              file=sys.stderr)
+        return 2
+    tmp = tempfile.mkdtemp(prefix="snowflaked-k8s-check-")
+    check = None
+    try:
+        check = ManifestCheck(args, tmp)
+        return check.run()
+    finally:
+        if check is not None:
+            check.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    # timeout(1) and Ctrl-C: unwind through the finally blocks, which kill the daemon by PID.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sys.exit(main())

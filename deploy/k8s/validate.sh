@@ -1,0 +1,181 @@
+#!/bin/sh
+# Validates the Kubernetes material without a cluster (run by `make test-deploy`):
+#   1. yamllint -s on the sources (deploy/k8s/.yamllint);
+#   2. renders the base and every overlay with `kubectl kustomize` (warnings fail);
+#   3. validates every rendered object against its schema with the npm package kubernetes-models,
+#      rejecting fields that are not in the schema (validate-schema.mjs, with its self-test);
+#   4. checks each rendered manifest against the binary (check_manifest.py): the ConfigMap's
+#      config.json under the pods' simulated environment, ports, probes, scrape paths, env
+#      names, worker ids for every ordinal, then the daemon started on loopback and probed;
+#   5. checks that an overlay scaled one replica beyond the worker-id space fails step 4.
+#
+# Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
+#
+# Installs what is missing from Debian (yamllint, kubernetes-client, nodejs + npm, python3-yaml;
+# with sudo when not root) and the npm packages pinned by package.json/package-lock.json into
+# deploy/k8s/node_modules/ (git-ignored; reused while the lock file and Node's major version are
+# unchanged). Every step runs under `timeout`; temporary files are removed on exit; the daemon
+# check_manifest.py starts is killed by PID (and dies with it).
+set -eu
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD_DIR=build
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$ROOT/$BUILD_DIR" ;; esac
+BIN=${SNOWFLAKED_BIN:-$BUILD_DIR/snowflaked}
+
+T0=$(date +%s)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/snowflaked-k8s-validate.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+say() { printf '== %s\n' "$*"; }
+die() { printf 'validate.sh: %s\n' "$*" >&2; exit 1; }
+
+[ -x "$BIN" ] || die "$BIN not found: build the daemon first (make build)"
+
+# ---- tools ----------------------------------------------------------------------------------
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 && SUDO=sudo
+fi
+APT="timeout 300 $SUDO apt-get -qq"
+
+apt_install() {
+    say "installing from Debian: $*"
+    [ "$(id -u)" -eq 0 ] || [ -n "$SUDO" ] || die "need root or sudo to install: $*"
+    export DEBIAN_FRONTEND=noninteractive
+    # A first failure may be stale package lists: update once, then try again.
+    if ! $APT install -y --no-install-recommends "$@" >"$TMP/apt.log" 2>&1; then
+        { $APT update && $APT install -y --no-install-recommends "$@"; } >"$TMP/apt.log" 2>&1 ||
+            { cat "$TMP/apt.log" >&2; die "apt-get install $* failed"; }
+    fi
+}
+
+missing=""
+command -v yamllint >/dev/null 2>&1 || missing="$missing yamllint"
+# Debian's kubectl is the package kubernetes-client. (Debian 12's is 1.20, whose kustomize is too
+# old for these files, as the version check below says; this project's machines come with a
+# current kubectl.)
+command -v kubectl >/dev/null 2>&1 || missing="$missing kubernetes-client"
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
+# python3 with PyYAML: the one on PATH if it has it, else Debian's with python3-yaml.
+PY=python3
+if ! python3 -c 'import yaml' >/dev/null 2>&1; then
+    PY=/usr/bin/python3
+    $PY -c 'import yaml' >/dev/null 2>&1 || missing="$missing python3 python3-yaml"
+fi
+# shellcheck disable=SC2086  # word splitting of the package list is intended
+[ -z "$missing" ] || apt_install $missing
+
+kver=$(kubectl version --client -o json 2>/dev/null |
+    sed -n 's/.*"kustomizeVersion": *"v\{0,1\}\([0-9]*\).*/\1/p')
+if [ -z "$kver" ] || [ "$kver" -lt 5 ]; then
+    die "$(command -v kubectl) reports kustomize ${kver:+v}${kver:-(none: kubectl < 1.24)};" \
+        "these files need kubectl's kustomize v5 (kubectl >= 1.27): install a current kubectl"
+fi
+say "tools: $(kubectl version --client 2>/dev/null | tr '\n' ' ')| $(yamllint --version)" \
+    "| node $(node --version) | $($PY --version 2>&1) + PyYAML"
+
+# ---- 1. yamllint ----------------------------------------------------------------------------
+
+say "yamllint -s (sources)"
+timeout 60 yamllint -s -c "$HERE/.yamllint" "$HERE"
+
+# ---- 2. render --------------------------------------------------------------------------------
+
+render() { # DIR OUT
+    if ! timeout 60 kubectl kustomize "$1" >"$2" 2>"$TMP/kustomize.err"; then
+        cat "$TMP/kustomize.err" >&2
+        die "kubectl kustomize $1 failed"
+    fi
+    if [ -s "$TMP/kustomize.err" ]; then
+        cat "$TMP/kustomize.err" >&2
+        die "kubectl kustomize $1 printed warnings"
+    fi
+    kinds=$(grep '^kind:' "$2" | cut -d' ' -f2 | tr '\n' ' ')
+    say "rendered ${1#"$ROOT"/}: $(grep -c '^kind:' "$2") objects ($kinds)"
+}
+render "$HERE/base" "$TMP/base.yaml"
+overlays=""
+rendered="$TMP/base.yaml"
+for k in "$HERE"/overlays/*/kustomization.yaml; do
+    [ -f "$k" ] || continue
+    name=$(basename "$(dirname "$k")")
+    render "$(dirname "$k")" "$TMP/overlay-$name.yaml"
+    overlays="$overlays $name"
+    rendered="$rendered $TMP/overlay-$name.yaml"
+done
+[ -n "$overlays" ] || die "no overlays under $HERE/overlays"
+
+# ---- 3. schemas -------------------------------------------------------------------------------
+
+lock_hash=$(cat "$HERE/package.json" "$HERE/package-lock.json" | sha256sum | cut -c1-16)
+stamp="$lock_hash node$(node -p 'process.versions.node.split(".")[0]')"
+stamp_file="$HERE/node_modules/.validate-stamp"
+if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
+    say "npm packages: reusing deploy/k8s/node_modules ($stamp)"
+else
+    say "npm packages: installing the pinned kubernetes-models & co. into deploy/k8s/node_modules"
+    t=$(date +%s)
+    (cd "$HERE" && timeout 300 npm ci --no-audit --no-fund --prefer-offline --loglevel=error) \
+        >"$TMP/npm.log" 2>&1 || { cat "$TMP/npm.log" >&2; die "npm ci failed"; }
+    printf '%s\n' "$stamp" >"$stamp_file"
+    say "npm packages: installed in $(($(date +%s) - t)) s"
+fi
+say "schema validation (kubernetes-models; unknown fields rejected; self-test)"
+# shellcheck disable=SC2086  # one argument per rendered file (paths without spaces: mktemp)
+timeout 120 node "$HERE/validate-schema.mjs" --self-test $rendered
+
+# ---- 4. the manifests against the binary ------------------------------------------------------
+
+check() { timeout 120 "$PY" "$HERE/check_manifest.py" -b "$BIN" "$@"; }
+CONTAINER_CONFIG="$ROOT/deploy/container/config.json"
+say "check_manifest.py: base (must refuse to start until an overlay sets the datacenter id)"
+check --container-config "$CONTAINER_CONFIG" --expect-refusal SNOWFLAKED_SNOWFLAKE_DATACENTER_ID \
+    "$TMP/base.yaml"
+for o in $overlays; do
+    say "check_manifest.py: overlay $o"
+    check --container-config "$CONTAINER_CONFIG" "$TMP/overlay-$o.yaml" >"$TMP/check-$o.out" ||
+        { cat "$TMP/check-$o.out"; die "check_manifest.py failed for overlay $o"; }
+    cat "$TMP/check-$o.out"
+done
+
+# ---- 5. too many replicas cannot pass ---------------------------------------------------------
+
+first=$(echo "$overlays" | cut -d' ' -f2)
+cap=$(sed -n 's/.*(at most \([0-9]*\) replicas).*/\1/p' "$TMP/check-$first.out" | head -n 1)
+[ -n "$cap" ] || die "could not read the replica limit from check_manifest.py"
+too_many=$((cap + 1))
+mkdir "$TMP/too-many"
+cat >"$TMP/too-many/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to="$TMP/too-many" "$HERE/overlays/$first")
+replicas:
+  - name: snowflaked
+    count: $too_many
+EOF
+render "$TMP/too-many" "$TMP/too-many.yaml"
+say "check_manifest.py: overlay $first scaled to $too_many replicas must fail"
+if check --no-live "$TMP/too-many.yaml" >"$TMP/too-many.out" 2>&1; then
+    cat "$TMP/too-many.out"
+    die "$too_many replicas passed check_manifest.py"
+fi
+grep -q "does not fit worker_bits" "$TMP/too-many.out" ||
+    { cat "$TMP/too-many.out"; die "no worker_bits refusal for $too_many replicas"; }
+grep '^FAIL' "$TMP/too-many.out" | cut -c1-160
+say "ok: $too_many replicas rejected"
+
+say "validate.sh: all checks passed in $(($(date +%s) - T0)) s"
