@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG    ?= config.json
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run test test-asan test-tsan bench bench-quick bench-generator bench-http clean
+.PHONY: all deps build run test test-deploy test-asan test-tsan bench bench-quick bench-generator bench-http clean
 
 all: build
 
@@ -23,6 +23,14 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The deployment, proven on this machine (root; no Docker engine, no cluster needed): the container
+# image built with podman and checked from outside, the Kubernetes manifests rendered and
+# validated, and three replicas in network namespaces loaded at once (deploy/README.md).
+test-deploy: build
+	sh deploy/test-container.sh
+	sh deploy/k8s/validate.sh
+	python3 deploy/test_replicas.py -b $(BUILD)
 
 # Same suites under sanitizers, in their own build trees.
 test-asan:
