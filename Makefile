@@ -28,8 +28,8 @@ test: build
 # image built with podman and checked from outside, the Kubernetes manifests rendered and
 # validated, and three replicas in network namespaces loaded at once (deploy/README.md).
 test-deploy: build
-	sh deploy/test-container.sh
-	sh deploy/k8s/validate.sh
+	bash deploy/test-container.sh
+	sh deploy/k8s/validate.sh -b $(BUILD)
 	python3 deploy/test_replicas.py -b $(BUILD)
 
 # Same suites under sanitizers, in their own build trees.
