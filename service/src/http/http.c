@@ -71,6 +71,9 @@ typedef struct http_conn {
     const char *read_start; /* the buffer llhttp is running over, for obs-fold detection */
     char prev_byte;         /* last non-blank byte of the previous read */
     bool head_only;         /* the current message is HEAD (known after its headers) */
+    bool te_value;          /* a Transfer-Encoding value is arriving */
+    bool te_other;          /* a Transfer-Encoding other than exactly "chunked" was seen */
+    uint8_t te_matched;     /* bytes of "chunked" matched so far in the current value */
     uint64_t start_ns;
 } http_conn;
 
@@ -396,6 +399,8 @@ static int on_message_begin(llhttp_t *p)
     h->route = -1;
     h->body_len = 0;
     h->head_only = false;
+    h->te_value = h->te_other = false;
+    h->te_matched = 0;
     h->start_ns = uv_hrtime();
     conn_set_timeout(h->c, CONN_TIMEOUT_HEADER); /* the whole head must arrive in time */
     return count_head(h, 16);                    /* method, version, line ends */
@@ -432,12 +437,23 @@ static int8_t header_index(const char *name, size_t len)
     return -1;
 }
 
+#define TE_NAME    "transfer-encoding"
+#define TE_CHUNKED "chunked"
+
 static int on_header_field_complete(llhttp_t *p)
 {
     http_conn *h = hc(p);
     if (++h->nheaders > h->srv->limits.max_headers)
         return fail(h, 431, "too many request headers");
-    int8_t idx = header_index(h->head + h->field_off, h->head_len - h->field_off);
+    /* llhttp 8 accepts an empty field name (": value"); a field name is a token (RFC 9110 5.1).
+     * Without a span on_header_field never ran for it (cur is still -2). */
+    if (h->cur == -2 || h->head_len == h->field_off)
+        return fail(h, 400, "empty header field name");
+    size_t name_len = h->head_len - h->field_off;
+    h->te_value = name_len == sizeof TE_NAME - 1 &&
+                  strncasecmp(h->head + h->field_off, TE_NAME, name_len) == 0;
+    h->te_matched = 0;
+    int8_t idx = header_index(h->head + h->field_off, name_len);
     h->head_len = h->field_off; /* the name is not kept */
     h->cur = idx;
     h->value_started = false;
@@ -466,12 +482,27 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     if (rc)
         return rc;
     h->value_started = true;
+    /* Transfer-Encoding: only "chunked" (any case, with optional whitespace around it) is
+     * understood. llhttp 8 frames "gzip, chunked" or "identity, chunked" as chunked and hands
+     * over the still-coded body; RFC 9112 6.1 and 7: a coding we do not implement is a 501.
+     * Checked byte by byte: a value may arrive in several spans. */
+    for (size_t i = 0; h->te_value && i < len && !h->te_other; i++) {
+        char ch = at[i];
+        if (h->te_matched < sizeof TE_CHUNKED - 1 && (ch | 0x20) == TE_CHUNKED[h->te_matched])
+            h->te_matched++;
+        else if (!((ch == ' ' || ch == '\t') &&
+                   (h->te_matched == 0 || h->te_matched == sizeof TE_CHUNKED - 1)))
+            h->te_other = true;
+    }
     return h->cur >= 0 ? store(h, at, len) : 0;
 }
 
 static int on_header_value_complete(llhttp_t *p)
 {
     http_conn *h = hc(p);
+    if (h->te_value && h->te_matched != sizeof TE_CHUNKED - 1)
+        h->te_other = true; /* "chunk", an empty value, ... */
+    h->te_value = false;
     if (h->cur >= 0) {
         h->hv_len[h->cur] = h->head_len - h->hv_off[h->cur];
         h->hv_set |= (uint8_t)(1u << h->cur);
@@ -510,6 +541,11 @@ static int on_headers_complete(llhttp_t *p)
     h->head_only = p->method == HTTP_HEAD;
     if (p->http_major == 0)
         return fail(h, 400, "HTTP/0.9 requests are not supported");
+    /* llhttp 8 also parses "HTTP/2.0" in a request line (not the h2 preface): not HTTP/1.x. */
+    if (p->http_major != 1)
+        return fail(h, 505, "HTTP version not supported; use HTTP/1.1");
+    if ((p->flags & F_TRANSFER_ENCODING) && h->te_other)
+        return fail(h, 501, "only Transfer-Encoding: chunked is supported");
     route(h);
     bool chunked = (p->flags & F_CHUNKED) != 0;
     bool has_body = chunked || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);

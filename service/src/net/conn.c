@@ -388,8 +388,25 @@ static void on_write(uv_write_t *req, int status)
         settle(c);
 }
 
+/* Output that would pass the hard cap closes the connection before the memory is spent. A
+ * protocol may queue a lot in one read (a memcached get of many large values: every value of
+ * the read is copied before flush() sees the total), so checking only after the read would let
+ * one short command line allocate gigabytes. */
+static bool over_cap(conn *c, size_t len)
+{
+    if (c->flags & CONN_CLOSING)
+        return true;
+    if (c->out.pending + len <= config_of(c)->out_hard_cap)
+        return false;
+    NET_STAT_ADD(c->loop->stats.output_cap_closes, 1);
+    conn_close(c);
+    return true;
+}
+
 int conn_write(conn *c, const void *data, size_t len)
 {
+    if (over_cap(c, len))
+        return -1;
     if (obuf_append(&c->out, data, len) == 0)
         return 0;
     NET_STAT_ADD(c->loop->stats.out_of_memory, 1);
@@ -399,6 +416,8 @@ int conn_write(conn *c, const void *data, size_t len)
 
 char *conn_reserve(conn *c, size_t want)
 {
+    if (over_cap(c, want))
+        return NULL;
     char *p = obuf_reserve(&c->out, want);
     if (!p) {
         NET_STAT_ADD(c->loop->stats.out_of_memory, 1);

@@ -1,6 +1,7 @@
 #include "net/loop.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,6 +14,9 @@
 
 #define ACCEPTS_PER_WAKEUP 64  /* fairness between accepting and serving */
 #define ACCEPT_PAUSE_MS    100 /* after EMFILE/ENFILE */
+/* Descriptors that client connections may not take: the lease keeper, cache snapshots and the
+ * log reopen each need one for a moment, and a lease that cannot be renewed stops the IDs. */
+#define FD_RESERVE 8
 
 /* ---- sockets ------------------------------------------------------------------------------ */
 
@@ -93,14 +97,34 @@ static void on_accept_resume(uv_timer_t *t)
 
 static void hand_off(net_loop *from, unsigned listener, int fd);
 
+/* Out of descriptors: the pending connections stay in the backlog and the socket stays readable,
+ * so polling again now would spin. Pause instead; the connections being served keep running and
+ * free descriptors as they close. */
+static void pause_accepting(net_listener *l)
+{
+    NET_STAT_ADD(l->loop->stats.accept_pauses, 1);
+    listener_poll(l, false);
+    uv_timer_start(&l->pause_timer, on_accept_resume, ACCEPT_PAUSE_MS, 0);
+}
+
 static void on_acceptable(uv_poll_t *p, int status, int events)
 {
     (void)events;
     net_listener *l = p->data;
     net_loop *loop = l->loop;
+    net_server *s = loop->server;
     if (status < 0)
         return;
+    /* Sockets handed to other loops are counted in open_conns only once they take them. */
+    bool direct = s->reuseport || s->nloops == 1;
     for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+        /* Leave descriptors to the rest of the process: without them the lease cannot be
+         * renewed and every connection, old or new, gets 503 for its IDs. */
+        uint32_t conns = atomic_load_explicit(&s->open_conns, memory_order_relaxed);
+        if (conns + (direct ? 0u : (uint32_t)i) >= s->fd_conn_cap) {
+            pause_accepting(l);
+            return;
+        }
         int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -108,17 +132,11 @@ static void on_acceptable(uv_poll_t *p, int status, int events)
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
             NET_STAT_ADD(loop->stats.accept_errors, 1);
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                /* Out of descriptors: the pending connection stays in the backlog and the
-                 * socket stays readable, so polling again now would spin. Pause instead; the
-                 * connections being served keep running and free descriptors as they close. */
-                NET_STAT_ADD(loop->stats.accept_pauses, 1);
-                listener_poll(l, false);
-                uv_timer_start(&l->pause_timer, on_accept_resume, ACCEPT_PAUSE_MS, 0);
-            }
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                pause_accepting(l);
             return;
         }
-        if (loop->server->reuseport || loop->server->nloops == 1)
+        if (direct)
             conn_accept(loop, l, fd);
         else
             hand_off(loop, (unsigned)(l - loop->listeners), fd);
@@ -417,8 +435,31 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
     return 0;
 }
 
+/* Descriptors open in this process now (0 if /proc is not mounted). */
+static unsigned open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 0;
+    unsigned n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n ? n - 1 : 0; /* not the directory's own descriptor */
+}
+
 int net_server_start(net_server *s, char *err, size_t errlen)
 {
+    /* Every listener is open by now: what is left of the descriptor limit, less a reserve (one
+     * more per loop: loops check the count concurrently), is for connections. Beyond it,
+     * accepting pauses as on EMFILE (max_connections, if lower, still closes at once). */
+    s->fd_conn_cap = UINT32_MAX;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        uint64_t keep = (uint64_t)open_fds() + FD_RESERVE + s->nloops;
+        uint64_t cap = rl.rlim_cur > keep ? rl.rlim_cur - keep : 1;
+        s->fd_conn_cap = cap < UINT32_MAX ? (uint32_t)cap : UINT32_MAX;
+    }
     for (unsigned i = 0; i < s->nloops; i++) {
         net_loop *l = &s->loops[i];
         /* Handles are set up here, before the thread exists; afterwards only it touches them. */

@@ -124,6 +124,8 @@ struct net_server {
     net_listener_spec specs[NET_MAX_LISTENERS];
     unsigned nspecs;
     _Atomic uint32_t open_conns;
+    uint32_t fd_conn_cap; /* connections that fit RLIMIT_NOFILE with descriptors to spare for the
+                           * rest of the process (lease, snapshots, log); net_server_start */
     _Atomic bool draining;
     _Atomic unsigned handoff_next;        /* round robin in fallback mode */
     bool reuseport;                       /* in effect (config and kernel) */
