@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG    ?= config.json
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run test test-deploy test-asan test-tsan bench bench-quick bench-generator bench-http clean
+.PHONY: all deps build run test test-deploy test-hardening fuzz test-asan test-tsan bench bench-quick bench-generator bench-http clean
 
 all: build
 
@@ -22,7 +22,12 @@ run: build
 	./$(BUILD)/snowflaked -c $(CONFIG)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && { ctest --output-on-failure -j $(JOBS); echo $$? >ctest.rc; } | tee ctest.log; \
+	    exit $$(cat ctest.rc)
+	@cd $(BUILD) && echo "make test: passed: $$(ctest -N -L fault | sed -n 's/Total Tests: //p') fault," \
+	    "$$(ctest -N -R '^unit_' | sed -n 's/Total Tests: //p') unit and" \
+	    "$$(ctest -N -LE fault -E '^unit_' | sed -n 's/Total Tests: //p') integration suites" \
+	    "($$(sed -n 's/Total Test time (real) = *//p' ctest.log)); no fuzzing here (make test-hardening)"
 
 # The deployment, proven on this machine (root; no Docker engine, no cluster needed): the container
 # image built with podman and checked from outside, the Kubernetes manifests rendered and
@@ -31,6 +36,13 @@ test-deploy: build
 	bash deploy/test-container.sh
 	sh deploy/k8s/validate.sh -b $(BUILD)
 	python3 deploy/test_replicas.py -b $(BUILD)
+
+# Sanitizers over every suite and the fuzz harnesses, 60 s each (FUZZ_SECONDS=N to change);
+# .ci/run runs it after test and test-deploy. `make fuzz FUZZ_SECONDS=3600` for a long campaign.
+test-hardening:
+	sh test/hardening.sh
+fuzz:
+	sh test/fuzz/run.sh $(or $(FUZZ_SECONDS),60)
 
 # Same suites under sanitizers, in their own build trees.
 test-asan:

@@ -1,0 +1,23 @@
+#!/bin/sh
+# The hardening stage of CI (`make test-hardening`, run by .ci/run after make test and
+# make test-deploy): every ctest suite again under ASan+UBSan and under TSan (any report fails
+# the suite), then each libFuzzer harness for FUZZ_SECONDS (default 60) over its seed corpus.
+# Ends with one line saying what ran.
+set -eu
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+start=$(date +%s)
+
+count() { # suites ctest ran in a build directory
+    sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$1" | tail -n 1
+}
+
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+{ make test-asan 2>&1; echo $? >"$log/asan.rc"; } | tee "$log/asan"; [ "$(cat "$log/asan.rc")" = 0 ]
+{ make test-tsan 2>&1; echo $? >"$log/tsan.rc"; } | tee "$log/tsan"; [ "$(cat "$log/tsan.rc")" = 0 ]
+{ sh test/fuzz/run.sh "$FUZZ_SECONDS" 2>&1; echo $? >"$log/fuzz.rc"; } | tee "$log/fuzz"; [ "$(cat "$log/fuzz.rc")" = 0 ]
+execs=$(awk '$1 == "total" {print $2}' "$log/fuzz" | tail -n 1)
+echo "test-hardening: passed: $(count "$log/asan") suites under ASan+UBSan," \
+    "$(count "$log/tsan") under TSan, 5 fuzz harnesses x ${FUZZ_SECONDS} s" \
+    "(${execs:-?} executions), in $(( $(date +%s) - start )) s"
