@@ -1,0 +1,132 @@
+/* libFuzzer harness: the memcached text protocol, in-process, no sockets.
+ *
+ * Bytes -> memcache_proto.on_data of a connection (net/conn_fake.h) -> the command parser
+ * (storage, retrieval, arithmetic, touch, flush_all, stats, and the meta commands mg ms md ma mn)
+ * -> a real cache store. Replies land in the connection's output buffer and are discarded.
+ *
+ * Input: byte 0 is a flag byte, the rest is what the client sends.
+ *   bits 0-2  how the bytes are cut into reads (fuzz_common.h)
+ *   bit 3     slow reader: the peer takes 4 KiB per flush (output piles up, the protocol sees
+ *             conn_output_full and yields)
+ *   bit 4     tiny store (16 KiB, 4 KiB items, 2 shards): eviction and TOO_LARGE happen
+ *   bit 5     the store's shard lock is a mutex instead of the spinlock
+ *   bit 6     the connection ends with the peer's FIN instead of a timeout
+ *   bits 3-7  also seed the read sizes.
+ * Each input runs on a fresh store, memcache server and connection.
+ *
+ * Checked besides the sanitizers: no yield without progress (a busy loop in the real server),
+ * the unstored item of a half-received command is released at the close (the store's memory
+ * account returns to exactly its linked items), every pooled object is back in its pool, and the
+ * store's counters agree with its contents.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cache/store.h"
+#include "config/config.h"
+#include "fuzz_common.h"
+#include "net/conn_fake.h"
+#include "proto/memcache.h"
+#include "snowflake/clock.h"
+
+static struct {
+    cfg config;
+    conn_fake_loop fl;
+} G;
+
+static void sink(const char *data, size_t len, void *arg)
+{
+    (void)arg;
+    fuzz_dump(data, len);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    char err[1024];
+    fuzz_clean_environment();
+    if (cfg_load(&G.config, NULL, sf_clock_now(sf_clock_system()), err, sizeof err) != 0)
+        fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
+    const cfg_server *sv = &G.config.server;
+    net_config nc = {.max_connections = sv->max_connections,
+                     .header_timeout_ms = sv->header_timeout_ms,
+                     .idle_timeout_ms = sv->idle_timeout_ms,
+                     .write_timeout_ms = sv->write_timeout_ms,
+                     .drain_ms = sv->linger_ms,
+                     .shutdown_grace_ms = sv->shutdown_grace_ms,
+                     .out_high_water = sv->output_high_water_bytes,
+                     .out_hard_cap = sv->output_limit_bytes,
+                     .backlog = (int)sv->backlog,
+                     .read_buffer = sv->read_buffer_bytes,
+                     .pool_idle_max = sv->pool_idle_max};
+    if (conn_fake_loop_init(&G.fl, &nc, &memcache_proto, NULL, err, sizeof err) != 0)
+        fuzz_fail(__FILE__, __LINE__, "loop: %s", err);
+    return 0;
+}
+
+static void check_pools(void)
+{
+    net_loop *l = conn_fake_net_loop(&G.fl);
+    FUZZ_CHECK(POOL_LOAD(l->listeners[0].conns.in_use) == 0, "a connection object leaked");
+    FUZZ_CHECK(POOL_LOAD(l->chunks.in_use) == 0, "%zu output chunks leaked",
+               (size_t)POOL_LOAD(l->chunks.in_use));
+    FUZZ_CHECK(POOL_LOAD(l->inbufs.in_use) == 0, "an input buffer leaked");
+    FUZZ_CHECK(atomic_load(&G.fl.server.open_conns) == 0, "open connection count off");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t flags = data[0];
+    const char *in = (const char *)data + 1;
+    size_t len = size - 1;
+
+    char err[256];
+    cache_store_config sc = {.max_memory_bytes = G.config.cache.max_memory_bytes,
+                             .max_item_bytes = G.config.cache.max_item_bytes,
+                             .lock = CACHE_LOCK_SPIN,
+                             .seed = 1};
+    if (flags & 0x10)
+        sc = (cache_store_config){
+            .max_memory_bytes = 16 * 1024, .max_item_bytes = 4096, .shards = 2, .seed = 1};
+    if (flags & 0x20)
+        sc.lock = CACHE_LOCK_MUTEX;
+    cache_store *store = cache_store_new(&sc, err, sizeof err);
+    FUZZ_CHECK(store != NULL, "cache: %s", err);
+    memcache_server *mc = memcache_server_new(store, 1);
+    FUZZ_CHECK(mc != NULL, "memcache_server_new failed");
+    conn_fake_set_ctx(&G.fl, mc);
+
+    conn_fake f;
+    FUZZ_CHECK(conn_fake_open(&G.fl, &f) == 0, "cannot open a connection");
+    if (flags & 0x08)
+        f.write_budget = 4096;
+    f.sink = sink;
+    fuzz_splitter sp;
+    fuzz_splitter_init(&sp, flags, len);
+    int rc = CONN_FAKE_OK;
+    for (size_t off = 0; off < len && rc == CONN_FAKE_OK;) {
+        size_t n = fuzz_next_read(&sp, len - off);
+        rc = conn_fake_feed(&f, in + off, n);
+        off += n;
+    }
+    FUZZ_CHECK(rc != CONN_FAKE_STUCK, "memcache yielded without progress (busy loop)");
+    FUZZ_CHECK(rc != CONN_FAKE_BAD, "memcache consumed more than it was given");
+    if (rc == CONN_FAKE_OK) {
+        if (flags & 0x40)
+            conn_fake_peer_eof(&f);
+        if (!conn_fake_closed(&f))
+            conn_fake_timeout(&f);
+    }
+    conn_fake_free(&f);
+
+    check_pools();
+    fuzz_store_check(store, sf_clock_now(sf_clock_system()));
+    conn_fake_set_ctx(&G.fl, NULL);
+    memcache_server_free(mc);
+    cache_store_free(store);
+    return 0;
+}
