@@ -12,6 +12,7 @@ count() { # suites ctest ran in a build directory
     sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$1" | tail -n 1
 }
 
+SNOWFLAKED_EXTRA_PACKAGES="clang libclang-rt-14-dev" sh deploy/install-deps.sh
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 { make test-asan 2>&1; echo $? >"$log/asan.rc"; } | tee "$log/asan"; [ "$(cat "$log/asan.rc")" = 0 ]

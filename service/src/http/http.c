@@ -306,6 +306,8 @@ char *http_scratch(http_request *r, size_t *size)
 bool http_query_param(const http_request *r, const char *name, http_str *value)
 {
     size_t nl = strlen(name);
+    if (!r->query.p) /* no query string: NULL + 0 would be undefined (found by fuzzing) */
+        return false;
     const char *p = r->query.p, *end = r->query.p + r->query.len;
     while (p && p < end) {
         const char *amp = memchr(p, '&', (size_t)(end - p));

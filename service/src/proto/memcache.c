@@ -1477,6 +1477,8 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
  * could not be appended to. */
 static bool lbuf_add(mc_conn *m, const char *p, size_t n)
 {
+    if (n == 0) /* lbuf may be NULL: NULL + 0 and memcpy(NULL, p, 0) are undefined (fuzzing) */
+        return true;
     if (m->llen + n > m->lcap) {
         size_t cap = m->lcap ? m->lcap : 256;
         while (cap < m->llen + n)
