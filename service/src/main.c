@@ -279,6 +279,7 @@ int main(int argc, char **argv)
     if (c.cache.enabled) {
         cache_store_config cc = {.max_memory_bytes = c.cache.max_memory_bytes,
                                  .max_item_bytes = c.cache.max_item_bytes,
+                                 .shards = c.cache.shards,
                                  .lock =
                                      s->sync == SF_SYNC_MUTEX ? CACHE_LOCK_MUTEX : CACHE_LOCK_SPIN};
         if (!(cache = cache_store_new(&cc, err, sizeof err)))

@@ -443,6 +443,8 @@ static const bad_case bad_files[] = {
     {"{\"cache\":{\"max_item_bytes\":0}}", "cache.max_item_bytes", "1..1073741824"},
     {"{\"cache\":{\"max_item_bytes\":1073741825}}", "cache.max_item_bytes", "got 1073741825"},
     {"{\"cache\":{\"memcached_port\":65536}}", "cache.memcached_port", "0..65535"},
+    {"{\"cache\":{\"shards\":0}}", "cache.shards", "1..4096"},
+    {"{\"cache\":{\"shards\":8192}}", "cache.shards", "got 8192"},
     {"{\"echo\":{\"tcp_port\":-1}}", "echo.tcp_port", "got -1"},
     /* booleans */
     {"{\"server\":{\"tcp_nodelay\":\"yes\"}}", "server.tcp_nodelay", "expected true or false"},
@@ -551,6 +553,7 @@ static const bad_case bad_files[] = {
     {"{\"cache\":{\"max_memory_bytes\":1048576,\"max_item_bytes\":1048577}}",
      "cache.max_item_bytes", "must be <= cache.max_memory_bytes (1048576)"},
     {"{\"auth\":{\"token\":\"t\",\"token_file\":\"/etc/tok\"}}", "auth.token", "not both"},
+    {"{\"cache\":{\"shards\":48}}", "cache.shards", "must be a power of two, got 48"},
     {"{\"cache\":{\"enabled\":false,\"memcached_port\":11311}}", "cache.memcached_port",
      "needs cache.enabled=true"},
     {"{\"echo\":{\"tcp_port\":8080}}", "echo.tcp_port",

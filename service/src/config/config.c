@@ -169,6 +169,7 @@ static const char *cfg_log_name(const void *field)
  *   snowflake.lease_ms                  u32      100..600000              >= 2 x run-ahead
  *   cache.max_memory_bytes              u64      1 MiB..1 TiB
  *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
+ *   cache.shards                        u32      1..4096                  power of two
  *   cache.memcached_port, echo.tcp_port u32      0..65535                 0 = off
  *   cache.snapshot_interval_s           u32      0..86400 (a day)         0 = only at stop
  *   auth.token                          string   0..255 bytes             not with token_file
@@ -223,6 +224,7 @@ static const cfg_key cfg_keys[] = {
     K_BOOL("cache.enabled", cache.enabled),
     K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB),
     K_U32("cache.max_item_bytes", cache.max_item_bytes, 1, CFG_GIB),
+    K_U32("cache.shards", cache.shards, 1, 4096),
     K_STR("cache.memcached_host", cache.memcached_host, 1, CFG_F_IPADDR),
     K_U32("cache.memcached_port", cache.memcached_port, 0, 65535),
     K_BOOL("cache.persist", cache.persist),
@@ -1023,6 +1025,11 @@ static int cfg_check_limits(cfg_ctx *ctx)
         return cfg_fail(ctx, src, "cache.max_item_bytes",
                         "must be <= cache.max_memory_bytes (%llu), got %u",
                         (unsigned long long)c->cache.max_memory_bytes, c->cache.max_item_bytes);
+    }
+    if (c->cache.shards & (c->cache.shards - 1)) {
+        cfg_cross_label(ctx, src, sizeof src, "cache.shards", (const char *)NULL);
+        return cfg_fail(ctx, src, "cache.shards", "must be a power of two, got %u",
+                        c->cache.shards);
     }
     if (c->auth.token[0] && c->auth.token_file[0]) {
         cfg_cross_label(ctx, src, sizeof src, "auth.token", "auth.token_file", (const char *)NULL);

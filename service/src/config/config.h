@@ -81,6 +81,7 @@ typedef struct cfg_cache {
     bool enabled;
     uint64_t max_memory_bytes;
     uint32_t max_item_bytes;
+    uint32_t shards; /* power of two: lock and LRU granularity */
     char memcached_host[CFG_HOST_MAX];
     uint32_t memcached_port; /* 0 = off */
     bool persist;            /* snapshot on shutdown (and periodically), load at start */
