@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "app/wiring.h"
 #include "cache/persist.h"
-#include "cache/snapshot.h"
 #include "cluster/peers.h"
 #include "proto/echo.h"
 #include "proto/memcache.h"
@@ -158,15 +158,6 @@ static int load_token(const cfg_auth *a, char *out, size_t cap, char *err, size_
     return 0;
 }
 
-/* cache.snapshot_path, or <data_dir>/cache.snapshot when it is empty. */
-static void snapshot_path(char *out, size_t cap, const cfg *c)
-{
-    if (c->cache.snapshot_path[0])
-        snprintf(out, cap, "%s", c->cache.snapshot_path);
-    else
-        snprintf(out, cap, "%s/" CACHE_SNAPSHOT_FILE, c->data_dir);
-}
-
 static void sweep_cache(net_loop *l, void *arg)
 {
     cache_store_sweep(arg, &l->tick_cursor, CACHE_SWEEP_BUCKETS, sf_clock_now(sf_clock_system()));
@@ -204,9 +195,8 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    log_options lo = {.level = (log_level)(c.log.level + LOG_LEVEL_DEBUG),
-                      .path = c.log.file,
-                      .access_log = c.log.access_log};
+    log_options lo;
+    app_log_options(&c, &lo);
     if (log_init(&lo, err, sizeof err) != 0)
         die(EXIT_FAILURE, "log.file: %s", err);
 
@@ -225,14 +215,10 @@ int main(int argc, char **argv)
     if (!gens || !gen_ptrs)
         die(EXIT_FAILURE, "out of memory");
     for (size_t i = 0; i < ngens; i++) {
-        sf_gen_config gc = {.layout = s->layout,
-                            .datacenter = s->datacenter_id,
-                            .worker = s->worker_id + (uint32_t)i,
-                            .sync = s->sync,
-                            .max_backward_ms = s->max_backward_ms,
-                            .max_batch = s->max_batch,
-                            .min_tick = min_tick,
-                            .lease_guarded = true};
+        sf_gen_config gc;
+        app_gen_config(&c, (uint32_t)i, NULL, &gc);
+        gc.min_tick = min_tick;  /* from the lease file */
+        gc.lease_guarded = true; /* nothing is issued before the keeper's first renewal */
         if (sf_gen_init(&gens[i], &gc, err, sizeof err) != 0)
             die(EXIT_CONFIG, "snowflake: %s", err);
         gen_ptrs[i] = &gens[i];
@@ -244,44 +230,21 @@ int main(int argc, char **argv)
 
     /* The network: loops, the HTTP listener, the API. */
     const cfg_server *sv = &c.server;
-    net_config nc = {.max_connections = sv->max_connections,
-                     .header_timeout_ms = sv->header_timeout_ms,
-                     .idle_timeout_ms = sv->idle_timeout_ms,
-                     .write_timeout_ms = sv->write_timeout_ms,
-                     .drain_ms = sv->linger_ms,
-                     .shutdown_grace_ms = sv->shutdown_grace_ms,
-                     .out_high_water = sv->output_high_water_bytes,
-                     .out_hard_cap = sv->output_limit_bytes,
-                     .backlog = (int)sv->backlog,
-                     .tcp_nodelay = sv->tcp_nodelay,
-                     .reuseport = sv->reuseport,
-                     .so_rcvbuf = (int)sv->so_rcvbuf,
-                     .so_sndbuf = (int)sv->so_sndbuf,
-                     .defer_accept_s = (int)sv->tcp_defer_accept_s,
-                     .read_buffer = sv->read_buffer_bytes,
-                     .pool_idle_max = sv->pool_idle_max};
+    net_config nc;
+    app_net_config(&c, &nc);
     static net_server net;
     if (net_server_init(&net, &nc, sv->threads, err, sizeof err) != 0)
         die(EXIT_FAILURE, "%s", err);
-    http_limits hl = {.max_header_bytes = sv->max_header_bytes,
-                      .max_url_bytes = sv->max_url_bytes,
-                      .max_headers = sv->max_headers,
-                      .max_body_bytes = sv->max_body_bytes,
-                      .max_requests_per_connection = sv->max_requests_per_connection,
-                      .max_pipeline = sv->max_pipeline,
-                      .scratch_bytes = api_ids_scratch_bytes(s->max_batch),
-                      .pool_idle_max = sv->pool_idle_max};
+    http_limits hl;
+    app_http_limits(&c, &hl);
     http_server *http = http_server_new(&hl, &net, err, sizeof err);
     if (!http)
         die(EXIT_FAILURE, "%s", err);
     /* The cache store, shared by all loops; each loop sweeps expired items a little at a time. */
     cache_store *cache = NULL;
     if (c.cache.enabled) {
-        cache_store_config cc = {.max_memory_bytes = c.cache.max_memory_bytes,
-                                 .max_item_bytes = c.cache.max_item_bytes,
-                                 .shards = c.cache.shards,
-                                 .lock =
-                                     s->sync == SF_SYNC_MUTEX ? CACHE_LOCK_MUTEX : CACHE_LOCK_SPIN};
+        cache_store_config cc;
+        app_cache_config(&c, &cc);
         if (!(cache = cache_store_new(&cc, err, sizeof err)))
             die(EXIT_FAILURE, "cache: %s", err);
         net_server_on_tick(&net, CACHE_SWEEP_INTERVAL_MS, sweep_cache, cache);
@@ -289,7 +252,7 @@ int main(int argc, char **argv)
     cache_persist *persist = NULL;
     if (cache && c.cache.persist) {
         char path[CFG_PATH_MAX + 32];
-        snapshot_path(path, sizeof path, &c);
+        app_snapshot_path(&c, path, sizeof path);
         if (!(persist = cache_persist_start(cache, path, c.cache.snapshot_interval_s, err,
                                             sizeof err)))
             die(EXIT_FAILURE, "%s", err);

@@ -45,8 +45,8 @@ target_compile_options(sf_conn_fake PRIVATE -fsanitize=fuzzer-no-link,${SF_FUZZ_
                                             ${SF_FUZZ_FLAGS})
 sf_strict(sf_conn_fake)
 
-set(_sf_fuzz_libs_http sf_conn_fake sf_app sf_config)
-set(_sf_fuzz_libs_memcache sf_conn_fake sf_app sf_config)
+set(_sf_fuzz_libs_http sf_conn_fake sf_wiring sf_app sf_config)
+set(_sf_fuzz_libs_memcache sf_conn_fake sf_wiring sf_app sf_config)
 set(_sf_fuzz_libs_config sf_config)
 set(_sf_fuzz_libs_ids sf_core)
 set(_sf_fuzz_libs_snapshot sf_cache)

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "app/wiring.h"
 #include "cache/store.h"
 #include "config/config.h"
 #include "fuzz_common.h"
@@ -75,53 +76,32 @@ static void setup(void)
     if (cfg_load(&G.config, NULL, now, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
     G.config.server.threads = 1;
-    const cfg_server *sv = &G.config.server;
-    const cfg_snowflake *s = &G.config.snowflake;
 
-    /* The generator, on a clock that steps 1 ms per read: no sleeping, deterministic. */
+    /* The generator, on a clock that steps 1 ms per read: no sleeping, deterministic. No lease
+     * file: not lease-guarded. */
     sf_fake_clock_init(&G.clock, now, 1, 1);
     G.gen = aligned_alloc(64, sizeof *G.gen);
-    sf_gen_config gc = {.layout = s->layout,
-                        .datacenter = s->datacenter_id,
-                        .worker = s->worker_id,
-                        .sync = s->sync,
-                        .max_backward_ms = s->max_backward_ms,
-                        .max_batch = s->max_batch,
-                        .clock = &G.clock.base};
+    sf_gen_config gc;
+    app_gen_config(&G.config, 0, &G.clock.base, &gc);
     if (!G.gen || sf_gen_init(G.gen, &gc, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "generator: %s", err);
     G.gens[0] = G.gen;
 
-    net_config nc = {.max_connections = sv->max_connections,
-                     .header_timeout_ms = sv->header_timeout_ms,
-                     .idle_timeout_ms = sv->idle_timeout_ms,
-                     .write_timeout_ms = sv->write_timeout_ms,
-                     .drain_ms = sv->linger_ms,
-                     .shutdown_grace_ms = sv->shutdown_grace_ms,
-                     .out_high_water = sv->output_high_water_bytes,
-                     .out_hard_cap = sv->output_limit_bytes,
-                     .backlog = (int)sv->backlog,
-                     .read_buffer = sv->read_buffer_bytes,
-                     .pool_idle_max = sv->pool_idle_max};
+    net_config nc;
+    app_net_config(&G.config, &nc);
     if (conn_fake_loop_init(&G.fl, &nc, &http_proto, NULL, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "loop: %s", err);
-    http_limits hl = {.max_header_bytes = sv->max_header_bytes,
-                      .max_url_bytes = sv->max_url_bytes,
-                      .max_headers = sv->max_headers,
-                      .max_body_bytes = sv->max_body_bytes,
-                      .max_requests_per_connection = sv->max_requests_per_connection,
-                      .max_pipeline = sv->max_pipeline,
-                      .scratch_bytes = api_ids_scratch_bytes(s->max_batch),
-                      .pool_idle_max = sv->pool_idle_max};
+    http_limits hl;
+    app_http_limits(&G.config, &hl);
     G.http = http_server_new(&hl, conn_fake_net_server(&G.fl), err, sizeof err);
     if (!G.http)
         fuzz_fail(__FILE__, __LINE__, "http: %s", err);
     conn_fake_set_ctx(&G.fl, G.http);
 
-    G.store_big = (cache_store_config){.max_memory_bytes = G.config.cache.max_memory_bytes,
-                                       .max_item_bytes = G.config.cache.max_item_bytes,
-                                       .lock = CACHE_LOCK_SPIN,
-                                       .seed = 1};
+    /* The configured store, but always the spinlock and a fixed hash seed (reproducible). */
+    app_cache_config(&G.config, &G.store_big);
+    G.store_big.lock = CACHE_LOCK_SPIN;
+    G.store_big.seed = 1;
     G.store_small = (cache_store_config){
         .max_memory_bytes = 16 * 1024, .max_item_bytes = 4096, .shards = 2, .seed = 1};
 

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "app/wiring.h"
 #include "cache/store.h"
 #include "config/config.h"
 #include "fuzz_common.h"
@@ -49,18 +50,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     fuzz_clean_environment();
     if (cfg_load(&G.config, NULL, sf_clock_now(sf_clock_system()), err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
-    const cfg_server *sv = &G.config.server;
-    net_config nc = {.max_connections = sv->max_connections,
-                     .header_timeout_ms = sv->header_timeout_ms,
-                     .idle_timeout_ms = sv->idle_timeout_ms,
-                     .write_timeout_ms = sv->write_timeout_ms,
-                     .drain_ms = sv->linger_ms,
-                     .shutdown_grace_ms = sv->shutdown_grace_ms,
-                     .out_high_water = sv->output_high_water_bytes,
-                     .out_hard_cap = sv->output_limit_bytes,
-                     .backlog = (int)sv->backlog,
-                     .read_buffer = sv->read_buffer_bytes,
-                     .pool_idle_max = sv->pool_idle_max};
+    net_config nc;
+    app_net_config(&G.config, &nc);
     if (conn_fake_loop_init(&G.fl, &nc, &memcache_proto, NULL, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "loop: %s", err);
     return 0;
@@ -85,10 +76,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
 
     char err[256];
-    cache_store_config sc = {.max_memory_bytes = G.config.cache.max_memory_bytes,
-                             .max_item_bytes = G.config.cache.max_item_bytes,
-                             .lock = CACHE_LOCK_SPIN,
-                             .seed = 1};
+    /* The configured store, but the spinlock unless bit 5 says otherwise and a fixed hash seed
+     * (reproducible). */
+    cache_store_config sc;
+    app_cache_config(&G.config, &sc);
+    sc.lock = CACHE_LOCK_SPIN;
+    sc.seed = 1;
     if (flags & 0x10)
         sc = (cache_store_config){
             .max_memory_bytes = 16 * 1024, .max_item_bytes = 4096, .shards = 2, .seed = 1};

@@ -1,0 +1,81 @@
+/* Wiring: see wiring.h. Field by field, so that a field added to either side is seen here. */
+#include "app/wiring.h"
+
+#include <stdio.h>
+
+#include "api/api.h"
+#include "cache/snapshot.h"
+
+void app_gen_config(const cfg *c, uint32_t index, sf_clock *clock, sf_gen_config *out)
+{
+    const cfg_snowflake *s = &c->snowflake;
+    *out = (sf_gen_config){.layout = s->layout,
+                           .datacenter = s->datacenter_id,
+                           .worker = s->worker_id + index,
+                           .sync = s->sync,
+                           .max_backward_ms = s->max_backward_ms,
+                           .max_batch = s->max_batch,
+                           .min_tick = 0,
+                           .lease_guarded = false,
+                           .clock = clock};
+}
+
+void app_net_config(const cfg *c, net_config *out)
+{
+    const cfg_server *sv = &c->server;
+    *out = (net_config){.max_connections = sv->max_connections,
+                        .header_timeout_ms = sv->header_timeout_ms,
+                        .idle_timeout_ms = sv->idle_timeout_ms,
+                        .write_timeout_ms = sv->write_timeout_ms,
+                        .drain_ms = sv->linger_ms,
+                        .shutdown_grace_ms = sv->shutdown_grace_ms,
+                        .out_high_water = sv->output_high_water_bytes,
+                        .out_hard_cap = sv->output_limit_bytes,
+                        .backlog = (int)sv->backlog,
+                        .tcp_nodelay = sv->tcp_nodelay,
+                        .reuseport = sv->reuseport,
+                        .so_rcvbuf = (int)sv->so_rcvbuf,
+                        .so_sndbuf = (int)sv->so_sndbuf,
+                        .defer_accept_s = (int)sv->tcp_defer_accept_s,
+                        .read_buffer = sv->read_buffer_bytes,
+                        .pool_idle_max = sv->pool_idle_max};
+}
+
+void app_http_limits(const cfg *c, http_limits *out)
+{
+    const cfg_server *sv = &c->server;
+    *out = (http_limits){.max_header_bytes = sv->max_header_bytes,
+                         .max_url_bytes = sv->max_url_bytes,
+                         .max_headers = sv->max_headers,
+                         .max_body_bytes = sv->max_body_bytes,
+                         .max_requests_per_connection = sv->max_requests_per_connection,
+                         .max_pipeline = sv->max_pipeline,
+                         .scratch_bytes = api_ids_scratch_bytes(c->snowflake.max_batch),
+                         .pool_idle_max = sv->pool_idle_max};
+}
+
+void app_cache_config(const cfg *c, cache_store_config *out)
+{
+    const cfg_cache *cc = &c->cache;
+    *out = (cache_store_config){.max_memory_bytes = cc->max_memory_bytes,
+                                .max_item_bytes = cc->max_item_bytes,
+                                .shards = cc->shards,
+                                .lock = c->snowflake.sync == SF_SYNC_MUTEX ? CACHE_LOCK_MUTEX
+                                                                           : CACHE_LOCK_SPIN,
+                                .seed = 0};
+}
+
+void app_log_options(const cfg *c, log_options *out)
+{
+    *out = (log_options){.level = (log_level)(c->log.level + LOG_LEVEL_DEBUG),
+                         .path = c->log.file,
+                         .access_log = c->log.access_log};
+}
+
+void app_snapshot_path(const cfg *c, char *out, size_t cap)
+{
+    if (c->cache.snapshot_path[0])
+        snprintf(out, cap, "%s", c->cache.snapshot_path);
+    else
+        snprintf(out, cap, "%s/" CACHE_SNAPSHOT_FILE, c->data_dir);
+}

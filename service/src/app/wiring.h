@@ -1,0 +1,50 @@
+/* Wiring: the parsed configuration (config/config.h) translated into each module's own config.
+ *
+ * The one place that knows both the configuration and the modules it configures, so that the
+ * daemon (main.c) and the in-process harnesses (test/fuzz/) build their modules the same way:
+ * a field added to a module's config is mapped here once. config/ itself depends on none of the
+ * modules below.
+ *
+ * Contract: every function is pure (no I/O, no allocation, no global state) and fills the whole
+ * of *out, overwriting it; fields that do not come from the configuration are zero (the module's
+ * default) unless said otherwise. Pointers stored in *out point into *c and live as long as it.
+ * Callers that deliberately differ (a fake clock, one loop, a tiny store) override fields after
+ * the call, visibly.
+ */
+#ifndef SF_APP_WIRING_H
+#define SF_APP_WIRING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/store.h"
+#include "config/config.h"
+#include "http/http.h"
+#include "net/loop.h"
+#include "obs/log.h"
+#include "snowflake/clock.h"
+#include "snowflake/generator.h"
+
+/* The generator of loop `index` (worker_id + index; index 0 unless per_thread_worker_ids) on
+ * `clock` (NULL = the system clock). min_tick and lease_guarded stay 0/false: they come from the
+ * lease file, not the configuration, and are the lease keeper's caller's to set. */
+void app_gen_config(const cfg *c, uint32_t index, sf_clock *clock, sf_gen_config *out);
+
+/* Connection limits, timeouts, socket options and pools of the event loops (server.*). */
+void app_net_config(const cfg *c, net_config *out);
+
+/* HTTP parser limits (server.*) and the per-loop scratch, sized for snowflake.max_batch IDs. */
+void app_http_limits(const cfg *c, http_limits *out);
+
+/* The cache store (cache.*); its shard lock follows snowflake.sync (mutex or spinlock); hash seed
+ * 0 (random). */
+void app_cache_config(const cfg *c, cache_store_config *out);
+
+/* The logger (log.*): level, file ("" = stderr), access log; buffers and threads default. */
+void app_log_options(const cfg *c, log_options *out);
+
+/* The cache snapshot file: cache.snapshot_path, or <data_dir>/cache.snapshot when it is empty.
+ * Truncated to cap - 1 bytes (cap > 0). */
+void app_snapshot_path(const cfg *c, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,137 @@
+/* Internal to the memcached protocol module: included by memcache.c and memcache_meta.c only,
+ * never from outside service/src/proto (the public side is memcache.h). It holds what the two
+ * files share: the per-loop counters and the server object, the connection state, the tokens,
+ * the reply and number helpers, and the meta commands' entry points that dispatch calls.
+ *
+ * memcache.c: the classic commands, dispatch, the line buffer and the server object.
+ * memcache_meta.c: the meta commands mg, ms, md, ma (mn is answered by dispatch).
+ */
+#ifndef SF_PROTO_MEMCACHE_INT_H
+#define SF_PROTO_MEMCACHE_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/store.h"
+#include "net/conn.h"
+#include "net/loop.h"
+#include "proto/memcache.h"
+
+#define MC_REL_MAX    2592000 /* exptimes up to 30 days are relative */
+#define MC_OPAQUE_MAX 32      /* memcached refuses a meta O(paque) token longer (the O included) */
+
+/* Per-loop counters: single writer (the loop), relaxed atomics, summed by "stats". The incr/decr
+ * counters are ma's only (incr/decr count in the store); "stats" adds the two. */
+typedef struct mc_loop {
+    _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, total_items;
+    _Atomic uint64_t conns_opened, conns_closed;
+    _Atomic uint64_t incr_hits, incr_misses, decr_hits, decr_misses;
+    char pad[64]; /* loops write their own line */
+} mc_loop;
+
+/* A memcache listener's ctx (memcache_server_new): the store, and one mc_loop per net loop. */
+struct memcache_server {
+    cache_store *store;
+    unsigned nloops;
+    uint64_t started_ms;
+    mc_loop *loops;
+};
+
+/* What the bytes of a connection are, in mc_conn.state. */
+typedef enum {
+    MC_LINE = 0,  /* waiting for a command line */
+    MC_DATA,      /* receiving a storage command's data block into m->item */
+    MC_SWALLOW,   /* discarding a refused data block */
+    MC_GET_CONT,  /* a long get/gets line: keys are answered as they arrive */
+    MC_SKIP_LINE, /* discarding the rest of a failed long get line */
+} mc_state;
+
+/* A connection's protocol state (proto.state_size: zeroed at open), used on its loop only. */
+typedef struct mc_conn {
+    conn *c;
+    memcache_server *srv;
+    mc_loop *ml;
+    cache_item *item; /* MC_DATA: the unstored item being filled */
+    char *lbuf;       /* a command line (or a get's key) split across reads, owned here */
+    size_t llen, lcap;
+    uint64_t cas_in;
+    uint64_t need; /* MC_DATA / MC_SWALLOW: bytes still expected (value + "\r\n") */
+    uint32_t vlen;
+    uint8_t state, mode;
+    bool noreply;
+    bool get_cas; /* MC_GET_CONT: gets */
+    bool in_cmd;  /* a command is partly received (the header timeout runs) */
+    char tail[2]; /* the two bytes after the value: must be "\r\n" */
+    /* ms: what the reply after the data block needs, noted when the line is parsed (memcached
+     * stashes the same): the return flags O, k, c in request order, the opaque, b and q. */
+    bool meta, meta_b, meta_q;
+    uint8_t meta_nret, meta_olen;
+    char meta_ret[3];
+    char meta_opaque[MC_OPAQUE_MAX];
+} mc_conn;
+
+/* A token of a command line: p[0..n), inside the line, not NUL-terminated. */
+typedef struct mc_tok {
+    const char *p;
+    size_t n;
+} mc_tok;
+
+/* Adds n to a counter of the connection's loop (single writer: relaxed load and store). */
+static inline void stat_add(_Atomic uint64_t *f, uint64_t n)
+{
+    NET_STAT_ADD(*f, n);
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+/* Writes s[0..n) to the connection, nothing when the command is noreply (m->noreply). */
+static inline void out(mc_conn *m, const char *s, size_t n)
+{
+    if (!m->noreply)
+        conn_write(m->c, s, n);
+}
+
+/* out() of a string literal with "\r\n" appended. */
+#define OUT(m, lit) out((m), lit "\r\n", sizeof(lit "\r\n") - 1)
+
+/* ---- parsing helpers (memcache.c) --------------------------------------------------------- */
+
+/* A number token read as memcached's safe_strtoull: true with *out_v set, else *out_v untouched. */
+bool mc_parse_u64(const mc_tok *t, uint64_t *out_v);
+/* As mc_parse_u64, then refused (false) above UINT32_MAX where memcached truncates. */
+bool mc_parse_u32(const mc_tok *t, uint32_t *out_v);
+/* As memcached's safe_strtol, refused (false) outside int32 where memcached truncates. */
+bool mc_parse_i32(const mc_tok *t, int64_t *out_v);
+
+/* memcached exptime -> absolute ms (0 = never). Negative: already expired. */
+static inline uint64_t expiry_ms(int64_t t, uint64_t now_ms)
+{
+    if (t == 0)
+        return 0;
+    if (t < 0)
+        return 1; /* long past: invisible at once */
+    if (t <= MC_REL_MAX)
+        return now_ms + (uint64_t)t * 1000;
+    return (uint64_t)t * 1000;
+}
+
+/* ---- meta commands (memcache_meta.c) ------------------------------------------------------ */
+
+/* Each takes the command line's tokens t[0..nt) (t[0] the command name) and writes the reply. */
+
+/* mg <key> <flags>*: the whole command. */
+void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
+/* ms <key> <datalen> <flags>*: an error (the data block then swallowed, MC_SWALLOW, once its
+ * length is known), or m->item allocated, the reply noted in m->meta* and MC_DATA entered. */
+void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
+/* memcache.c's store_done, once an ms data block is in with its "\r\n": stores `it` (takes the
+ * reference) and writes the reply mc_meta_ms noted. */
+void mc_meta_ms_done(mc_conn *m, cache_item *it, uint64_t now);
+/* md <key> <flags>*: the whole command. */
+void mc_meta_md(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
+/* ma <key> <flags>*: the whole command. */
+void mc_meta_ma(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
+
+#endif
