@@ -247,11 +247,13 @@ class SlowClients(unittest.TestCase):
                   "output-limit closes %d), server RSS +%d KiB" % (closed_in, by["write"], cap,
                                                                   peak - rss0))
 
-    def test_memcached_multiget_never_read_hits_the_output_limit(self):
-        """One get line naming 400 values of 1 MB (400 MB of output, a 2.4 KB command): cut at
-        the output limit (server.output_limit_bytes, 8 MiB) with the server's RSS growing by
-        about that much, not by the 400 MB asked for (regression test for net/conn.c: the cap
-        used to be checked only after the whole read had been answered into memory)."""
+    def test_memcached_multiget_never_read_is_held_then_timed_out(self):
+        """One get line naming 400 values of 1 MB (400 MB of output, a 2.4 KB command) from a
+        client that never reads: the get pauses at the output's high-water mark (256 KiB), so
+        the server's RSS grows by about one value, not by the 400 MB asked for nor by the
+        output limit, and the write timeout closes the connection. (Regression test for the
+        output limit once checked only after a whole read was answered into memory, and for
+        multigets once closed at the output limit instead of streaming.)"""
         value = b"v" * (1000 * 1000)
         with socket.create_connection(("127.0.0.1", self.mc_port), timeout=10) as m:
             m.sendall(b"".join(b"set big%d 0 0 %d\r\n%s\r\n" % (i, len(value), value)
@@ -260,24 +262,29 @@ class SlowClients(unittest.TestCase):
             while buf.count(b"\r\n") < 8:
                 buf += m.recv(4096)
             self.assertEqual(buf, b"STORED\r\n" * 8)
+        text0 = fu.metrics_text(self.srv)
         caps0 = fu.metric(self.srv, "snowflaked_output_limit_closes_total")
+        writes0 = fu.labelled(text0, "snowflaked_connection_timeouts_total", 'kind="write"')
         rss0 = fu.rss_kib(self.srv.proc.pid)
         hog = socket.socket()
         hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         hog.connect(("127.0.0.1", self.mc_port))
         t0 = time.monotonic()
         hog.sendall(b"get " + b" ".join(b"big%d" % (i % 8) for i in range(400)) + b"\r\n")
-        peak, caps = rss0, caps0
-        while time.monotonic() - t0 < 8 and caps == caps0:
+        peak, writes = rss0, writes0
+        while time.monotonic() - t0 < WRITE_MS / 1e3 + 6 and writes == writes0:
             peak = max(peak, fu.rss_kib(self.srv.proc.pid))
-            caps = fu.metric(self.srv, "snowflaked_output_limit_closes_total")
+            writes = fu.labelled(fu.metrics_text(self.srv), "snowflaked_connection_timeouts_total",
+                                 'kind="write"')
             time.sleep(0.05)
         took = time.monotonic() - t0
         hog.close()
-        self.assertEqual(caps, caps0 + 1, "the 400 MB multi-get was not cut at the output limit")
-        self.assertLess(peak - rss0, 24 * 1024, "server RSS grew by %d KiB" % (peak - rss0))
-        fu.figure("never-reading memcached multi-get (400 x 1 MB)", "closed by the output limit "
-                  "after %.2f s, server RSS +%d KiB" % (took, peak - rss0))
+        self.assertEqual(writes, writes0 + 1, "the stalled multi-get was not timed out")
+        self.assertEqual(fu.metric(self.srv, "snowflaked_output_limit_closes_total"), caps0)
+        self.assertLess(peak - rss0, 6 * 1024, "server RSS grew by %d KiB" % (peak - rss0))
+        fu.figure("never-reading memcached multi-get (400 x 1 MB)", "held at the high-water "
+                  "mark, closed by the write timeout after %.2f s, server RSS +%d KiB"
+                  % (took, peak - rss0))
         self.settle()
 
     def test_slowhttptest_three_modes_while_probing_id(self):

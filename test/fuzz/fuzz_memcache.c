@@ -6,8 +6,9 @@
  *
  * Input: byte 0 is a flag byte, the rest is what the client sends.
  *   bits 0-2  how the bytes are cut into reads (fuzz_common.h)
- *   bit 3     slow reader: the peer takes 4 KiB per flush (output piles up, the protocol sees
- *             conn_output_full and yields)
+ *   bit 3     slow reader: the peer takes 4 KiB per flush, and the output's high-water mark is
+ *             1 KiB instead of the configured one (output piles up, the protocol sees
+ *             conn_output_full and yields; a multiget pauses between keys and resumes)
  *   bit 4     tiny store (16 KiB, 4 KiB items, 2 shards): eviction and TOO_LARGE happen
  *   bit 5     the store's shard lock is a mutex instead of the spinlock
  *   bit 6     the connection ends with the peer's FIN instead of a timeout
@@ -33,7 +34,7 @@
 
 static struct {
     cfg config;
-    conn_fake_loop fl;
+    conn_fake_loop fl, fl_tight; /* the configured output limits; a 1 KiB high-water mark */
 } G;
 
 static void sink(const char *data, size_t len, void *arg)
@@ -54,17 +55,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     app_net_config(&G.config, &nc);
     if (conn_fake_loop_init(&G.fl, &nc, &memcache_proto, NULL, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "loop: %s", err);
+    nc.out_high_water = 1024;
+    if (conn_fake_loop_init(&G.fl_tight, &nc, &memcache_proto, NULL, err, sizeof err) != 0)
+        fuzz_fail(__FILE__, __LINE__, "loop: %s", err);
     return 0;
 }
 
-static void check_pools(void)
+static void check_pools(conn_fake_loop *fl)
 {
-    net_loop *l = conn_fake_net_loop(&G.fl);
+    net_loop *l = conn_fake_net_loop(fl);
     FUZZ_CHECK(POOL_LOAD(l->listeners[0].conns.in_use) == 0, "a connection object leaked");
     FUZZ_CHECK(POOL_LOAD(l->chunks.in_use) == 0, "%zu output chunks leaked",
                (size_t)POOL_LOAD(l->chunks.in_use));
     FUZZ_CHECK(POOL_LOAD(l->inbufs.in_use) == 0, "an input buffer leaked");
-    FUZZ_CHECK(atomic_load(&G.fl.server.open_conns) == 0, "open connection count off");
+    FUZZ_CHECK(atomic_load(&fl->server.open_conns) == 0, "open connection count off");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -91,10 +95,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(store != NULL, "cache: %s", err);
     memcache_server *mc = memcache_server_new(store, 1);
     FUZZ_CHECK(mc != NULL, "memcache_server_new failed");
-    conn_fake_set_ctx(&G.fl, mc);
+    conn_fake_loop *fl = (flags & 0x08) ? &G.fl_tight : &G.fl;
+    conn_fake_set_ctx(fl, mc);
 
     conn_fake f;
-    FUZZ_CHECK(conn_fake_open(&G.fl, &f) == 0, "cannot open a connection");
+    FUZZ_CHECK(conn_fake_open(fl, &f) == 0, "cannot open a connection");
     if (flags & 0x08)
         f.write_budget = 4096;
     f.sink = sink;
@@ -116,9 +121,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     conn_fake_free(&f);
 
-    check_pools();
+    check_pools(fl);
     fuzz_store_check(store, sf_clock_now(sf_clock_system()));
-    conn_fake_set_ctx(&G.fl, NULL);
+    conn_fake_set_ctx(fl, NULL);
     memcache_server_free(mc);
     cache_store_free(store);
     return 0;

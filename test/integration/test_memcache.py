@@ -10,7 +10,7 @@ import threading
 import time
 import unittest
 
-from sfharness import Reader, Server, free_port
+from sfharness import Reader, Server, free_port, metric
 
 MAX_ITEM = 65536
 
@@ -617,6 +617,133 @@ class MemcacheSmallBuffers(unittest.TestCase):
         start = time.time()
         self.assertTrue(c.closed(timeout=5))
         self.assertGreater(time.time() - start, 1.0)
+        c.close()
+
+
+class MemcacheStreaming(unittest.TestCase):
+    """A multiget whose values add up to far more than the output limit (8 MiB) streams: the
+    command pauses whenever the output reaches its high-water mark and goes on as the client
+    reads, however the line arrived. The header timeout is short and the reader slow, so a
+    stream that counted as an unfinished command would be cut."""
+
+    VALUES = 10
+    SIZE = 1000 * 1000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port,
+                         "--set", "server.header_timeout_ms=500")
+        c = Client(cls.port)
+        cls.values = {}
+        for i in range(cls.VALUES):
+            key = b"st_%02d" % i
+            value = bytes([65 + i]) * (cls.SIZE - 7) + b"%07d" % i
+            cls.values[key] = value
+            assert c.ask(b"set %s %d 0 %d\r\n%s\r\n" % (key, i, len(value), value)) == \
+                b"STORED\r\n"
+        c.close()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def read_slowly(self, c, keys, with_cas=False):
+        """Reads the answer to a get of `keys` at ~15 MB/s and checks it value by value."""
+        want = b""
+        for k in keys:
+            if k in self.values:
+                want += b"VALUE %s %d %d" % (k, int(k[3:]), self.SIZE)
+                want += b" " if with_cas else b"\r\n"
+        got = bytearray(c.buf)  # values hold no "\r\n": the first END line ends the answer
+        t0 = time.monotonic()
+        while b"END\r\n" not in got:
+            data = c.sock.recv(262144)
+            if not data:
+                self.fail("closed after %d bytes" % len(got))
+            got += data
+            time.sleep(0.015)
+        took = time.monotonic() - t0
+        end = got.index(b"END\r\n") + 5
+        got, c.buf = got[:end], bytes(got[end:])
+        pos, hits = 0, 0
+        for k in keys:
+            if k not in self.values:
+                continue
+            head_end = got.index(b"\r\n", pos)
+            head = bytes(got[pos:head_end]).split()
+            self.assertEqual(head[:4], [b"VALUE", k, b"%d" % int(k[3:]), b"%d" % self.SIZE])
+            self.assertEqual(len(head), 5 if with_cas else 4)
+            start = head_end + 2
+            self.assertEqual(bytes(got[start:start + self.SIZE]), self.values[k], k)
+            self.assertEqual(bytes(got[start + self.SIZE:start + self.SIZE + 2]), b"\r\n")
+            pos = start + self.SIZE + 2
+            hits += 1
+        self.assertEqual(bytes(got[pos:]), b"END\r\n")
+        return hits, took
+
+    def check_alive(self, c, caps0):
+        self.assertTrue(c.ask(b"version\r\n").startswith(b"VERSION "))
+        self.assertEqual(metric(self.srv, "snowflaked_output_limit_closes_total"), caps0)
+
+    def keys(self, rounds=2, misses=0):
+        out = []
+        for r in range(rounds):
+            for i in range(self.VALUES):
+                out.append(b"st_%02d" % i)
+                out += [b"st_miss_%04d_%02d_padding_padding" % (r, i)] * misses
+        return out
+
+    def test_whole_line_in_one_read(self):
+        caps0 = metric(self.srv, "snowflaked_output_limit_closes_total")
+        c = Client(self.port, timeout=20)
+        keys = self.keys()
+        c.send(b"get " + b" ".join(keys) + b"\r\n")
+        hits, took = self.read_slowly(c, keys)
+        self.assertEqual(hits, 20)  # 20 MB through an 8 MiB output limit
+        self.assertGreater(took, 0.6)  # longer than the header timeout
+        self.check_alive(c, caps0)
+        c.close()
+
+    def test_line_cut_across_reads_and_commands_after_it(self):
+        caps0 = metric(self.srv, "snowflaked_output_limit_closes_total")
+        c = Client(self.port, timeout=20)
+        keys = self.keys()
+        line = b"gets " + b" ".join(keys) + b"\r\n"
+        c.send(line[:37])  # cut inside a key: the line completes in the line buffer
+        time.sleep(0.05)
+        c.send(line[37:] + b"get st_03\r\n")  # pipelined behind the paused get
+        hits, _ = self.read_slowly(c, keys, with_cas=True)
+        self.assertEqual(hits, 20)
+        self.assertEqual(self.read_slowly(c, [b"st_03"])[0], 1)
+        self.check_alive(c, caps0)
+        c.close()
+
+    def test_long_line_arriving_in_pieces(self):
+        caps0 = metric(self.srv, "snowflaked_output_limit_closes_total")
+        c = Client(self.port, timeout=20)
+        keys = self.keys(misses=12)
+        line = b"get " + b" ".join(keys) + b"\r\n"
+        self.assertGreater(len(line), 3 * 2048)  # streamed as a long line
+        sender = threading.Thread(target=lambda: [
+            (c.send(line[i:i + 700]), time.sleep(0.01)) for i in range(0, len(line), 700)])
+        sender.start()
+        hits, _ = self.read_slowly(c, keys)
+        sender.join()
+        self.assertEqual(hits, 20)
+        self.check_alive(c, caps0)
+        c.close()
+
+    def test_gat_touches_every_key_of_a_paused_line(self):
+        c = Client(self.port, timeout=20)
+        keys = self.keys(rounds=1)
+        c.send(b"gat 0 " + b" ".join(keys) + b"\r\n")
+        self.assertEqual(self.read_slowly(c, keys)[0], 10)
+        c.send(b"stats\r\n")
+        stats = b""
+        while not stats.endswith(b"END\r\n"):
+            stats += c.line()
+        self.assertRegex(stats.decode(), r"STAT touch_hits 10\r\n")
         c.close()
 
 

@@ -184,10 +184,15 @@ static bool last_is_noreply(const mc_tok *t, size_t nt)
 
 /* ---- retrieval ---------------------------------------------------------------------------- */
 
-/* Answers every space-separated key in p[0..n). false (with the error written) on a key that
- * is too long, as memcached: the values before it stay, no END. */
-static bool get_keys(mc_conn *m, const char *p, size_t n, bool with_cas, bool touch,
-                     uint64_t exp_ms, uint64_t now)
+typedef enum { GET_DONE, GET_FAILED, GET_PAUSED } get_result;
+
+/* Answers the space-separated keys in p[0..n) (as get/gets/gat/gats per m->get_*).
+ * GET_FAILED (with the error written) on a key that is too long, as memcached: the values
+ * before it stay, no END; also when the connection is closing. With `stop`, a value that fills
+ * the output to its high-water mark pauses the command while keys remain: GET_PAUSED with
+ * *stop = the offset of the rest, to be answered once the output drains (conn backpressure), so
+ * a multiget of any size streams through a bounded buffer as memcached's does. */
+static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, size_t *stop)
 {
     cache_store *store = m->srv->store;
     size_t i = 0;
@@ -202,20 +207,30 @@ static bool get_keys(mc_conn *m, const char *p, size_t n, bool with_cas, bool to
         size_t klen = (size_t)(p + i - key);
         if (klen > CACHE_KEY_MAX) {
             conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
-            return false;
+            return GET_FAILED;
         }
-        stat_add(touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1); /* memcached counts so */
+        m->progress = true;
+        stat_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1); /* memcached counts so */
         cache_item *it = cache_get(store, key, klen, now);
-        if (it && touch)
-            cache_touch(store, key, klen, exp_ms, now);
-        if (it) {
-            out_value(m, it, with_cas);
-            cache_item_release(it);
-        }
+        if (!it)
+            continue;
+        if (m->get_touch)
+            cache_touch(store, key, klen, m->get_exp, now);
+        out_value(m, it, m->get_cas);
+        cache_item_release(it);
         if (conn_closing(m->c))
-            return false;
+            return GET_FAILED;
+        if (stop && conn_output_full(m->c)) {
+            size_t next = i;
+            while (next < n && p[next] == ' ')
+                next++;
+            if (next < n) {
+                *stop = next;
+                return GET_PAUSED;
+            }
+        }
     }
-    return true;
+    return GET_DONE;
 }
 
 static void get_end(mc_conn *m)
@@ -258,8 +273,17 @@ static void cmd_get(mc_conn *m, const char *rest, size_t n, bool with_cas, bool 
             s = i + 1;
         }
     }
-    if (get_keys(m, rest, n, with_cas, touch, exp_ms, now))
+    m->get_cas = with_cas;
+    m->get_touch = touch;
+    m->get_exp = exp_ms;
+    size_t stop;
+    get_result r = get_keys(m, rest, n, now, &stop);
+    if (r == GET_DONE)
         get_end(m);
+    else if (r == GET_PAUSED) { /* line_in keeps the rest of the line (get_cont answers it) */
+        m->state = MC_GET_CONT;
+        m->get_stop = rest + stop;
+    }
 }
 
 /* ---- storage ------------------------------------------------------------------------------ */
@@ -675,30 +699,39 @@ static void lbuf_reset(mc_conn *m)
     }
 }
 
-/* Keys of a long get, p[0..n) with no newline: answers those followed by a blank and keeps the
- * unfinished last one in the line buffer. false to close (out of memory). */
-static bool get_stream(mc_conn *m, const char *p, size_t n, uint64_t now)
+/* Keys of a get line, p[0..n) with no newline: answers those followed by a blank and keeps the
+ * unfinished last one in the line buffer. Returns the bytes used (fewer when the output is
+ * full: the rest waits in the input), -1 to close (out of memory). */
+static ssize_t get_stream(mc_conn *m, const char *p, size_t n, uint64_t now)
 {
-    size_t cut = n;
+    size_t cut = n, stop;
     while (cut > 0 && p[cut - 1] != ' ')
         cut--;
-    if (cut && !get_keys(m, p, cut, m->get_cas, false, 0, now)) {
+    get_result r = cut ? get_keys(m, p, cut, now, &stop) : GET_DONE;
+    if (r == GET_PAUSED)
+        return (ssize_t)stop;
+    if (r == GET_FAILED) {
         m->state = MC_SKIP_LINE;
-        return true;
+        return (ssize_t)n;
     }
     if (n - cut > CACHE_KEY_MAX + 1) { /* the unfinished key is already too long ('\r' aside) */
         conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
         m->state = MC_SKIP_LINE;
-        return true;
+        return (ssize_t)n;
     }
-    return lbuf_add(m, p + cut, n - cut);
+    return lbuf_add(m, p + cut, n - cut) ? (ssize_t)n : -1;
 }
 
 /* A NUL byte ends a long get line where it stands (memcached reads the line as a C string): the
- * keys before it are answered, the rest of the line is skipped. Returns the bytes used. */
-static size_t get_nul_end(mc_conn *m, const char *p, const char *nul, uint64_t now)
+ * keys before it are answered, the rest of the line is skipped. Returns the bytes used (fewer
+ * when paused: the rest stays in the input). pausable = p is the connection's input. */
+static size_t get_nul_end(mc_conn *m, const char *p, const char *nul, uint64_t now, bool pausable)
 {
-    if (get_keys(m, p, (size_t)(nul - p), m->get_cas, false, 0, now))
+    size_t stop;
+    get_result r = get_keys(m, p, (size_t)(nul - p), now, pausable ? &stop : NULL);
+    if (r == GET_PAUSED)
+        return stop;
+    if (r == GET_DONE)
         get_end(m);
     m->state = MC_SKIP_LINE;
     return (size_t)(nul - p) + 1;
@@ -718,27 +751,31 @@ static bool long_line(mc_conn *m, uint64_t now)
         return false;
     m->state = MC_GET_CONT;
     m->get_cas = gets;
+    m->get_touch = false;
     m->noreply = false;
     size_t skip = lead + (gets ? 5 : 4);
-    char *line = m->lbuf; /* get_stream refills the buffer: take it over */
-    m->lbuf = NULL;
-    m->llen = m->lcap = 0;
-    const char *nul = memchr(line + skip, '\0', n - skip);
-    bool ok = true;
-    if (nul)
-        get_nul_end(m, line + skip, nul, now);
-    else
-        ok = get_stream(m, line + skip, n - skip, now);
-    free(line);
-    return ok;
+    const char *nul = memchr(m->lbuf + skip, '\0', n - skip);
+    if (nul) { /* an odd line: answered at once from the buffer, without pausing */
+        char *line = m->lbuf;
+        m->lbuf = NULL;
+        m->llen = m->lcap = 0;
+        get_nul_end(m, line + skip, nul, now, false);
+        free(line);
+        return true;
+    }
+    /* The keys stay in the buffer, pending: get_cont answers them with the next read, which
+     * this unterminated line still owes us. */
+    memmove(m->lbuf, m->lbuf + skip, n - skip);
+    m->llen = n - skip;
+    return true;
 }
 
-/* MC_GET_CONT: the rest of a long get line. Returns bytes used, or -1 to close. */
+/* MC_GET_CONT: the rest of a get line. Returns bytes used, or -1 to close. */
 static ssize_t get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, bool *done)
 {
     *done = false;
     size_t used = 0;
-    if (m->llen) { /* finish the key cut by the previous read */
+    if (m->llen) { /* pending keys, the last one cut by the end of a read: complete it */
         size_t k = 0;
         while (k < n && p[k] != ' ' && p[k] != '\n' && p[k] != '\0')
             k++;
@@ -746,19 +783,27 @@ static ssize_t get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, bool 
             return -1;
         used = k;
         if (k == n) {
-            if (m->llen > CACHE_KEY_MAX + 1) {
+            size_t last = 0; /* the cut key so far */
+            while (last < m->llen && m->lbuf[m->llen - 1 - last] != ' ')
+                last++;
+            if (last > CACHE_KEY_MAX + 1) { /* already too long ('\r' aside) */
                 conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
                 lbuf_reset(m);
                 m->state = MC_SKIP_LINE;
             }
             return (ssize_t)used;
         }
-        size_t kl = m->llen;
+        size_t kl = m->llen, stop;
         if (p[k] == '\n' && kl && m->lbuf[kl - 1] == '\r')
             kl--;
-        bool ok = get_keys(m, m->lbuf, kl, m->get_cas, false, 0, now);
+        get_result r = get_keys(m, m->lbuf, kl, now, &stop);
+        if (r == GET_PAUSED) { /* the rest stays pending, its delimiter p[k] in the input */
+            memmove(m->lbuf, m->lbuf + stop, m->llen - stop);
+            m->llen -= stop;
+            return (ssize_t)used;
+        }
         lbuf_reset(m);
-        if (!ok) {
+        if (r == GET_FAILED) {
             m->state = MC_SKIP_LINE;
             return (ssize_t)used;
         }
@@ -774,20 +819,22 @@ static ssize_t get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, bool 
     const char *nl = memchr(p, '\n', n);
     const char *nul = memchr(p, '\0', nl ? (size_t)(nl - p) : n);
     if (nul)
-        return (ssize_t)(used + get_nul_end(m, p, nul, now));
+        return (ssize_t)(used + get_nul_end(m, p, nul, now, true));
     if (nl) {
-        size_t seg = (size_t)(nl - p);
+        size_t seg = (size_t)(nl - p), stop;
         if (seg && p[seg - 1] == '\r')
             seg--;
-        if (get_keys(m, p, seg, m->get_cas, false, 0, now))
+        get_result r = get_keys(m, p, seg, now, &stop);
+        if (r == GET_PAUSED)
+            return (ssize_t)(used + stop);
+        if (r == GET_DONE)
             get_end(m);
         m->state = MC_LINE;
         *done = true;
         return (ssize_t)(used + (size_t)(nl - p) + 1);
     }
-    if (!get_stream(m, p, n, now))
-        return -1;
-    return (ssize_t)(used + n);
+    ssize_t r = get_stream(m, p, n, now);
+    return r < 0 ? -1 : (ssize_t)used + r;
 }
 
 static void mc_open(conn *c)
@@ -811,6 +858,11 @@ static ssize_t line_in(mc_conn *m, const char *p, size_t n, uint64_t now, bool *
             ln--;
         command(m, p, ln, now);
         *done = true;
+        if (m->get_stop) { /* a get paused on a full output: the rest of the line waits */
+            size_t used = (size_t)(m->get_stop - p);
+            m->get_stop = NULL;
+            return (ssize_t)used;
+        }
         return (ssize_t)(nl - p) + 1;
     }
     size_t k = nl ? (size_t)(nl - p) : n;
@@ -825,8 +877,15 @@ static ssize_t line_in(mc_conn *m, const char *p, size_t n, uint64_t now, bool *
     if (ln && m->lbuf[ln - 1] == '\r')
         ln--;
     command(m, m->lbuf, ln, now);
-    lbuf_reset(m);
     *done = true;
+    if (m->get_stop) { /* a get paused on a full output: its other keys stay pending in the */
+        size_t off = (size_t)(m->get_stop - m->lbuf); /* buffer, the newline in the input */
+        m->get_stop = NULL;
+        memmove(m->lbuf, m->lbuf + off, ln - off);
+        m->llen = ln - off;
+        return (ssize_t)k;
+    }
+    lbuf_reset(m);
     return (ssize_t)k + 1;
 }
 
@@ -837,6 +896,7 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
     size_t pos = 0;
     unsigned handled = 0;
     bool yielded = false;
+    m->progress = false;
     while (pos < len && !conn_closing(c)) {
         const char *p = data + pos;
         size_t n = len - pos;
@@ -879,7 +939,7 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
     if (!conn_closing(c)) {
         bool partial = m->state != MC_LINE || m->llen || (pos < len && !yielded);
         if (partial) {
-            if (!m->in_cmd || handled)
+            if (!m->in_cmd || handled || m->progress) /* a long get answering keys is alive */
                 conn_set_timeout(c, CONN_TIMEOUT_HEADER);
             m->in_cmd = true;
         } else if (m->in_cmd || handled) {

@@ -11,7 +11,9 @@
  * ever buffered. A command line longer than 2048 bytes without a newline closes the connection,
  * except get/gets, whose keys are then answered as they arrive (multigets are unbounded, as in
  * memcached). Fairness: at most MEMCACHE_MAX_PIPELINE commands per read, and none while the
- * output is above the high-water mark; the rest waits for a later loop turn.
+ * output is above the high-water mark; the rest waits for a later loop turn. A get/gets/gat/gats
+ * also pauses between keys at the high-water mark and resumes as the output drains, so its
+ * answer streams through a bounded buffer whatever its total size.
  *
  * Threads: the protocol runs on loop threads; memcache_server_new/free on the main thread,
  * before the loops start and after they are joined. Counters are per loop, single writer,

@@ -44,7 +44,8 @@ typedef enum {
     MC_LINE = 0,  /* waiting for a command line */
     MC_DATA,      /* receiving a storage command's data block into m->item */
     MC_SWALLOW,   /* discarding a refused data block */
-    MC_GET_CONT,  /* a long get/gets line: keys are answered as they arrive */
+    MC_GET_CONT,  /* the rest of a get line: keys are answered as they arrive, or as the
+                   * output drains (lbuf: keys not yet answered, the last may be cut) */
     MC_SKIP_LINE, /* discarding the rest of a failed long get line */
 } mc_state;
 
@@ -54,15 +55,18 @@ typedef struct mc_conn {
     memcache_server *srv;
     mc_loop *ml;
     cache_item *item; /* MC_DATA: the unstored item being filled */
-    char *lbuf;       /* a command line (or a get's key) split across reads, owned here */
+    char *lbuf;       /* a command line split across reads, or MC_GET_CONT's pending keys */
     size_t llen, lcap;
     uint64_t cas_in;
     uint64_t need; /* MC_DATA / MC_SWALLOW: bytes still expected (value + "\r\n") */
     uint32_t vlen;
     uint8_t state, mode;
     bool noreply;
-    bool get_cas; /* MC_GET_CONT: gets */
-    bool in_cmd;  /* a command is partly received (the header timeout runs) */
+    bool get_cas, get_touch; /* MC_GET_CONT: gets / gat(s), with get_exp */
+    bool in_cmd;             /* a command is partly received (the header timeout runs) */
+    bool progress;           /* keys were answered in this read (a long get is not idle) */
+    uint64_t get_exp;        /* gat(s): the new expiry */
+    const char *get_stop;    /* set by cmd_get when it pauses: the first key not answered */
     char tail[2]; /* the two bytes after the value: must be "\r\n" */
     /* ms: what the reply after the data block needs, noted when the line is parsed (memcached
      * stashes the same): the return flags O, k, c in request order, the opaque, b and q. */
