@@ -624,7 +624,10 @@ class MemcacheStreaming(unittest.TestCase):
     """A multiget whose values add up to far more than the output limit (8 MiB) streams: the
     command pauses whenever the output reaches its high-water mark and goes on as the client
     reads, however the line arrived. The header timeout is short and the reader slow, so a
-    stream that counted as an unfinished command would be cut."""
+    stream that counted as an unfinished command would be cut; the output limit is the smallest
+    the configuration accepts (high-water mark + one largest value), so a get that wrote one
+    value more than it should before pausing would be cut too. Edge cases around a pause (NUL,
+    CR, a too-long key) must answer exactly what the same bytes in one read answer."""
 
     VALUES = 10
     SIZE = 1000 * 1000
@@ -633,8 +636,10 @@ class MemcacheStreaming(unittest.TestCase):
     def setUpClass(cls):
         cls.port = free_port()
         cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port,
-                         "--set", "server.header_timeout_ms=500")
+                         "--set", "server.header_timeout_ms=500",
+                         "--set", "server.output_limit_bytes=%d" % (262144 + 1048576 + 16384))
         c = Client(cls.port)
+        assert c.ask(b"set sm 7 0 2\r\nsm\r\n") == b"STORED\r\n"
         cls.values = {}
         for i in range(cls.VALUES):
             key = b"st_%02d" % i
@@ -737,13 +742,81 @@ class MemcacheStreaming(unittest.TestCase):
     def test_gat_touches_every_key_of_a_paused_line(self):
         c = Client(self.port, timeout=20)
         keys = self.keys(rounds=1)
-        c.send(b"gat 0 " + b" ".join(keys) + b"\r\n")
+        c.send(b"gat 3600 " + b" ".join(keys) + b"\r\n")
         self.assertEqual(self.read_slowly(c, keys)[0], 10)
         c.send(b"stats\r\n")
         stats = b""
         while not stats.endswith(b"END\r\n"):
             stats += c.line()
         self.assertRegex(stats.decode(), r"STAT touch_hits 10\r\n")
+        for k in keys:  # the expiry reached the keys answered after each pause
+            ttl = int(c.ask(b"mg %s t\r\n" % k).split()[1][1:])
+            self.assertTrue(3590 <= ttl <= 3600, (k, ttl))
+            self.assertEqual(c.ask(b"touch %s 0\r\n" % k), b"TOUCHED\r\n")
+        c.close()
+
+    def answer(self, *reads):
+        """What the server answers to `reads` sent apart (each then has time to be read as
+        one), up to the reply of a final `version`; values shortened to their last 7 bytes."""
+        c = Client(self.port, timeout=20)
+        for r in reads[:-1]:
+            c.send(r)
+            time.sleep(0.1)
+        c.send(reads[-1] + b"version\r\n")
+        out = []
+        while True:
+            ln = c.line()
+            if ln.startswith(b"VERSION "):
+                break
+            if ln.startswith(b"VALUE "):
+                ln += c.read(int(ln.split()[3]) + 2)[-9:]
+            out.append(ln)
+        c.close()
+        return out
+
+    def test_edge_cases_at_a_pause_answer_as_in_one_read(self):
+        big = b"VALUE st_00 0 1000000\r\n0000000\r\n"
+        big1 = b"VALUE st_01 1 1000000\r\n0000001\r\n"
+        small = b"VALUE sm 7 2\r\nsm\r\n"
+        err = b"CLIENT_ERROR bad command line format\r\n"
+        end = b"END\r\n"
+        pad = b" ".join(b"miss_padding_%04d" % i for i in range(150))  # a long line
+        cases = [
+            # a NUL ends the line, in a line completed across reads and in a long line
+            ((b"get st_00 y", b"\0 st_01\r\n"), [big, end]),
+            ((b"get st_00 " + pad + b" st_01 \0 st_02", b"\r\n"), [big, big1, end]),
+            # "\r\r\n": the key is "st_01\r" (a miss), whether or not the line was cut
+            ((b"get st_00 st_01\r", b"\r\n"), [big, end]),
+            # the last pending key fills the output; the next one waits for it to drain
+            ((b"get " + pad + b" st_0", b"0 st_01\r\n"), [big, big1, end]),
+        ]
+        for reads, want in cases:
+            with self.subTest(reads[0][:30]):
+                self.assertEqual(self.answer(b"".join(reads)), want)  # in one read
+                self.assertEqual(self.answer(*reads), want)
+        # A too-long key in a long line arriving in pieces: the values before it, then the
+        # error, wherever the reads are cut (in one read memcached answers the error alone).
+        line = b"get " + b"sm " * 700 + b"z" * 300 + b"\r\n"
+        self.assertEqual(self.answer(line), [err])
+        for cuts in ((2154, 2400), (2110, 2390), (2300, 2404)):  # z from 2104 to 2404
+            with self.subTest(cuts=cuts):
+                self.assertEqual(self.answer(line[:cuts[0]], line[cuts[0]:cuts[1]],
+                                             line[cuts[1]:]), [small] * 700 + [err])
+
+    def test_a_trickled_long_line_still_has_a_deadline(self):
+        c = Client(self.port)
+        c.send(b"get " + b"miss " * 450)  # > 2048 bytes and no newline: a long get
+        t0 = time.monotonic()
+        closed = False
+        while time.monotonic() - t0 < 3 and not closed:
+            time.sleep(0.2)
+            try:
+                c.send(b"k ")  # keys answered (misses) are not progress of a stalled output
+            except OSError:
+                closed = True
+            closed = closed or c.closed(timeout=0.01)
+        self.assertTrue(closed)
+        self.assertLess(time.monotonic() - t0, 2)  # the 500 ms header deadline
         c.close()
 
 

@@ -209,7 +209,6 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
             conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
             return GET_FAILED;
         }
-        m->progress = true;
         stat_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1); /* memcached counts so */
         cache_item *it = cache_get(store, key, klen, now);
         if (!it)
@@ -226,6 +225,7 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
                 next++;
             if (next < n) {
                 *stop = next;
+                m->get_paused = true;
                 return GET_PAUSED;
             }
         }
@@ -724,11 +724,11 @@ static ssize_t get_stream(mc_conn *m, const char *p, size_t n, uint64_t now)
 
 /* A NUL byte ends a long get line where it stands (memcached reads the line as a C string): the
  * keys before it are answered, the rest of the line is skipped. Returns the bytes used (fewer
- * when paused: the rest stays in the input). pausable = p is the connection's input. */
-static size_t get_nul_end(mc_conn *m, const char *p, const char *nul, uint64_t now, bool pausable)
+ * when paused: the rest stays in the input). */
+static size_t get_nul_end(mc_conn *m, const char *p, const char *nul, uint64_t now)
 {
     size_t stop;
-    get_result r = get_keys(m, p, (size_t)(nul - p), now, pausable ? &stop : NULL);
+    get_result r = get_keys(m, p, (size_t)(nul - p), now, &stop);
     if (r == GET_PAUSED)
         return stop;
     if (r == GET_DONE)
@@ -739,7 +739,7 @@ static size_t get_nul_end(mc_conn *m, const char *p, const char *nul, uint64_t n
 
 /* A line of more than MEMCACHE_LINE_MAX bytes and no newline yet, all in the line buffer: a long
  * multiget continues as MC_GET_CONT; anything else closes the connection (memcached alike). */
-static bool long_line(mc_conn *m, uint64_t now)
+static bool long_line(mc_conn *m)
 {
     size_t lead = 0, n = m->llen;
     while (lead < n && m->lbuf[lead] == ' ')
@@ -755,14 +755,9 @@ static bool long_line(mc_conn *m, uint64_t now)
     m->noreply = false;
     size_t skip = lead + (gets ? 5 : 4);
     const char *nul = memchr(m->lbuf + skip, '\0', n - skip);
-    if (nul) { /* an odd line: answered at once from the buffer, without pausing */
-        char *line = m->lbuf;
-        m->lbuf = NULL;
-        m->llen = m->lcap = 0;
-        get_nul_end(m, line + skip, nul, now, false);
-        free(line);
-        return true;
-    }
+    if (nul) /* the line ends there (memcached reads it as a C string) */
+        n = (size_t)(nul - m->lbuf);
+    m->get_nul = nul != NULL;
     /* The keys stay in the buffer, pending: get_cont answers them with the next read, which
      * this unterminated line still owes us. */
     memmove(m->lbuf, m->lbuf + skip, n - skip);
@@ -770,11 +765,37 @@ static bool long_line(mc_conn *m, uint64_t now)
     return true;
 }
 
-/* MC_GET_CONT: the rest of a get line. Returns bytes used, or -1 to close. */
+/* Answers the pending keys lbuf[0..kl) (complete ones). Paused, the rest stays pending;
+ * otherwise the buffer is emptied. */
+static get_result pending_keys(mc_conn *m, size_t kl, uint64_t now)
+{
+    size_t stop;
+    get_result r = get_keys(m, m->lbuf, kl, now, &stop);
+    if (r == GET_PAUSED) {
+        memmove(m->lbuf, m->lbuf + stop, m->llen - stop);
+        m->llen -= stop;
+    } else {
+        lbuf_reset(m);
+    }
+    return r;
+}
+
+/* MC_GET_CONT: the rest of a get line. Returns bytes used, or -1 to close. A pause returns
+ * with input left over (mc_data yields until the output drains, then calls again). */
 static ssize_t get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, bool *done)
 {
     *done = false;
     size_t used = 0;
+    if (m->get_nul) { /* a long line cut by a NUL: its pending keys, END, the rest skipped */
+        get_result r = pending_keys(m, m->llen, now);
+        if (r == GET_PAUSED)
+            return 0;
+        m->get_nul = false;
+        if (r == GET_DONE)
+            get_end(m);
+        m->state = MC_SKIP_LINE;
+        return 0;
+    }
     if (m->llen) { /* pending keys, the last one cut by the end of a read: complete it */
         size_t k = 0;
         while (k < n && p[k] != ' ' && p[k] != '\n' && p[k] != '\0')
@@ -786,23 +807,18 @@ static ssize_t get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, bool 
             size_t last = 0; /* the cut key so far */
             while (last < m->llen && m->lbuf[m->llen - 1 - last] != ' ')
                 last++;
-            if (last > CACHE_KEY_MAX + 1) { /* already too long ('\r' aside) */
-                conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
-                lbuf_reset(m);
-                m->state = MC_SKIP_LINE;
-            }
+            /* Too long already ('\r' aside): kept at a length get_keys refuses once the key
+             * ends, after answering the keys before it (as when the line comes at once). */
+            if (last > CACHE_KEY_MAX + 2)
+                m->llen -= last - (CACHE_KEY_MAX + 2);
             return (ssize_t)used;
         }
-        size_t kl = m->llen, stop;
+        size_t kl = m->llen;
         if (p[k] == '\n' && kl && m->lbuf[kl - 1] == '\r')
             kl--;
-        get_result r = get_keys(m, m->lbuf, kl, now, &stop);
-        if (r == GET_PAUSED) { /* the rest stays pending, its delimiter p[k] in the input */
-            memmove(m->lbuf, m->lbuf + stop, m->llen - stop);
-            m->llen -= stop;
+        get_result r = pending_keys(m, kl, now);
+        if (r == GET_PAUSED) /* the rest stays pending, its delimiter p[k] in the input */
             return (ssize_t)used;
-        }
-        lbuf_reset(m);
         if (r == GET_FAILED) {
             m->state = MC_SKIP_LINE;
             return (ssize_t)used;
@@ -815,11 +831,13 @@ static ssize_t get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, bool 
         }
         p += k;
         n -= k;
+        if (conn_output_full(m->c)) /* the last pending key filled it: the blank stays */
+            return (ssize_t)used;
     }
     const char *nl = memchr(p, '\n', n);
     const char *nul = memchr(p, '\0', nl ? (size_t)(nl - p) : n);
     if (nul)
-        return (ssize_t)(used + get_nul_end(m, p, nul, now, true));
+        return (ssize_t)(used + get_nul_end(m, p, nul, now));
     if (nl) {
         size_t seg = (size_t)(nl - p), stop;
         if (seg && p[seg - 1] == '\r')
@@ -869,7 +887,7 @@ static ssize_t line_in(mc_conn *m, const char *p, size_t n, uint64_t now, bool *
     if (!lbuf_add(m, p, k))
         return -1;
     if (!nl) {
-        if (m->llen > MEMCACHE_LINE_MAX && !long_line(m, now))
+        if (m->llen > MEMCACHE_LINE_MAX && !long_line(m))
             return -1;
         return (ssize_t)n;
     }
@@ -881,8 +899,11 @@ static ssize_t line_in(mc_conn *m, const char *p, size_t n, uint64_t now, bool *
     if (m->get_stop) { /* a get paused on a full output: its other keys stay pending in the */
         size_t off = (size_t)(m->get_stop - m->lbuf); /* buffer, the newline in the input */
         m->get_stop = NULL;
-        memmove(m->lbuf, m->lbuf + off, ln - off);
-        m->llen = ln - off;
+        /* The line as command() read it: up to a NUL; with its '\r', stripped once later. */
+        const char *nul = memchr(m->lbuf + off, '\0', ln - off);
+        size_t keep = nul ? (size_t)(nul - m->lbuf) - off : m->llen - off;
+        memmove(m->lbuf, m->lbuf + off, keep);
+        m->llen = keep;
         return (ssize_t)k;
     }
     lbuf_reset(m);
@@ -896,7 +917,8 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
     size_t pos = 0;
     unsigned handled = 0;
     bool yielded = false;
-    m->progress = false;
+    bool resumed = m->get_paused; /* the client read what a paused get had queued */
+    m->get_paused = false;
     while (pos < len && !conn_closing(c)) {
         const char *p = data + pos;
         size_t n = len - pos;
@@ -939,7 +961,7 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
     if (!conn_closing(c)) {
         bool partial = m->state != MC_LINE || m->llen || (pos < len && !yielded);
         if (partial) {
-            if (!m->in_cmd || handled || m->progress) /* a long get answering keys is alive */
+            if (!m->in_cmd || handled || resumed) /* a draining get is not a slowloris */
                 conn_set_timeout(c, CONN_TIMEOUT_HEADER);
             m->in_cmd = true;
         } else if (m->in_cmd || handled) {

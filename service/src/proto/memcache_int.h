@@ -64,7 +64,8 @@ typedef struct mc_conn {
     bool noreply;
     bool get_cas, get_touch; /* MC_GET_CONT: gets / gat(s), with get_exp */
     bool in_cmd;             /* a command is partly received (the header timeout runs) */
-    bool progress;           /* keys were answered in this read (a long get is not idle) */
+    bool get_paused;         /* a get paused on a full output (its resumption is progress) */
+    bool get_nul;            /* MC_GET_CONT: the pending keys end the line (a NUL cut it) */
     uint64_t get_exp;        /* gat(s): the new expiry */
     const char *get_stop;    /* set by cmd_get when it pauses: the first key not answered */
     char tail[2]; /* the two bytes after the value: must be "\r\n" */
