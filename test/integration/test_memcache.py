@@ -787,6 +787,10 @@ class MemcacheStreaming(unittest.TestCase):
             ((b"get st_00 " + pad + b" st_01 \0 st_02", b"\r\n"), [big, big1, end]),
             # "\r\r\n": the key is "st_01\r" (a miss), whether or not the line was cut
             ((b"get st_00 st_01\r", b"\r\n"), [big, end]),
+            ((b"get st_00 sm\r", b"\0\r\n"), [big, end]),  # "\r" then NUL: "sm\r" too
+            # a get line that names no key is an ERROR, also when it streams as a long line
+            ((b"get " + b" " * 2100, b" " * 900 + b"\r\n"), [b"ERROR\r\n"]),
+            ((b"get \0" + b"x" * 2100, b"\r\n"), [b"ERROR\r\n"]),
             # the last pending key fills the output; the next one waits for it to drain
             ((b"get " + pad + b" st_0", b"0 st_01\r\n"), [big, big1, end]),
         ]
@@ -802,6 +806,17 @@ class MemcacheStreaming(unittest.TestCase):
             with self.subTest(cuts=cuts):
                 self.assertEqual(self.answer(line[:cuts[0]], line[cuts[0]:cuts[1]],
                                              line[cuts[1]:]), [small] * 700 + [err])
+
+    def test_a_reader_pausing_longer_than_the_header_timeout(self):
+        # The get's line is all here: the client owes nothing, so only the write timeout
+        # (30 s) governs it, not the 500 ms header timeout.
+        c = Client(self.port, timeout=20)
+        keys = self.keys(rounds=1)
+        c.send(b"get " + b" ".join(keys) + b"\r\n")
+        time.sleep(1.5)
+        self.assertEqual(self.read_slowly(c, keys)[0], 10)
+        self.assertTrue(c.ask(b"version\r\n").startswith(b"VERSION "))
+        c.close()
 
     def test_a_trickled_long_line_still_has_a_deadline(self):
         c = Client(self.port)

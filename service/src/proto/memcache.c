@@ -205,6 +205,7 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         while (i < n && p[i] != ' ')
             i++;
         size_t klen = (size_t)(p + i - key);
+        m->get_any = true;
         if (klen > CACHE_KEY_MAX) {
             conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
             return GET_FAILED;
@@ -233,9 +234,14 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
     return GET_DONE;
 }
 
+/* The end of a get's answer; a get line that named no key is an ERROR (as when it comes in one
+ * read: cmd_get), also when it was streamed as a long line. */
 static void get_end(mc_conn *m)
 {
-    conn_write(m->c, "END\r\n", 5);
+    if (m->get_any)
+        conn_write(m->c, "END\r\n", 5);
+    else
+        conn_write(m->c, "ERROR\r\n", 7);
 }
 
 /* get/gets <key>*, gat/gats <exptime> <key>*: `rest` is the line after the command name. */
@@ -276,6 +282,7 @@ static void cmd_get(mc_conn *m, const char *rest, size_t n, bool with_cas, bool 
     m->get_cas = with_cas;
     m->get_touch = touch;
     m->get_exp = exp_ms;
+    m->get_any = true; /* "gat <exptime>" without a key answers END */
     size_t stop;
     get_result r = get_keys(m, rest, n, now, &stop);
     if (r == GET_DONE)
@@ -752,6 +759,7 @@ static bool long_line(mc_conn *m)
     m->state = MC_GET_CONT;
     m->get_cas = gets;
     m->get_touch = false;
+    m->get_any = false;
     m->noreply = false;
     size_t skip = lead + (gets ? 5 : 4);
     const char *nul = memchr(m->lbuf + skip, '\0', n - skip);
@@ -904,6 +912,7 @@ static ssize_t line_in(mc_conn *m, const char *p, size_t n, uint64_t now, bool *
         size_t keep = nul ? (size_t)(nul - m->lbuf) - off : m->llen - off;
         memmove(m->lbuf, m->lbuf + off, keep);
         m->llen = keep;
+        m->get_nul = nul != NULL; /* then the keys are all there is: a '\r' is part of one */
         return (ssize_t)k;
     }
     lbuf_reset(m);
@@ -960,6 +969,11 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
     }
     if (!conn_closing(c)) {
         bool partial = m->state != MC_LINE || m->llen || (pos < len && !yielded);
+        /* A get paused on our output with its whole line here owes us nothing: not a partial
+         * command (the write timeout governs a client that stops reading; a header deadline
+         * would be stale by the time the output drains). */
+        if (partial && yielded && m->state == MC_GET_CONT && memchr(data + pos, '\n', len - pos))
+            partial = false;
         if (partial) {
             if (!m->in_cmd || handled || resumed) /* a draining get is not a slowloris */
                 conn_set_timeout(c, CONN_TIMEOUT_HEADER);

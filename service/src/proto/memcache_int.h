@@ -66,6 +66,7 @@ typedef struct mc_conn {
     bool in_cmd;             /* a command is partly received (the header timeout runs) */
     bool get_paused;         /* a get paused on a full output (its resumption is progress) */
     bool get_nul;            /* MC_GET_CONT: the pending keys end the line (a NUL cut it) */
+    bool get_any;            /* MC_GET_CONT: the line named a key (else it ends in ERROR) */
     uint64_t get_exp;        /* gat(s): the new expiry */
     const char *get_stop;    /* set by cmd_get when it pauses: the first key not answered */
     char tail[2]; /* the two bytes after the value: must be "\r\n" */
