@@ -38,13 +38,8 @@ foreach(_t IN LISTS _sf_fuzz_existing)
   endif()
 endforeach()
 
-# Test support: a net loop without sockets and hand-fed connections (service/src/net/conn_fake.h).
-add_library(sf_conn_fake STATIC service/src/net/conn_fake.c)
-target_link_libraries(sf_conn_fake PUBLIC sf_net)
-target_compile_options(sf_conn_fake PRIVATE -fsanitize=fuzzer-no-link,${SF_FUZZ_SANITIZERS}
-                                            ${SF_FUZZ_FLAGS})
-sf_strict(sf_conn_fake)
-
+# sf_conn_fake (the connections without sockets the protocol harnesses feed) is one of the
+# libraries above: defined in CMakeLists.txt, instrumented by the loop like the rest.
 set(_sf_fuzz_libs_http sf_conn_fake sf_wiring sf_app sf_config)
 set(_sf_fuzz_libs_memcache sf_conn_fake sf_wiring sf_app sf_config)
 set(_sf_fuzz_libs_config sf_config)

@@ -186,6 +186,8 @@ static int process(conn_fake *f)
         ssize_t used = c->proto->on_data(c, buf, len);
         f->turns++;
         free(buf);
+        if (c->out.pending > f->max_pending)
+            f->max_pending = c->out.pending;
         if (c->flags & CONN_CLOSING)
             return CONN_FAKE_CLOSED;
         if (used == PROTO_CLOSE || used < 0) {
@@ -275,6 +277,12 @@ int conn_fake_timeout(conn_fake *f)
     if (!flush_out(f))
         return CONN_FAKE_CLOSED;
     return state_of(f);
+}
+
+void conn_fake_flush_all(conn_fake *f)
+{
+    if (!(f->c->flags & CONN_CLOSING))
+        write_out(f, SIZE_MAX);
 }
 
 void conn_fake_peer_eof(conn_fake *f)

@@ -53,6 +53,10 @@ typedef struct conn_fake {
     void *sink_arg;
     uint64_t bytes_out;
     unsigned turns; /* on_data calls made */
+    /* The most output ever queued on the connection at once: taken after each on_data call,
+     * before the flush, i.e. what the protocol added in one turn on top of what the peer had not
+     * read yet. A test of a protocol's backpressure bounds it. */
+    size_t max_pending;
 } conn_fake;
 
 /* Results of conn_fake_feed / conn_fake_timeout. */
@@ -96,6 +100,10 @@ int conn_fake_feed(conn_fake *f, const void *data, size_t len);
 /* The armed timer fires (header or idle timeout): the protocol's on_timeout, then the close
  * after the flush, as on_timer does. A write or drain timer just closes. */
 int conn_fake_timeout(conn_fake *f);
+/* The peer reads everything queued (whatever write_budget says), as a peer that finally catches
+ * up would. Kept input is not offered again: conn_fake_feed does that before its next read.
+ * Nothing on a connection closed at once (its output is dropped, as conn_close does). */
+void conn_fake_flush_all(conn_fake *f);
 /* The peer's FIN: once everything asked was answered and sent, the close (settle). */
 void conn_fake_peer_eof(conn_fake *f);
 /* Closes (if not closed yet), calls the protocol's on_close and returns the memory to the
