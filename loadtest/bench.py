@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, free_port, wait_port
+from benchlib import ROOT, free_port, rss_kib, wait_port
 
 PEER_PACKAGES = ("nginx libnginx-mod-http-echo memcached libjemalloc-dev libgoogle-perftools-dev "
                  "libmimalloc-dev")
@@ -312,20 +312,12 @@ def section_alloc(b):
                 sets.append(figures(b.load(srv, ["--mode", "memcache", "-c", "50", "--mc-ratio",
                                                  "0:100", "--keys", "200000", "--value-size",
                                                  "300"], "127.0.0.1:%d" % srv["memcache"])))
-                rss.append(rss_mib(srv["pid"]))
+                rss.append(rss_kib(srv["pid"]) / 1024)
             finally:
                 b.stop(srv["proc"])
         c, s = median_figures(cpr), median_figures(sets)
         print("%-10s | %10.0f %12.2f | %10.0f %12.2f | %10.1f" % (
             alloc, c[0], c[2], s[0], s[2], statistics.median(rss)), flush=True)
-
-
-def rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def machine():

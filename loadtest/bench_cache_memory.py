@@ -15,15 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import ROOT, free_port, wait_port
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+from benchlib import ROOT, free_port, rss_kib, wait_port
 
 
 

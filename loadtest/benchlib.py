@@ -13,6 +13,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def rss_kib(pid):
+    """The resident set size of process pid in KiB (VmRSS), 0 when /proc does not say."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def wait_port(port):
     for _ in range(200):
         try:

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import sfharness  # noqa: E402
 from sfharness import (Reader, Server, free_port, get, metric, request,  # noqa: E402,F401
-                       wait_quiet)
+                       rss_kib, wait_quiet)
 
 SFLOAD = os.environ.get("SFLOAD_BIN", "")
 EPOCH_MS = 1577836800000  # snowflake.epoch default, 2020-01-01T00:00:00Z
@@ -108,14 +108,6 @@ def end_process(proc, timeout=10):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def open_fds(pid):

@@ -33,6 +33,7 @@
 #include "cache/store.h"
 #include "config/config.h"
 #include "fuzz_common.h"
+#include "fuzz_conn.h"
 #include "http/http.h"
 #include "net/conn_fake.h"
 #include "snowflake/clock.h"
@@ -178,22 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (flags & 0x08)
         f.write_budget = 4096;
 
-    fuzz_splitter sp;
-    fuzz_splitter_init(&sp, flags, len);
-    int rc = CONN_FAKE_OK;
-    for (size_t off = 0; off < len && rc == CONN_FAKE_OK;) {
-        size_t n = fuzz_next_read(&sp, len - off);
-        rc = conn_fake_feed(&f, in + off, n);
-        off += n;
-    }
-    FUZZ_CHECK(rc != CONN_FAKE_STUCK, "HTTP yielded without progress (busy loop)");
-    FUZZ_CHECK(rc != CONN_FAKE_BAD, "HTTP consumed more than it was given");
-    if (rc == CONN_FAKE_OK) {
-        if (eof)
-            conn_fake_peer_eof(&f);
-        if (!conn_fake_closed(&f))
-            conn_fake_timeout(&f); /* header timeout (408) or idle close */
-    }
+    fuzz_converse(&f, in, len, flags, eof, "HTTP"); /* a timeout: 408 or the idle close */
     conn_fake_free(&f);
 
     if (oc.total > 0) {

@@ -28,6 +28,7 @@
 #include "cache/store.h"
 #include "config/config.h"
 #include "fuzz_common.h"
+#include "fuzz_conn.h"
 #include "net/conn_fake.h"
 #include "proto/memcache.h"
 #include "snowflake/clock.h"
@@ -103,22 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (flags & 0x08)
         f.write_budget = 4096;
     f.sink = sink;
-    fuzz_splitter sp;
-    fuzz_splitter_init(&sp, flags, len);
-    int rc = CONN_FAKE_OK;
-    for (size_t off = 0; off < len && rc == CONN_FAKE_OK;) {
-        size_t n = fuzz_next_read(&sp, len - off);
-        rc = conn_fake_feed(&f, in + off, n);
-        off += n;
-    }
-    FUZZ_CHECK(rc != CONN_FAKE_STUCK, "memcache yielded without progress (busy loop)");
-    FUZZ_CHECK(rc != CONN_FAKE_BAD, "memcache consumed more than it was given");
-    if (rc == CONN_FAKE_OK) {
-        if (flags & 0x40)
-            conn_fake_peer_eof(&f);
-        if (!conn_fake_closed(&f))
-            conn_fake_timeout(&f);
-    }
+    fuzz_converse(&f, in, len, flags, flags & 0x40, "memcache");
     conn_fake_free(&f);
 
     check_pools(fl);

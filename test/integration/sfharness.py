@@ -169,6 +169,15 @@ def request(server, raw, head_only=False):
         return Reader(s).response(head_only)
 
 
+def rss_kib(pid):
+    """The resident set size of process pid in KiB (VmRSS), 0 when /proc does not say."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def metric(server, name):
     """The value of an unlabelled metric from /metrics."""
     text = request(server, get("/metrics")).body.decode()

@@ -6,20 +6,12 @@ import socket
 import time
 import unittest
 
-from sfharness import Reader, Server, free_port, get, request, wait_quiet
+from sfharness import Reader, Server, free_port, get, request, rss_kib, wait_quiet
 
 
 def post(path, body, extra=""):
     return (b"POST %s HTTP/1.1\r\nHost: t\r\n%sContent-Length: %d\r\n\r\n" %
             (path.encode(), extra.encode(), len(body))) + body
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class HttpEcho(unittest.TestCase):
