@@ -188,10 +188,10 @@ typedef enum { GET_DONE, GET_FAILED, GET_PAUSED } get_result;
 
 /* Answers the space-separated keys in p[0..n) (as get/gets/gat/gats per m->get_*).
  * GET_FAILED (with the error written) on a key that is too long, as memcached: the values
- * before it stay, no END; also when the connection is closing. With `stop`, a value that fills
- * the output to its high-water mark pauses the command while keys remain: GET_PAUSED with
- * *stop = the offset of the rest, to be answered once the output drains (conn backpressure), so
- * a multiget of any size streams through a bounded buffer as memcached's does. */
+ * before it stay, no END; also when the connection is closing. A value that fills the output to
+ * its high-water mark pauses the command while keys remain: GET_PAUSED with *stop = the offset
+ * of the rest, to be answered once the output drains (conn backpressure), so a multiget of any
+ * size streams through a bounded buffer as memcached's does. */
 static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, size_t *stop)
 {
     cache_store *store = m->srv->store;
@@ -220,7 +220,7 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         cache_item_release(it);
         if (conn_closing(m->c))
             return GET_FAILED;
-        if (stop && conn_output_full(m->c)) {
+        if (conn_output_full(m->c)) {
             size_t next = i;
             while (next < n && p[next] == ' ')
                 next++;
