@@ -1,27 +1,53 @@
+/* The connection lifecycle (conn.h): phases, input, output, timers and closing, written once for
+ * every transport (transport.h). */
 #include "net/conn.h"
 
-#include <errno.h>
+#include <assert.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include "net/loop.h"
+#include "net/transport.h"
 
 #define CONN_WRITE_IOV 4 /* uv_write copies up to 4 buffers without allocating */
 #define CONN_TRY_IOV   64
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
+static void advance(conn *c);
+static void release_input(conn *c);
+
 static const net_config *config_of(const conn *c)
 {
     return &c->loop->server->cfg;
 }
 
-static void flush(conn *c);
-static void process(conn *c, const char *data, size_t len);
+/* ---- phases ------------------------------------------------------------------------------- */
 
-/* ---- timers ------------------------------------------------------------------------------ */
+const char *conn_phase_name(conn_phase p)
+{
+    static const char *const names[] = {"open", "processing", "ending", "lingering", "closing"};
+    return (unsigned)p < sizeof names / sizeof *names ? names[p] : "?";
+}
+
+/* Every phase change passes here; the asserts are the lifecycle's rules (conn.h's diagram). */
+static void set_phase(conn *c, conn_phase to)
+{
+    conn_phase from = (conn_phase)c->phase;
+    switch (to) {
+    case CONN_OPEN: assert(from == CONN_PROCESSING); break;
+    case CONN_PROCESSING: assert(from == CONN_OPEN); break;
+    case CONN_ENDING: assert(from == CONN_OPEN || from == CONN_PROCESSING); break;
+    case CONN_LINGERING:
+        assert(from == CONN_ENDING && c->out.pending == 0 && c->inflight == 0);
+        break;
+    case CONN_CLOSING: assert(from != CONN_CLOSING); break;
+    }
+    assert(to != CONN_ENDING || c->in_len == 0); /* nothing after the last response is read */
+    (void)from;
+    c->phase = (uint8_t)to;
+}
+
+/* ---- timers ------------------------------------------------------------------------------- */
 
 static uint32_t timeout_ms(const conn *c, conn_timeout_kind kind)
 {
@@ -33,96 +59,121 @@ static uint32_t timeout_ms(const conn *c, conn_timeout_kind kind)
     }
 }
 
+static uint64_t now_ms(const conn *c)
+{
+    return uv_now(&c->loop->uv);
+}
+
 static void arm(conn *c, conn_timeout_kind kind, uint64_t deadline)
 {
-    c->timer_kind = kind;
+    c->timer_kind = (uint8_t)kind;
     wheel_add(&c->loop->wheel, &c->timer, deadline);
     net_loop_arm_wheel(c->loop, deadline);
 }
 
 void conn_set_timeout(conn *c, conn_timeout_kind kind)
 {
-    if (c->flags & (CONN_CLOSING | CONN_SHUTDOWN))
+    if (c->phase >= CONN_LINGERING)
         return;
-    uint64_t deadline = uv_now(&c->loop->uv) + timeout_ms(c, kind);
+    uint64_t deadline = now_ms(c) + timeout_ms(c, kind);
     if (kind != CONN_TIMEOUT_WRITE) {
-        c->phase = kind;
-        c->phase_deadline = deadline;
+        c->wait_kind = (uint8_t)kind;
+        c->wait_deadline = deadline;
         if (c->inflight) /* a write is pending: its timeout stays armed until it completes */
             return;
-        /* Already armed for this phase, earlier: leave the wheel alone; on_timer moves the
-         * timer to phase_deadline when it fires. One wheel operation per timeout period
-         * instead of one or two per request. */
+        /* Already armed for this wait, earlier: leave the wheel alone; on_timer moves the timer
+         * to wait_deadline when it fires. One wheel operation per timeout period instead of one
+         * or two per request. */
         if (c->timer_kind == kind && c->timer.next && c->timer.expire_at <= deadline)
             return;
     }
     arm(c, kind, deadline);
 }
 
+/* A write completed and nothing more is queued: the connection waits for its peer again. A
+ * keep-alive connection is idle from now on, not from when its last request ended (a long
+ * response would otherwise end in an instant close); a request head keeps its deadline. */
+static void restore_wait_timer(conn *c)
+{
+    if (c->wait_kind == CONN_TIMEOUT_IDLE)
+        conn_set_timeout(c, CONN_TIMEOUT_IDLE);
+    else
+        arm(c, (conn_timeout_kind)c->wait_kind, c->wait_deadline);
+}
+
 static void on_timer(wheel_timer *t)
 {
     conn *c = container_of(t, conn, timer);
-    if (c->flags & CONN_CLOSING)
+    conn_timeout_kind kind = (conn_timeout_kind)c->timer_kind;
+    if (c->phase < CONN_LINGERING && kind != CONN_TIMEOUT_WRITE && kind == c->wait_kind &&
+        c->wait_deadline > now_ms(c)) {
+        arm(c, kind, c->wait_deadline); /* extended since armed (conn_set_timeout) */
         return;
-    if (c->flags & CONN_SHUTDOWN) { /* the half-closed peer had its chance to read */
+    }
+    conn_expire(c);
+}
+
+void conn_expire(conn *c)
+{
+    if (c->phase == CONN_CLOSING)
+        return;
+    if (c->phase == CONN_LINGERING) { /* the half-closed peer had its chance to read */
         conn_close(c);
         return;
     }
-    conn_timeout_kind kind = c->timer_kind;
-    if (kind != CONN_TIMEOUT_WRITE && kind == c->phase &&
-        c->phase_deadline > uv_now(&c->loop->uv)) {
-        arm(c, kind, c->phase_deadline); /* extended since armed (conn_set_timeout) */
-        return;
-    }
+    assert(c->phase != CONN_PROCESSING);
+    conn_timeout_kind kind = (conn_timeout_kind)c->timer_kind;
     if (kind == CONN_TIMEOUT_IDLE && (c->in_len || (c->flags & CONN_PENDING))) {
         conn_set_timeout(c, CONN_TIMEOUT_IDLE); /* requests are waiting: not idle */
         return;
     }
     NET_STAT_ADD(c->loop->stats.timeouts[kind], 1);
-    if (kind == CONN_TIMEOUT_WRITE || (c->flags & CONN_CLOSE_AFTER_FLUSH)) {
+    if (kind == CONN_TIMEOUT_WRITE || c->phase == CONN_ENDING) {
         conn_close(c); /* the peer does not read: nothing more to say */
         return;
     }
+    /* The protocol may say a last word (408); its output is flushed as after on_data. */
+    set_phase(c, CONN_PROCESSING);
     if (c->proto->on_timeout)
         c->proto->on_timeout(c, kind);
-    conn_close_after_flush(c);
-    if (!(c->flags & CONN_CLOSING) && !(c->flags & CONN_SHUTDOWN))
-        arm(c, CONN_TIMEOUT_WRITE, uv_now(&c->loop->uv) + timeout_ms(c, CONN_TIMEOUT_WRITE));
-}
-
-/* ---- reading ------------------------------------------------------------------------------ */
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)suggested;
-    conn *c = h->data;
-    /* One buffer per loop: libuv calls alloc and read back to back, and whatever a protocol
-     * does not consume is copied out before the next read. */
-    buf->base = c->loop->read_buf;
-    buf->len = config_of(c)->read_buffer;
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-
-static int attach(conn *c);
-
-static void start_reading(conn *c)
-{
-    if (c->flags & (CONN_READING | CONN_CLOSING | CONN_PEER_EOF))
+    if (c->phase == CONN_CLOSING)
         return;
-    if (attach(c) != 0)
-        return;
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-        c->flags |= CONN_READING;
-    else
-        conn_close(c);
+    c->flags &= ~CONN_END_AFTER;
+    release_input(c); /* nothing after the last response is read */
+    set_phase(c, CONN_ENDING);
+    advance(c);
+    if (c->phase == CONN_ENDING) /* still writing: the peer gets one write timeout to read it */
+        arm(c, CONN_TIMEOUT_WRITE, now_ms(c) + timeout_ms(c, CONN_TIMEOUT_WRITE));
 }
 
-static void stop_reading(conn *c)
+/* ---- reading -------------------------------------------------------------------------------- */
+
+static void set_reading(conn *c, bool on)
 {
-    if (c->flags & CONN_READING) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
+    if (on == ((c->flags & CONN_READING) != 0))
+        return;
+    if (!on) {
+        c->io->read_stop(c);
         c->flags &= ~CONN_READING;
+    } else if (c->io->read_start(c) == 0) {
+        c->flags |= CONN_READING;
+    } else {
+        conn_close(c);
+    }
+}
+
+/* Whether the connection should be reading now. */
+static bool wants_input(const conn *c)
+{
+    if (c->flags & CONN_PEER_EOF)
+        return false;
+    switch ((conn_phase)c->phase) {
+    case CONN_OPEN:
+        /* Not while the output drains, nor while yielded input waits for its turn. */
+        return !(c->flags & CONN_OUT_PAUSED) && !(c->in_len && (c->flags & CONN_YIELDED));
+    case CONN_ENDING:
+    case CONN_LINGERING: return true; /* discarded, so the peer never blocks or gets a reset */
+    default: return false;
     }
 }
 
@@ -149,92 +200,44 @@ static int keep_input(conn *c, const char *data, size_t len)
     return 0;
 }
 
-/* Work is left over: run it on a later loop turn, or once the output drains. */
-static void defer(conn *c)
-{
-    stop_reading(c);
-    if (conn_output_full(c))
-        c->flags |= CONN_OUT_PAUSED; /* on_write resumes */
-    else
-        net_loop_add_pending(c->loop, c);
-}
-
-/* Nothing left to process and nothing queued: decide what the connection does next. */
-static void settle(conn *c)
-{
-    if (c->flags & CONN_CLOSING)
-        return;
-    if (c->out.pending || c->inflight)
-        return;
-    if (c->flags & CONN_CLOSE_AFTER_FLUSH) {
-        if (c->flags & CONN_SHUTDOWN)
-            return;
-        if (c->flags & CONN_PEER_EOF) {
-            conn_close(c);
-            return;
-        }
-        flush(c); /* issues the half-close */
-        return;
-    }
-    if ((c->flags & CONN_PEER_EOF) && c->in_len == 0) {
-        conn_close(c);
-        return;
-    }
-    if (c->loop->draining && c->phase == CONN_TIMEOUT_IDLE && c->in_len == 0) {
-        conn_close(c); /* became idle during the drain (its response was in flight) */
-        return;
-    }
-    if (c->in_len == 0 || !(c->flags & CONN_YIELDED))
-        start_reading(c);
-}
-
+/* Hands data (new bytes, or the kept input with new bytes appended) to the protocol. */
 static void process(conn *c, const char *data, size_t len)
 {
-    if (c->flags & (CONN_CLOSE_AFTER_FLUSH | CONN_SHUTDOWN)) {
-        release_input(c); /* ending: what the peer sent after the last response is dropped */
-        settle(c);
-        return;
-    }
-    c->flags |= CONN_IN_DATA;
+    set_phase(c, CONN_PROCESSING);
     c->flags &= ~CONN_YIELDED;
     ssize_t used = c->proto->on_data(c, data, len);
-    c->flags &= ~CONN_IN_DATA;
-    if (c->flags & CONN_CLOSING)
+    if (c->phase == CONN_CLOSING)
         return;
-    if (used == PROTO_CLOSE || used < 0 || (size_t)used > len) {
+    if (used < 0 || (size_t)used > len) {
+        if (used != PROTO_CLOSE)
+            NET_STAT_ADD(c->loop->stats.proto_errors, 1);
         conn_close(c);
         return;
     }
-    if (c->flags & CONN_CLOSE_AFTER_FLUSH) {
+    if (c->flags & CONN_END_AFTER) {
+        c->flags &= ~CONN_END_AFTER;
         if ((size_t)used < len)
             c->flags &= ~CONN_NO_LINGER; /* the peer sent more than we will answer */
         release_input(c);                /* nothing after the last response is processed */
-    } else if ((size_t)used < len) {
-        if (keep_input(c, data + used, len - (size_t)used) != 0) {
+        set_phase(c, CONN_ENDING);
+    } else {
+        set_phase(c, CONN_OPEN);
+        if ((size_t)used == len) {
+            release_input(c);
+        } else if (keep_input(c, data + used, len - (size_t)used) != 0) {
             conn_close(c);
             return;
         }
-    } else {
-        release_input(c);
     }
-    bool yielded = (c->flags & CONN_YIELDED) && c->in_len;
-    flush(c);
-    if (c->flags & CONN_CLOSING)
-        return;
-    /* Decided after the flush: a response that went out at once leaves room to go on. */
-    if (yielded)
-        defer(c);
-    else if (!(c->flags & (CONN_PENDING | CONN_OUT_PAUSED)))
-        settle(c);
+    advance(c);
 }
 
-/* Bytes arrived (in the loop's read buffer). */
-static void received(conn *c, const char *data, size_t n)
+void conn_io_read(conn *c, const char *data, size_t n)
 {
     NET_STAT_ADD(c->loop->stats.bytes_in, n);
     c->flags |= CONN_GOT_DATA;
-    if (c->flags & (CONN_SHUTDOWN | CONN_CLOSE_AFTER_FLUSH))
-        return; /* draining the peer: discard */
+    if (c->phase != CONN_OPEN)
+        return; /* ending or lingering: discarded */
     if (c->in_len == 0) {
         process(c, data, n);
     } else if (c->in_len + n <= config_of(c)->read_buffer) {
@@ -246,113 +249,72 @@ static void received(conn *c, const char *data, size_t n)
     }
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+void conn_io_eof(conn *c, int status)
 {
-    conn *c = s->data;
-    if (nread > 0) {
-        received(c, buf->base, (size_t)nread);
+    if (c->phase == CONN_CLOSING)
         return;
-    }
-    if (nread == 0)
-        return; /* EAGAIN */
-    stop_reading(c);
-    if (nread != UV_EOF || (c->flags & CONN_SHUTDOWN)) {
+    set_reading(c, false);
+    if (status != 0 || c->phase == CONN_LINGERING) {
         conn_close(c);
         return;
     }
     c->flags |= CONN_PEER_EOF; /* answer what was asked, then close */
-    settle(c);
+    advance(c);
 }
 
-/* ---- writing ------------------------------------------------------------------------------ */
+/* ---- writing -------------------------------------------------------------------------------- */
 
 bool conn_output_full(const conn *c)
 {
     return c->out.pending >= config_of(c)->out_high_water;
 }
 
-static void on_write(uv_write_t *req, int status);
-
-/* Everything is written: end the connection. When the peer may still be sending (it did not ask
- * to close, or sent more than we answered), half-close and read until it closes or linger_ms
- * passes, so that data still arriving does not turn our close into a reset that destroys the
- * response in its receive buffer. When the peer itself asked to close and nothing is left
- * unread, close at once (as nginx's lingering_close does). */
-static void finish(conn *c)
+/* Writes what the transport takes now and hands the rest to one asynchronous write, whose
+ * completion (conn_io_written) continues. Returns false when the connection was closed. */
+static bool flush(conn *c)
 {
-    if ((c->flags & CONN_PEER_EOF) || (c->flags & CONN_NO_LINGER)) {
-        conn_close(c);
-        return;
-    }
-    uv_os_fd_t fd = c->raw_fd;
-    if (((c->flags & CONN_RAW) ? 0 : uv_fileno((uv_handle_t *)&c->tcp, &fd)) != 0 ||
-        shutdown(fd, SHUT_WR) != 0) {
-        conn_close(c);
-        return;
-    }
-    c->flags |= CONN_SHUTDOWN;
-    arm(c, CONN_TIMEOUT_WRITE, uv_now(&c->loop->uv) + config_of(c)->drain_ms);
-    start_reading(c);
-}
-
-static void flush(conn *c)
-{
-    if (c->flags & (CONN_IN_DATA | CONN_CLOSING) || c->inflight)
-        return;
+    assert(c->phase == CONN_OPEN || c->phase == CONN_ENDING);
+    if (c->inflight)
+        return true;
     if (c->out.pending == 0) {
         obuf_reset(&c->out);
-        if ((c->flags & CONN_CLOSE_AFTER_FLUSH) && !(c->flags & CONN_SHUTDOWN))
-            finish(c);
-        return;
+        return true;
     }
     uv_buf_t iov[CONN_TRY_IOV];
     size_t bytes;
     size_t n = obuf_iov(&c->out, 0, iov, CONN_TRY_IOV, &bytes);
-    int r;
-    if (c->flags & CONN_RAW) {
-        ssize_t w = writev(c->raw_fd, (const struct iovec *)(void *)iov, (int)n);
-        r = w >= 0 ? (int)w : (errno == EAGAIN || errno == EWOULDBLOCK) ? UV_EAGAIN : -errno;
-    } else {
-        r = uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n);
-    }
+    int r = c->io->try_write(c, iov, (unsigned)n);
     if (r > 0) {
         obuf_consume(&c->out, (size_t)r);
         NET_STAT_ADD(c->loop->stats.bytes_out, (uint64_t)r);
     } else if (r < 0 && r != UV_EAGAIN) {
         conn_close(c);
-        return;
+        return false;
     }
     if (c->out.pending == 0) {
-        flush(c); /* handles close-after-flush */
-        return;
+        obuf_reset(&c->out);
+        return true;
     }
     if (c->out.pending > config_of(c)->out_hard_cap) {
         NET_STAT_ADD(c->loop->stats.output_cap_closes, 1);
         conn_close(c);
-        return;
+        return false;
     }
-    if (attach(c) != 0) /* the rest goes out asynchronously: libuv takes over */
-        return;
     n = obuf_iov(&c->out, 0, iov, CONN_WRITE_IOV, &bytes);
-    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, iov, (unsigned)n, on_write) != 0) {
+    if (c->io->write(c, iov, (unsigned)n) != 0) {
         conn_close(c);
-        return;
+        return false;
     }
     c->inflight = bytes;
-    if (!(c->flags & CONN_SHUTDOWN))
-        arm(c, CONN_TIMEOUT_WRITE, uv_now(&c->loop->uv) + timeout_ms(c, CONN_TIMEOUT_WRITE));
-    if (conn_output_full(c)) {
-        stop_reading(c);
-        c->flags |= CONN_OUT_PAUSED;
-    }
+    arm(c, CONN_TIMEOUT_WRITE, now_ms(c) + timeout_ms(c, CONN_TIMEOUT_WRITE));
+    return true;
 }
 
-static void on_write(uv_write_t *req, int status)
+void conn_io_written(conn *c, int status)
 {
-    conn *c = req->handle->data;
     size_t n = c->inflight;
     c->inflight = 0;
-    if (c->flags & CONN_CLOSING)
+    if (c->phase == CONN_CLOSING)
         return;
     if (status < 0) {
         conn_close(c);
@@ -360,32 +322,9 @@ static void on_write(uv_write_t *req, int status)
     }
     obuf_consume(&c->out, n);
     NET_STAT_ADD(c->loop->stats.bytes_out, n);
-    if (c->out.pending) {
-        flush(c); /* progress: the write timeout starts over */
-        if (c->flags & CONN_CLOSING)
-            return;
-    }
-    /* Below the low-water mark, paused work resumes while the rest is still being written.
-     * Decided after the flush, which may have written everything at once (then no further
-     * on_write comes to resume) or paused again. */
-    if ((c->flags & CONN_OUT_PAUSED) && c->out.pending <= config_of(c)->out_high_water / 2) {
-        c->flags &= ~CONN_OUT_PAUSED;
-        if (c->in_len)
-            net_loop_add_pending(c->loop, c);
-    }
-    if (c->inflight)
-        return;
-    if (!(c->flags & CONN_SHUTDOWN) && c->out.pending == 0) {
-        /* A keep-alive connection is idle from now on, not from when its last request ended
-         * (a long response would otherwise end in an instant close); a request head keeps its
-         * original deadline. */
-        if (c->phase == CONN_TIMEOUT_IDLE)
-            conn_set_timeout(c, CONN_TIMEOUT_IDLE);
-        else
-            arm(c, c->phase, c->phase_deadline);
-    }
-    if (!(c->flags & (CONN_OUT_PAUSED | CONN_PENDING)))
-        settle(c);
+    advance(c); /* progress: the rest is written, under a new write timeout */
+    if (c->phase == CONN_OPEN && !c->inflight && !c->out.pending)
+        restore_wait_timer(c);
 }
 
 /* Output that would pass the hard cap closes the connection before the memory is spent. A
@@ -394,7 +333,7 @@ static void on_write(uv_write_t *req, int status)
  * one short command line allocate gigabytes. */
 static bool over_cap(conn *c, size_t len)
 {
-    if (c->flags & CONN_CLOSING)
+    if (c->phase == CONN_CLOSING)
         return true;
     if (c->out.pending + len <= config_of(c)->out_hard_cap)
         return false;
@@ -431,19 +370,177 @@ void conn_yield(conn *c)
     c->flags |= CONN_YIELDED;
 }
 
-/* ---- closing ------------------------------------------------------------------------------ */
+/* ---- what next ------------------------------------------------------------------------------ */
+
+/* The one place that decides what a connection does after any event: flush, close, half-close,
+ * queue itself for the next turn, read or stop reading. Idempotent; never recursive. */
+static void advance(conn *c)
+{
+    switch ((conn_phase)c->phase) {
+    case CONN_OPEN:
+        if (!flush(c))
+            return;
+        /* Backpressure, with hysteresis: above the high-water mark input waits (a write is in
+         * flight, its completion comes back here); below half of it, paused work resumes while
+         * the rest is still being written. */
+        if (conn_output_full(c))
+            c->flags |= CONN_OUT_PAUSED;
+        else if (c->out.pending <= config_of(c)->out_high_water / 2)
+            c->flags &= ~CONN_OUT_PAUSED;
+        if (!c->out.pending && !c->inflight && !c->in_len &&
+            ((c->flags & CONN_PEER_EOF) ||
+             (c->loop->draining && c->wait_kind == CONN_TIMEOUT_IDLE))) {
+            conn_close(c); /* all answered: the peer is gone, or the server drains */
+            return;
+        }
+        if (c->in_len && (c->flags & CONN_YIELDED) && !(c->flags & CONN_OUT_PAUSED))
+            net_loop_add_pending(c->loop, c);
+        set_reading(c, wants_input(c));
+        return;
+    case CONN_ENDING:
+        if (!flush(c))
+            return;
+        if (c->out.pending || c->inflight) {
+            set_reading(c, wants_input(c));
+            return;
+        }
+        /* Everything is written. When the peer may still be sending (it did not ask to close,
+         * or sent more than we answered), half-close and read until it closes or drain_ms
+         * passes, so that data still arriving does not turn our close into a reset that
+         * destroys the response in its receive buffer. When the peer asked to close and nothing
+         * is left unread, close at once (as nginx's lingering_close does). */
+        c->flags |= CONN_ENDED;
+        if ((c->flags & (CONN_PEER_EOF | CONN_NO_LINGER)) || c->io->shutdown(c) != 0) {
+            conn_close(c);
+            return;
+        }
+        set_phase(c, CONN_LINGERING);
+        arm(c, CONN_TIMEOUT_WRITE, now_ms(c) + config_of(c)->drain_ms);
+        set_reading(c, true);
+        return;
+    case CONN_PROCESSING: /* process() advances when on_data returns */
+    case CONN_LINGERING:  /* waits for the peer's EOF or the drain timer */
+    case CONN_CLOSING: return;
+    }
+}
+
+void conn_run_pending(net_loop *loop)
+{
+    /* Only the connections queued before this turn: new ones wait for the next turn, which
+     * keeps one busy pipeline from starving the rest. */
+    conn *c = loop->pending_head, *last = loop->pending_tail;
+    loop->pending_head = loop->pending_tail = NULL;
+    while (c) {
+        conn *next = c == last ? NULL : c->pending_next;
+        c->flags &= ~CONN_PENDING;
+        c->pending_next = NULL;
+        if (c->phase == CONN_OPEN && c->in_len)
+            process(c, c->in, c->in_len);
+        else
+            advance(c);
+        c = next;
+    }
+}
+
+/* ---- opening and closing -------------------------------------------------------------------- */
 
 bool conn_draining(const conn *c)
 {
     return c->loop->draining;
 }
 
-/* Releases everything once the socket is closed; the protocol's on_close runs here, never from
- * inside its own callbacks. */
-static void finalize(conn *c)
+conn *conn_open(net_loop *loop, net_listener *l, const conn_io *io, int fd, void *io_arg)
 {
+    net_server *s = loop->server;
+    if (atomic_fetch_add(&s->open_conns, 1) >= s->cfg.max_connections) {
+        atomic_fetch_sub(&s->open_conns, 1);
+        NET_STAT_ADD(loop->stats.rejected_at_cap, 1);
+        return NULL;
+    }
+    const proto *p = l->spec->proto;
+    conn *c = pool_get(&l->conns);
+    if (!c) {
+        atomic_fetch_sub(&s->open_conns, 1);
+        NET_STAT_ADD(loop->stats.out_of_memory, 1);
+        return NULL;
+    }
+    memset(c, 0, sizeof *c + p->state_size);
+    c->io = io;
+    c->fd = fd;
+    c->io_arg = io_arg;
+    c->loop = loop;
+    c->listener = l;
+    c->proto = p;
+    c->phase = CONN_OPEN;
+    wheel_timer_init(&c->timer, on_timer);
+    obuf_init(&c->out, &loop->chunks);
+    c->next = loop->conns;
+    if (c->next)
+        c->next->prev = c;
+    loop->conns = c;
+    NET_STAT_ADD(loop->stats.accepted, 1);
+    NET_STAT_ADD(loop->stats.open, 1);
+    c->wait_kind = CONN_TIMEOUT_HEADER;
+    conn_set_timeout(c, CONN_TIMEOUT_HEADER);
+    if (p->on_open)
+        p->on_open(c);
+    return c;
+}
+
+void conn_io_ready(conn *c)
+{
+    advance(c);
+}
+
+void conn_close(conn *c)
+{
+    if (c->phase == CONN_CLOSING)
+        return;
+    set_phase(c, CONN_CLOSING);
+    c->flags &= ~(CONN_READING | CONN_END_AFTER); /* closing the transport stops its reads */
+    wheel_cancel(&c->timer);
+    c->io->close(c);
+}
+
+void conn_close_after_flush(conn *c)
+{
+    if (conn_closing(c))
+        return;
+    if (c->phase == CONN_PROCESSING) { /* takes effect when on_data returns */
+        c->flags |= CONN_END_AFTER;
+        return;
+    }
+    release_input(c);
+    set_phase(c, CONN_ENDING);
+    advance(c);
+}
+
+void conn_end_after_flush(conn *c)
+{
+    if (!conn_closing(c))
+        c->flags |= CONN_NO_LINGER;
+    conn_close_after_flush(c);
+}
+
+void conn_close_idle(net_loop *loop)
+{
+    for (conn *c = loop->conns, *next; c; c = next) {
+        next = c->next;
+        bool between_requests = c->wait_kind == CONN_TIMEOUT_IDLE ||
+                                (c->wait_kind == CONN_TIMEOUT_HEADER && !(c->flags & CONN_GOT_DATA));
+        if (c->phase == CONN_OPEN && between_requests && !c->out.pending && !c->inflight &&
+            !c->in_len)
+            conn_close(c);
+    }
+}
+
+/* Releases everything once the transport is closed; the protocol's on_close runs here, never
+ * from inside its own callbacks. */
+void conn_io_closed(conn *c)
+{
+    assert(c->phase == CONN_CLOSING);
     net_loop *loop = c->loop;
-    if (c->flags & CONN_PENDING) { /* unlink from the pending list (short; rare) */
+    if (c->flags & CONN_PENDING) { /* unlink from the run queue (short; rare) */
         conn **pp = &loop->pending_head;
         while (*pp && *pp != c)
             pp = &(*pp)->pending_next;
@@ -470,146 +567,4 @@ static void finalize(conn *c)
     NET_STAT_ADD(loop->stats.closed, 1);
     NET_STAT_ADD(loop->stats.open, (uint64_t)-1);
     net_loop_conn_closed(loop);
-}
-
-static void on_close(uv_handle_t *h)
-{
-    finalize(h->data);
-}
-
-void conn_close(conn *c)
-{
-    if (c->flags & CONN_CLOSING)
-        return;
-    c->flags |= CONN_CLOSING;
-    wheel_cancel(&c->timer);
-    if (c->flags & CONN_RAW) {
-        close(c->raw_fd); /* never registered with libuv; conn_accept finalizes */
-        return;
-    }
-    stop_reading(c);
-    uv_close((uv_handle_t *)&c->tcp, on_close);
-}
-
-void conn_close_after_flush(conn *c)
-{
-    if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_FLUSH))
-        return;
-    c->flags |= CONN_CLOSE_AFTER_FLUSH;
-    flush(c); /* no-op inside on_data: process() flushes at the end */
-}
-
-void conn_end_after_flush(conn *c)
-{
-    if (!(c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_FLUSH)))
-        c->flags |= CONN_NO_LINGER;
-    conn_close_after_flush(c);
-}
-
-void conn_close_idle(net_loop *loop)
-{
-    for (conn *c = loop->conns, *next; c; c = next) {
-        next = c->next;
-        bool between_requests =
-            c->timer_kind == CONN_TIMEOUT_IDLE ||
-            (c->timer_kind == CONN_TIMEOUT_HEADER && !(c->flags & CONN_GOT_DATA));
-        if (between_requests && !c->out.pending && !c->inflight && !c->in_len)
-            conn_close(c);
-    }
-}
-
-/* Hands the socket to libuv: from here on reads, writes and the close go through the loop. */
-static int attach(conn *c)
-{
-    if (!(c->flags & CONN_RAW))
-        return 0;
-    uv_tcp_init(&c->loop->uv, &c->tcp);
-    c->tcp.data = c;
-    if (uv_tcp_open(&c->tcp, c->raw_fd) != 0) {
-        conn_close(c); /* still raw: closes the descriptor, conn_accept finalizes */
-        return -1;
-    }
-    c->flags &= ~CONN_RAW;
-    return 0;
-}
-
-/* ---- accepting and pending work ------------------------------------------------------------ */
-
-/* A new connection starts "raw": the socket is not yet given to libuv. Clients usually send
- * their request with the connection (always with TCP_DEFER_ACCEPT), so it is read right here;
- * a client that asks for one response and the close (HTTP/1.0, webbench, ab) is answered with
- * one writev and closed without its socket ever being registered with epoll or libuv. Anything
- * longer-lived (keep-alive, a partial request, output that does not fit the socket buffer) is
- * attached to libuv first, so every other code path sees a normal libuv stream. */
-int conn_accept(net_loop *loop, net_listener *l, int fd)
-{
-    net_server *s = loop->server;
-    if (atomic_fetch_add(&s->open_conns, 1) >= s->cfg.max_connections) {
-        atomic_fetch_sub(&s->open_conns, 1);
-        NET_STAT_ADD(loop->stats.rejected_at_cap, 1);
-        close(fd);
-        return 0;
-    }
-    const proto *p = l->spec->proto;
-    conn *c = pool_get(&l->conns);
-    if (!c) {
-        atomic_fetch_sub(&s->open_conns, 1);
-        NET_STAT_ADD(loop->stats.out_of_memory, 1);
-        close(fd);
-        return -ENOMEM;
-    }
-    memset(c, 0, sizeof *c + p->state_size);
-    c->loop = loop;
-    c->listener = l;
-    c->proto = p;
-    c->raw_fd = fd;
-    c->flags = CONN_RAW;
-    wheel_timer_init(&c->timer, on_timer);
-    obuf_init(&c->out, &loop->chunks);
-    c->next = loop->conns;
-    if (c->next)
-        c->next->prev = c;
-    loop->conns = c;
-    NET_STAT_ADD(loop->stats.accepted, 1);
-    NET_STAT_ADD(loop->stats.open, 1);
-    c->phase = CONN_TIMEOUT_HEADER;
-    conn_set_timeout(c, CONN_TIMEOUT_HEADER);
-    if (p->on_open)
-        p->on_open(c);
-    ssize_t n = read(fd, loop->read_buf, s->cfg.read_buffer);
-    if (n > 0)
-        received(c, loop->read_buf, (size_t)n);
-    else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-        conn_close(c);
-    if ((c->flags & CONN_CLOSING) && (c->flags & CONN_RAW)) {
-        finalize(c); /* closed without libuv ever seeing it */
-        return 0;
-    }
-    if (attach(c) != 0) {
-        finalize(c);
-        return 0;
-    }
-    if (!(c->flags & (CONN_CLOSING | CONN_PENDING | CONN_OUT_PAUSED)))
-        start_reading(c); /* keep-alive, a partial request, or nothing read yet */
-    return 0;
-}
-
-void conn_run_pending(net_loop *loop)
-{
-    /* Only the connections queued before this turn: new ones wait for the next turn, which
-     * keeps one busy pipeline from starving the rest. */
-    conn *c = loop->pending_head, *last = loop->pending_tail;
-    loop->pending_head = loop->pending_tail = NULL;
-    while (c) {
-        conn *next = c == last ? NULL : c->pending_next;
-        c->flags &= ~CONN_PENDING;
-        c->pending_next = NULL;
-        if (!(c->flags & CONN_CLOSING)) {
-            if (c->in_len)
-                process(c, c->in, c->in_len);
-            else
-                settle(c);
-        }
-        c = next;
-    }
 }

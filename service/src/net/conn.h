@@ -1,14 +1,30 @@
-/* A client connection: socket, pooled buffers, one timer, limits. Owned by one loop thread.
+/* A client connection: one lifecycle, driven by events, over a pluggable transport. Owned by one
+ * loop thread; not thread-safe.
  *
- * Life: accepted by a listener -> proto->on_open -> reads handed to proto->on_data -> responses
- * appended with conn_write*() -> flushed once per read (uv_try_write, then uv_write for the
- * rest) -> closed by conn_close() (at once) or conn_close_after_flush() (send what is queued,
- * half-close, drain the peer briefly so it sees the response instead of a reset) ->
- * proto->on_close -> memory back to the loop's pool after libuv's close callback.
+ * Phases (conn_phase; every change goes through set_phase() in conn.c, which asserts it):
  *
- * Backpressure: while queued output exceeds the high-water mark the connection stops reading
- * (and protocols stop producing: see conn_yield); above the hard cap it is closed.
- * Not thread-safe: every function must be called on the owning loop's thread.
+ *     accept ──► OPEN ◄──────► PROCESSING          (proto->on_data runs; flush and ending wait)
+ *                 │               │
+ *                 │ close_after_flush / timeout
+ *                 ▼               ▼
+ *               ENDING ─── output all written ──► LINGERING ── peer EOF / drain_ms ──┐
+ *                 │        (peer asked to close, or  │ (FIN sent, input discarded)     │
+ *                 │         it is gone: no linger) ──┼─────────────────────────────────┤
+ *                 ▼                                  ▼                                 ▼
+ *   any phase ── conn_close / error / limit ──────► CLOSING ── transport closed ──► released
+ *
+ * What a connection does after any event (bytes read, a write completed, its turn in the run
+ * queue, a timer, the peer's EOF) is decided in one function, advance(), from the phase and a few
+ * orthogonal facts (flags below): flush the output, read or stop reading, queue itself for the
+ * next loop turn, half-close, close.
+ *
+ * Output: protocols append with conn_write*(); it is flushed when on_data returns (try-write
+ * first, an asynchronous write for the rest). Backpressure: above the high-water mark of queued
+ * output the connection stops reading and protocols stop producing (conn_output_full); it resumes
+ * below half of it; above the hard cap it is closed.
+ *
+ * Transports (net/transport.h): libuv streams, a raw socket for the first read of an accepted
+ * connection, and an in-memory backend for tests and fuzzers all drive this same code.
  */
 #ifndef SF_NET_CONN_H
 #define SF_NET_CONN_H
@@ -25,40 +41,50 @@
 
 typedef struct net_loop net_loop;
 typedef struct net_listener net_listener;
+typedef struct conn_io conn_io;
 
+typedef enum conn_phase {
+    CONN_OPEN,       /* serving: input is handed to the protocol as it arrives */
+    CONN_PROCESSING, /* inside proto->on_data: flushing and ending wait until it returns */
+    CONN_ENDING,     /* the last response is queued: input is discarded, output flushed */
+    CONN_LINGERING,  /* FIN sent: input discarded until the peer closes or drain_ms passes */
+    CONN_CLOSING,    /* the transport is closing; released in its close callback */
+} conn_phase;
+
+/* Facts independent of the phase. */
 enum {
-    CONN_CLOSING = 1u << 0, /* uv_close issued */
-    CONN_CLOSE_AFTER_FLUSH = 1u << 1,
-    CONN_SHUTDOWN = 1u << 2,   /* FIN sent, draining the peer */
-    CONN_READING = 1u << 3,    /* uv_read_start active */
-    CONN_YIELDED = 1u << 4,    /* unconsumed input waits for the next loop turn */
-    CONN_PENDING = 1u << 5,    /* on the loop's pending list */
-    CONN_IN_DATA = 1u << 6,    /* inside proto->on_data: flush and close are deferred */
-    CONN_PEER_EOF = 1u << 7,   /* the peer closed its side */
-    CONN_GOT_DATA = 1u << 8,   /* at least one byte arrived */
-    CONN_OUT_PAUSED = 1u << 9, /* reading stopped until output drains */
-    CONN_NO_LINGER = 1u << 10, /* the peer asked to close: no half-close and drain */
-    CONN_RAW = 1u << 11,       /* socket not yet handed to libuv (see conn_accept) */
+    CONN_READING = 1u << 0,    /* the transport is delivering input */
+    CONN_PENDING = 1u << 1,    /* queued to run on the next loop turn */
+    CONN_YIELDED = 1u << 2,    /* the protocol left input it will handle on a later turn */
+    CONN_OUT_PAUSED = 1u << 3, /* above the high-water mark: input waits for the output to drain */
+    CONN_PEER_EOF = 1u << 4,   /* the peer closed its side */
+    CONN_NO_LINGER = 1u << 5,  /* the peer asked to close: no half-close and drain */
+    CONN_GOT_DATA = 1u << 6,   /* at least one byte arrived */
+    CONN_END_AFTER = 1u << 7,  /* PROCESSING: the protocol asked to end after this response */
+    CONN_ENDED = 1u << 8,      /* ENDING completed: the last response was all written */
 };
 
 struct conn {
-    uv_tcp_t tcp;
+    uv_tcp_t tcp;      /* libuv transport */
+    const conn_io *io; /* the transport (net/transport.h) */
+    int fd;            /* raw transport: the socket before libuv has it */
+    void *io_arg;      /* the transport's own (in-memory backend) */
     net_loop *loop;
     net_listener *listener;
     const proto *proto;
     conn *prev, *next;  /* the loop's connection list */
-    conn *pending_next; /* the loop's list of connections with work to resume */
+    conn *pending_next; /* the loop's run queue */
     obuf out;
-    size_t inflight; /* bytes handed to the uv_write in flight */
+    size_t inflight; /* bytes handed to the asynchronous write in flight */
     char *in;        /* unconsumed input (pooled, read_buffer bytes), or NULL */
     uint32_t in_len;
-    uint32_t flags;
-    conn_timeout_kind timer_kind; /* what the armed timer means */
-    conn_timeout_kind phase;      /* HEADER or IDLE: restored when a write completes */
-    uint64_t phase_deadline;      /* absolute ms, for the restore */
+    uint8_t phase;    /* conn_phase */
+    uint16_t flags;   /* CONN_READING ... */
+    uint8_t timer_kind;       /* conn_timeout_kind the armed timer means */
+    uint8_t wait_kind;        /* HEADER or IDLE: what the connection waits for between writes */
+    uint64_t wait_deadline;   /* absolute ms, restored when a write completes */
     wheel_timer timer;
     uv_write_t write_req;
-    int raw_fd;               /* the socket while CONN_RAW */
     uint64_t requests;        /* for protocols: requests served on this connection */
     alignas(16) char state[]; /* protocol state, proto->state_size bytes */
 };
@@ -71,8 +97,14 @@ static inline net_loop *conn_loop(conn *c)
 {
     return c->loop;
 }
+static inline conn_phase conn_phase_of(const conn *c)
+{
+    return (conn_phase)c->phase;
+}
+const char *conn_phase_name(conn_phase p); /* for logs and test messages */
 
-/* Output. Returns 0, or -1 when out of memory (the connection is then closed). */
+/* Output. Returns 0, or -1 when out of memory or over the hard cap (the connection is then
+ * closed). */
 int conn_write(conn *c, const void *data, size_t len);
 char *conn_reserve(conn *c, size_t want); /* want <= OBUF_CHUNK_SIZE; NULL closes */
 static inline void conn_commit(conn *c, size_t n)
@@ -90,25 +122,27 @@ bool conn_output_full(const conn *c);
  * full): the rest of this read is kept and offered again on a later loop turn. */
 void conn_yield(conn *c);
 
-/* (Re)arms the connection's single timer for this phase with the configured duration. */
+/* (Re)arms the connection's single timer for this wait with the configured duration. */
 void conn_set_timeout(conn *c, conn_timeout_kind kind);
 
+/* Closes at once; queued output is dropped. */
 void conn_close(conn *c);
 /* Send what is queued, then half-close and drain the peer briefly (it may still be sending). */
 void conn_close_after_flush(conn *c);
 /* The same when the peer itself asked to close: skip the drain unless it sent more than was
  * answered. */
 void conn_end_after_flush(conn *c);
+/* True once the connection is ending or closed: nothing more will be read for the protocol. */
 static inline bool conn_closing(const conn *c)
 {
-    return (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_FLUSH)) != 0;
+    return c->phase >= CONN_ENDING || (c->flags & CONN_END_AFTER);
 }
 /* True while the server drains for shutdown: protocols answer with "Connection: close". */
 bool conn_draining(const conn *c);
 
 /* Called by the listener with an accepted, non-blocking socket. Returns 0 or a negative errno. */
 int conn_accept(net_loop *loop, net_listener *l, int fd);
-/* Runs the connections whose processing was deferred (called by the loop once per turn). */
+/* Runs the connections queued for this turn (called by the loop once per turn). */
 void conn_run_pending(net_loop *loop);
 /* Closes connections that are idle between requests (server drain). */
 void conn_close_idle(net_loop *loop);

@@ -1,12 +1,16 @@
-/* Test support: see conn_fake.h. Each piece names the conn.c / loop.c code it mirrors; keep them
- * in step when those change. */
+/* Test support: the in-memory transport and its driver (conn_fake.h). Nothing here decides
+ * anything about the connection: conn.c does, as for a socket. */
 #include "net/conn_fake.h"
 
-#include <stdatomic.h>
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
+
+#include "net/transport.h"
+
+#define FAKE_MAX_TURNS (1u << 24) /* per call: far beyond any real conversation */
 
 /* ---- the loop -------------------------------------------------------------------------------- */
 
@@ -16,13 +20,13 @@ int conn_fake_loop_init(conn_fake_loop *fl, const net_config *cfg, const proto *
     memset(fl, 0, sizeof *fl);
     if (net_server_init(&fl->server, cfg, 1, err, errlen) != 0)
         return -1;
-    /* As net_server_listen + attach_listener, without a socket: the listener only provides the
-     * protocol, its ctx and the connection pool. */
+    /* As net_server_listen, without a socket: the listener only provides the protocol, its ctx
+     * and the connection pool. */
     net_listener_spec *spec = &fl->server.specs[0];
     spec->proto = p;
     spec->ctx = ctx;
     spec->shared_fd = -1;
-    snprintf(spec->host, sizeof spec->host, "fake");
+    snprintf(spec->host, sizeof spec->host, "memory");
     fl->server.nspecs = 1;
     net_loop *l = conn_fake_net_loop(fl);
     net_listener *li = &l->listeners[l->nlisteners++];
@@ -56,272 +60,199 @@ void conn_fake_loop_free(conn_fake_loop *fl)
     net_server_join(&fl->server);
 }
 
-/* ---- connections ----------------------------------------------------------------------------- */
+/* ---- the transport ---------------------------------------------------------------------------- */
 
-static void fake_on_timer(wheel_timer *t)
+static conn_fake *fake_of(conn *c)
 {
-    (void)t; /* the wheel never runs here: conn_fake_timeout fires timeouts */
+    return c->io_arg;
 }
 
-/* As conn_accept, minus the socket and the first read. */
-int conn_fake_open(conn_fake_loop *fl, conn_fake *f)
+static void emit(conn_fake *f, const char *p, size_t n)
 {
-    net_loop *loop = conn_fake_net_loop(fl);
-    net_listener *l = &loop->listeners[0];
-    const proto *p = l->spec->proto;
-    memset(f, 0, sizeof *f);
-    f->fl = fl;
-    f->write_budget = SIZE_MAX;
-    f->in = malloc(fl->server.cfg.read_buffer ? fl->server.cfg.read_buffer : 1);
-    conn *c = f->in ? pool_get(&l->conns) : NULL;
-    if (!c) {
-        free(f->in);
-        f->in = NULL;
-        return -1;
+    if (f->sink && n)
+        f->sink(p, n, f->sink_arg);
+    f->bytes_out += n;
+}
+
+static int mem_try_write(conn *c, const uv_buf_t *iov, unsigned n)
+{
+    conn_fake *f = fake_of(c);
+    if (c->out.pending > f->max_pending)
+        f->max_pending = c->out.pending;
+    size_t done = 0;
+    for (unsigned i = 0; i < n && done < f->write_budget; i++) {
+        size_t k = iov[i].len < f->write_budget - done ? iov[i].len : f->write_budget - done;
+        emit(f, iov[i].base, k);
+        done += k;
     }
-    atomic_fetch_add(&fl->server.open_conns, 1);
-    memset(c, 0, sizeof *c + p->state_size);
-    c->loop = loop;
-    c->listener = l;
-    c->proto = p;
-    c->raw_fd = -1;
-    /* RAW: conn_close only marks it (close(-1) fails harmlessly). IN_DATA, for good: conn.c's
-     * flush never runs, so nothing ever reaches for a socket. */
-    c->flags = CONN_RAW | CONN_IN_DATA;
-    wheel_timer_init(&c->timer, fake_on_timer);
-    obuf_init(&c->out, &loop->chunks);
-    c->next = loop->conns;
-    if (c->next)
-        c->next->prev = c;
-    loop->conns = c;
-    NET_STAT_ADD(loop->stats.accepted, 1);
-    NET_STAT_ADD(loop->stats.open, 1);
-    c->phase = CONN_TIMEOUT_HEADER;
-    conn_set_timeout(c, CONN_TIMEOUT_HEADER);
-    f->c = c;
-    if (p->on_open)
-        p->on_open(c);
+    return done ? (int)done : UV_EAGAIN;
+}
+
+static int mem_write(conn *c, const uv_buf_t *iov, unsigned n)
+{
+    conn_fake *f = fake_of(c);
+    assert(!f->writing && n <= sizeof f->write_iov / sizeof *f->write_iov);
+    memcpy(f->write_iov, iov, n * sizeof *iov);
+    f->write_n = n;
+    f->writing = true;
     return 0;
 }
 
-/* The socket accepts up to `budget` bytes (flush / on_write): they go to the sink. */
-static void write_out(conn_fake *f, size_t budget)
+static int mem_shutdown(conn *c)
 {
-    conn *c = f->c;
-    while (c->out.pending && budget) {
-        uv_buf_t iov[8];
-        size_t bytes;
-        size_t n = obuf_iov(&c->out, 0, iov, 8, &bytes);
-        size_t done = 0;
-        for (size_t i = 0; i < n && budget; i++) {
-            size_t k = iov[i].len < budget ? iov[i].len : budget;
-            if (f->sink)
-                f->sink(iov[i].base, k, f->sink_arg);
-            done += k;
-            budget -= k;
-        }
-        obuf_consume(&c->out, done);
-        f->bytes_out += done;
-        NET_STAT_ADD(c->loop->stats.bytes_out, done);
+    fake_of(c)->shut_down = true;
+    return 0;
+}
+
+static int mem_read_start(conn *c)
+{
+    (void)c; /* conn_fake_feed delivers while the connection reads */
+    return 0;
+}
+
+static void mem_read_stop(conn *c)
+{
+    (void)c;
+}
+
+static void mem_close(conn *c)
+{
+    fake_of(c)->closed = true; /* released by conn_fake_free, as after libuv's close callback */
+}
+
+static const conn_io mem_io = {
+    .name = "memory",
+    .try_write = mem_try_write,
+    .write = mem_write,
+    .shutdown = mem_shutdown,
+    .read_start = mem_read_start,
+    .read_stop = mem_read_stop,
+    .close = mem_close,
+};
+
+/* ---- the driver ------------------------------------------------------------------------------- */
+
+/* The peer has read what the write in flight holds: the write completes (cancelled if the
+ * connection closed meanwhile, as libuv reports it). */
+static void complete_write(conn_fake *f)
+{
+    if (!f->writing)
+        return;
+    f->writing = false;
+    if (f->closed) {
+        conn_io_written(f->c, UV_ECANCELED);
+        return;
     }
-}
-
-/* After on_data: as flush (what the socket takes now, the hard cap). Returns false if closed. */
-static bool flush_out(conn_fake *f)
-{
-    conn *c = f->c;
-    write_out(f, f->write_budget);
-    if (c->out.pending > c->loop->server->cfg.out_hard_cap) {
-        NET_STAT_ADD(c->loop->stats.output_cap_closes, 1);
-        conn_close(c);
-        return false;
-    }
-    return true;
-}
-
-/* Before more input is processed: a paused connection resumes once the output is below half the
- * high-water mark (on_write). */
-static void drain_to_resume(conn_fake *f)
-{
-    conn *c = f->c;
-    const net_config *cfg = &c->loop->server->cfg;
-    if (c->out.pending >= cfg->out_high_water)
-        write_out(f, c->out.pending - cfg->out_high_water / 2);
-}
-
-static void release_input(conn_fake *f)
-{
-    f->in_len = 0;
+    for (unsigned i = 0; i < f->write_n; i++)
+        emit(f, f->write_iov[i].base, f->write_iov[i].len);
+    conn_io_written(f->c, 0);
 }
 
 static int state_of(const conn_fake *f)
 {
-    if (f->c->flags & CONN_CLOSING)
-        return CONN_FAKE_CLOSED;
-    if (f->c->flags & CONN_CLOSE_AFTER_FLUSH)
-        return CONN_FAKE_ENDING;
-    return CONN_FAKE_OK;
+    if (net_stat(&f->c->loop->stats.proto_errors) != f->proto_errors)
+        return CONN_FAKE_BAD;
+    switch (conn_phase_of(f->c)) {
+    case CONN_CLOSING: return (f->c->flags & CONN_ENDED) ? CONN_FAKE_ENDING : CONN_FAKE_CLOSED;
+    case CONN_ENDING:
+    case CONN_LINGERING: return CONN_FAKE_ENDING;
+    default: return CONN_FAKE_OK;
+    }
 }
 
-/* As process(), looped as conn_run_pending would on the following turns while the protocol
- * yields. */
-static int process(conn_fake *f)
+/* Loop turns while the connection has work queued or waits for its output to drain. */
+static int run_turns(conn_fake *f)
 {
     conn *c = f->c;
-    for (;;) {
-        if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_FLUSH | CONN_SHUTDOWN)) {
-            release_input(f); /* ending: what the peer sent after the last response is dropped */
+    for (unsigned turn = 0; turn < FAKE_MAX_TURNS; turn++) {
+        bool queued = (c->flags & CONN_PENDING) != 0;
+        if (!queued && !(f->writing && (c->flags & CONN_OUT_PAUSED)))
             return state_of(f);
-        }
-        drain_to_resume(f);
-        size_t len = f->in_len;
-        char *buf = malloc(len ? len : 1); /* exactly the bytes offered, for ASan */
-        if (!buf) {
-            conn_close(c);
-            return CONN_FAKE_CLOSED;
-        }
-        memcpy(buf, f->in, len);
-        uint64_t out_before = f->bytes_out + c->out.pending;
-        c->flags &= ~CONN_YIELDED;
-        ssize_t used = c->proto->on_data(c, buf, len);
-        f->turns++;
-        free(buf);
-        if (c->out.pending > f->max_pending)
-            f->max_pending = c->out.pending;
-        if (c->flags & CONN_CLOSING)
-            return CONN_FAKE_CLOSED;
-        if (used == PROTO_CLOSE || used < 0) {
-            conn_close(c);
-            return CONN_FAKE_CLOSED;
-        }
-        if ((size_t)used > len) {
-            conn_close(c);
-            return CONN_FAKE_BAD;
-        }
-        bool wrote = f->bytes_out + c->out.pending != out_before;
-        if (c->flags & CONN_CLOSE_AFTER_FLUSH) {
-            if ((size_t)used < len)
-                c->flags &= ~CONN_NO_LINGER;
-            release_input(f);
-        } else {
-            memmove(f->in, f->in + used, len - (size_t)used);
-            f->in_len = len - (size_t)used;
-        }
-        bool yielded = (c->flags & CONN_YIELDED) && f->in_len;
-        if (!flush_out(f))
-            return CONN_FAKE_CLOSED;
-        if (!yielded)
-            return state_of(f);
-        if (used == 0 && !wrote)
+        uint32_t in_before = c->in_len;
+        uint64_t made_before = f->bytes_out + c->out.pending;
+        complete_write(f);
+        conn_run_pending(conn_fake_net_loop(f->fl));
+        if (queued && (c->flags & CONN_PENDING) && c->in_len == in_before &&
+            f->bytes_out + c->out.pending == made_before && !f->closed)
             return CONN_FAKE_STUCK;
-        /* deferred: the next loop turn offers the rest again */
     }
+    return CONN_FAKE_STUCK;
 }
 
-/* As received(). */
-static int deliver(conn_fake *f, const char *data, size_t n)
+int conn_fake_open(conn_fake_loop *fl, conn_fake *f)
 {
-    conn *c = f->c;
-    NET_STAT_ADD(c->loop->stats.bytes_in, n);
-    c->flags |= CONN_GOT_DATA;
-    if (c->flags & (CONN_CLOSING | CONN_SHUTDOWN | CONN_CLOSE_AFTER_FLUSH))
-        return state_of(f); /* draining the peer: discard */
-    if (f->in_len + n > c->loop->server->cfg.read_buffer) {
-        conn_close(c); /* the protocol sat on a full buffer without consuming */
-        return CONN_FAKE_CLOSED;
-    }
-    memcpy(f->in + f->in_len, data, n);
-    f->in_len += n;
-    return process(f);
+    memset(f, 0, sizeof *f);
+    f->fl = fl;
+    f->write_budget = SIZE_MAX;
+    net_loop *loop = conn_fake_net_loop(fl);
+    f->proto_errors = net_stat(&loop->stats.proto_errors);
+    f->c = conn_open(loop, &loop->listeners[0], &mem_io, -1, f);
+    if (!f->c)
+        return -1;
+    conn_io_ready(f->c);
+    return 0;
 }
 
 int conn_fake_feed(conn_fake *f, const void *data, size_t len)
 {
     const char *p = data;
     size_t rb = f->c->loop->server->cfg.read_buffer;
-    int rc = state_of(f);
-    while (len > 0 && rc == CONN_FAKE_OK) {
+    int rc = run_turns(f);
+    while (len > 0 && rc == CONN_FAKE_OK && (f->c->flags & CONN_READING)) {
         /* A read fills at most what the buffer has room for beside kept input... */
-        size_t room = rb > f->in_len ? rb - f->in_len : 0;
+        size_t room = rb > f->c->in_len ? rb - f->c->in_len : 0;
         size_t n = len < rb ? len : rb;
         if (room && n > room)
             n = room; /* ...which the next read then overflows, as on a socket, if unconsumed */
-        rc = deliver(f, p, n);
+        char *copy = malloc(n);
+        if (!copy) {
+            conn_close(f->c);
+            return CONN_FAKE_CLOSED;
+        }
+        memcpy(copy, p, n);
+        conn_io_read(f->c, copy, n);
+        free(copy);
         p += n;
         len -= n;
+        rc = run_turns(f);
     }
     return rc;
 }
 
-/* As on_timer. */
 int conn_fake_timeout(conn_fake *f)
 {
-    conn *c = f->c;
-    if (c->flags & CONN_CLOSING)
-        return CONN_FAKE_CLOSED;
-    if (c->flags & CONN_SHUTDOWN) { /* the half-closed peer had its chance to read */
-        conn_close(c);
-        return CONN_FAKE_CLOSED;
-    }
-    conn_timeout_kind kind = c->timer_kind;
-    if (kind == CONN_TIMEOUT_IDLE && f->in_len)
-        return state_of(f); /* requests are waiting: not idle (re-armed) */
-    NET_STAT_ADD(c->loop->stats.timeouts[kind], 1);
-    if (kind == CONN_TIMEOUT_WRITE || (c->flags & CONN_CLOSE_AFTER_FLUSH)) {
-        conn_close(c); /* the peer does not read: nothing more to say */
-        return CONN_FAKE_CLOSED;
-    }
-    if (c->proto->on_timeout)
-        c->proto->on_timeout(c, kind);
-    conn_close_after_flush(c);
-    if (!flush_out(f))
-        return CONN_FAKE_CLOSED;
-    return state_of(f);
+    conn_expire(f->c);
+    return run_turns(f);
 }
 
 void conn_fake_flush_all(conn_fake *f)
 {
-    if (!(f->c->flags & CONN_CLOSING))
-        write_out(f, SIZE_MAX);
+    size_t budget = f->write_budget;
+    f->write_budget = SIZE_MAX;
+    while (f->writing)
+        complete_write(f);
+    f->write_budget = budget;
 }
 
 void conn_fake_peer_eof(conn_fake *f)
 {
-    conn *c = f->c;
-    c->flags |= CONN_PEER_EOF;
-    if (!(c->flags & CONN_CLOSING) && f->in_len == 0 && c->out.pending == 0)
-        conn_close(c); /* settle(): everything was answered and sent, the peer is gone */
+    conn_io_eof(f->c, 0);
 }
 
-/* As finalize (for a connection never handed to libuv). */
 void conn_fake_free(conn_fake *f)
 {
     conn *c = f->c;
     if (!c)
         return;
-    if (!(c->flags & CONN_CLOSING) && (c->flags & CONN_CLOSE_AFTER_FLUSH))
-        write_out(f, SIZE_MAX); /* the queued output goes out before the close */
+    if (conn_phase_of(c) == CONN_ENDING)
+        conn_fake_flush_all(f); /* the queued output goes out before the close */
     conn_close(c);
-    net_loop *loop = c->loop;
-    if (c->proto->on_close)
-        c->proto->on_close(c);
-    obuf_reset(&c->out); /* closed at once: the rest is dropped */
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        loop->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    pool_put(&c->listener->conns, c);
-    NET_STAT_ADD(loop->stats.closed, 1);
-    NET_STAT_ADD(loop->stats.open, (uint64_t)-1);
+    complete_write(f);
     /* The loop stays usable: a drain test must not get its handles closed by the last close. */
+    net_loop *loop = c->loop;
     bool draining = loop->draining;
     loop->draining = false;
-    net_loop_conn_closed(loop);
+    conn_io_closed(c);
     loop->draining = draining;
-    free(f->in);
-    f->in = NULL;
-    f->in_len = 0;
     f->c = NULL;
 }

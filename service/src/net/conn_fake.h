@@ -1,24 +1,23 @@
-/* Test support: a net loop without sockets and connections fed by hand, so a protocol (HTTP,
- * memcached text, echo) runs in-process exactly as on a real connection: same conn struct, same
- * pools, same timing wheel, same output buffer, same conn_write / conn_yield / close calls.
+/* Test support: connections on an in-memory transport (transport.h), driven by hand, so a
+ * protocol (HTTP, memcached text, echo) runs in-process through the real connection lifecycle:
+ * the same conn.c deciding when to process, yield, flush, pause, time out, end and close, the
+ * same pools, timing wheel and output buffer. Only the I/O primitives are simulated: there is
+ * no socket and no running event loop.
  *
  * Compiled only into fuzz and test targets, never into the daemon.
  *
- * What is real and what is simulated.
- *   Real: net_server_init (uv_loop_init, pools, wheel; the loop never runs, so no I/O ever
- *   happens), the listener's connection pool, every conn_* function the protocol calls.
- *   Simulated here, mirroring conn.c: accepting (conn_fake_open instead of conn_accept),
- *   reading (conn_fake_feed instead of libuv reads), keeping unconsumed input and offering it
- *   again (as process() and conn_run_pending do), writing (the output is handed to a sink and
- *   consumed instead of going to a socket), timeouts (conn_fake_timeout fires the armed kind, as
- *   on_timer does) and the final release (conn_fake_free, as finalize does).
- *   The connection keeps CONN_RAW with no descriptor (raw_fd = -1) and CONN_IN_DATA set for its
- *   whole life: conn.c's own flush is then always deferred and never touches a socket, and
- *   conn_close only marks the connection closing.
+ * The simulated peer and loop:
+ *   - reads: conn_fake_feed cuts the client's bytes into reads of at most read_buffer bytes and
+ *     delivers each as the libuv transport does (conn_io_read), once the connection reads again;
+ *   - the peer's reading speed: each try-write takes at most write_budget bytes; an asynchronous
+ *     write completes on the next loop turn (the peer caught up);
+ *   - loop turns: completing the write in flight, then the run queue (conn_run_pending), as
+ *     often as the connection has queued work;
+ *   - time: conn_fake_timeout expires the armed timer (conn_expire), whatever its deadline.
  *
- * Sanitizer friendliness: every on_data call gets its own heap copy of exactly the bytes offered,
- * freed right after the call, so AddressSanitizer reports a protocol that reads past the input or
- * keeps a pointer into it.
+ * Sanitizer friendliness: every read is its own heap copy of exactly the bytes delivered, freed
+ * right after, so AddressSanitizer reports a protocol that reads past its input or keeps a pointer
+ * into it.
  *
  * Threads: single-threaded, like a loop. Not thread-safe.
  */
@@ -43,30 +42,31 @@ typedef void (*conn_fake_sink)(const char *data, size_t len, void *arg);
 typedef struct conn_fake {
     conn *c;
     conn_fake_loop *fl;
-    char *in; /* unconsumed input, up to read_buffer bytes (as conn.c's c->in) */
-    size_t in_len;
-    /* The peer's reading speed: bytes accepted per flush (SIZE_MAX = all at once). What stays
-     * queued makes conn_output_full() true for the protocol; before more input is offered the
-     * output is drained to the resume mark, as on_write does. */
+    /* The peer's reading speed: bytes each try-write takes (SIZE_MAX = all at once). What stays
+     * queued goes to an asynchronous write, completed on the next loop turn. */
     size_t write_budget;
     conn_fake_sink sink;
     void *sink_arg;
     uint64_t bytes_out;
-    unsigned turns; /* on_data calls made */
-    /* The most output ever queued on the connection at once: taken after each on_data call,
-     * before the flush, i.e. what the protocol added in one turn on top of what the peer had not
-     * read yet. A test of a protocol's backpressure bounds it. */
+    /* The most output ever queued on the connection at once, taken at each flush (after each
+     * on_data call, before the write): what the protocol added in one turn on top of what the
+     * peer had not read yet. A test of a protocol's backpressure bounds it. */
     size_t max_pending;
+    /* private: the asynchronous write in flight, and the transport's state */
+    uv_buf_t write_iov[4];
+    unsigned write_n;
+    bool writing, shut_down, closed;
+    uint64_t proto_errors; /* the loop's count at open */
 } conn_fake;
 
 /* Results of conn_fake_feed / conn_fake_timeout. */
 enum {
     CONN_FAKE_OK = 0,     /* open; unconsumed input (if any) waits for more bytes */
-    CONN_FAKE_ENDING = 1, /* closing after the queued output (close_after_flush) */
+    CONN_FAKE_ENDING = 1, /* ending after the queued output, lingering or closed after it */
     CONN_FAKE_CLOSED = 2, /* closed at once (conn_close, PROTO_CLOSE, limits) */
-    CONN_FAKE_STUCK = -1, /* the protocol yielded without consuming or writing anything: the
-                             real loop would offer the same bytes forever (a busy loop) */
-    CONN_FAKE_BAD = -2,   /* on_data returned more than it was given */
+    CONN_FAKE_STUCK = -1, /* a loop turn ran the connection without it consuming or writing
+                             anything, and it queued itself again: the real loop would spin */
+    CONN_FAKE_BAD = -2,   /* on_data returned more than it was given (closed: a protocol bug) */
 };
 
 /* One loop (index 0) with cfg's pools and a listener slot for protocol p whose ctx is ctx.
@@ -90,29 +90,26 @@ static inline void conn_fake_set_ctx(conn_fake_loop *fl, void *ctx)
     fl->server.specs[0].ctx = ctx;
 }
 
-/* Accepts a connection (pooled, zeroed state, on_open called, header timeout armed), as
- * conn_accept does for a socket. Returns 0, or -1 when out of memory. */
+/* Opens a connection through conn_open (as the socket transport does on accept) and lets it
+ * start reading. Returns 0, or -1 when out of memory or at max_connections. */
 int conn_fake_open(conn_fake_loop *fl, conn_fake *f);
-/* One or more reads of these bytes (split at read_buffer, as the kernel would), each processed
- * as conn.c's received() + process() would, including re-offering yielded input on the
- * following loop turns. Output goes to the sink. */
+/* The client's bytes, in reads of at most read_buffer bytes, each delivered when the connection
+ * reads (loop turns run in between while it has queued work); then turns until it is quiet. */
 int conn_fake_feed(conn_fake *f, const void *data, size_t len);
-/* The armed timer fires (header or idle timeout): the protocol's on_timeout, then the close
- * after the flush, as on_timer does. A write or drain timer just closes. */
+/* The armed timer expires (header, idle, write or drain), then turns until quiet. */
 int conn_fake_timeout(conn_fake *f);
-/* The peer reads everything queued (whatever write_budget says), as a peer that finally catches
- * up would. Kept input is not offered again: conn_fake_feed does that before its next read.
- * Nothing on a connection closed at once (its output is dropped, as conn_close does). */
+/* The peer reads everything the connection is writing, whatever write_budget says. Queued
+ * input is not run (conn_fake_feed does that). */
 void conn_fake_flush_all(conn_fake *f);
-/* The peer's FIN: once everything asked was answered and sent, the close (settle). */
+/* The peer's FIN. */
 void conn_fake_peer_eof(conn_fake *f);
-/* Closes (if not closed yet), calls the protocol's on_close and returns the memory to the
- * pools, as finalize does after libuv's close callback. */
+/* An ending connection's output is read first; then the connection is closed (if not yet) and
+ * released through the real path (on_close, memory back to the pools). */
 void conn_fake_free(conn_fake *f);
 
 static inline bool conn_fake_closed(const conn_fake *f)
 {
-    return (f->c->flags & CONN_CLOSING) != 0;
+    return f->c->phase == CONN_CLOSING;
 }
 
 #endif

@@ -46,6 +46,8 @@ typedef struct net_stats {
     _Atomic uint64_t accepted, rejected_at_cap, closed, accept_errors, accept_pauses;
     _Atomic uint64_t timeouts[3]; /* by conn_timeout_kind */
     _Atomic uint64_t output_cap_closes, out_of_memory;
+    _Atomic uint64_t proto_errors; /* on_data claimed more bytes than it was given (a bug) */
+    _Atomic uint64_t served_raw;   /* answered and closed on the first read, never on the loop */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t open; /* current connections of this loop */
 } net_stats;
