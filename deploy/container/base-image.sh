@@ -9,18 +9,89 @@
 #
 #   deploy/container/base-image.sh            # build only if missing
 #   BASE_IMAGE_REBUILD=1 deploy/container/base-image.sh   # replace it
+#   deploy/container/base-image.sh --mirrors  # print the mirrors it would use, build nothing
 #
-# Needs root (debootstrap), podman, debootstrap and the Debian mirror. About 40 s when it builds.
-# Environment: BASE_IMAGE (the name to import as), BASE_SUITE (bookworm), BASE_MIRROR.
+# Needs root (debootstrap), podman, debootstrap and a Debian mirror. About 40 s when it builds.
+# The mirrors are the ones this machine's apt already uses (its sources, see apt_mirror below), so
+# the repository names no package host and the image fetches from wherever the machine may.
+# Environment: BASE_IMAGE (the name to import as), BASE_SUITE (bookworm), BASE_MIRROR and
+# BASE_SECURITY_MIRROR (override the mirrors taken from apt's sources).
 set -euo pipefail
 
 IMAGE=${BASE_IMAGE:-docker.io/library/debian:bookworm-slim}
 SUITE=${BASE_SUITE:-bookworm}
-MIRROR=${BASE_MIRROR:-http://deb.debian.org/debian}
-SECURITY_MIRROR=${BASE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 
 log() { printf 'base-image: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# apt_mirror SUITE [APT_DIR]: prints the first URI of the apt source that serves SUITE on this
+# machine (nothing if none does). deb822 files (sources.list.d/*.sources, Debian 12's default)
+# come first: the first stanza of Types deb, not Enabled: no, whose Suites include SUITE. Then the
+# one-line format (sources.list, sources.list.d/*.list): the first "deb [options] URI SUITE ..."
+# line. APT_DIR (default /etc/apt) lets the parsing be tried on other files.
+apt_mirror() {
+    local suite=$1 dir=${2:-/etc/apt} uri
+    local -a deb822 oneline
+    shopt -s nullglob
+    deb822=("$dir"/sources.list.d/*.sources)
+    oneline=("$dir"/sources.list "$dir"/sources.list.d/*.list)
+    shopt -u nullglob
+    [ -f "${oneline[0]}" ] || oneline=("${oneline[@]:1}") # sources.list, named without a glob
+    if [ ${#deb822[@]} -gt 0 ]; then
+        # Paragraph mode: one record a stanza. Field names are case-insensitive; a line starting
+        # with white space continues the field before it; # starts a comment line.
+        uri=$(awk -v suite="$suite" '
+            function has(list, word,   n, a, i) {
+                n = split(list, a, /[ \t]+/)
+                for (i = 1; i <= n; i++) if (a[i] == word) return 1
+                return 0
+            }
+            BEGIN { RS = ""; FS = "\n" }
+            {
+                split("", v); key = ""
+                for (i = 1; i <= NF; i++) {
+                    line = $i
+                    if (line ~ /^#/) continue
+                    if (line ~ /^[ \t]/) { if (key != "") v[key] = v[key] " " line; continue }
+                    p = index(line, ":")
+                    if (!p) continue
+                    key = tolower(substr(line, 1, p - 1)); v[key] = substr(line, p + 1)
+                }
+                if (tolower(v["enabled"]) ~ /^[ \t]*no[ \t]*$/) next
+                if (!has(v["types"], "deb") || !has(v["suites"], suite)) next
+                n = split(v["uris"], u, /[ \t]+/)
+                for (i = 1; i <= n; i++) if (u[i] != "") { print u[i]; exit }
+            }' "${deb822[@]}")
+        if [ -n "$uri" ]; then printf '%s\n' "$uri"; return; fi
+    fi
+    [ ${#oneline[@]} -gt 0 ] || return 0
+    # "deb [key=value ...] URI SUITE COMPONENT...": the options may hold spaces inside the brackets.
+    awk -v suite="$suite" '
+        { sub(/#.*/, "") }
+        $1 != "deb" { next }
+        {
+            i = 2
+            if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+            if ($(i + 1) == suite) { print $i; exit }
+        }' "${oneline[@]}"
+}
+
+# The mirrors: the environment's, else apt's; resolved only to build (a reused image needs none).
+resolve_mirrors() {
+    MIRROR=${BASE_MIRROR:-$(apt_mirror "$SUITE")}
+    SECURITY_MIRROR=${BASE_SECURITY_MIRROR:-$(apt_mirror "$SUITE-security")}
+    [ -n "$MIRROR" ] || die "no apt source on this machine serves suite $SUITE (looked for" \
+        "URIs: in /etc/apt/sources.list.d/*.sources, deb lines in /etc/apt/sources.list and" \
+        "/etc/apt/sources.list.d/*.list); set BASE_MIRROR to a Debian mirror URL"
+    [ -n "$SECURITY_MIRROR" ] || die "no apt source on this machine serves suite $SUITE-security" \
+        "(looked in the same files); set BASE_SECURITY_MIRROR to a Debian security mirror URL"
+}
+
+if [ "${1:-}" = --mirrors ]; then
+    resolve_mirrors
+    printf 'MIRROR=%s\nSECURITY_MIRROR=%s\n' "$MIRROR" "$SECURITY_MIRROR"
+    exit 0
+fi
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap creates device nodes and chowns files)"
 command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
@@ -30,6 +101,7 @@ if [ "${BASE_IMAGE_REBUILD:-0}" != 1 ] && podman image exists "$IMAGE"; then
     exit 0
 fi
 command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+resolve_mirrors
 
 ROOTFS=$(mktemp -d /var/tmp/snowflaked-rootfs.XXXXXX)
 

@@ -31,6 +31,7 @@
 #include "obs/log.h"
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
+#include "util/version.h"
 
 #ifndef SF_MALLOC_NAME
 #define SF_MALLOC_NAME "glibc" /* CMake -DSF_MALLOC=... links another */

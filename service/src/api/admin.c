@@ -5,10 +5,7 @@
 #include "api/api.h"
 #include "llhttp.h"
 #include "obs/prom.h"
-
-#ifndef SF_VERSION
-#define SF_VERSION "0"
-#endif
+#include "util/version.h"
 
 void api_healthz(http_request *r, void *ctx)
 {

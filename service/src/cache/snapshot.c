@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "util/fsio.h"
 #include "util/crc32.h"
@@ -14,18 +13,15 @@
 #define VERSION 2u /* 2 added the CAS; version 1 files still load */
 
 typedef struct writer {
-    FILE *f;
+    fsio_atomic out; /* <path>.tmp until committed; remembers the first write error */
     uint32_t crc;
     uint64_t count, bytes;
-    bool failed;
 } writer;
 
 static void put(writer *w, const void *p, size_t n)
 {
-    if (w->failed || fwrite(p, 1, n, w->f) != n) {
-        w->failed = true;
+    if (fsio_atomic_write(&w->out, p, n) != 0)
         return;
-    }
     w->crc = crc32_update(w->crc, p, n);
     w->bytes += n;
 }
@@ -61,58 +57,31 @@ static int write_item(const cache_item *it, void *arg)
     put(w, ct, ctlen);
     put(w, cache_item_value(it), cache_item_vlen(it));
     w->count++;
-    return w->failed ? -1 : 0;
+    return w->out.err ? -1 : 0; /* a failed write ends the walk: nothing more would be written */
 }
 
 int cache_snapshot_save(cache_store *s, const char *path, uint64_t now_ms,
                         cache_snapshot_info *info, char *err, size_t errlen)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    writer w = {.f = fopen(tmp, "wb")};
-    if (!w.f) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        return -1;
-    }
+    writer w = {.crc = 0};
     char buf[1 << 16]; /* per call: a periodic save and the final one may share no state */
-    setvbuf(w.f, buf, _IOFBF, sizeof buf);
+    if (fsio_atomic_open(&w.out, path, buf, sizeof buf, err, errlen) != 0)
+        return -1;
     put(&w, MAGIC, 8);
     put_u32(&w, VERSION);
     put_u32(&w, 0);
     put_u64(&w, now_ms);
-    if (cache_store_foreach(s, now_ms, write_item, &w) != 0 && !w.failed) {
-        w.failed = true;
-        errno = ENOMEM;
-    }
+    if (cache_store_foreach(s, now_ms, write_item, &w) != 0)
+        fsio_atomic_fail(&w.out, ENOMEM); /* the walk's own failure; a write error comes first */
     uint32_t crc = w.crc;
     put(&w, TRAILER, 8);
     put_u64(&w, w.count);
     put_u32(&w, crc);
     put_u32(&w, 0);
-    int saved_errno = errno;
-    const char *what = w.failed ? "write" : NULL;
-    if (!what && fflush(w.f) != 0)
-        what = "write";
-    if (!what && fsync(fileno(w.f)) != 0)
-        what = "fsync";
-    if (!what)
-        saved_errno = errno;
-    if (fclose(w.f) != 0 && !what) {
-        what = "close";
-        saved_errno = errno;
-    }
-    if (!what && rename(tmp, path) != 0) {
-        what = "rename";
-        saved_errno = errno;
-    }
-    if (!what && fsio_fsync_parent(path) != 0) {
-        what = "fsync of the directory";
-        saved_errno = errno;
-    }
-    if (what) {
-        snprintf(err, errlen, "%s: %s failed: %s (the previous snapshot is untouched)", path, what,
-                 strerror(saved_errno));
-        unlink(tmp);
+    if (fsio_atomic_commit(&w.out, err, errlen) != 0) {
+        size_t used = errlen ? strlen(err) : 0;
+        if (used + 1 < errlen)
+            snprintf(err + used, errlen - used, " (the previous snapshot is untouched)");
         return -1;
     }
     if (info)

@@ -29,9 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#ifndef SF_VERSION
-#define SF_VERSION "unknown"
-#endif
+#include "util/version.h"
 
 #define CFG_KIB          UINT64_C(1024)
 #define CFG_MIB          (CFG_KIB * 1024)

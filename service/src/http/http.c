@@ -10,10 +10,8 @@
 #include "llhttp.h"
 #include "obs/log.h"
 #include "util/fmt.h"
+#include "util/version.h"
 
-#ifndef SF_VERSION
-#define SF_VERSION "0"
-#endif
 #define SERVER_HEADER     "Server: snowflaked/" SF_VERSION "\r\n"
 #define EXTRA_HEADERS_MAX 1024
 

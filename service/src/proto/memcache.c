@@ -21,10 +21,7 @@
 #include "proto/memcache_int.h"
 #include "snowflake/clock.h"
 #include "util/fmt.h"
-
-#ifndef SF_VERSION
-#define SF_VERSION "0"
-#endif
+#include "util/version.h"
 
 /* What `version` and `stats` report: the memcached protocol level we implement first (clients
  * and conformance checkers such as memccapable parse it to decide which behaviour to expect),

@@ -64,41 +64,11 @@ int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen)
 
 int sf_lease_write(const char *path, uint64_t end_ms, char *err, size_t errlen)
 {
-    char tmp[4200], line[96];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char line[96];
     int len = snprintf(line, sizeof line, LEASE_MAGIC "%" PRIu64, end_ms);
     len += snprintf(line + len, sizeof line - (size_t)len, " %08" PRIx32 "\n",
                     crc32_of(line, (size_t)len));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        return -1;
-    }
-    const char *what = NULL;
-    if (write(fd, line, (size_t)len) != len)
-        what = "write";
-    else if (fsync(fd) != 0)
-        what = "fsync";
-    int saved = errno;
-    if (close(fd) != 0 && !what) {
-        what = "close";
-        saved = errno;
-    }
-    if (!what && rename(tmp, path) != 0) {
-        what = "rename";
-        saved = errno;
-    }
-    if (!what && fsio_fsync_parent(path) != 0) {
-        what = "fsync of directory";
-        saved = errno;
-    }
-    if (what) {
-        snprintf(err, errlen, "%s: %s failed: %s", path, what,
-                 saved ? strerror(saved) : "short write");
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return fsio_write_atomic(path, line, (size_t)len, err, errlen);
 }
 
 uint64_t sf_lease_first_tick(const sf_layout *l, uint64_t end_ms)

@@ -4,10 +4,10 @@
  * so far has a tick starting before E. At start the generator may only issue ticks starting at or
  * after E, so a restart (crash, kill -9, wall clock stepped back) can never repeat or go below an
  * earlier ID. While running, a keeper thread moves E ahead of the clock by `window_ms`, writing
- * the file atomically (tmp + fsync + rename + fsync of the directory) well before the generator
- * reaches it; the generator refuses ticks the file does not cover (SF_ELEASE), so a stalled disk
- * costs availability, never uniqueness. On a clean stop the final E is exactly the tick after
- * the last issued ID, so a graceful restart never waits.
+ * the file atomically (util/fsio.h: tmp + fsync + rename + fsync of the directory) well before
+ * the generator reaches it; the generator refuses ticks the file does not cover (SF_ELEASE), so a
+ * stalled disk costs availability, never uniqueness. On a clean stop the final E is exactly the
+ * tick after the last issued ID, so a graceful restart never waits.
  *
  * File format, one line: "snowflaked-lease 1 <E> <crc32 of the text before it, 8 hex digits>\n".
  */
@@ -26,7 +26,8 @@
 /* Returns 1 and *end_ms if the file holds a valid lease, 0 if it does not exist, -1 with a reason
  * in err if it exists but cannot be read or is corrupt. */
 int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen);
-/* Atomically replaces the file. Returns 0, or -1 with a reason in err. */
+/* Atomically replaces the file (util/fsio.h: on failure the old one is intact). Returns 0, or -1
+ * with a reason in err. */
 int sf_lease_write(const char *path, uint64_t end_ms, char *err, size_t errlen);
 
 /* First tick of `layout` that starts at or after end_ms: the generator's min_tick after restart. */
