@@ -579,12 +579,14 @@ class MemcacheSmallBuffers(unittest.TestCase):
         cls.srv.stop()
 
     def test_big_pipeline_through_a_small_buffer(self):
-        c = Client(self.port, timeout=20)
         raw, want = b"", b""
         for i in range(5000):
             k = b"sb_key%d" % i
             raw += b"set %s 0 0 %d\r\n%d\r\nget %s\r\n" % (k, len(str(i)), i, k)
             want += b"STORED\r\nVALUE %s 0 %d\r\n%d\r\nEND\r\n" % (k, len(str(i)), i)
+        # Connected only now: building the pipeline can take longer than the 500 ms the server
+        # gives a new connection to send its first command (it then closes, rightly).
+        c = Client(self.port, timeout=20)
         sender = threading.Thread(target=c.send, args=(raw,))
         sender.start()
         got = c.read(len(want))
