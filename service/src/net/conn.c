@@ -3,6 +3,7 @@
 #include "net/conn.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "net/loop.h"
@@ -177,27 +178,83 @@ static bool wants_input(const conn *c)
     }
 }
 
+static size_t read_buffer_size(const conn *c)
+{
+    return config_of(c)->read_buffer;
+}
+
 static void release_input(conn *c)
 {
     if (c->in) {
-        pool_put(&c->loop->inbufs, c->in);
+        if (c->in_size == read_buffer_size(c))
+            pool_put(&c->loop->inbufs, c->in);
+        else
+            free(c->in); /* grown for a long message: not kept */
         c->in = NULL;
     }
-    c->in_len = 0;
+    c->in_len = c->in_size = 0;
 }
 
-/* Keeps bytes the protocol did not consume. data may point into c->in. */
-static int keep_input(conn *c, const char *data, size_t len)
+void conn_set_input_max(conn *c, size_t max)
 {
-    if (len > config_of(c)->read_buffer)
+    size_t rb = read_buffer_size(c);
+    c->in_max = (uint32_t)(max < rb ? rb : max > UINT32_MAX / 2 ? UINT32_MAX / 2 : max);
+}
+
+/* Room for `need` bytes of input: the pooled buffer, or one grown (doubling) up to in_max.
+ * Returns 0, or -1 when that is more than the protocol may leave or memory ran out. */
+static int reserve_input(conn *c, size_t need)
+{
+    if (need <= c->in_size)
+        return 0;
+    if (need > c->in_max) {
+        NET_STAT_ADD(c->loop->stats.proto_errors, 1); /* the protocol exceeded its own limit */
         return -1;
-    if (!c->in && !(c->in = pool_get(&c->loop->inbufs))) {
+    }
+    size_t rb = read_buffer_size(c), size = c->in_size ? c->in_size : rb;
+    while (size < need)
+        size *= 2;
+    if (size > c->in_max)
+        size = c->in_max;
+    char *p = size == rb ? pool_get(&c->loop->inbufs) : malloc(size);
+    if (!p) {
         NET_STAT_ADD(c->loop->stats.out_of_memory, 1);
         return -1;
     }
-    memmove(c->in, data, len);
+    if (c->in_len)
+        memcpy(p, c->in, c->in_len);
+    uint32_t len = c->in_len;
+    release_input(c);
+    c->in = p;
+    c->in_len = len;
+    c->in_size = (uint32_t)size;
+    return 0;
+}
+
+/* Keeps the bytes the protocol did not consume. data may point into c->in. */
+static int keep_input(conn *c, const char *data, size_t len)
+{
+    if (c->in && data >= c->in && data < c->in + c->in_size) {
+        memmove(c->in, data, len);
+        c->in_len = (uint32_t)len;
+        return 0;
+    }
+    c->in_len = 0;
+    if (reserve_input(c, len) != 0)
+        return -1;
+    memcpy(c->in, data, len);
     c->in_len = (uint32_t)len;
     return 0;
+}
+
+char *conn_io_read_buffer(conn *c, size_t *len)
+{
+    if (c->in_len && (c->in_len < c->in_size || reserve_input(c, (size_t)c->in_len + 1) == 0)) {
+        *len = c->in_size - c->in_len;
+        return c->in + c->in_len;
+    }
+    *len = read_buffer_size(c); /* nothing held (or no room to grow: conn_io_read refuses it) */
+    return c->loop->read_buf;
 }
 
 /* Hands data (new bytes, or the kept input with new bytes appended) to the protocol. */
@@ -238,14 +295,17 @@ void conn_io_read(conn *c, const char *data, size_t n)
     c->flags |= CONN_GOT_DATA;
     if (c->phase != CONN_OPEN)
         return; /* ending or lingering: discarded */
-    if (c->in_len == 0) {
-        process(c, data, n);
-    } else if (c->in_len + n <= config_of(c)->read_buffer) {
+    if (c->in && data == c->in + c->in_len) { /* read behind the unfinished message */
+        c->in_len += (uint32_t)n;
+        process(c, c->in, c->in_len);
+    } else if (c->in_len == 0) {
+        process(c, data, n); /* in the loop's buffer: what is left is kept afterwards */
+    } else if (reserve_input(c, (size_t)c->in_len + n) == 0) {
         memcpy(c->in + c->in_len, data, n);
         c->in_len += (uint32_t)n;
         process(c, c->in, c->in_len);
     } else {
-        conn_close(c); /* the protocol sat on a full buffer without consuming */
+        conn_close(c); /* the protocol sat on more input than it may leave */
     }
 }
 
@@ -472,6 +532,7 @@ conn *conn_open(net_loop *loop, net_listener *l, const conn_io *io, int fd, void
     c->listener = l;
     c->proto = p;
     c->phase = CONN_OPEN;
+    c->in_max = (uint32_t)read_buffer_size(c);
     wheel_timer_init(&c->timer, on_timer);
     obuf_init(&c->out, &loop->chunks);
     c->next = loop->conns;

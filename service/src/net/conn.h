@@ -76,8 +76,10 @@ struct conn {
     conn *pending_next; /* the loop's run queue */
     obuf out;
     size_t inflight; /* bytes handed to the asynchronous write in flight */
-    char *in;        /* unconsumed input (pooled, read_buffer bytes), or NULL */
-    uint32_t in_len;
+    char *in;         /* unconsumed input, or NULL: pooled (read_buffer bytes) or, grown, malloc'd */
+    uint32_t in_len;  /* bytes in it */
+    uint32_t in_size; /* its capacity */
+    uint32_t in_max;  /* the most unconsumed input the protocol may leave (conn_set_input_max) */
     uint8_t phase;    /* conn_phase */
     uint16_t flags;   /* CONN_READING ... */
     uint8_t timer_kind;       /* conn_timeout_kind the armed timer means */
@@ -117,6 +119,15 @@ static inline size_t conn_output_pending(const conn *c)
 }
 /* True when the protocol should stop producing and return what it consumed so far. */
 bool conn_output_full(const conn *c);
+
+/* Input. Bytes a protocol does not consume are kept in the connection's input buffer and offered
+ * again, at the start of `data`, with the bytes that arrive next (a message cut by a read), or
+ * on a later loop turn (conn_yield). Protocols parse in place and may keep offsets into what they
+ * leave unconsumed. The buffer grows (it starts at read_buffer bytes) up to `max` bytes, by
+ * default read_buffer: a protocol that needs more for one message (a long request head) raises
+ * it in on_open, and must answer its own error (431, CLIENT_ERROR ...) before leaving more than
+ * that; a protocol that does not is closed (a bug, counted in proto_errors). */
+void conn_set_input_max(conn *c, size_t max);
 
 /* The protocol stopped with unconsumed input it can handle later (fairness cap or output
  * full): the rest of this read is kept and offered again on a later loop turn. */

@@ -196,14 +196,13 @@ int conn_fake_open(conn_fake_loop *fl, conn_fake *f)
 int conn_fake_feed(conn_fake *f, const void *data, size_t len)
 {
     const char *p = data;
-    size_t rb = f->c->loop->server->cfg.read_buffer;
     int rc = run_turns(f);
     while (len > 0 && rc == CONN_FAKE_OK && (f->c->flags & CONN_READING)) {
-        /* A read fills at most what the buffer has room for beside kept input... */
-        size_t room = rb > f->c->in_len ? rb - f->c->in_len : 0;
-        size_t n = len < rb ? len : rb;
-        if (room && n > room)
-            n = room; /* ...which the next read then overflows, as on a socket, if unconsumed */
+        /* A read fills what the socket transport would offer: the room behind kept input (grown
+         * as it grows it), else a loop read buffer; delivered as a copy of exactly its bytes. */
+        size_t room;
+        conn_io_read_buffer(f->c, &room);
+        size_t n = len < room ? len : room;
         char *copy = malloc(n);
         if (!copy) {
             conn_close(f->c);

@@ -7,8 +7,8 @@
  * Compiled only into fuzz and test targets, never into the daemon.
  *
  * The simulated peer and loop:
- *   - reads: conn_fake_feed cuts the client's bytes into reads of at most read_buffer bytes and
- *     delivers each as the libuv transport does (conn_io_read), once the connection reads again;
+ *   - reads: conn_fake_feed cuts the client's bytes into reads of the sizes the socket transport
+ *     would read (conn_io_read_buffer) and delivers each (conn_io_read) once the connection reads;
  *   - the peer's reading speed: each try-write takes at most write_budget bytes; an asynchronous
  *     write completes on the next loop turn (the peer caught up);
  *   - loop turns: completing the write in flight, then the run queue (conn_run_pending), as
@@ -93,8 +93,9 @@ static inline void conn_fake_set_ctx(conn_fake_loop *fl, void *ctx)
 /* Opens a connection through conn_open (as the socket transport does on accept) and lets it
  * start reading. Returns 0, or -1 when out of memory or at max_connections. */
 int conn_fake_open(conn_fake_loop *fl, conn_fake *f);
-/* The client's bytes, in reads of at most read_buffer bytes, each delivered when the connection
- * reads (loop turns run in between while it has queued work); then turns until it is quiet. */
+/* The client's bytes, in reads as the socket transport would make them, each delivered when
+ * the connection reads (loop turns run in between while it has queued work); then turns until
+ * it is quiet. */
 int conn_fake_feed(conn_fake *f, const void *data, size_t len);
 /* The armed timer expires (header, idle, write or drain), then turns until quiet. */
 int conn_fake_timeout(conn_fake *f);

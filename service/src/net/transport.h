@@ -48,6 +48,10 @@ conn *conn_open(net_loop *loop, net_listener *l, const conn_io *io, int fd, void
  * backend): the connection decides what next, as after any event. */
 void conn_io_ready(conn *c);
 
+/* Where the transport should read to: the free end of the connection's input buffer when it
+ * holds an unfinished message (the bytes then land behind it without a copy), else the loop's
+ * shared read buffer. *len > 0. */
+char *conn_io_read_buffer(conn *c, size_t *len);
 /* Reports from the transport. data[0..n) is valid for the call only; n > 0. */
 void conn_io_read(conn *c, const char *data, size_t n);
 /* The input ended: status 0 for the peer's EOF, else a negative error. */

@@ -13,11 +13,9 @@
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
-    conn *c = h->data;
-    /* One buffer per loop: libuv calls alloc and read back to back, and whatever a protocol
-     * does not consume is copied out before the next read. */
-    buf->base = c->loop->read_buf;
-    buf->len = c->loop->server->cfg.read_buffer;
+    size_t len;
+    buf->base = conn_io_read_buffer(h->data, &len);
+    buf->len = len;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)

@@ -284,7 +284,7 @@ static void cmd_get(mc_conn *m, const char *rest, size_t n, bool with_cas, bool 
     get_result r = get_keys(m, rest, n, now, &stop);
     if (r == GET_DONE)
         get_end(m);
-    else if (r == GET_PAUSED) { /* line_in keeps the rest of the line (get_cont answers it) */
+    else if (r == GET_PAUSED) { /* the rest of the line stays in the input (get_cont) */
         m->state = MC_GET_CONT;
         m->get_stop = rest + stop;
     }
@@ -671,193 +671,125 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         conn_write(m->c, "ERROR\r\n", 7);
 }
 
-/* The line buffer. Everything that arrives is consumed: a command line or a get's key that is
- * cut by the end of a read waits here, not in the connection's input buffer, which a full read
- * could not be appended to. */
-static bool lbuf_add(mc_conn *m, const char *p, size_t n)
-{
-    if (n == 0) /* lbuf may be NULL: NULL + 0 and memcpy(NULL, p, 0) are undefined (fuzzing) */
-        return true;
-    if (m->llen + n > m->lcap) {
-        size_t cap = m->lcap ? m->lcap : 256;
-        while (cap < m->llen + n)
-            cap *= 2;
-        char *b = realloc(m->lbuf, cap);
-        if (!b)
-            return false;
-        m->lbuf = b;
-        m->lcap = cap;
-    }
-    memcpy(m->lbuf + m->llen, p, n);
-    m->llen += n;
-    return true;
-}
+/* ---- input: parsed in place ------------------------------------------------------------------ */
 
-static void lbuf_reset(mc_conn *m)
-{
-    m->llen = 0;
-    if (m->lcap > 2 * MEMCACHE_LINE_MAX) { /* a rare long line: do not keep its memory */
-        free(m->lbuf);
-        m->lbuf = NULL;
-        m->lcap = 0;
-    }
-}
+/* Bytes a step does not consume stay in the connection's input buffer and come back, with what
+ * arrives next, at the start of mc_data's data: an unfinished command line, or the unfinished last
+ * key of a long get line. Nothing is copied. */
+typedef enum {
+    MC_STEP_MORE,   /* the rest is unfinished (a line, a key): wait for more bytes */
+    MC_STEP_GO,     /* consumed something; go on */
+    MC_STEP_DONE,   /* a command finished (counted for fairness); go on */
+    MC_STEP_PAUSED, /* a get paused on a full output: the rest waits until it drains */
+    MC_STEP_CLOSE,  /* close the connection */
+} mc_step;
 
-/* Keys of a get line, p[0..n) with no newline: answers those followed by a blank and keeps the
- * unfinished last one in the line buffer. Returns the bytes used (fewer when the output is
- * full: the rest waits in the input), -1 to close (out of memory). */
-static ssize_t get_stream(mc_conn *m, const char *p, size_t n, uint64_t now)
+/* A line of more than MEMCACHE_LINE_MAX bytes and no newline yet: a long multiget continues as
+ * MC_GET_CONT, its keys answered as they arrive; anything else closes the connection (memcached
+ * alike). Returns the bytes of the line's head ("get ") or -1. */
+static ssize_t long_line(mc_conn *m, const char *p, size_t n)
 {
-    size_t cut = n, stop;
-    while (cut > 0 && p[cut - 1] != ' ')
-        cut--;
-    get_result r = cut ? get_keys(m, p, cut, now, &stop) : GET_DONE;
-    if (r == GET_PAUSED)
-        return (ssize_t)stop;
-    if (r == GET_FAILED) {
-        m->state = MC_SKIP_LINE;
-        return (ssize_t)n;
-    }
-    if (n - cut > CACHE_KEY_MAX + 1) { /* the unfinished key is already too long ('\r' aside) */
-        conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
-        m->state = MC_SKIP_LINE;
-        return (ssize_t)n;
-    }
-    return lbuf_add(m, p + cut, n - cut) ? (ssize_t)n : -1;
-}
-
-/* A NUL byte ends a long get line where it stands (memcached reads the line as a C string): the
- * keys before it are answered, the rest of the line is skipped. Returns the bytes used (fewer
- * when paused: the rest stays in the input). */
-static size_t get_nul_end(mc_conn *m, const char *p, const char *nul, uint64_t now)
-{
-    size_t stop;
-    get_result r = get_keys(m, p, (size_t)(nul - p), now, &stop);
-    if (r == GET_PAUSED)
-        return stop;
-    if (r == GET_DONE)
-        get_end(m);
-    m->state = MC_SKIP_LINE;
-    return (size_t)(nul - p) + 1;
-}
-
-/* A line of more than MEMCACHE_LINE_MAX bytes and no newline yet, all in the line buffer: a long
- * multiget continues as MC_GET_CONT; anything else closes the connection (memcached alike). */
-static bool long_line(mc_conn *m)
-{
-    size_t lead = 0, n = m->llen;
-    while (lead < n && m->lbuf[lead] == ' ')
+    size_t lead = 0;
+    while (lead < n && p[lead] == ' ')
         lead++;
     if (lead > MC_GET_LEAD_MAX)
-        return false;
-    bool gets = starts(m->lbuf + lead, n - lead, "gets ");
-    if (!gets && !starts(m->lbuf + lead, n - lead, "get "))
-        return false;
+        return -1;
+    bool gets = starts(p + lead, n - lead, "gets ");
+    if (!gets && !starts(p + lead, n - lead, "get "))
+        return -1;
     m->state = MC_GET_CONT;
     m->get_cas = gets;
     m->get_touch = false;
     m->get_any = false;
     m->noreply = false;
-    size_t skip = lead + (gets ? 5 : 4);
-    const char *nul = memchr(m->lbuf + skip, '\0', n - skip);
-    if (nul) /* the line ends there (memcached reads it as a C string) */
-        n = (size_t)(nul - m->lbuf);
-    m->get_nul = nul != NULL;
-    /* The keys stay in the buffer, pending: get_cont answers them with the next read, which
-     * this unterminated line still owes us. */
-    memmove(m->lbuf, m->lbuf + skip, n - skip);
-    m->llen = n - skip;
-    return true;
+    return (ssize_t)(lead + (gets ? 5 : 4));
 }
 
-/* Answers the pending keys lbuf[0..kl) (complete ones). Paused, the rest stays pending;
- * otherwise the buffer is emptied. */
-static get_result pending_keys(mc_conn *m, size_t kl, uint64_t now)
+/* MC_LINE: one command line from p. */
+static mc_step line_in(mc_conn *m, const char *p, size_t n, uint64_t now, size_t *used)
 {
-    size_t stop;
-    get_result r = get_keys(m, m->lbuf, kl, now, &stop);
-    if (r == GET_PAUSED) {
-        memmove(m->lbuf, m->lbuf + stop, m->llen - stop);
-        m->llen -= stop;
-    } else {
-        lbuf_reset(m);
+    const char *nl = memchr(p, '\n', n);
+    if (!nl) {
+        *used = 0;
+        if (n <= MEMCACHE_LINE_MAX)
+            return MC_STEP_MORE;
+        ssize_t head = long_line(m, p, n);
+        if (head < 0)
+            return MC_STEP_CLOSE;
+        *used = (size_t)head;
+        return MC_STEP_GO;
     }
-    return r;
+    size_t ln = (size_t)(nl - p);
+    if (ln && p[ln - 1] == '\r')
+        ln--;
+    command(m, p, ln, now);
+    if (m->get_stop) { /* a get paused on a full output: the rest of its line stays (MC_GET_CONT) */
+        *used = (size_t)(m->get_stop - p);
+        m->get_stop = NULL;
+        return MC_STEP_DONE; /* the command ran (the output is full: mc_data yields next) */
+    }
+    *used = (size_t)(nl - p) + 1;
+    return MC_STEP_DONE;
 }
 
-/* MC_GET_CONT: the rest of a get line. Returns bytes used, or -1 to close. A pause returns
- * with input left over (mc_data yields until the output drains, then calls again). */
-static ssize_t get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, bool *done)
+/* MC_GET_CONT: the rest of a get line (after a pause, or of a long line still arriving). */
+static mc_step get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, size_t *used)
 {
-    *done = false;
-    size_t used = 0;
-    if (m->get_nul) { /* a long line cut by a NUL: its pending keys, END, the rest skipped */
-        get_result r = pending_keys(m, m->llen, now);
-        if (r == GET_PAUSED)
-            return 0;
-        m->get_nul = false;
+    const char *nl = memchr(p, '\n', n);
+    size_t end = nl ? (size_t)(nl - p) : n, stop;
+    const char *nul = memchr(p, '\0', end);
+    if (nul) { /* the line ends there (memcached reads it as a C string); the rest is skipped */
+        get_result r = get_keys(m, p, (size_t)(nul - p), now, &stop);
+        if (r == GET_PAUSED) {
+            *used = stop;
+            return MC_STEP_PAUSED;
+        }
         if (r == GET_DONE)
             get_end(m);
         m->state = MC_SKIP_LINE;
-        return 0;
+        *used = (size_t)(nul - p) + 1;
+        return MC_STEP_GO;
     }
-    if (m->llen) { /* pending keys, the last one cut by the end of a read: complete it */
-        size_t k = 0;
-        while (k < n && p[k] != ' ' && p[k] != '\n' && p[k] != '\0')
-            k++;
-        if (!lbuf_add(m, p, k))
-            return -1;
-        used = k;
-        if (k == n) {
-            size_t last = 0; /* the cut key so far */
-            while (last < m->llen && m->lbuf[m->llen - 1 - last] != ' ')
-                last++;
-            /* Too long already ('\r' aside): kept at a length get_keys refuses once the key
-             * ends, after answering the keys before it (as when the line comes at once). */
-            if (last > CACHE_KEY_MAX + 2)
-                m->llen -= last - (CACHE_KEY_MAX + 2);
-            return (ssize_t)used;
-        }
-        size_t kl = m->llen;
-        if (p[k] == '\n' && kl && m->lbuf[kl - 1] == '\r')
-            kl--;
-        get_result r = pending_keys(m, kl, now);
-        if (r == GET_PAUSED) /* the rest stays pending, its delimiter p[k] in the input */
-            return (ssize_t)used;
-        if (r == GET_FAILED) {
-            m->state = MC_SKIP_LINE;
-            return (ssize_t)used;
-        }
-        if (p[k] != ' ') { /* the line's end, or a NUL ending it early */
-            get_end(m);
-            m->state = p[k] == '\n' ? MC_LINE : MC_SKIP_LINE;
-            *done = p[k] == '\n';
-            return (ssize_t)used + 1;
-        }
-        p += k;
-        n -= k;
-        if (conn_output_full(m->c)) /* the last pending key filled it: the blank stays */
-            return (ssize_t)used;
-    }
-    const char *nl = memchr(p, '\n', n);
-    const char *nul = memchr(p, '\0', nl ? (size_t)(nl - p) : n);
-    if (nul)
-        return (ssize_t)(used + get_nul_end(m, p, nul, now));
     if (nl) {
-        size_t seg = (size_t)(nl - p), stop;
+        size_t seg = end;
         if (seg && p[seg - 1] == '\r')
             seg--;
         get_result r = get_keys(m, p, seg, now, &stop);
-        if (r == GET_PAUSED)
-            return (ssize_t)(used + stop);
+        if (r == GET_PAUSED) {
+            *used = stop;
+            return MC_STEP_PAUSED;
+        }
         if (r == GET_DONE)
             get_end(m);
         m->state = MC_LINE;
-        *done = true;
-        return (ssize_t)(used + (size_t)(nl - p) + 1);
+        *used = end + 1;
+        return MC_STEP_DONE;
     }
-    ssize_t r = get_stream(m, p, n, now);
-    return r < 0 ? -1 : (ssize_t)used + r;
+    /* No line end yet: the keys followed by a blank are answered; the unfinished last one waits
+     * in the input for the rest of it. */
+    size_t cut = n;
+    while (cut > 0 && p[cut - 1] != ' ')
+        cut--;
+    if (cut) {
+        get_result r = get_keys(m, p, cut, now, &stop);
+        if (r == GET_PAUSED) {
+            *used = stop;
+            return MC_STEP_PAUSED;
+        }
+        if (r == GET_FAILED) {
+            m->state = MC_SKIP_LINE;
+            *used = n;
+            return MC_STEP_GO;
+        }
+    }
+    if (n - cut > CACHE_KEY_MAX + 1) { /* the unfinished key is already too long ('\r' aside) */
+        conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
+        m->state = MC_SKIP_LINE;
+        *used = n;
+        return MC_STEP_GO;
+    }
+    *used = cut;
+    return cut ? MC_STEP_GO : MC_STEP_MORE;
 }
 
 static void mc_open(conn *c)
@@ -867,53 +799,6 @@ static void mc_open(conn *c)
     m->srv = net_listener_ctx(c->listener);
     m->ml = &m->srv->loops[conn_loop(c)->index];
     stat_add(&m->ml->conns_opened, 1);
-}
-
-/* MC_LINE: one command line from p (or completing the buffered one). Returns bytes used, -1 to
- * close; *done when a command ran. */
-static ssize_t line_in(mc_conn *m, const char *p, size_t n, uint64_t now, bool *done)
-{
-    const char *nl = memchr(p, '\n', n);
-    *done = false;
-    if (nl && m->llen == 0) { /* the usual case: the whole line is here */
-        size_t ln = (size_t)(nl - p);
-        if (ln && p[ln - 1] == '\r')
-            ln--;
-        command(m, p, ln, now);
-        *done = true;
-        if (m->get_stop) { /* a get paused on a full output: the rest of the line waits */
-            size_t used = (size_t)(m->get_stop - p);
-            m->get_stop = NULL;
-            return (ssize_t)used;
-        }
-        return (ssize_t)(nl - p) + 1;
-    }
-    size_t k = nl ? (size_t)(nl - p) : n;
-    if (!lbuf_add(m, p, k))
-        return -1;
-    if (!nl) {
-        if (m->llen > MEMCACHE_LINE_MAX && !long_line(m))
-            return -1;
-        return (ssize_t)n;
-    }
-    size_t ln = m->llen;
-    if (ln && m->lbuf[ln - 1] == '\r')
-        ln--;
-    command(m, m->lbuf, ln, now);
-    *done = true;
-    if (m->get_stop) { /* a get paused on a full output: its other keys stay pending in the */
-        size_t off = (size_t)(m->get_stop - m->lbuf); /* buffer, the newline in the input */
-        m->get_stop = NULL;
-        /* The line as command() read it: up to a NUL; with its '\r', stripped once later. */
-        const char *nul = memchr(m->lbuf + off, '\0', ln - off);
-        size_t keep = nul ? (size_t)(nul - m->lbuf) - off : m->llen - off;
-        memmove(m->lbuf, m->lbuf + off, keep);
-        m->llen = keep;
-        m->get_nul = nul != NULL; /* then the keys are all there is: a '\r' is part of one */
-        return (ssize_t)k;
-    }
-    lbuf_reset(m);
-    return (ssize_t)k + 1;
 }
 
 static ssize_t mc_data(conn *c, const char *data, size_t len)
@@ -954,18 +839,20 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
                 yielded = true;
                 break;
             }
-            bool done;
-            ssize_t k = m->state == MC_GET_CONT ? get_cont(m, p, n, now, &done)
-                                                : line_in(m, p, n, now, &done);
-            if (k < 0)
+            size_t k = 0;
+            mc_step st = m->state == MC_GET_CONT ? get_cont(m, p, n, now, &k)
+                                                 : line_in(m, p, n, now, &k);
+            if (st == MC_STEP_CLOSE)
                 return PROTO_CLOSE;
-            pos += (size_t)k;
-            if (done)
+            pos += k;
+            if (st == MC_STEP_DONE)
                 handled++;
+            else if (st == MC_STEP_MORE)
+                break;
         }
     }
     if (!conn_closing(c)) {
-        bool partial = m->state != MC_LINE || m->llen || (pos < len && !yielded);
+        bool partial = m->state != MC_LINE || (pos < len && !yielded);
         /* A get paused on our output with its whole line here owes us nothing: not a partial
          * command (the write timeout governs a client that stops reading; a header deadline
          * would be stale by the time the output drains). */
@@ -988,8 +875,6 @@ static void mc_close(conn *c)
     mc_conn *m = conn_state(c);
     cache_item_release(m->item);
     m->item = NULL;
-    free(m->lbuf);
-    m->lbuf = NULL;
     stat_add(&m->ml->conns_closed, 1);
 }
 

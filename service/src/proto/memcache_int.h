@@ -3,7 +3,7 @@
  * files share: the per-loop counters and the server object, the connection state, the tokens,
  * the reply and number helpers, and the meta commands' entry points that dispatch calls.
  *
- * memcache.c: the classic commands, dispatch, the line buffer and the server object.
+ * memcache.c: the classic commands, dispatch, the input (parsed in place) and the server object.
  * memcache_meta.c: the meta commands mg, ms, md, ma (mn is answered by dispatch).
  */
 #ifndef SF_PROTO_MEMCACHE_INT_H
@@ -45,7 +45,7 @@ typedef enum {
     MC_DATA,      /* receiving a storage command's data block into m->item */
     MC_SWALLOW,   /* discarding a refused data block */
     MC_GET_CONT,  /* the rest of a get line: keys are answered as they arrive, or as the
-                   * output drains (lbuf: keys not yet answered, the last may be cut) */
+                   * output drains (the keys not yet answered stay in the input) */
     MC_SKIP_LINE, /* discarding the rest of a failed long get line */
 } mc_state;
 
@@ -55,8 +55,6 @@ typedef struct mc_conn {
     memcache_server *srv;
     mc_loop *ml;
     cache_item *item; /* MC_DATA: the unstored item being filled */
-    char *lbuf;       /* a command line split across reads, or MC_GET_CONT's pending keys */
-    size_t llen, lcap;
     uint64_t cas_in;
     uint64_t need; /* MC_DATA / MC_SWALLOW: bytes still expected (value + "\r\n") */
     uint32_t vlen;
@@ -65,7 +63,6 @@ typedef struct mc_conn {
     bool get_cas, get_touch; /* MC_GET_CONT: gets / gat(s), with get_exp */
     bool in_cmd;             /* a command is partly received (the header timeout runs) */
     bool get_paused;         /* a get paused on a full output (its resumption is progress) */
-    bool get_nul;            /* MC_GET_CONT: the pending keys end the line (a NUL cut it) */
     bool get_any;            /* MC_GET_CONT: the line named a key (else it ends in ERROR) */
     uint64_t get_exp;        /* gat(s): the new expiry */
     const char *get_stop;    /* set by cmd_get when it pauses: the first key not answered */
