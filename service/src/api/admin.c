@@ -212,16 +212,17 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         counter(b, "snowflaked_lease_write_failures_total", "Timestamp lease renewals failed.",
                 atomic_load(&a->keeper->failures));
     }
-    const cfg_snowflake *s = &a->config->snowflake;
+    const api_options *o = &a->opt;
+    const sf_layout *l = &o->layout;
     prom_family(b, "snowflaked_info", "gauge", "Build and identity of this instance.");
     char labels[320];
     snprintf(labels, sizeof labels,
              "version=\"%s\",datacenter_id=\"%u\",worker_id=\"%u\",per_thread_worker_ids=\"%s\","
              "layout=\"%u/%u/%u/%u\",epoch_ms=\"%llu\",time_unit_ms=\"%u\",sync=\"%s\"",
-             SF_VERSION, s->datacenter_id, s->worker_id,
-             s->per_thread_worker_ids ? "true" : "false", s->timestamp_bits, s->datacenter_bits,
-             s->worker_bits, s->sequence_bits, (unsigned long long)s->epoch_ms, s->time_unit_ms,
-             sf_sync_mode_name(s->sync));
+             SF_VERSION, o->datacenter_id, o->worker_id,
+             o->per_thread_worker_ids ? "true" : "false", l->timestamp_bits, l->datacenter_bits,
+             l->worker_bits, l->sequence_bits, (unsigned long long)l->epoch_ms, l->unit_ms,
+             sf_sync_mode_name(o->sync));
     prom_u64(b, "snowflaked_info", labels, 1);
 }
 
@@ -325,7 +326,7 @@ int api_register(http_server *http, api_ctx *a)
         if (http_server_route(http, &cache) != 0)
             return -1;
     }
-    if (a->config->echo.http_enabled) {
+    if (a->opt.echo_http) {
         const http_route echo = {.path = "/echo",
                                  .wants_body = true,
                                  .methods = get | HTTP_M(HTTP_POST),

@@ -1,6 +1,8 @@
 /* The HTTP API: ID routes (/id, /ids, /id/{id}) and administration (/healthz, /readyz,
  * /metrics). Handlers run on loop threads; the only shared state they touch on the request path
- * is the generator (in its configured sync mode) and per-loop counters.
+ * is the generator (in its configured sync mode) and per-loop counters. What they need to know
+ * of the configuration comes in api_options, filled once by app/wiring.c: the API does not
+ * depend on config/.
  */
 #ifndef SF_API_API_H
 #define SF_API_API_H
@@ -11,9 +13,10 @@
 
 #include "cache/persist.h"
 #include "cache/store.h"
-#include "config/config.h"
 #include "http/http.h"
+#include "snowflake/encoding.h"
 #include "snowflake/generator.h"
+#include "snowflake/layout.h"
 #include "snowflake/lease.h"
 
 typedef struct api_loop {
@@ -21,8 +24,22 @@ typedef struct api_loop {
     _Atomic uint64_t auth_failures;
 } api_loop;
 
+/* The handlers' options (app_api_options maps the configuration onto them). */
+typedef struct api_options {
+    sf_layout layout;                  /* /id/{id} decodes with it; the info metric shows it */
+    sf_encoding default_encoding;      /* IDs without ?encoding= */
+    uint32_t max_batch;                /* /ids?count= at most */
+    uint32_t datacenter_id, worker_id; /* the info metric (worker_id: loop 0's) */
+    bool per_thread_worker_ids;        /* the info metric */
+    sf_sync_mode sync;                 /* the info metric */
+    bool echo_http;                    /* /echo is registered */
+    bool protect_reads;                /* with a token: reads need it too, not only writes */
+    const char *token;                 /* the bearer token (auth.token or its file), or NULL */
+    size_t token_len;                  /* 0 = no access control */
+} api_options;
+
 typedef struct api_ctx {
-    const cfg *config;
+    api_options opt;
     sf_gen *const *gens; /* one, or one per loop with per_thread_worker_ids */
     unsigned ngens;
     const sf_lease_keeper *keeper;
@@ -33,8 +50,6 @@ typedef struct api_ctx {
     uint64_t (*malloc_calls)(void); /* from an LD_PRELOAD counting shim, if present */
     cache_store *cache;             /* NULL when cache.enabled is false */
     cache_persist *persist;         /* NULL unless cache.persist */
-    const char *token;              /* the bearer token (auth.token or its file), or NULL */
-    size_t token_len;               /* 0 = no access control */
 } api_ctx;
 
 /* Registers every route on the HTTP server. Returns 0 or -1. */

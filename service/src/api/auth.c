@@ -33,12 +33,12 @@ static bool bearer(const http_str *h, const char **tok, size_t *len)
 
 bool api_auth(api_ctx *a, http_request *r, bool write)
 {
-    if (a->token_len == 0 || (!write && !a->config->auth.protect_reads))
+    if (a->opt.token_len == 0 || (!write && !a->opt.protect_reads))
         return true;
     const char *tok;
     size_t len;
     bool given = bearer(&r->headers[HTTP_H_AUTHORIZATION], &tok, &len);
-    if (given && same_secret(tok, len, a->token, a->token_len))
+    if (given && same_secret(tok, len, a->opt.token, a->opt.token_len))
         return true;
     api_loop *l = &a->loops[r->loop_index];
     atomic_store_explicit(&l->auth_failures,

@@ -40,7 +40,7 @@ static bool str_has(http_str s, const char *needle)
 /* ?encoding= and ?format= / Accept. Answers 400 itself and returns -1 on a bad value. */
 static int output_options(http_request *r, const api_ctx *a, sf_encoding *enc, bool *text)
 {
-    *enc = a->config->snowflake.default_encoding;
+    *enc = a->opt.default_encoding;
     http_str v;
     if (http_query_param(r, "encoding", &v) && sf_enc_parse_name(v.p, v.len, enc) != 0) {
         http_respond_error(r, 400, "encoding must be one of dec, hex, base62, base32", NULL);
@@ -129,7 +129,7 @@ void api_ids(http_request *r, void *ctx)
     bool text;
     if (output_options(r, a, &enc, &text) != 0)
         return;
-    uint32_t max = a->config->snowflake.max_batch, count;
+    uint32_t max = a->opt.max_batch, count;
     http_str v;
     if (!http_query_param(r, "count", &v) || !parse_count(v, max, &count)) {
         char msg[96];
@@ -222,7 +222,7 @@ void api_id_parse(http_request *r, void *ctx)
         return;
     const char *text = r->path.p + 4; /* after "/id/" */
     size_t len = r->path.len - 4;
-    const sf_layout *l = &a->config->snowflake.layout;
+    const sf_layout *l = &a->opt.layout;
     uint64_t id;
     sf_id_parts parts;
     char why[192];

@@ -187,7 +187,7 @@ static int make_api(app *a, char *err, size_t errlen)
 {
     const cfg *c = a->config;
     api_ctx *api = &a->api;
-    api->config = c;
+    app_api_options(c, &api->opt);
     api->gens = a->gen_ptrs;
     api->ngens = (unsigned)a->ngens;
     api->keeper = a->daemon ? &a->keeper : NULL; /* in process: no lease file */
@@ -196,9 +196,9 @@ static int make_api(app *a, char *err, size_t errlen)
     api->cache = a->cache;
     if (load_token(&c->auth, a->token, sizeof a->token, err, errlen) != 0)
         return EXIT_FAILURE;
-    api->token = a->token;
-    api->token_len = strlen(a->token);
-    if (api->token_len)
+    api->opt.token = a->token;
+    api->opt.token_len = strlen(a->token);
+    if (api->opt.token_len)
         LOG_INFO("access control: bearer token required for %s",
                  c->auth.protect_reads ? "every route but health" : "cache writes");
     api->loops = aligned_alloc(64, sizeof(api_loop) * a->net->nloops);
