@@ -278,8 +278,6 @@ static void metrics_persist(prom_buf *b, cache_persist *p)
 void api_metrics(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
-    if (!api_auth(a, r, false))
-        return;
     prom_buf b;
     size_t size;
     char *mem = http_scratch(r, &size);
@@ -304,13 +302,15 @@ void api_metrics(http_request *r, void *ctx)
 int api_register(http_server *http, api_ctx *a)
 {
     const uint32_t get = HTTP_M(HTTP_GET);
+    const http_auth read = HTTP_AUTH_READ;
     const http_route routes[] = {
-        {.path = "/id", .methods = get, .handler = api_id, .ctx = a},
-        {.path = "/ids", .methods = get, .handler = api_ids, .ctx = a},
-        {.path = "/id/", .prefix = true, .methods = get, .handler = api_id_parse, .ctx = a},
+        {.path = "/id", .methods = get, .auth = read, .handler = api_id, .ctx = a},
+        {.path = "/ids", .methods = get, .auth = read, .handler = api_ids, .ctx = a},
+        {.path = "/id/", .prefix = true, .methods = get, .auth = read, .handler = api_id_parse,
+         .ctx = a},
         {.path = "/healthz", .methods = get, .handler = api_healthz, .ctx = a},
         {.path = "/readyz", .methods = get, .handler = api_readyz, .ctx = a},
-        {.path = "/metrics", .methods = get, .handler = api_metrics, .ctx = a},
+        {.path = "/metrics", .methods = get, .auth = read, .handler = api_metrics, .ctx = a},
     };
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (http_server_route(http, &routes[i]) != 0)
@@ -321,6 +321,7 @@ int api_register(http_server *http, api_ctx *a)
                                   .wants_body = true,
                                   .methods = get | HTTP_M(HTTP_PUT) | HTTP_M(HTTP_DELETE) |
                                              HTTP_M(HTTP_POST),
+                                  .auth = HTTP_AUTH_BY_METHOD, /* GET, HEAD read */
                                   .handler = api_cache,
                                   .ctx = a};
         if (http_server_route(http, &cache) != 0)
@@ -330,10 +331,12 @@ int api_register(http_server *http, api_ctx *a)
         const http_route echo = {.path = "/echo",
                                  .wants_body = true,
                                  .methods = get | HTTP_M(HTTP_POST),
+                                 .auth = read, /* a POST too: it changes nothing */
                                  .handler = api_echo,
                                  .ctx = a};
         if (http_server_route(http, &echo) != 0)
             return -1;
     }
+    http_server_set_guard(http, api_auth, a);
     return 0;
 }

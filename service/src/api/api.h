@@ -65,10 +65,11 @@ void api_metrics(http_request *r, void *ctx);
 void api_cache(http_request *r, void *ctx);
 void api_echo(http_request *r, void *ctx);
 
-/* Access control: with a token configured, writes (and with auth.protect_reads, reads) need
- * "Authorization: Bearer <token>" (compared in constant time); otherwise this answers 401 with
- * WWW-Authenticate and returns false. Health and readiness never ask. */
-bool api_auth(api_ctx *a, http_request *r, bool write);
+/* Access control, the HTTP server's guard (an api_ctx as ctx) for the routes api_register marks:
+ * with a token configured, writes (and with protect_reads, reads) need "Authorization: Bearer
+ * <token>" (compared in constant time); otherwise this answers 401 with WWW-Authenticate, counts
+ * the failure and returns false. Health and readiness are open. */
+bool api_auth(http_request *r, bool write, void *ctx);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);

@@ -31,8 +31,9 @@ static bool bearer(const http_str *h, const char **tok, size_t *len)
     return *len > 0;
 }
 
-bool api_auth(api_ctx *a, http_request *r, bool write)
+bool api_auth(http_request *r, bool write, void *ctx)
 {
+    api_ctx *a = ctx;
     if (a->opt.token_len == 0 || (!write && !a->opt.protect_reads))
         return true;
     const char *tok;

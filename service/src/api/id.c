@@ -73,8 +73,6 @@ static void refuse(http_request *r, sf_gen *g, int rc)
 void api_id(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
-    if (!api_auth(a, r, false))
-        return;
     sf_encoding enc;
     bool text;
     if (output_options(r, a, &enc, &text) != 0)
@@ -123,8 +121,6 @@ static bool parse_count(http_str v, uint32_t max, uint32_t *out)
 void api_ids(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
-    if (!api_auth(a, r, false))
-        return;
     sf_encoding enc;
     bool text;
     if (output_options(r, a, &enc, &text) != 0)
@@ -218,8 +214,6 @@ static int decode(const sf_layout *l, sf_encoding enc, const char *text, size_t 
 void api_id_parse(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
-    if (!api_auth(a, r, false))
-        return;
     const char *text = r->path.p + 4; /* after "/id/" */
     size_t len = r->path.len - 4;
     const sf_layout *l = &a->opt.layout;

@@ -40,6 +40,8 @@ struct http_server {
     net_server *net;
     http_route routes[HTTP_MAX_ROUTES];
     unsigned nroutes;
+    http_guard guard; /* checks routes with an auth attribute */
+    void *guard_ctx;
     http_loop *loops;
     unsigned nloops;
 };
@@ -586,6 +588,17 @@ static void end_message(http_conn *h)
     h->start_ns = 0;
 }
 
+/* The route's access attribute, checked once per request before its handler: false when the
+ * guard refused the request (and answered it). */
+static bool authorized(const http_server *s, const http_route *rt, http_request *r)
+{
+    if (rt->auth == HTTP_AUTH_NONE || !s->guard)
+        return true;
+    bool write = rt->auth == HTTP_AUTH_WRITE ||
+                 (rt->auth == HTTP_AUTH_BY_METHOD && r->method != HTTP_GET && r->method != HTTP_HEAD);
+    return s->guard(r, write, s->guard_ctx);
+}
+
 static void dispatch(http_conn *h)
 {
     http_request r = {.conn = h->c,
@@ -623,7 +636,7 @@ static void dispatch(http_conn *h)
             }
             snprintf(allow + n, sizeof allow - n, "\r\n");
             http_respond_error(&r, 405, "method not allowed", allow);
-        } else {
+        } else if (authorized(h->srv, rt, &r)) {
             rt->handler(&r, rt->ctx);
         }
     }
@@ -803,6 +816,12 @@ int http_server_route(http_server *s, const http_route *r)
         return -1;
     s->routes[s->nroutes++] = *r;
     return 0;
+}
+
+void http_server_set_guard(http_server *s, http_guard guard, void *ctx)
+{
+    s->guard = guard;
+    s->guard_ctx = ctx;
 }
 
 net_server *http_server_net(const http_server *s)
