@@ -169,10 +169,6 @@ static void metrics_pools(prom_buf *b, const api_ctx *a)
     prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"output_chunk\"", chunks.mallocs);
     prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"input_buffer\"", inbufs.mallocs);
     prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"request_head\"", heads.mallocs);
-    if (a->malloc_calls)
-        counter(b, "snowflaked_process_malloc_calls_total",
-                "malloc/calloc/realloc calls of the whole process (LD_PRELOAD counting shim).",
-                a->malloc_calls());
 }
 
 static void metrics_ids(prom_buf *b, const api_ctx *a)
@@ -306,7 +302,11 @@ int api_register(http_server *http, api_ctx *a)
     const http_route routes[] = {
         {.path = "/id", .methods = get, .auth = read, .handler = api_id, .ctx = a},
         {.path = "/ids", .methods = get, .auth = read, .handler = api_ids, .ctx = a},
-        {.path = "/id/", .prefix = true, .methods = get, .auth = read, .handler = api_id_parse,
+        {.path = "/id/",
+         .prefix = true,
+         .methods = get,
+         .auth = read,
+         .handler = api_id_parse,
          .ctx = a},
         {.path = "/healthz", .methods = get, .handler = api_healthz, .ctx = a},
         {.path = "/readyz", .methods = get, .handler = api_readyz, .ctx = a},

@@ -46,10 +46,9 @@ typedef struct api_ctx {
     http_server *http;
     net_server *net;
     api_loop *loops;
-    _Atomic bool listening;         /* set once every listener is up */
-    uint64_t (*malloc_calls)(void); /* from an LD_PRELOAD counting shim, if present */
-    cache_store *cache;             /* NULL when cache.enabled is false */
-    cache_persist *persist;         /* NULL unless cache.persist */
+    _Atomic bool listening; /* set once every listener is up */
+    cache_store *cache;     /* NULL when cache.enabled is false */
+    cache_persist *persist; /* NULL unless cache.persist */
 } api_ctx;
 
 /* Registers every route on the HTTP server. Returns 0 or -1. */

@@ -9,7 +9,6 @@
  */
 #include "app/app.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -35,7 +34,7 @@
 #define CACHE_SWEEP_INTERVAL_MS 100
 #define CACHE_SWEEP_BUCKETS     256 /* per loop per tick: bounded work, memory comes back anyway */
 
-/* ---- the data directory and the lease (daemon) ------------------------------------------------ */
+/* ---- the data directory and the lease (daemon) ---------------------------------------------- */
 
 /* mkdir -p, for data_dir. */
 static int make_dirs(const char *path, char *err, size_t errlen)
@@ -124,7 +123,7 @@ static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *min_tic
     return 0;
 }
 
-/* ---- the parts both ways of building share ---------------------------------------------------- */
+/* ---- the parts both ways of building share -------------------------------------------------- */
 
 /* One generator, or one per loop (per_thread_worker_ids), each on its own cache lines. */
 static int make_gens(app *a, unsigned nloops, sf_clock *clock, uint64_t min_tick, bool guarded,
@@ -173,7 +172,8 @@ static int load_token(const cfg_auth *a, char *out, size_t cap, char *err, size_
     fclose(f);
     size_t n = got ? strcspn(line, "\r\n") : 0;
     if (n == 0 || n >= cap) {
-        snprintf(err, errlen, "auth.token_file %s: the first line must hold the token (1..%zu bytes)",
+        snprintf(err, errlen,
+                 "auth.token_file %s: the first line must hold the token (1..%zu bytes)",
                  a->token_file, cap - 1);
         return -1;
     }
@@ -207,8 +207,6 @@ static int make_api(app *a, char *err, size_t errlen)
         return EXIT_FAILURE;
     }
     memset(api->loops, 0, sizeof(api_loop) * a->net->nloops);
-    if (a->daemon)
-        *(void **)&api->malloc_calls = dlsym(RTLD_DEFAULT, "sf_malloc_calls");
     if (api_register(a->http, api) != 0) {
         snprintf(err, errlen, "too many routes");
         return EXIT_FAILURE;
@@ -242,7 +240,7 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
     return make_api(a, err, errlen);
 }
 
-/* ---- the daemon ------------------------------------------------------------------------------- */
+/* ---- the daemon ----------------------------------------------------------------------------- */
 
 /* The data directory, its lock, the lease floor, the generators and the lease keeper: the first
  * renewal is on disk before any ID can be issued. */
@@ -280,8 +278,8 @@ static int check_peers(const cfg *c, char *err, size_t errlen)
     if (peers_check(s->peers, &s->layout, s->datacenter_id, s->worker_id, last_worker,
                     s->peer_timeout_ms, &pr, err, errlen) != 0)
         return -1;
-    LOG_INFO("peers: %u of %u answered; no other replica uses datacenter %u worker %u",
-             pr.answered, pr.asked, s->datacenter_id, s->worker_id);
+    LOG_INFO("peers: %u of %u answered; no other replica uses datacenter %u worker %u", pr.answered,
+             pr.asked, s->datacenter_id, s->worker_id);
     return 0;
 }
 
@@ -388,7 +386,7 @@ int app_stop(app *a)
     return code;
 }
 
-/* ---- in process ------------------------------------------------------------------------------- */
+/* ---- in process ----------------------------------------------------------------------------- */
 
 int app_build(app *a, const cfg *c, const app_options *o, char *err, size_t errlen)
 {

@@ -594,8 +594,8 @@ static bool authorized(const http_server *s, const http_route *rt, http_request 
 {
     if (rt->auth == HTTP_AUTH_NONE || !s->guard)
         return true;
-    bool write = rt->auth == HTTP_AUTH_WRITE ||
-                 (rt->auth == HTTP_AUTH_BY_METHOD && r->method != HTTP_GET && r->method != HTTP_HEAD);
+    bool write = rt->auth == HTTP_AUTH_WRITE || (rt->auth == HTTP_AUTH_BY_METHOD &&
+                                                 r->method != HTTP_GET && r->method != HTTP_HEAD);
     return s->guard(r, write, s->guard_ctx);
 }
 
