@@ -41,8 +41,8 @@
 #define TOKEN "fuzz-token"
 
 static struct {
-    cfg config;         /* the embedded config.json; auth.* and cache.* change per input */
-    cfg_cache cache;    /* its cache.*, for the inputs with the configured store */
+    cfg config;      /* the embedded config.json; auth.* and cache.* change per input */
+    cfg_cache cache; /* its cache.*, for the inputs with the configured store */
     sf_fake_clock clock;
     conn_fake_loop fl;
     app app; /* built per input by app_build: generator, HTTP server, API, store */
@@ -94,10 +94,10 @@ static void check_pools(void)
     net_loop *l = conn_fake_net_loop(&G.fl);
     pool_stats heads;
     http_server_pool_stats(G.app.http, &heads);
-    FUZZ_CHECK(POOL_LOAD(l->listeners[0].conns.in_use) == 0, "a connection object leaked");
-    FUZZ_CHECK(POOL_LOAD(l->chunks.in_use) == 0, "%zu output chunks leaked",
-               (size_t)POOL_LOAD(l->chunks.in_use));
-    FUZZ_CHECK(POOL_LOAD(l->inbufs.in_use) == 0, "an input buffer leaked");
+    FUZZ_CHECK(counter_get(&l->listeners[0].conns.in_use) == 0, "a connection object leaked");
+    FUZZ_CHECK(counter_get(&l->chunks.in_use) == 0, "%zu output chunks leaked",
+               (size_t)counter_get(&l->chunks.in_use));
+    FUZZ_CHECK(counter_get(&l->inbufs.in_use) == 0, "an input buffer leaked");
     FUZZ_CHECK(heads.in_use == 0, "%llu request head buffers leaked",
                (unsigned long long)heads.in_use);
     FUZZ_CHECK(atomic_load(&G.fl.server.open_conns) == 0, "open connection count off");

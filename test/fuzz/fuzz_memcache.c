@@ -72,10 +72,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void check_pools(conn_fake_loop *fl)
 {
     net_loop *l = conn_fake_net_loop(fl);
-    FUZZ_CHECK(POOL_LOAD(l->listeners[0].conns.in_use) == 0, "a connection object leaked");
-    FUZZ_CHECK(POOL_LOAD(l->chunks.in_use) == 0, "%zu output chunks leaked",
-               (size_t)POOL_LOAD(l->chunks.in_use));
-    FUZZ_CHECK(POOL_LOAD(l->inbufs.in_use) == 0, "an input buffer leaked");
+    FUZZ_CHECK(counter_get(&l->listeners[0].conns.in_use) == 0, "a connection object leaked");
+    FUZZ_CHECK(counter_get(&l->chunks.in_use) == 0, "%zu output chunks leaked",
+               (size_t)counter_get(&l->chunks.in_use));
+    FUZZ_CHECK(counter_get(&l->inbufs.in_use) == 0, "an input buffer leaked");
     FUZZ_CHECK(atomic_load(&fl->server.open_conns) == 0, "open connection count off");
 }
 

@@ -5,6 +5,7 @@
 #include "api/api.h"
 #include "llhttp.h"
 #include "obs/prom.h"
+#include "util/counter.h"
 
 #ifndef SF_VERSION
 #define SF_VERSION "0"
@@ -175,7 +176,7 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
 {
     uint64_t issued = 0;
     for (unsigned i = 0; i < a->net->nloops; i++)
-        issued += atomic_load_explicit(&a->loops[i].ids_issued, memory_order_relaxed);
+        issued += counter_get(&a->loops[i].ids_issued);
     sf_gen_stats total = {0};
     for (unsigned i = 0; i < a->ngens; i++) {
         sf_gen_stats s;
@@ -189,7 +190,7 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
     counter(b, "snowflaked_ids_issued_total", "IDs handed out (single and batch).", issued);
     uint64_t denied = 0;
     for (unsigned i = 0; i < a->net->nloops; i++)
-        denied += atomic_load_explicit(&a->loops[i].auth_failures, memory_order_relaxed);
+        denied += counter_get(&a->loops[i].auth_failures);
     counter(b, "snowflaked_auth_failures_total",
             "Requests refused with 401 (missing or wrong bearer token).", denied);
     counter(b, "snowflaked_sequence_exhaustion_waits_total",
@@ -204,9 +205,9 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
             "Requests refused because demand exceeded the layout's capacity.", total.busy_errors);
     if (a->keeper) {
         counter(b, "snowflaked_lease_writes_total", "Timestamp lease renewals written.",
-                atomic_load(&a->keeper->writes));
+                counter_get(&a->keeper->writes));
         counter(b, "snowflaked_lease_write_failures_total", "Timestamp lease renewals failed.",
-                atomic_load(&a->keeper->failures));
+                counter_get(&a->keeper->failures));
     }
     const api_options *o = &a->opt;
     const sf_layout *l = &o->layout;

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/counter.h"
+
 /* Compares every byte of the longer length whatever matches: the time taken tells nothing
  * about the token. */
 static bool same_secret(const char *given, size_t glen, const char *token, size_t tlen)
@@ -41,10 +43,7 @@ bool api_auth(http_request *r, bool write, void *ctx)
     bool given = bearer(&r->headers[HTTP_H_AUTHORIZATION], &tok, &len);
     if (given && same_secret(tok, len, a->opt.token, a->opt.token_len))
         return true;
-    api_loop *l = &a->loops[r->loop_index];
-    atomic_store_explicit(&l->auth_failures,
-                          atomic_load_explicit(&l->auth_failures, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    counter_add(&a->loops[r->loop_index].auth_failures, 1);
     /* RFC 6750: no error code when no credentials came, invalid_token when wrong ones did. */
     http_respond_error(r, 401, given ? "invalid bearer token" : "a bearer token is required",
                        given ? "WWW-Authenticate: Bearer realm=\"snowflaked\", "

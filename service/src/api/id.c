@@ -6,6 +6,7 @@
 
 #include "api/api.h"
 #include "snowflake/encoding.h"
+#include "util/counter.h"
 
 #define ID_PARSE_FUTURE_SLACK_MS 60000 /* clocks of other replicas may run a little ahead */
 
@@ -23,9 +24,7 @@ static uint64_t head_placeholder(sf_gen *g)
 
 static void count_ids(api_ctx *a, const http_request *r, uint64_t n)
 {
-    _Atomic uint64_t *f = &a->loops[r->loop_index].ids_issued;
-    atomic_store_explicit(f, atomic_load_explicit(f, memory_order_relaxed) + n,
-                          memory_order_relaxed);
+    counter_add(&a->loops[r->loop_index].ids_issued, n);
 }
 
 static bool str_has(http_str s, const char *needle)

@@ -9,6 +9,7 @@
 
 #include "llhttp.h"
 #include "obs/log.h"
+#include "util/counter.h"
 #include "util/fmt.h"
 
 #ifndef SF_VERSION
@@ -165,24 +166,18 @@ const char *http_status_slot_label(http_status_slot s)
     return (unsigned)s < HTTP_S_COUNT ? labels[s] : "?";
 }
 
-static void metric_add(_Atomic uint64_t *f, uint64_t n)
-{
-    atomic_store_explicit(f, atomic_load_explicit(f, memory_order_relaxed) + n,
-                          memory_order_relaxed);
-}
-
 static void record(http_conn *h, int status)
 {
     unsigned route = h->route < 0 ? h->srv->nroutes : (unsigned)h->route;
     loop_metrics *m = &h->hl->m;
-    metric_add(&m->requests[route][status_slot(status)], 1);
+    counter_add(&m->requests[route][status_slot(status)], 1);
     uint64_t ns = uv_hrtime() - h->start_ns;
     double s = (double)ns / 1e9;
     unsigned b = 0;
     while (b < HTTP_LATENCY_BUCKETS && s > http_latency_bounds[b])
         b++;
-    metric_add(&m->latency[route][b], 1);
-    metric_add(&m->latency_sum_ns[route], ns);
+    counter_add(&m->latency[route][b], 1);
+    counter_add(&m->latency_sum_ns[route], ns);
     LOG_ACCESS("%s %.*s %d %.3fms", llhttp_method_name((llhttp_method_t)h->parser.method),
                (int)(h->head ? (h->url_len > 512 ? 512 : h->url_len) : 1), h->head ? h->head : "-",
                status, (double)ns / 1e6);
@@ -845,11 +840,10 @@ void http_server_route_metrics(const http_server *s, unsigned route, http_route_
     for (unsigned i = 0; i < s->nloops; i++) {
         const loop_metrics *m = &s->loops[i].m;
         for (int k = 0; k < HTTP_S_COUNT; k++)
-            out->requests[k] += atomic_load_explicit(&m->requests[route][k], memory_order_relaxed);
+            out->requests[k] += counter_get(&m->requests[route][k]);
         for (int k = 0; k <= HTTP_LATENCY_BUCKETS; k++)
-            out->latency[k] += atomic_load_explicit(&m->latency[route][k], memory_order_relaxed);
-        out->latency_sum_ns +=
-            atomic_load_explicit(&m->latency_sum_ns[route], memory_order_relaxed);
+            out->latency[k] += counter_get(&m->latency[route][k]);
+        out->latency_sum_ns += counter_get(&m->latency_sum_ns[route]);
     }
 }
 

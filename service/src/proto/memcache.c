@@ -6,7 +6,6 @@
 #include "proto/memcache.h"
 
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -210,7 +209,8 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
             conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
             return GET_FAILED;
         }
-        stat_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1); /* memcached counts so */
+        /* memcached counts so */
+        counter_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
         cache_item *it = cache_get(store, key, klen, now);
         if (!it)
             continue;
@@ -346,7 +346,7 @@ static void store_done(mc_conn *m, uint64_t now)
     cache_item *it = m->item;
     m->item = NULL;
     m->state = MC_LINE;
-    stat_add(&m->ml->cmd_set, 1);
+    counter_add(&m->ml->cmd_set, 1);
     if (m->tail[0] != '\r' || m->tail[1] != '\n') {
         cache_item_release(it);
         if (m->meta) /* ms reports errors even in quiet mode */
@@ -362,7 +362,7 @@ static void store_done(mc_conn *m, uint64_t now)
     int r = cache_store_item(m->srv->store, it, (cache_mode)m->mode, m->cas_in, NULL, now);
     switch (r) {
     case CACHE_STORED:
-        stat_add(&m->ml->total_items, 1);
+        counter_add(&m->ml->total_items, 1);
         OUT(m, "STORED");
         break;
     case CACHE_NOT_STORED: OUT(m, "NOT_STORED"); break;
@@ -478,7 +478,7 @@ static void cmd_touch(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR invalid exptime argument");
         return;
     }
-    stat_add(&m->ml->cmd_touch, 1);
+    counter_add(&m->ml->cmd_touch, 1);
     if (cache_touch(m->srv->store, t[1].p, t[1].n, expiry_ms(e, now), now) == CACHE_TOUCHED)
         OUT(m, "TOUCHED");
     else
@@ -493,7 +493,7 @@ static void cmd_flush(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     }
     m->noreply = last_is_noreply(t, nt);
     int64_t delay = 0;
-    stat_add(&m->ml->cmd_flush, 1);
+    counter_add(&m->ml->cmd_flush, 1);
     /* memcached reads a delay whenever there is a token besides noreply ("flush_all 5 x" waits
      * 5 s; "flush_all x y" is an error) */
     if (nt != (m->noreply ? 2u : 1u) && !mc_parse_i32(&t[1], &delay)) {
@@ -539,8 +539,7 @@ static uint64_t loops_sum(const memcache_server *s, size_t off)
 {
     uint64_t sum = 0;
     for (unsigned i = 0; i < s->nloops; i++)
-        sum += atomic_load_explicit((const _Atomic uint64_t *)((const char *)&s->loops[i] + off),
-                                    memory_order_relaxed);
+        sum += counter_get((const _Atomic uint64_t *)((const char *)&s->loops[i] + off));
     return sum;
 }
 #define SUM(s, field) loops_sum((s), offsetof(mc_loop, field))
@@ -869,7 +868,7 @@ static void mc_open(conn *c)
     m->c = c;
     m->srv = net_listener_ctx(c->listener);
     m->ml = &m->srv->loops[conn_loop(c)->index];
-    stat_add(&m->ml->conns_opened, 1);
+    counter_add(&m->ml->conns_opened, 1);
 }
 
 /* MC_LINE: one command line from p (or completing the buffered one). Returns bytes used, -1 to
@@ -993,7 +992,7 @@ static void mc_close(conn *c)
     m->item = NULL;
     free(m->lbuf);
     m->lbuf = NULL;
-    stat_add(&m->ml->conns_closed, 1);
+    counter_add(&m->ml->conns_closed, 1);
 }
 
 const proto memcache_proto = {

@@ -18,11 +18,12 @@
 #include "net/conn.h"
 #include "net/loop.h"
 #include "proto/memcache.h"
+#include "util/counter.h"
 
 #define MC_REL_MAX    2592000 /* exptimes up to 30 days are relative */
 #define MC_OPAQUE_MAX 32      /* memcached refuses a meta O(paque) token longer (the O included) */
 
-/* Per-loop counters: single writer (the loop), relaxed atomics, summed by "stats". The incr/decr
+/* Per-loop counters: single writer (the loop, util/counter.h), summed by "stats". The incr/decr
  * counters are ma's only (incr/decr count in the store); "stats" adds the two. */
 typedef struct mc_loop {
     _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, total_items;
@@ -83,12 +84,6 @@ typedef struct mc_tok {
     const char *p;
     size_t n;
 } mc_tok;
-
-/* Adds n to a counter of the connection's loop (single writer: relaxed load and store). */
-static inline void stat_add(_Atomic uint64_t *f, uint64_t n)
-{
-    NET_STAT_ADD(*f, n);
-}
 
 /* ---- output ------------------------------------------------------------------------------- */
 
