@@ -174,9 +174,12 @@ static void metrics_pools(prom_buf *b, const api_ctx *a)
 
 static void metrics_ids(prom_buf *b, const api_ctx *a)
 {
-    uint64_t issued = 0;
-    for (unsigned i = 0; i < a->net->nloops; i++)
-        issued += counter_get(&a->loops[i].ids_issued);
+    uint64_t issued = 0, denied = 0;
+    for (unsigned i = 0; i < perloop_count(&a->loops); i++) {
+        const api_loop *l = perloop_at(&a->loops, i);
+        issued += counter_get(&l->ids_issued);
+        denied += counter_get(&l->auth_failures);
+    }
     sf_gen_stats total = {0};
     for (unsigned i = 0; i < a->ngens; i++) {
         sf_gen_stats s;
@@ -188,9 +191,6 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         total.busy_errors += s.busy_errors;
     }
     counter(b, "snowflaked_ids_issued_total", "IDs handed out (single and batch).", issued);
-    uint64_t denied = 0;
-    for (unsigned i = 0; i < a->net->nloops; i++)
-        denied += counter_get(&a->loops[i].auth_failures);
     counter(b, "snowflaked_auth_failures_total",
             "Requests refused with 401 (missing or wrong bearer token).", denied);
     counter(b, "snowflaked_sequence_exhaustion_waits_total",

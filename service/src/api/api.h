@@ -7,7 +7,6 @@
 #ifndef SF_API_API_H
 #define SF_API_API_H
 
-#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -18,9 +17,12 @@
 #include "snowflake/generator.h"
 #include "snowflake/layout.h"
 #include "snowflake/lease.h"
+#include "util/perloop.h"
 
+/* Counters of one loop, written by that loop only (util/counter.h); api_ctx.loops holds one per
+ * net loop, each on its own cache lines (util/perloop.h). */
 typedef struct api_loop {
-    alignas(64) _Atomic uint64_t ids_issued; /* written by its loop only */
+    _Atomic uint64_t ids_issued;
     _Atomic uint64_t auth_failures;
 } api_loop;
 
@@ -45,7 +47,7 @@ typedef struct api_ctx {
     const sf_lease_keeper *keeper;
     http_server *http;
     net_server *net;
-    api_loop *loops;
+    perloop loops;          /* api_loop, one per net loop */
     _Atomic bool listening; /* set once every listener is up */
     cache_store *cache;     /* NULL when cache.enabled is false */
     cache_persist *persist; /* NULL unless cache.persist */

@@ -43,7 +43,8 @@ bool api_auth(http_request *r, bool write, void *ctx)
     bool given = bearer(&r->headers[HTTP_H_AUTHORIZATION], &tok, &len);
     if (given && same_secret(tok, len, a->opt.token, a->opt.token_len))
         return true;
-    counter_add(&a->loops[r->loop_index].auth_failures, 1);
+    api_loop *l = perloop_at(&a->loops, r->loop_index);
+    counter_add(&l->auth_failures, 1);
     /* RFC 6750: no error code when no credentials came, invalid_token when wrong ones did. */
     http_respond_error(r, 401, given ? "invalid bearer token" : "a bearer token is required",
                        given ? "WWW-Authenticate: Bearer realm=\"snowflaked\", "

@@ -24,7 +24,8 @@ static uint64_t head_placeholder(sf_gen *g)
 
 static void count_ids(api_ctx *a, const http_request *r, uint64_t n)
 {
-    counter_add(&a->loops[r->loop_index].ids_issued, n);
+    api_loop *l = perloop_at(&a->loops, r->loop_index);
+    counter_add(&l->ids_issued, n);
 }
 
 static bool str_has(http_str s, const char *needle)

@@ -129,24 +129,24 @@ static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *min_tic
 static int make_gens(app *a, unsigned nloops, sf_clock *clock, uint64_t min_tick, bool guarded,
                      char *err, size_t errlen)
 {
-    a->ngens = a->config->snowflake.per_thread_worker_ids ? nloops : 1;
-    a->gens = aligned_alloc(64, sizeof(sf_gen) * a->ngens);
-    a->gen_ptrs = calloc(a->ngens, sizeof *a->gen_ptrs);
-    if (!a->gens || !a->gen_ptrs) {
+    unsigned n = a->config->snowflake.per_thread_worker_ids ? nloops : 1;
+    a->gen_ptrs = calloc(n, sizeof *a->gen_ptrs);
+    if (!a->gen_ptrs || perloop_init(&a->gens, n, sizeof(sf_gen)) != 0) {
         snprintf(err, errlen, "out of memory");
         return EXIT_FAILURE;
     }
-    for (size_t i = 0; i < a->ngens; i++) {
+    for (unsigned i = 0; i < n; i++) {
+        sf_gen *g = perloop_at(&a->gens, i);
         sf_gen_config gc;
         app_gen_config(a->config, (uint32_t)i, clock, &gc);
         gc.min_tick = min_tick;
         gc.lease_guarded = guarded;
         char why[256];
-        if (sf_gen_init(&a->gens[i], &gc, why, sizeof why) != 0) {
+        if (sf_gen_init(g, &gc, why, sizeof why) != 0) {
             snprintf(err, errlen, "snowflake: %s", why);
             return EXIT_CONFIG;
         }
-        a->gen_ptrs[i] = &a->gens[i]; /* also marks it initialised, for app_free */
+        a->gen_ptrs[i] = g; /* also marks it initialised, for app_free */
     }
     return 0;
 }
@@ -189,7 +189,7 @@ static int make_api(app *a, char *err, size_t errlen)
     api_ctx *api = &a->api;
     app_api_options(c, &api->opt);
     api->gens = a->gen_ptrs;
-    api->ngens = (unsigned)a->ngens;
+    api->ngens = perloop_count(&a->gens);
     api->keeper = a->daemon ? &a->keeper : NULL; /* in process: no lease file */
     api->http = a->http;
     api->net = a->net;
@@ -201,12 +201,10 @@ static int make_api(app *a, char *err, size_t errlen)
     if (api->opt.token_len)
         LOG_INFO("access control: bearer token required for %s",
                  c->auth.protect_reads ? "every route but health" : "cache writes");
-    api->loops = aligned_alloc(64, sizeof(api_loop) * a->net->nloops);
-    if (!api->loops) {
+    if (perloop_init(&api->loops, a->net->nloops, sizeof(api_loop)) != 0) {
         snprintf(err, errlen, "out of memory");
         return EXIT_FAILURE;
     }
-    memset(api->loops, 0, sizeof(api_loop) * a->net->nloops);
     if (api_register(a->http, api) != 0) {
         snprintf(err, errlen, "too many routes");
         return EXIT_FAILURE;
@@ -256,7 +254,7 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
     int rc = make_gens(a, c->server.threads, NULL, min_tick, true, err, errlen);
     if (rc != 0)
         return rc;
-    if (sf_lease_keeper_start(&a->keeper, a->gen_ptrs, a->ngens, a->lease_path,
+    if (sf_lease_keeper_start(&a->keeper, a->gen_ptrs, perloop_count(&a->gens), a->lease_path,
                               c->snowflake.lease_ms, prev_end, err, errlen) != 0)
         return EXIT_FAILURE;
     return 0;
@@ -318,7 +316,7 @@ static void log_listening(const app *a)
              s->datacenter_id, s->worker_id, s->per_thread_worker_ids ? "+loop" : "",
              s->worker_origin, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
              s->sequence_bits, sf_sync_mode_name(s->sync), a->lease_path);
-    uint64_t retry = sf_gen_retry_after_ms(&a->gens[0]);
+    uint64_t retry = sf_gen_retry_after_ms(a->gen_ptrs[0]);
     if (retry > 0)
         LOG_WARN("clock is behind the stored lease; IDs are refused for about %llu ms",
                  (unsigned long long)retry);
@@ -405,19 +403,16 @@ int app_build(app *a, const cfg *c, const app_options *o, char *err, size_t errl
 void app_free(app *a)
 {
     http_server_free(a->http);
-    free(a->api.loops);
+    perloop_free(&a->api.loops);
     memcache_server_free(a->mc);
     cache_store_free(a->cache);
-    for (size_t i = 0; a->gen_ptrs && i < a->ngens; i++)
+    for (unsigned i = 0; a->gen_ptrs && i < perloop_count(&a->gens); i++)
         if (a->gen_ptrs[i])
             sf_gen_destroy(a->gen_ptrs[i]);
-    free(a->gens);
+    perloop_free(&a->gens);
     free(a->gen_ptrs);
     a->http = NULL;
-    a->api.loops = NULL;
     a->mc = NULL;
     a->cache = NULL;
-    a->gens = NULL;
     a->gen_ptrs = NULL;
-    a->ngens = 0;
 }

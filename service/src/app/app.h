@@ -33,6 +33,7 @@
 #include "snowflake/clock.h"
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
+#include "util/perloop.h"
 
 /* app_build: what an in-process graph differs in. */
 typedef struct app_options {
@@ -52,9 +53,8 @@ typedef struct app {
     api_ctx api;
     /* private */
     bool daemon;
-    sf_gen *gens;
-    sf_gen **gen_ptrs;
-    size_t ngens;
+    perloop gens;      /* sf_gen: one, or one per loop with per_thread_worker_ids */
+    sf_gen **gen_ptrs; /* to each, once initialised */
     cache_persist *persist;
     sf_lease_keeper keeper;
     char lease_path[CFG_PATH_MAX + 32];

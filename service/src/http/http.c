@@ -11,6 +11,7 @@
 #include "obs/log.h"
 #include "util/counter.h"
 #include "util/fmt.h"
+#include "util/perloop.h"
 
 #ifndef SF_VERSION
 #define SF_VERSION "0"
@@ -43,9 +44,13 @@ struct http_server {
     unsigned nroutes;
     http_guard guard; /* checks routes with an auth attribute */
     void *guard_ctx;
-    http_loop *loops;
-    unsigned nloops;
+    perloop loops; /* http_loop, one per net loop */
 };
+
+static http_loop *loop_of(const http_server *s, unsigned i)
+{
+    return perloop_at(&s->loops, i);
+}
 
 /* Per-connection state: the parser and the request being received. */
 typedef struct http_conn {
@@ -701,7 +706,7 @@ static void http_open(conn *c)
     http_conn *h = conn_state(c);
     h->c = c;
     h->srv = net_listener_ctx(c->listener);
-    h->hl = &h->srv->loops[conn_loop(c)->index];
+    h->hl = loop_of(h->srv, conn_loop(c)->index);
     h->cur = -2;
     h->keep_alive = true;
     obuf_init(&h->body, &conn_loop(c)->chunks);
@@ -769,7 +774,7 @@ const proto http_proto = {
 http_server *http_server_new(const http_limits *limits, net_server *net, char *err, size_t errlen)
 {
     http_server *s = calloc(1, sizeof *s);
-    if (!s || !(s->loops = calloc(net->nloops, sizeof *s->loops))) {
+    if (!s || perloop_init(&s->loops, net->nloops, sizeof(http_loop)) != 0) {
         free(s);
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -778,9 +783,8 @@ http_server *http_server_new(const http_limits *limits, net_server *net, char *e
     if (s->limits.scratch_bytes < HTTP_SCRATCH_MIN)
         s->limits.scratch_bytes = HTTP_SCRATCH_MIN;
     s->net = net;
-    s->nloops = net->nloops;
-    for (unsigned i = 0; i < s->nloops; i++) {
-        http_loop *hl = &s->loops[i];
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        http_loop *hl = loop_of(s, i);
         pool_init(&hl->heads, limits->max_header_bytes, limits->pool_idle_max);
         hl->date_sec = -1;
         hl->scratch = malloc(s->limits.scratch_bytes);
@@ -797,11 +801,12 @@ void http_server_free(http_server *s)
 {
     if (!s)
         return;
-    for (unsigned i = 0; i < s->nloops; i++) {
-        pool_drain(&s->loops[i].heads);
-        free(s->loops[i].scratch);
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        http_loop *hl = loop_of(s, i);
+        pool_drain(&hl->heads);
+        free(hl->scratch);
     }
-    free(s->loops);
+    perloop_free(&s->loops);
     free(s);
 }
 
@@ -837,8 +842,8 @@ const char *http_server_route_name(const http_server *s, unsigned i)
 void http_server_route_metrics(const http_server *s, unsigned route, http_route_metrics *out)
 {
     memset(out, 0, sizeof *out);
-    for (unsigned i = 0; i < s->nloops; i++) {
-        const loop_metrics *m = &s->loops[i].m;
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        const loop_metrics *m = &loop_of(s, i)->m;
         for (int k = 0; k < HTTP_S_COUNT; k++)
             out->requests[k] += counter_get(&m->requests[route][k]);
         for (int k = 0; k <= HTTP_LATENCY_BUCKETS; k++)
@@ -850,6 +855,6 @@ void http_server_route_metrics(const http_server *s, unsigned route, http_route_
 void http_server_pool_stats(const http_server *s, pool_stats *out)
 {
     memset(out, 0, sizeof *out);
-    for (unsigned i = 0; i < s->nloops; i++)
-        pool_stats_add(&s->loops[i].heads, out);
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++)
+        pool_stats_add(&loop_of(s, i)->heads, out);
 }

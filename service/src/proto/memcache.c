@@ -538,8 +538,10 @@ static void stat_line(conn *c, const char *name, const char *fmt, ...)
 static uint64_t loops_sum(const memcache_server *s, size_t off)
 {
     uint64_t sum = 0;
-    for (unsigned i = 0; i < s->nloops; i++)
-        sum += counter_get((const _Atomic uint64_t *)((const char *)&s->loops[i] + off));
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        const char *l = perloop_at(&s->loops, i);
+        sum += counter_get((const _Atomic uint64_t *)(l + off));
+    }
     return sum;
 }
 #define SUM(s, field) loops_sum((s), offsetof(mc_loop, field))
@@ -587,7 +589,7 @@ static void cmd_stats(mc_conn *m, size_t nt, uint64_t now)
     U("touch_hits", cs.touch_hits);
     U("touch_misses", cs.touch_misses);
     U("limit_maxbytes", cs.mem_limit);
-    U("threads", s->nloops);
+    U("threads", perloop_count(&s->loops));
     U("bytes", cs.bytes);
     U("curr_items", cs.curr_items);
     U("total_items", SUM(s, total_items));
@@ -867,7 +869,7 @@ static void mc_open(conn *c)
     mc_conn *m = conn_state(c);
     m->c = c;
     m->srv = net_listener_ctx(c->listener);
-    m->ml = &m->srv->loops[conn_loop(c)->index];
+    m->ml = perloop_at(&m->srv->loops, conn_loop(c)->index);
     counter_add(&m->ml->conns_opened, 1);
 }
 
@@ -1011,13 +1013,11 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
     memcache_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->loops = calloc(nloops ? nloops : 1, sizeof *s->loops);
-    if (!s->loops) {
+    if (perloop_init(&s->loops, nloops, sizeof(mc_loop)) != 0) {
         free(s);
         return NULL;
     }
     s->store = store;
-    s->nloops = nloops;
     s->started_ms = sf_clock_now(sf_clock_system());
     return s;
 }
@@ -1026,6 +1026,6 @@ void memcache_server_free(memcache_server *s)
 {
     if (!s)
         return;
-    free(s->loops);
+    perloop_free(&s->loops);
     free(s);
 }
