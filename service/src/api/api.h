@@ -74,7 +74,7 @@ bool api_auth(http_request *r, bool write, void *ctx);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);
-/* Scratch bytes /ids needs for count IDs (main sizes the HTTP scratch buffer with it). */
+/* Scratch bytes /ids needs for count IDs (app_http_limits sizes the HTTP scratch with it). */
 size_t api_ids_scratch_bytes(uint32_t count);
 
 #endif

@@ -1,10 +1,11 @@
 /* The application object: builds, starts and stops every subsystem of snowflaked, in order.
  *
- * app_start brings the daemon up: logger, data directory lock, lease floor, generators and lease
- * keeper (the first renewal is on disk before any ID can be issued), event loops, HTTP server and
- * API, cache store and its persistence, bearer token, peer check (before any listener opens),
- * the HTTP, memcached and echo listeners, then the loop threads. app_stop drains and joins the
- * loops, writes the final snapshot and the exact final lease, stops the logger and frees all.
+ * app_start brings the daemon up, in this order: logger, data directory lock, lease floor,
+ * generators and lease keeper (the first renewal is on disk before any ID can be issued), event
+ * loops, HTTP server, cache store (and memcached server), bearer token and API routes, cache
+ * persistence (the snapshot loaded), peer check (before any listener opens), the HTTP, memcached
+ * and echo listeners, then the loop threads. app_stop drains and joins the loops, writes the
+ * final snapshot and the exact final lease, stops the logger and frees everything.
  *
  * app_build makes the same object graph in process, for the fuzz harnesses and unit tests that
  * drive it through net/conn_fake.h: generators, HTTP server with the API routes, store and

@@ -1,7 +1,7 @@
 /* Wiring: the parsed configuration (config/config.h) translated into each module's own config.
  *
  * The one place that knows both the configuration and the modules it configures, so that the
- * daemon (main.c) and the in-process harnesses (test/fuzz/) build their modules the same way:
+ * daemon and the in-process graphs of the harnesses (app/app.h) build their modules the same way:
  * a field added to a module's config is mapped here once. config/ itself depends on none of the
  * modules below.
  *
