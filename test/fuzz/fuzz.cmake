@@ -40,8 +40,8 @@ endforeach()
 
 # sf_conn_fake (the connections without sockets the protocol harnesses feed) is one of the
 # libraries above: defined in CMakeLists.txt, instrumented by the loop like the rest.
-set(_sf_fuzz_libs_http sf_conn_fake sf_wiring sf_app sf_config)
-set(_sf_fuzz_libs_memcache sf_conn_fake sf_wiring sf_app sf_config)
+set(_sf_fuzz_libs_http sf_conn_fake sf_application)
+set(_sf_fuzz_libs_memcache sf_conn_fake sf_application)
 set(_sf_fuzz_libs_config sf_config)
 set(_sf_fuzz_libs_ids sf_core)
 set(_sf_fuzz_libs_snapshot sf_cache)

@@ -14,8 +14,9 @@
  *   bit 6     the connection ends with the peer's FIN instead of a header/idle timeout
  *   bit 7     with bit 6: the server is draining (every response says Connection: close)
  *   bits 3-7  also seed the read sizes.
- * Each input runs on a fresh cache store (the configured size, or tiny when bits 3 and 4 are both
- * set, so eviction happens) and one fresh connection.
+ * Each input runs on a fresh object graph, built as the daemon builds it (app_build: generator,
+ * HTTP server, API routes, store — the configured size, or tiny when bits 3 and 4 are both set,
+ * so eviction happens) and one fresh connection.
  *
  * Checked besides the sanitizers: the output is a sequence of HTTP/1.1 responses (each starts
  * with a status line), the protocol never yields without progress (a busy loop in the real
@@ -28,28 +29,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "app/app.h"
 #include "app/wiring.h"
-#include "cache/store.h"
 #include "config/config.h"
 #include "fuzz_common.h"
 #include "fuzz_conn.h"
 #include "http/http.h"
 #include "net/conn_fake.h"
 #include "snowflake/clock.h"
-#include "snowflake/generator.h"
 
 #define TOKEN "fuzz-token"
 
 static struct {
-    cfg config;
+    cfg config;      /* the embedded config.json; auth.* and cache.* change per input */
+    cfg_cache cache; /* its cache.*, for the inputs with the configured store */
     sf_fake_clock clock;
-    sf_gen *gen;
-    sf_gen *gens[1];
-    http_server *http;
     conn_fake_loop fl;
-    api_ctx api;
-    cache_store_config store_big, store_small;
+    app app; /* built per input by app_build: generator, HTTP server, API, store */
 } G;
 
 /* Output check: the stream starts with an HTTP/1.1 status line. (Walking response by response
@@ -76,55 +72,13 @@ static void setup(void)
     /* The real configuration: the embedded config.json, validated by cfg_load. */
     if (cfg_load(&G.config, NULL, now, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
-    G.config.server.threads = 1;
-
-    /* The generator, on a clock that steps 1 ms per read: no sleeping, deterministic. No lease
-     * file: not lease-guarded. */
+    G.cache = G.config.cache;
+    /* The generator's clock steps 1 ms per read: no sleeping, deterministic. */
     sf_fake_clock_init(&G.clock, now, 1, 1);
-    G.gen = aligned_alloc(64, sizeof *G.gen);
-    sf_gen_config gc;
-    app_gen_config(&G.config, 0, &G.clock.base, &gc);
-    if (!G.gen || sf_gen_init(G.gen, &gc, err, sizeof err) != 0)
-        fuzz_fail(__FILE__, __LINE__, "generator: %s", err);
-    G.gens[0] = G.gen;
-
     net_config nc;
     app_net_config(&G.config, &nc);
     if (conn_fake_loop_init(&G.fl, &nc, &http_proto, NULL, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "loop: %s", err);
-    http_limits hl;
-    app_http_limits(&G.config, &hl);
-    G.http = http_server_new(&hl, conn_fake_net_server(&G.fl), err, sizeof err);
-    if (!G.http)
-        fuzz_fail(__FILE__, __LINE__, "http: %s", err);
-    conn_fake_set_ctx(&G.fl, G.http);
-
-    /* The configured store, but always the spinlock and a fixed hash seed (reproducible). */
-    app_cache_config(&G.config, &G.store_big);
-    G.store_big.lock = CACHE_LOCK_SPIN;
-    G.store_big.seed = 1;
-    G.store_small = (cache_store_config){
-        .max_memory_bytes = 16 * 1024, .max_item_bytes = 4096, .shards = 2, .seed = 1};
-
-    api_ctx *a = &G.api;
-    a->config = &G.config;
-    a->gens = G.gens;
-    a->ngens = 1;
-    a->keeper = NULL; /* no lease file: the generator is not lease-guarded */
-    a->http = G.http;
-    a->net = conn_fake_net_server(&G.fl);
-    a->loops = aligned_alloc(64, sizeof(api_loop));
-    if (!a->loops)
-        fuzz_fail(__FILE__, __LINE__, "out of memory");
-    memset(a->loops, 0, sizeof(api_loop));
-    atomic_store(&a->listening, true);
-    a->cache = cache_store_new(&G.store_big, err, sizeof err); /* registers the cache route */
-    if (!a->cache)
-        fuzz_fail(__FILE__, __LINE__, "cache: %s", err);
-    if (api_register(G.http, a) != 0)
-        fuzz_fail(__FILE__, __LINE__, "api_register failed");
-    cache_store_free(a->cache);
-    a->cache = NULL;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -139,11 +93,11 @@ static void check_pools(void)
 {
     net_loop *l = conn_fake_net_loop(&G.fl);
     pool_stats heads;
-    http_server_pool_stats(G.http, &heads);
-    FUZZ_CHECK(POOL_LOAD(l->listeners[0].conns.in_use) == 0, "a connection object leaked");
-    FUZZ_CHECK(POOL_LOAD(l->chunks.in_use) == 0, "%zu output chunks leaked",
-               (size_t)POOL_LOAD(l->chunks.in_use));
-    FUZZ_CHECK(POOL_LOAD(l->inbufs.in_use) == 0, "an input buffer leaked");
+    http_server_pool_stats(G.app.http, &heads);
+    FUZZ_CHECK(counter_get(&l->listeners[0].conns.in_use) == 0, "a connection object leaked");
+    FUZZ_CHECK(counter_get(&l->chunks.in_use) == 0, "%zu output chunks leaked",
+               (size_t)counter_get(&l->chunks.in_use));
+    FUZZ_CHECK(counter_get(&l->inbufs.in_use) == 0, "an input buffer leaked");
     FUZZ_CHECK(heads.in_use == 0, "%llu request head buffers leaked",
                (unsigned long long)heads.in_use);
     FUZZ_CHECK(atomic_load(&G.fl.server.open_conns) == 0, "open connection count off");
@@ -157,15 +111,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *in = (const char *)data + 1;
     size_t len = size - 1;
 
-    char err[256];
+    /* The configured store, or a tiny one so that eviction happens; a fixed hash seed
+     * (reproducible). The token and protect_reads as the flags say. */
     bool small = (flags & 0x18) == 0x18;
-    cache_store *store = cache_store_new(small ? &G.store_small : &G.store_big, err, sizeof err);
-    FUZZ_CHECK(store != NULL, "cache: %s", err);
-    G.api.cache = store;
+    G.config.cache = G.cache;
+    if (small) {
+        G.config.cache.max_memory_bytes = 16 * 1024;
+        G.config.cache.max_item_bytes = 4096;
+        G.config.cache.shards = 2;
+    }
     unsigned auth = (flags >> 4) & 3;
-    G.api.token = auth >= 2 ? TOKEN : NULL;
-    G.api.token_len = auth >= 2 ? strlen(TOKEN) : 0;
+    snprintf(G.config.auth.token, sizeof G.config.auth.token, "%s", auth >= 2 ? TOKEN : "");
     G.config.auth.protect_reads = auth == 3;
+    char err[256];
+    app_options o = {.net = conn_fake_net_server(&G.fl), .clock = &G.clock.base, .cache_seed = 1};
+    FUZZ_CHECK(app_build(&G.app, &G.config, &o, err, sizeof err) == 0, "app: %s", err);
+    conn_fake_set_ctx(&G.fl, G.app.http);
     bool eof = flags & 0x40, draining = (flags & 0xc0) == 0xc0;
     net_loop *loop = conn_fake_net_loop(&G.fl);
     loop->draining = draining;
@@ -187,9 +148,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "output does not start with an HTTP/1.1 status line");
     }
     check_pools();
-    fuzz_store_check(store, sf_clock_now(sf_clock_system()));
-    G.api.cache = NULL;
-    cache_store_free(store);
+    fuzz_store_check(G.app.cache, sf_clock_now(sf_clock_system()));
+    conn_fake_set_ctx(&G.fl, NULL);
+    app_free(&G.app);
     loop->draining = false;
     atomic_store(&G.fl.server.draining, false);
     return 0;

@@ -10,10 +10,11 @@
  *             1 KiB instead of the configured one (output piles up, the protocol sees
  *             conn_output_full and yields; a multiget pauses between keys and resumes)
  *   bit 4     tiny store (16 KiB, 4 KiB items, 2 shards): eviction and TOO_LARGE happen
- *   bit 5     the store's shard lock is a mutex instead of the spinlock
+ *   bit 5     the store's shard lock is a mutex instead of the spinlock (snowflake.sync=mutex)
  *   bit 6     the connection ends with the peer's FIN instead of a timeout
  *   bits 3-7  also seed the read sizes.
- * Each input runs on a fresh store, memcache server and connection.
+ * Each input runs on a fresh object graph, built as the daemon builds it (app_build: the store
+ * and the memcache server, with the rest the daemon has), and a fresh connection.
  *
  * Checked besides the sanitizers: no yield without progress (a busy loop in the real server),
  * the unstored item of a half-received command is released at the close (the store's memory
@@ -24,6 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "app/app.h"
 #include "app/wiring.h"
 #include "cache/store.h"
 #include "config/config.h"
@@ -34,8 +36,11 @@
 #include "snowflake/clock.h"
 
 static struct {
-    cfg config;
+    cfg config;                  /* the embedded config.json; cache.* and sync change per input */
+    cfg_cache cache;             /* its cache.* */
+    sf_sync_mode sync;           /* its snowflake.sync (atomic: the store's spinlock) */
     conn_fake_loop fl, fl_tight; /* the configured output limits; a 1 KiB high-water mark */
+    app app;                     /* built per input */
 } G;
 
 static void sink(const char *data, size_t len, void *arg)
@@ -52,6 +57,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     fuzz_clean_environment();
     if (cfg_load(&G.config, NULL, sf_clock_now(sf_clock_system()), err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
+    G.cache = G.config.cache;
+    G.sync = G.config.snowflake.sync;
     net_config nc;
     app_net_config(&G.config, &nc);
     if (conn_fake_loop_init(&G.fl, &nc, &memcache_proto, NULL, err, sizeof err) != 0)
@@ -65,10 +72,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void check_pools(conn_fake_loop *fl)
 {
     net_loop *l = conn_fake_net_loop(fl);
-    FUZZ_CHECK(POOL_LOAD(l->listeners[0].conns.in_use) == 0, "a connection object leaked");
-    FUZZ_CHECK(POOL_LOAD(l->chunks.in_use) == 0, "%zu output chunks leaked",
-               (size_t)POOL_LOAD(l->chunks.in_use));
-    FUZZ_CHECK(POOL_LOAD(l->inbufs.in_use) == 0, "an input buffer leaked");
+    FUZZ_CHECK(counter_get(&l->listeners[0].conns.in_use) == 0, "a connection object leaked");
+    FUZZ_CHECK(counter_get(&l->chunks.in_use) == 0, "%zu output chunks leaked",
+               (size_t)counter_get(&l->chunks.in_use));
+    FUZZ_CHECK(counter_get(&l->inbufs.in_use) == 0, "an input buffer leaked");
     FUZZ_CHECK(atomic_load(&fl->server.open_conns) == 0, "open connection count off");
 }
 
@@ -80,24 +87,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *in = (const char *)data + 1;
     size_t len = size - 1;
 
+    /* The configured store, or a tiny one (bit 4); its lock follows snowflake.sync: the
+     * configured one, or a mutex (bit 5); a fixed hash seed (reproducible). */
+    G.config.cache = G.cache;
+    if (flags & 0x10) {
+        G.config.cache.max_memory_bytes = 16 * 1024;
+        G.config.cache.max_item_bytes = 4096;
+        G.config.cache.shards = 2;
+    }
+    G.config.snowflake.sync = (flags & 0x20) ? SF_SYNC_MUTEX : G.sync;
     char err[256];
-    /* The configured store, but the spinlock unless bit 5 says otherwise and a fixed hash seed
-     * (reproducible). */
-    cache_store_config sc;
-    app_cache_config(&G.config, &sc);
-    sc.lock = CACHE_LOCK_SPIN;
-    sc.seed = 1;
-    if (flags & 0x10)
-        sc = (cache_store_config){
-            .max_memory_bytes = 16 * 1024, .max_item_bytes = 4096, .shards = 2, .seed = 1};
-    if (flags & 0x20)
-        sc.lock = CACHE_LOCK_MUTEX;
-    cache_store *store = cache_store_new(&sc, err, sizeof err);
-    FUZZ_CHECK(store != NULL, "cache: %s", err);
-    memcache_server *mc = memcache_server_new(store, 1);
-    FUZZ_CHECK(mc != NULL, "memcache_server_new failed");
+    app_options o = {.net = conn_fake_net_server(&G.fl), .cache_seed = 1};
+    FUZZ_CHECK(app_build(&G.app, &G.config, &o, err, sizeof err) == 0, "app: %s", err);
     conn_fake_loop *fl = (flags & 0x08) ? &G.fl_tight : &G.fl;
-    conn_fake_set_ctx(fl, mc);
+    conn_fake_set_ctx(fl, G.app.mc);
 
     conn_fake f;
     FUZZ_CHECK(conn_fake_open(fl, &f) == 0, "cannot open a connection");
@@ -108,9 +111,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     conn_fake_free(&f);
 
     check_pools(fl);
-    fuzz_store_check(store, sf_clock_now(sf_clock_system()));
+    fuzz_store_check(G.app.cache, sf_clock_now(sf_clock_system()));
     conn_fake_set_ctx(fl, NULL);
-    memcache_server_free(mc);
-    cache_store_free(store);
+    app_free(&G.app);
     return 0;
 }

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/app.h"
 #include "app/wiring.h"
 #include "cache/store.h"
 #include "check_main.h"
@@ -106,9 +107,8 @@ static long stream_iters(void)
 
 static struct {
     cfg config;
-    cache_store *store;
-    memcache_server *mc;
     conn_fake_loop fl;
+    app app; /* the daemon's object graph in process: its store and memcache server */
 } server;
 
 /* What one connection got. */
@@ -164,15 +164,12 @@ static void setup(void)
     app_net_config(&server.config, &nc);
     nc.out_high_water = HIGH_WATER;
     nc.read_buffer = 64 * 1024; /* "one read" really is one read for every input */
-    cache_store_config sc;
-    app_cache_config(&server.config, &sc);
-    sc.seed = 1;
-    server.store = cache_store_new(&sc, err, sizeof err);
-    ck_assert_msg(server.store != NULL, "store: %s", err);
-    server.mc = memcache_server_new(server.store, 1);
-    ck_assert_ptr_nonnull(server.mc);
-    rc = conn_fake_loop_init(&server.fl, &nc, &memcache_proto, server.mc, err, sizeof err);
+    rc = conn_fake_loop_init(&server.fl, &nc, &memcache_proto, NULL, err, sizeof err);
     ck_assert_msg(rc == 0, "loop: %s", err);
+    app_options o = {.net = conn_fake_net_server(&server.fl), .cache_seed = 1};
+    rc = app_build(&server.app, &server.config, &o, err, sizeof err);
+    ck_assert_msg(rc == 0, "app: %s", err);
+    conn_fake_set_ctx(&server.fl, server.app.mc);
 
     for (int i = 0; i < NBIG; i++) { /* b<i>: flags i, BIG_VALUE(i) bytes of 'A' + i */
         bytes set = {0};
@@ -194,8 +191,7 @@ static void setup(void)
 static void teardown(void)
 {
     conn_fake_loop_free(&server.fl);
-    memcache_server_free(server.mc);
-    cache_store_free(server.store);
+    app_free(&server.app);
 }
 
 /* ---- the inputs ------------------------------------------------------------------------------ */

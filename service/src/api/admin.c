@@ -5,6 +5,7 @@
 #include "api/api.h"
 #include "llhttp.h"
 #include "obs/prom.h"
+#include "util/counter.h"
 #include "util/version.h"
 
 void api_healthz(http_request *r, void *ctx)
@@ -166,17 +167,16 @@ static void metrics_pools(prom_buf *b, const api_ctx *a)
     prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"output_chunk\"", chunks.mallocs);
     prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"input_buffer\"", inbufs.mallocs);
     prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"request_head\"", heads.mallocs);
-    if (a->malloc_calls)
-        counter(b, "snowflaked_process_malloc_calls_total",
-                "malloc/calloc/realloc calls of the whole process (LD_PRELOAD counting shim).",
-                a->malloc_calls());
 }
 
 static void metrics_ids(prom_buf *b, const api_ctx *a)
 {
-    uint64_t issued = 0;
-    for (unsigned i = 0; i < a->net->nloops; i++)
-        issued += atomic_load_explicit(&a->loops[i].ids_issued, memory_order_relaxed);
+    uint64_t issued = 0, denied = 0;
+    for (unsigned i = 0; i < perloop_count(&a->loops); i++) {
+        const api_loop *l = perloop_at(&a->loops, i);
+        issued += counter_get(&l->ids_issued);
+        denied += counter_get(&l->auth_failures);
+    }
     sf_gen_stats total = {0};
     for (unsigned i = 0; i < a->ngens; i++) {
         sf_gen_stats s;
@@ -188,9 +188,6 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         total.busy_errors += s.busy_errors;
     }
     counter(b, "snowflaked_ids_issued_total", "IDs handed out (single and batch).", issued);
-    uint64_t denied = 0;
-    for (unsigned i = 0; i < a->net->nloops; i++)
-        denied += atomic_load_explicit(&a->loops[i].auth_failures, memory_order_relaxed);
     counter(b, "snowflaked_auth_failures_total",
             "Requests refused with 401 (missing or wrong bearer token).", denied);
     counter(b, "snowflaked_sequence_exhaustion_waits_total",
@@ -205,20 +202,21 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
             "Requests refused because demand exceeded the layout's capacity.", total.busy_errors);
     if (a->keeper) {
         counter(b, "snowflaked_lease_writes_total", "Timestamp lease renewals written.",
-                atomic_load(&a->keeper->writes));
+                counter_get(&a->keeper->writes));
         counter(b, "snowflaked_lease_write_failures_total", "Timestamp lease renewals failed.",
-                atomic_load(&a->keeper->failures));
+                counter_get(&a->keeper->failures));
     }
-    const cfg_snowflake *s = &a->config->snowflake;
+    const api_options *o = &a->opt;
+    const sf_layout *l = &o->layout;
     prom_family(b, "snowflaked_info", "gauge", "Build and identity of this instance.");
     char labels[320];
     snprintf(labels, sizeof labels,
              "version=\"%s\",datacenter_id=\"%u\",worker_id=\"%u\",per_thread_worker_ids=\"%s\","
              "layout=\"%u/%u/%u/%u\",epoch_ms=\"%llu\",time_unit_ms=\"%u\",sync=\"%s\"",
-             SF_VERSION, s->datacenter_id, s->worker_id,
-             s->per_thread_worker_ids ? "true" : "false", s->timestamp_bits, s->datacenter_bits,
-             s->worker_bits, s->sequence_bits, (unsigned long long)s->epoch_ms, s->time_unit_ms,
-             sf_sync_mode_name(s->sync));
+             SF_VERSION, o->datacenter_id, o->worker_id,
+             o->per_thread_worker_ids ? "true" : "false", l->timestamp_bits, l->datacenter_bits,
+             l->worker_bits, l->sequence_bits, (unsigned long long)l->epoch_ms, l->unit_ms,
+             sf_sync_mode_name(o->sync));
     prom_u64(b, "snowflaked_info", labels, 1);
 }
 
@@ -274,8 +272,6 @@ static void metrics_persist(prom_buf *b, cache_persist *p)
 void api_metrics(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
-    if (!api_auth(a, r, false))
-        return;
     prom_buf b;
     size_t size;
     char *mem = http_scratch(r, &size);
@@ -300,13 +296,19 @@ void api_metrics(http_request *r, void *ctx)
 int api_register(http_server *http, api_ctx *a)
 {
     const uint32_t get = HTTP_M(HTTP_GET);
+    const http_auth read = HTTP_AUTH_READ;
     const http_route routes[] = {
-        {.path = "/id", .methods = get, .handler = api_id, .ctx = a},
-        {.path = "/ids", .methods = get, .handler = api_ids, .ctx = a},
-        {.path = "/id/", .prefix = true, .methods = get, .handler = api_id_parse, .ctx = a},
+        {.path = "/id", .methods = get, .auth = read, .handler = api_id, .ctx = a},
+        {.path = "/ids", .methods = get, .auth = read, .handler = api_ids, .ctx = a},
+        {.path = "/id/",
+         .prefix = true,
+         .methods = get,
+         .auth = read,
+         .handler = api_id_parse,
+         .ctx = a},
         {.path = "/healthz", .methods = get, .handler = api_healthz, .ctx = a},
         {.path = "/readyz", .methods = get, .handler = api_readyz, .ctx = a},
-        {.path = "/metrics", .methods = get, .handler = api_metrics, .ctx = a},
+        {.path = "/metrics", .methods = get, .auth = read, .handler = api_metrics, .ctx = a},
     };
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (http_server_route(http, &routes[i]) != 0)
@@ -317,19 +319,22 @@ int api_register(http_server *http, api_ctx *a)
                                   .wants_body = true,
                                   .methods = get | HTTP_M(HTTP_PUT) | HTTP_M(HTTP_DELETE) |
                                              HTTP_M(HTTP_POST),
+                                  .auth = HTTP_AUTH_BY_METHOD, /* GET, HEAD read */
                                   .handler = api_cache,
                                   .ctx = a};
         if (http_server_route(http, &cache) != 0)
             return -1;
     }
-    if (a->config->echo.http_enabled) {
+    if (a->opt.echo_http) {
         const http_route echo = {.path = "/echo",
                                  .wants_body = true,
                                  .methods = get | HTTP_M(HTTP_POST),
+                                 .auth = read, /* a POST too: it changes nothing */
                                  .handler = api_echo,
                                  .ctx = a};
         if (http_server_route(http, &echo) != 0)
             return -1;
     }
+    http_server_set_guard(http, api_auth, a);
     return 0;
 }

@@ -1,40 +1,56 @@
 /* The HTTP API: ID routes (/id, /ids, /id/{id}) and administration (/healthz, /readyz,
  * /metrics). Handlers run on loop threads; the only shared state they touch on the request path
- * is the generator (in its configured sync mode) and per-loop counters.
+ * is the generator (in its configured sync mode) and per-loop counters. What they need to know
+ * of the configuration comes in api_options, filled once by app/wiring.c: the API does not
+ * depend on config/.
  */
 #ifndef SF_API_API_H
 #define SF_API_API_H
 
-#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
 #include "cache/persist.h"
 #include "cache/store.h"
-#include "config/config.h"
 #include "http/http.h"
+#include "snowflake/encoding.h"
 #include "snowflake/generator.h"
+#include "snowflake/layout.h"
 #include "snowflake/lease.h"
+#include "util/perloop.h"
 
+/* Counters of one loop, written by that loop only (util/counter.h); api_ctx.loops holds one per
+ * net loop, each on its own cache lines (util/perloop.h). */
 typedef struct api_loop {
-    alignas(64) _Atomic uint64_t ids_issued; /* written by its loop only */
+    _Atomic uint64_t ids_issued;
     _Atomic uint64_t auth_failures;
 } api_loop;
 
+/* The handlers' options (app_api_options maps the configuration onto them). */
+typedef struct api_options {
+    sf_layout layout;                  /* /id/{id} decodes with it; the info metric shows it */
+    sf_encoding default_encoding;      /* IDs without ?encoding= */
+    uint32_t max_batch;                /* /ids?count= at most */
+    uint32_t datacenter_id, worker_id; /* the info metric (worker_id: loop 0's) */
+    bool per_thread_worker_ids;        /* the info metric */
+    sf_sync_mode sync;                 /* the info metric */
+    bool echo_http;                    /* /echo is registered */
+    bool protect_reads;                /* with a token: reads need it too, not only writes */
+    const char *token;                 /* the bearer token (auth.token or its file), or NULL */
+    size_t token_len;                  /* 0 = no access control */
+} api_options;
+
 typedef struct api_ctx {
-    const cfg *config;
+    api_options opt;
     sf_gen *const *gens; /* one, or one per loop with per_thread_worker_ids */
     unsigned ngens;
     const sf_lease_keeper *keeper;
     http_server *http;
     net_server *net;
-    api_loop *loops;
-    _Atomic bool listening;         /* set once every listener is up */
-    uint64_t (*malloc_calls)(void); /* from an LD_PRELOAD counting shim, if present */
-    cache_store *cache;             /* NULL when cache.enabled is false */
-    cache_persist *persist;         /* NULL unless cache.persist */
-    const char *token;              /* the bearer token (auth.token or its file), or NULL */
-    size_t token_len;               /* 0 = no access control */
+    perloop loops;          /* api_loop, one per net loop */
+    _Atomic bool listening; /* set once every listener is up */
+    cache_store *cache;     /* NULL when cache.enabled is false */
+    cache_persist *persist; /* NULL unless cache.persist */
 } api_ctx;
 
 /* Registers every route on the HTTP server. Returns 0 or -1. */
@@ -50,14 +66,15 @@ void api_metrics(http_request *r, void *ctx);
 void api_cache(http_request *r, void *ctx);
 void api_echo(http_request *r, void *ctx);
 
-/* Access control: with a token configured, writes (and with auth.protect_reads, reads) need
- * "Authorization: Bearer <token>" (compared in constant time); otherwise this answers 401 with
- * WWW-Authenticate and returns false. Health and readiness never ask. */
-bool api_auth(api_ctx *a, http_request *r, bool write);
+/* Access control, the HTTP server's guard (an api_ctx as ctx) for the routes api_register marks:
+ * with a token configured, writes (and with protect_reads, reads) need "Authorization: Bearer
+ * <token>" (compared in constant time); otherwise this answers 401 with WWW-Authenticate, counts
+ * the failure and returns false. Health and readiness are open. */
+bool api_auth(http_request *r, bool write, void *ctx);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);
-/* Scratch bytes /ids needs for count IDs (main sizes the HTTP scratch buffer with it). */
+/* Scratch bytes /ids needs for count IDs (app_http_limits sizes the HTTP scratch with it). */
 size_t api_ids_scratch_bytes(uint32_t count);
 
 #endif

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/counter.h"
+
 /* Compares every byte of the longer length whatever matches: the time taken tells nothing
  * about the token. */
 static bool same_secret(const char *given, size_t glen, const char *token, size_t tlen)
@@ -31,19 +33,18 @@ static bool bearer(const http_str *h, const char **tok, size_t *len)
     return *len > 0;
 }
 
-bool api_auth(api_ctx *a, http_request *r, bool write)
+bool api_auth(http_request *r, bool write, void *ctx)
 {
-    if (a->token_len == 0 || (!write && !a->config->auth.protect_reads))
+    api_ctx *a = ctx;
+    if (a->opt.token_len == 0 || (!write && !a->opt.protect_reads))
         return true;
     const char *tok;
     size_t len;
     bool given = bearer(&r->headers[HTTP_H_AUTHORIZATION], &tok, &len);
-    if (given && same_secret(tok, len, a->token, a->token_len))
+    if (given && same_secret(tok, len, a->opt.token, a->opt.token_len))
         return true;
-    api_loop *l = &a->loops[r->loop_index];
-    atomic_store_explicit(&l->auth_failures,
-                          atomic_load_explicit(&l->auth_failures, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    api_loop *l = perloop_at(&a->loops, r->loop_index);
+    counter_add(&l->auth_failures, 1);
     /* RFC 6750: no error code when no credentials came, invalid_token when wrong ones did. */
     http_respond_error(r, 401, given ? "invalid bearer token" : "a bearer token is required",
                        given ? "WWW-Authenticate: Bearer realm=\"snowflaked\", "

@@ -207,8 +207,6 @@ void api_cache(http_request *r, void *ctx)
     char key[CACHE_KEY_MAX];
     size_t klen;
     int counter;
-    if (!api_auth(a, r, r->method != HTTP_GET && r->method != HTTP_HEAD))
-        return;
     if (parse_target(r, key, &klen, &counter) != 0) {
         http_respond_error(r, 400,
                            "key must be 1..250 bytes without spaces or control "

@@ -8,8 +8,7 @@
 
 void api_echo(http_request *r, void *ctx)
 {
-    if (!api_auth(ctx, r, false)) /* changes nothing: a read */
-        return;
+    (void)ctx;
     if (r->method == HTTP_POST) {
         const http_str *ct = &r->headers[HTTP_H_CONTENT_TYPE];
         char ctype[HTTP_CTYPE_MAX + 1] = "application/octet-stream";

@@ -6,6 +6,7 @@
 
 #include "api/api.h"
 #include "snowflake/encoding.h"
+#include "util/counter.h"
 
 #define ID_PARSE_FUTURE_SLACK_MS 60000 /* clocks of other replicas may run a little ahead */
 
@@ -23,9 +24,8 @@ static uint64_t head_placeholder(sf_gen *g)
 
 static void count_ids(api_ctx *a, const http_request *r, uint64_t n)
 {
-    _Atomic uint64_t *f = &a->loops[r->loop_index].ids_issued;
-    atomic_store_explicit(f, atomic_load_explicit(f, memory_order_relaxed) + n,
-                          memory_order_relaxed);
+    api_loop *l = perloop_at(&a->loops, r->loop_index);
+    counter_add(&l->ids_issued, n);
 }
 
 static bool str_has(http_str s, const char *needle)
@@ -40,7 +40,7 @@ static bool str_has(http_str s, const char *needle)
 /* ?encoding= and ?format= / Accept. Answers 400 itself and returns -1 on a bad value. */
 static int output_options(http_request *r, const api_ctx *a, sf_encoding *enc, bool *text)
 {
-    *enc = a->config->snowflake.default_encoding;
+    *enc = a->opt.default_encoding;
     http_str v;
     if (http_query_param(r, "encoding", &v) && sf_enc_parse_name(v.p, v.len, enc) != 0) {
         http_respond_error(r, 400, "encoding must be one of dec, hex, base62, base32", NULL);
@@ -73,8 +73,6 @@ static void refuse(http_request *r, sf_gen *g, int rc)
 void api_id(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
-    if (!api_auth(a, r, false))
-        return;
     sf_encoding enc;
     bool text;
     if (output_options(r, a, &enc, &text) != 0)
@@ -123,13 +121,11 @@ static bool parse_count(http_str v, uint32_t max, uint32_t *out)
 void api_ids(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
-    if (!api_auth(a, r, false))
-        return;
     sf_encoding enc;
     bool text;
     if (output_options(r, a, &enc, &text) != 0)
         return;
-    uint32_t max = a->config->snowflake.max_batch, count;
+    uint32_t max = a->opt.max_batch, count;
     http_str v;
     if (!http_query_param(r, "count", &v) || !parse_count(v, max, &count)) {
         char msg[96];
@@ -218,11 +214,9 @@ static int decode(const sf_layout *l, sf_encoding enc, const char *text, size_t 
 void api_id_parse(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
-    if (!api_auth(a, r, false))
-        return;
     const char *text = r->path.p + 4; /* after "/id/" */
     size_t len = r->path.len - 4;
-    const sf_layout *l = &a->config->snowflake.layout;
+    const sf_layout *l = &a->opt.layout;
     uint64_t id;
     sf_id_parts parts;
     char why[192];

@@ -3,7 +3,6 @@
 
 #include <stdio.h>
 
-#include "api/api.h"
 #include "cache/snapshot.h"
 
 void app_gen_config(const cfg *c, uint32_t index, sf_clock *clock, sf_gen_config *out)
@@ -70,6 +69,22 @@ void app_log_options(const cfg *c, log_options *out)
     *out = (log_options){.level = (log_level)(c->log.level + LOG_LEVEL_DEBUG),
                          .path = c->log.file,
                          .access_log = c->log.access_log};
+}
+
+void app_api_options(const cfg *c, api_options *out)
+{
+    const cfg_snowflake *s = &c->snowflake;
+    *out = (api_options){.layout = s->layout,
+                         .default_encoding = s->default_encoding,
+                         .max_batch = s->max_batch,
+                         .datacenter_id = s->datacenter_id,
+                         .worker_id = s->worker_id,
+                         .per_thread_worker_ids = s->per_thread_worker_ids,
+                         .sync = s->sync,
+                         .echo_http = c->echo.http_enabled,
+                         .protect_reads = c->auth.protect_reads,
+                         .token = NULL,
+                         .token_len = 0};
 }
 
 void app_snapshot_path(const cfg *c, char *out, size_t cap)

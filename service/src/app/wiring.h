@@ -1,7 +1,7 @@
 /* Wiring: the parsed configuration (config/config.h) translated into each module's own config.
  *
  * The one place that knows both the configuration and the modules it configures, so that the
- * daemon (main.c) and the in-process harnesses (test/fuzz/) build their modules the same way:
+ * daemon and the in-process graphs of the harnesses (app/app.h) build their modules the same way:
  * a field added to a module's config is mapped here once. config/ itself depends on none of the
  * modules below.
  *
@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/api.h"
 #include "cache/store.h"
 #include "config/config.h"
 #include "http/http.h"
@@ -42,6 +43,11 @@ void app_cache_config(const cfg *c, cache_store_config *out);
 
 /* The logger (log.*): level, file ("" = stderr), access log; buffers and threads default. */
 void app_log_options(const cfg *c, log_options *out);
+
+/* The API's handler options (snowflake.*, echo.http_enabled, auth.protect_reads). token and
+ * token_len stay NULL/0: the token may come from a file (auth.token_file), which is the caller's
+ * to read. */
+void app_api_options(const cfg *c, api_options *out);
 
 /* The cache snapshot file: cache.snapshot_path, or <data_dir>/cache.snapshot when it is empty.
  * Truncated to cap - 1 bytes (cap > 0). */

@@ -135,7 +135,7 @@ static const char *cfg_log_name(const void *field)
  * them is a typo or a unit mistake (ms vs s), not a tuning choice.
  *
  *   key                                 type     range                    why
- *   data_dir                            string   1..1023 bytes            main creates it
+ *   data_dir                            string   1..1023 bytes            app_start creates it
  *   server.host                         string   numeric IPv4/IPv6        no DNS at startup
  *   server.port                         u32      1..65535
  *   server.threads                      u32      0..256                   0 = online CPUs

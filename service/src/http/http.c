@@ -9,7 +9,9 @@
 
 #include "llhttp.h"
 #include "obs/log.h"
+#include "util/counter.h"
 #include "util/fmt.h"
+#include "util/perloop.h"
 #include "util/version.h"
 
 #define SERVER_HEADER     "Server: snowflaked/" SF_VERSION "\r\n"
@@ -38,9 +40,15 @@ struct http_server {
     net_server *net;
     http_route routes[HTTP_MAX_ROUTES];
     unsigned nroutes;
-    http_loop *loops;
-    unsigned nloops;
+    http_guard guard; /* checks routes with an auth attribute */
+    void *guard_ctx;
+    perloop loops; /* http_loop, one per net loop */
 };
+
+static http_loop *loop_of(const http_server *s, unsigned i)
+{
+    return perloop_at(&s->loops, i);
+}
 
 /* Per-connection state: the parser and the request being received. */
 typedef struct http_conn {
@@ -161,24 +169,18 @@ const char *http_status_slot_label(http_status_slot s)
     return (unsigned)s < HTTP_S_COUNT ? labels[s] : "?";
 }
 
-static void metric_add(_Atomic uint64_t *f, uint64_t n)
-{
-    atomic_store_explicit(f, atomic_load_explicit(f, memory_order_relaxed) + n,
-                          memory_order_relaxed);
-}
-
 static void record(http_conn *h, int status)
 {
     unsigned route = h->route < 0 ? h->srv->nroutes : (unsigned)h->route;
     loop_metrics *m = &h->hl->m;
-    metric_add(&m->requests[route][status_slot(status)], 1);
+    counter_add(&m->requests[route][status_slot(status)], 1);
     uint64_t ns = uv_hrtime() - h->start_ns;
     double s = (double)ns / 1e9;
     unsigned b = 0;
     while (b < HTTP_LATENCY_BUCKETS && s > http_latency_bounds[b])
         b++;
-    metric_add(&m->latency[route][b], 1);
-    metric_add(&m->latency_sum_ns[route], ns);
+    counter_add(&m->latency[route][b], 1);
+    counter_add(&m->latency_sum_ns[route], ns);
     LOG_ACCESS("%s %.*s %d %.3fms", llhttp_method_name((llhttp_method_t)h->parser.method),
                (int)(h->head ? (h->url_len > 512 ? 512 : h->url_len) : 1), h->head ? h->head : "-",
                status, (double)ns / 1e6);
@@ -584,6 +586,17 @@ static void end_message(http_conn *h)
     h->start_ns = 0;
 }
 
+/* The route's access attribute, checked once per request before its handler: false when the
+ * guard refused the request (and answered it). */
+static bool authorized(const http_server *s, const http_route *rt, http_request *r)
+{
+    if (rt->auth == HTTP_AUTH_NONE || !s->guard)
+        return true;
+    bool write = rt->auth == HTTP_AUTH_WRITE || (rt->auth == HTTP_AUTH_BY_METHOD &&
+                                                 r->method != HTTP_GET && r->method != HTTP_HEAD);
+    return s->guard(r, write, s->guard_ctx);
+}
+
 static void dispatch(http_conn *h)
 {
     http_request r = {.conn = h->c,
@@ -621,7 +634,7 @@ static void dispatch(http_conn *h)
             }
             snprintf(allow + n, sizeof allow - n, "\r\n");
             http_respond_error(&r, 405, "method not allowed", allow);
-        } else {
+        } else if (authorized(h->srv, rt, &r)) {
             rt->handler(&r, rt->ctx);
         }
     }
@@ -691,7 +704,7 @@ static void http_open(conn *c)
     http_conn *h = conn_state(c);
     h->c = c;
     h->srv = net_listener_ctx(c->listener);
-    h->hl = &h->srv->loops[conn_loop(c)->index];
+    h->hl = loop_of(h->srv, conn_loop(c)->index);
     h->cur = -2;
     h->keep_alive = true;
     obuf_init(&h->body, &conn_loop(c)->chunks);
@@ -759,7 +772,7 @@ const proto http_proto = {
 http_server *http_server_new(const http_limits *limits, net_server *net, char *err, size_t errlen)
 {
     http_server *s = calloc(1, sizeof *s);
-    if (!s || !(s->loops = calloc(net->nloops, sizeof *s->loops))) {
+    if (!s || perloop_init(&s->loops, net->nloops, sizeof(http_loop)) != 0) {
         free(s);
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -768,9 +781,8 @@ http_server *http_server_new(const http_limits *limits, net_server *net, char *e
     if (s->limits.scratch_bytes < HTTP_SCRATCH_MIN)
         s->limits.scratch_bytes = HTTP_SCRATCH_MIN;
     s->net = net;
-    s->nloops = net->nloops;
-    for (unsigned i = 0; i < s->nloops; i++) {
-        http_loop *hl = &s->loops[i];
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        http_loop *hl = loop_of(s, i);
         pool_init(&hl->heads, limits->max_header_bytes, limits->pool_idle_max);
         hl->date_sec = -1;
         hl->scratch = malloc(s->limits.scratch_bytes);
@@ -787,11 +799,12 @@ void http_server_free(http_server *s)
 {
     if (!s)
         return;
-    for (unsigned i = 0; i < s->nloops; i++) {
-        pool_drain(&s->loops[i].heads);
-        free(s->loops[i].scratch);
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        http_loop *hl = loop_of(s, i);
+        pool_drain(&hl->heads);
+        free(hl->scratch);
     }
-    free(s->loops);
+    perloop_free(&s->loops);
     free(s);
 }
 
@@ -801,6 +814,12 @@ int http_server_route(http_server *s, const http_route *r)
         return -1;
     s->routes[s->nroutes++] = *r;
     return 0;
+}
+
+void http_server_set_guard(http_server *s, http_guard guard, void *ctx)
+{
+    s->guard = guard;
+    s->guard_ctx = ctx;
 }
 
 net_server *http_server_net(const http_server *s)
@@ -821,20 +840,19 @@ const char *http_server_route_name(const http_server *s, unsigned i)
 void http_server_route_metrics(const http_server *s, unsigned route, http_route_metrics *out)
 {
     memset(out, 0, sizeof *out);
-    for (unsigned i = 0; i < s->nloops; i++) {
-        const loop_metrics *m = &s->loops[i].m;
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        const loop_metrics *m = &loop_of(s, i)->m;
         for (int k = 0; k < HTTP_S_COUNT; k++)
-            out->requests[k] += atomic_load_explicit(&m->requests[route][k], memory_order_relaxed);
+            out->requests[k] += counter_get(&m->requests[route][k]);
         for (int k = 0; k <= HTTP_LATENCY_BUCKETS; k++)
-            out->latency[k] += atomic_load_explicit(&m->latency[route][k], memory_order_relaxed);
-        out->latency_sum_ns +=
-            atomic_load_explicit(&m->latency_sum_ns[route], memory_order_relaxed);
+            out->latency[k] += counter_get(&m->latency[route][k]);
+        out->latency_sum_ns += counter_get(&m->latency_sum_ns[route]);
     }
 }
 
 void http_server_pool_stats(const http_server *s, pool_stats *out)
 {
     memset(out, 0, sizeof *out);
-    for (unsigned i = 0; i < s->nloops; i++)
-        pool_stats_add(&s->loops[i].heads, out);
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++)
+        pool_stats_add(&loop_of(s, i)->heads, out);
 }

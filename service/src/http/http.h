@@ -61,14 +61,28 @@ typedef void (*http_handler)(http_request *r, void *ctx);
 /* Methods a route accepts, as a bit mask of llhttp methods (HEAD is implied by GET). */
 #define HTTP_M(m) (1u << (m))
 
+/* The access a route requires. The server's guard (http_server_set_guard) checks it once per
+ * request, after routing (404) and the method check (405), before the handler runs. */
+typedef enum {
+    HTTP_AUTH_NONE = 0,  /* open to everyone (health, readiness) */
+    HTTP_AUTH_READ,      /* a read */
+    HTTP_AUTH_WRITE,     /* a write */
+    HTTP_AUTH_BY_METHOD, /* GET and HEAD read, every other method writes */
+} http_auth;
+
 typedef struct http_route {
     const char *path; /* exact path, or a prefix ending in '/' when prefix is set */
     bool prefix;
     bool wants_body;
     uint32_t methods;
+    http_auth auth;
     http_handler handler;
     void *ctx;
 } http_route;
+
+/* The access check of routes whose auth is not HTTP_AUTH_NONE. Returns true to let the request
+ * through; false after answering it (e.g. 401): its handler is then not called. */
+typedef bool (*http_guard)(http_request *r, bool write, void *ctx);
 
 #define HTTP_MAX_ROUTES 16
 
@@ -86,6 +100,8 @@ extern const proto http_proto;
 http_server *http_server_new(const http_limits *limits, net_server *net, char *err, size_t errlen);
 void http_server_free(http_server *s);
 int http_server_route(http_server *s, const http_route *route);
+/* Installs the guard (none: every route is open). Before the loops start. */
+void http_server_set_guard(http_server *s, http_guard guard, void *ctx);
 net_server *http_server_net(const http_server *s);
 unsigned http_server_route_count(const http_server *s);
 const char *http_server_route_name(const http_server *s, unsigned i); /* i == count: unmatched */

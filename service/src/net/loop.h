@@ -21,6 +21,7 @@
 #include "net/conn.h"
 #include "net/pool.h"
 #include "net/wheel.h"
+#include "util/counter.h"
 
 #define NET_MAX_LISTENERS 4
 #define NET_MAX_LOOPS     256
@@ -41,7 +42,8 @@ typedef struct net_config {
     size_t pool_idle_max;     /* idle objects each per-loop pool keeps for reuse */
 } net_config;
 
-/* Per-loop counters. Single writer (the loop), read by scrapers: use NET_STAT_ADD / net_stat. */
+/* Per-loop counters. Single writer (the loop), read by scrapers: NET_STAT_ADD / net_stat, thin
+ * names for util/counter.h's counter_add / counter_get. */
 typedef struct net_stats {
     _Atomic uint64_t accepted, rejected_at_cap, closed, accept_errors, accept_pauses;
     _Atomic uint64_t timeouts[3]; /* by conn_timeout_kind */
@@ -52,13 +54,8 @@ typedef struct net_stats {
     _Atomic uint64_t open; /* current connections of this loop */
 } net_stats;
 
-#define NET_STAT_ADD(field, n)                                                                     \
-    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n),    \
-                          memory_order_relaxed)
-static inline uint64_t net_stat(const _Atomic uint64_t *f)
-{
-    return atomic_load_explicit(f, memory_order_relaxed);
-}
+#define NET_STAT_ADD(field, n) counter_add(&(field), (n))
+#define net_stat(f)            counter_get(f)
 
 typedef struct net_listener_spec {
     char host[64];

@@ -10,29 +10,27 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdatomic.h>
 #include <stdlib.h>
+
+#include "util/counter.h"
 
 typedef struct pool_item {
     struct pool_item *next;
 } pool_item;
 
-/* Counters are written by the owning loop only and read by /metrics from any loop: relaxed
- * atomics, which compile to plain loads and stores. */
+/* Counters are written by the owning loop only and read by /metrics from any loop
+ * (util/counter.h). */
 typedef struct pool {
     pool_item *free_list;
     size_t obj_size;
     size_t max_free;
-    _Atomic size_t nfree, in_use;
+    _Atomic uint64_t nfree, in_use;
     _Atomic uint64_t mallocs;
 } pool;
 
 typedef struct pool_stats {
     uint64_t in_use, idle, mallocs;
 } pool_stats;
-
-#define POOL_LOAD(f)   atomic_load_explicit(&(f), memory_order_relaxed)
-#define POOL_SET(f, v) atomic_store_explicit(&(f), (v), memory_order_relaxed)
 
 static inline void pool_init(pool *p, size_t obj_size, size_t max_free)
 {
@@ -50,28 +48,28 @@ static inline void *pool_get(pool *p)
     pool_item *it = p->free_list;
     if (it) {
         p->free_list = it->next;
-        POOL_SET(p->nfree, POOL_LOAD(p->nfree) - 1);
+        counter_sub(&p->nfree, 1);
     } else {
         it = malloc(p->obj_size);
         if (!it)
             return NULL;
-        POOL_SET(p->mallocs, POOL_LOAD(p->mallocs) + 1);
+        counter_add(&p->mallocs, 1);
     }
-    POOL_SET(p->in_use, POOL_LOAD(p->in_use) + 1);
+    counter_add(&p->in_use, 1);
     return it;
 }
 
 static inline void pool_put(pool *p, void *obj)
 {
-    POOL_SET(p->in_use, POOL_LOAD(p->in_use) - 1);
-    if (POOL_LOAD(p->nfree) >= p->max_free) {
+    counter_sub(&p->in_use, 1);
+    if (counter_get(&p->nfree) >= p->max_free) {
         free(obj);
         return;
     }
     pool_item *it = obj;
     it->next = p->free_list;
     p->free_list = it;
-    POOL_SET(p->nfree, POOL_LOAD(p->nfree) + 1);
+    counter_add(&p->nfree, 1);
 }
 
 /* Frees the idle objects (at loop exit; objects in use are the owner's business). */
@@ -82,15 +80,15 @@ static inline void pool_drain(pool *p)
         p->free_list = it->next;
         free(it);
     }
-    POOL_SET(p->nfree, 0);
+    counter_set(&p->nfree, 0);
 }
 
 /* Adds this pool's counters to *acc (any thread). */
 static inline void pool_stats_add(const pool *p, pool_stats *acc)
 {
-    acc->in_use += POOL_LOAD(p->in_use);
-    acc->idle += POOL_LOAD(p->nfree);
-    acc->mallocs += POOL_LOAD(p->mallocs);
+    acc->in_use += counter_get(&p->in_use);
+    acc->idle += counter_get(&p->nfree);
+    acc->mallocs += counter_get(&p->mallocs);
 }
 
 #endif

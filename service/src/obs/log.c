@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/counter.h"
+
 #define DEFAULT_BUFFER      (64u * 1024)
 #define MIN_BUFFER          1024u
 #define MAX_BUFFER          (64u * 1024 * 1024)
@@ -52,7 +54,7 @@ typedef struct log_slot {
     _Alignas(64) _Atomic bool lock;
     char *front, *back, *mem;
     size_t front_len, front_lines;   /* under lock */
-    _Atomic uint64_t lines, dropped; /* single writer: the owning thread */
+    _Atomic uint64_t lines, dropped; /* single writer: the owning thread (util/counter.h) */
     _Atomic bool ready;              /* buffers allocated, slot visible to the logger */
 } log_slot;
 
@@ -114,13 +116,6 @@ static inline void spin_lock(_Atomic bool *l)
 static inline void spin_unlock(_Atomic bool *l)
 {
     atomic_store_explicit(l, false, memory_order_release);
-}
-
-/* Single-writer counter: no lock-prefixed instruction on the hot path. */
-static inline void bump(_Atomic uint64_t *c)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
 }
 
 static void kick(void)
@@ -322,7 +317,7 @@ static void append(log_slot *s, const char *line, size_t n)
         s->front_lines++;
     }
     spin_unlock(&s->lock);
-    bump(fits ? &s->lines : &s->dropped);
+    counter_add(fits ? &s->lines : &s->dropped, 1);
     if (!fits || len + n >= cap / 2)
         wake_logger();
 }
@@ -386,8 +381,7 @@ static uint64_t slots_sum(bool dropped)
     if (n > g.max_threads)
         n = g.max_threads;
     for (unsigned i = 0; i < n; i++)
-        sum += atomic_load_explicit(dropped ? &g.slots[i].dropped : &g.slots[i].lines,
-                                    memory_order_relaxed);
+        sum += counter_get(dropped ? &g.slots[i].dropped : &g.slots[i].lines);
     return sum;
 }
 

@@ -6,7 +6,6 @@
 #include "proto/memcache.h"
 
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -207,7 +206,8 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
             conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
             return GET_FAILED;
         }
-        stat_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1); /* memcached counts so */
+        /* memcached counts so */
+        counter_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
         cache_item *it = cache_get(store, key, klen, now);
         if (!it)
             continue;
@@ -343,7 +343,7 @@ static void store_done(mc_conn *m, uint64_t now)
     cache_item *it = m->item;
     m->item = NULL;
     m->state = MC_LINE;
-    stat_add(&m->ml->cmd_set, 1);
+    counter_add(&m->ml->cmd_set, 1);
     if (m->tail[0] != '\r' || m->tail[1] != '\n') {
         cache_item_release(it);
         if (m->meta) /* ms reports errors even in quiet mode */
@@ -359,7 +359,7 @@ static void store_done(mc_conn *m, uint64_t now)
     int r = cache_store_item(m->srv->store, it, (cache_mode)m->mode, m->cas_in, NULL, now);
     switch (r) {
     case CACHE_STORED:
-        stat_add(&m->ml->total_items, 1);
+        counter_add(&m->ml->total_items, 1);
         OUT(m, "STORED");
         break;
     case CACHE_NOT_STORED: OUT(m, "NOT_STORED"); break;
@@ -475,7 +475,7 @@ static void cmd_touch(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR invalid exptime argument");
         return;
     }
-    stat_add(&m->ml->cmd_touch, 1);
+    counter_add(&m->ml->cmd_touch, 1);
     if (cache_touch(m->srv->store, t[1].p, t[1].n, expiry_ms(e, now), now) == CACHE_TOUCHED)
         OUT(m, "TOUCHED");
     else
@@ -490,7 +490,7 @@ static void cmd_flush(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     }
     m->noreply = last_is_noreply(t, nt);
     int64_t delay = 0;
-    stat_add(&m->ml->cmd_flush, 1);
+    counter_add(&m->ml->cmd_flush, 1);
     /* memcached reads a delay whenever there is a token besides noreply ("flush_all 5 x" waits
      * 5 s; "flush_all x y" is an error) */
     if (nt != (m->noreply ? 2u : 1u) && !mc_parse_i32(&t[1], &delay)) {
@@ -535,9 +535,10 @@ static void stat_line(conn *c, const char *name, const char *fmt, ...)
 static uint64_t loops_sum(const memcache_server *s, size_t off)
 {
     uint64_t sum = 0;
-    for (unsigned i = 0; i < s->nloops; i++)
-        sum += atomic_load_explicit((const _Atomic uint64_t *)((const char *)&s->loops[i] + off),
-                                    memory_order_relaxed);
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        const char *l = perloop_at(&s->loops, i);
+        sum += counter_get((const _Atomic uint64_t *)(l + off));
+    }
     return sum;
 }
 #define SUM(s, field) loops_sum((s), offsetof(mc_loop, field))
@@ -585,7 +586,7 @@ static void cmd_stats(mc_conn *m, size_t nt, uint64_t now)
     U("touch_hits", cs.touch_hits);
     U("touch_misses", cs.touch_misses);
     U("limit_maxbytes", cs.mem_limit);
-    U("threads", s->nloops);
+    U("threads", perloop_count(&s->loops));
     U("bytes", cs.bytes);
     U("curr_items", cs.curr_items);
     U("total_items", SUM(s, total_items));
@@ -797,8 +798,8 @@ static void mc_open(conn *c)
     mc_conn *m = conn_state(c);
     m->c = c;
     m->srv = net_listener_ctx(c->listener);
-    m->ml = &m->srv->loops[conn_loop(c)->index];
-    stat_add(&m->ml->conns_opened, 1);
+    m->ml = perloop_at(&m->srv->loops, conn_loop(c)->index);
+    counter_add(&m->ml->conns_opened, 1);
 }
 
 static ssize_t mc_data(conn *c, const char *data, size_t len)
@@ -875,7 +876,7 @@ static void mc_close(conn *c)
     mc_conn *m = conn_state(c);
     cache_item_release(m->item);
     m->item = NULL;
-    stat_add(&m->ml->conns_closed, 1);
+    counter_add(&m->ml->conns_closed, 1);
 }
 
 const proto memcache_proto = {
@@ -894,13 +895,11 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
     memcache_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->loops = calloc(nloops ? nloops : 1, sizeof *s->loops);
-    if (!s->loops) {
+    if (perloop_init(&s->loops, nloops, sizeof(mc_loop)) != 0) {
         free(s);
         return NULL;
     }
     s->store = store;
-    s->nloops = nloops;
     s->started_ms = sf_clock_now(sf_clock_system());
     return s;
 }
@@ -909,6 +908,6 @@ void memcache_server_free(memcache_server *s)
 {
     if (!s)
         return;
-    free(s->loops);
+    perloop_free(&s->loops);
     free(s);
 }

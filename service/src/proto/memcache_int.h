@@ -18,25 +18,25 @@
 #include "net/conn.h"
 #include "net/loop.h"
 #include "proto/memcache.h"
+#include "util/counter.h"
+#include "util/perloop.h"
 
 #define MC_REL_MAX    2592000 /* exptimes up to 30 days are relative */
 #define MC_OPAQUE_MAX 32      /* memcached refuses a meta O(paque) token longer (the O included) */
 
-/* Per-loop counters: single writer (the loop), relaxed atomics, summed by "stats". The incr/decr
+/* Per-loop counters: single writer (the loop, util/counter.h), summed by "stats". The incr/decr
  * counters are ma's only (incr/decr count in the store); "stats" adds the two. */
 typedef struct mc_loop {
     _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, total_items;
     _Atomic uint64_t conns_opened, conns_closed;
     _Atomic uint64_t incr_hits, incr_misses, decr_hits, decr_misses;
-    char pad[64]; /* loops write their own line */
 } mc_loop;
 
 /* A memcache listener's ctx (memcache_server_new): the store, and one mc_loop per net loop. */
 struct memcache_server {
     cache_store *store;
-    unsigned nloops;
     uint64_t started_ms;
-    mc_loop *loops;
+    perloop loops; /* mc_loop, one per net loop */
 };
 
 /* What the bytes of a connection are, in mc_conn.state. */
@@ -80,12 +80,6 @@ typedef struct mc_tok {
     const char *p;
     size_t n;
 } mc_tok;
-
-/* Adds n to a counter of the connection's loop (single writer: relaxed load and store). */
-static inline void stat_add(_Atomic uint64_t *f, uint64_t n)
-{
-    NET_STAT_ADD(*f, n);
-}
 
 /* ---- output ------------------------------------------------------------------------------- */
 

@@ -346,7 +346,7 @@ void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         return;
     }
     cache_store *store = m->srv->store;
-    stat_add(mm.has_ttl ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
+    counter_add(mm.has_ttl ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
     cache_item *it = cache_get(store, mm.key, mm.klen, now);
     char hdr[MC_META_HDR_MAX];
     size_t n = 2;
@@ -535,7 +535,7 @@ void mc_meta_ms_done(mc_conn *m, cache_item *it, uint64_t now)
         r = CACHE_NOT_STORED; /* memcached: the joined item could not be allocated */
     switch (r) {
     case CACHE_STORED:
-        stat_add(&m->ml->total_items, 1);
+        counter_add(&m->ml->total_items, 1);
         if (m->meta_q) /* quiet mode elides HD only */
             return;
         memcpy(hdr, "HD", 2);
@@ -714,7 +714,7 @@ void mc_meta_ma(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     size_t n = 2;
     if (r != CACHE_OK) {
         if (r == CACHE_NOT_FOUND)
-            stat_add(decr ? &m->ml->decr_misses : &m->ml->incr_misses, 1);
+            counter_add(decr ? &m->ml->decr_misses : &m->ml->incr_misses, 1);
         memcpy(hdr, r == CACHE_NOT_FOUND ? "NF" : "EX", 2);
         if (!put_miss_flags(hdr, &n, &mm, t, nt, 2))
             conn_write(m->c, OPAQUE_TOO_LONG, sizeof OPAQUE_TOO_LONG - 1);
@@ -723,7 +723,7 @@ void mc_meta_ma(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         return;
     }
     if (!a.created)
-        stat_add(decr ? &m->ml->decr_hits : &m->ml->incr_hits, 1);
+        counter_add(decr ? &m->ml->decr_hits : &m->ml->incr_hits, 1);
     char num[FMT_U64_MAX];
     size_t len = fmt_u64(num, a.value);
     if (mm.v) {

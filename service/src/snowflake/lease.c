@@ -1,6 +1,7 @@
 #include "snowflake/lease.h"
 
 #include "obs/log.h"
+#include "util/counter.h"
 #include "util/fsio.h"
 #include "util/crc32.h"
 
@@ -105,10 +106,10 @@ static int renew(sf_lease_keeper *k, char *err, size_t errlen)
     if (end < k->end_ms)
         end = k->end_ms;
     if (sf_lease_write(k->path, end, err, errlen) != 0) {
-        k->failures++;
+        counter_add(&k->failures, 1);
         return -1;
     }
-    k->writes++;
+    counter_add(&k->writes, 1);
     k->end_ms = end;
     for (size_t i = 0; i < k->ngens; i++)
         sf_gen_extend_lease(k->gens[i], sf_lease_first_tick(l, end));
@@ -138,7 +139,7 @@ static void *keeper_main(void *arg)
         if (renew(k, err, sizeof err) != 0 && now - last_report >= 10000) {
             /* Rate-limited: the generator keeps issuing while the old lease lasts. */
             LOG_ERROR("lease renewal failed (%llu so far; IDs stop when the lease runs out): %s",
-                      (unsigned long long)k->failures, err);
+                      (unsigned long long)counter_get(&k->failures), err);
             last_report = now;
         }
     }

@@ -39,7 +39,7 @@ typedef struct sf_lease_keeper {
     char path[4096];
     uint32_t window_ms;
     uint64_t end_ms;                   /* last lease written */
-    _Atomic uint64_t writes, failures; /* stats, readable from any thread */
+    _Atomic uint64_t writes, failures; /* stats: one writer at a time, util/counter.h */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;

@@ -1,0 +1,416 @@
+/* The application object: see app.h.
+ *
+ * A failed app_start is followed by the process exit, so it leaves what it built as it is, as
+ * the daemon always did: the kernel drops the data directory lock, the lease on disk already
+ * covers every ID (none: nothing listens yet), and releasing by hand would do harm — stopping the
+ * lease keeper or the persistence thread writes final files for a run that never served, and
+ * loops that never ran cannot be closed by net_server_join. app_build, run once per input by the
+ * fuzz harnesses, releases everything on failure instead.
+ */
+#include "app/app.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/wiring.h"
+#include "cluster/peers.h"
+#include "obs/log.h"
+#include "proto/echo.h"
+#include "util/version.h"
+
+#ifndef SF_MALLOC_NAME
+#define SF_MALLOC_NAME "glibc" /* CMake -DSF_MALLOC=... links another */
+#endif
+
+#define EXIT_CONFIG             2
+#define CACHE_SWEEP_INTERVAL_MS 100
+#define CACHE_SWEEP_BUCKETS     256 /* per loop per tick: bounded work, memory comes back anyway */
+
+/* ---- the data directory and the lease (daemon) ---------------------------------------------- */
+
+/* mkdir -p, for data_dir. */
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+    char buf[CFG_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p == '/' || end) {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                snprintf(err, errlen, "cannot create data_dir %s: %s", buf, strerror(errno));
+                return -1;
+            }
+            if (end)
+                break;
+            *p = '/';
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "data_dir %s is not a directory", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* One process per data directory: two daemons sharing a lease (and so, usually, a worker id)
+ * would issue duplicate IDs. The lock is held until exit; the kernel drops it on any death. */
+static int lock_data_dir(const char *dir, char *err, size_t errlen)
+{
+    char path[CFG_PATH_MAX + 32], text[32];
+    snprintf(path, sizeof path, "%s/snowflaked.pid", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ssize_t n = read(fd, text, sizeof text - 1);
+        text[n > 0 ? n : 0] = '\0';
+        text[strcspn(text, "\n")] = '\0';
+        snprintf(err, errlen,
+                 "data_dir %s is in use by another snowflaked (pid %s); give each instance "
+                 "its own data_dir",
+                 dir, text[0] ? text : "unknown");
+        close(fd);
+        return -1;
+    }
+    int len = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return 0; /* fd stays open on purpose: closing it would release the lock */
+}
+
+/* The floor below which no ID may be issued, from the lease file: *min_tick for the generators,
+ * *prev_end for the keeper. */
+static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *min_tick,
+                            uint64_t *prev_end, char *err, size_t errlen)
+{
+    const cfg_snowflake *s = &a->config->snowflake;
+    char why[512];
+    int rc = sf_lease_read(a->lease_path, prev_end, why, sizeof why);
+    if (rc == 0) {
+        LOG_INFO("no lease at %s: first start", a->lease_path);
+        *prev_end = 0;
+        *min_tick = 0;
+        return 0;
+    }
+    if (rc < 0) {
+        if (!ignore_corrupt) {
+            snprintf(err, errlen, "%s (start with --ignore-corrupt-lease to override)", why);
+            return -1;
+        }
+        /* The previous run renewed its lease at most one window (plus the run-ahead) beyond its
+         * clock; a second on top covers a wall clock that was stepped back while it ran. */
+        *prev_end = sf_clock_now(sf_clock_system()) + s->lease_ms +
+                    sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch) + 1000;
+        LOG_WARN("%s; --ignore-corrupt-lease: issuing from %llu ms", why,
+                 (unsigned long long)*prev_end);
+    }
+    *min_tick = sf_lease_first_tick(&s->layout, *prev_end);
+    return 0;
+}
+
+/* ---- the parts both ways of building share -------------------------------------------------- */
+
+/* One generator, or one per loop (per_thread_worker_ids), each on its own cache lines. */
+static int make_gens(app *a, unsigned nloops, sf_clock *clock, uint64_t min_tick, bool guarded,
+                     char *err, size_t errlen)
+{
+    unsigned n = a->config->snowflake.per_thread_worker_ids ? nloops : 1;
+    a->gen_ptrs = calloc(n, sizeof *a->gen_ptrs);
+    if (!a->gen_ptrs || perloop_init(&a->gens, n, sizeof(sf_gen)) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return EXIT_FAILURE;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        sf_gen *g = perloop_at(&a->gens, i);
+        sf_gen_config gc;
+        app_gen_config(a->config, (uint32_t)i, clock, &gc);
+        gc.min_tick = min_tick;
+        gc.lease_guarded = guarded;
+        char why[256];
+        if (sf_gen_init(g, &gc, why, sizeof why) != 0) {
+            snprintf(err, errlen, "snowflake: %s", why);
+            return EXIT_CONFIG;
+        }
+        a->gen_ptrs[i] = g; /* also marks it initialised, for app_free */
+    }
+    return 0;
+}
+
+/* auth.token, or the first line of auth.token_file (a Kubernetes Secret mounted as a file), so
+ * the secret need not sit in the config or the environment. Never logged. */
+static int load_token(const cfg_auth *a, char *out, size_t cap, char *err, size_t errlen)
+{
+    out[0] = '\0';
+    if (a->token[0]) {
+        snprintf(out, cap, "%s", a->token);
+        return 0;
+    }
+    if (!a->token_file[0])
+        return 0;
+    FILE *f = fopen(a->token_file, "r");
+    if (!f) {
+        snprintf(err, errlen, "auth.token_file %s: %s", a->token_file, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    size_t n = got ? strcspn(line, "\r\n") : 0;
+    if (n == 0 || n >= cap) {
+        snprintf(err, errlen,
+                 "auth.token_file %s: the first line must hold the token (1..%zu bytes)",
+                 a->token_file, cap - 1);
+        return -1;
+    }
+    memcpy(out, line, n);
+    out[n] = '\0';
+    return 0;
+}
+
+/* The API's context, the bearer token and the routes. */
+static int make_api(app *a, char *err, size_t errlen)
+{
+    const cfg *c = a->config;
+    api_ctx *api = &a->api;
+    app_api_options(c, &api->opt);
+    api->gens = a->gen_ptrs;
+    api->ngens = perloop_count(&a->gens);
+    api->keeper = a->daemon ? &a->keeper : NULL; /* in process: no lease file */
+    api->http = a->http;
+    api->net = a->net;
+    api->cache = a->cache;
+    if (load_token(&c->auth, a->token, sizeof a->token, err, errlen) != 0)
+        return EXIT_FAILURE;
+    api->opt.token = a->token;
+    api->opt.token_len = strlen(a->token);
+    if (api->opt.token_len)
+        LOG_INFO("access control: bearer token required for %s",
+                 c->auth.protect_reads ? "every route but health" : "cache writes");
+    if (perloop_init(&api->loops, a->net->nloops, sizeof(api_loop)) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return EXIT_FAILURE;
+    }
+    if (api_register(a->http, api) != 0) {
+        snprintf(err, errlen, "too many routes");
+        return EXIT_FAILURE;
+    }
+    return 0;
+}
+
+/* The HTTP server, the cache store (with a memcached server when `memcache`) and the API, on
+ * a->net. */
+static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, size_t errlen)
+{
+    const cfg *c = a->config;
+    http_limits hl;
+    app_http_limits(c, &hl);
+    if (!(a->http = http_server_new(&hl, a->net, err, errlen)))
+        return EXIT_FAILURE;
+    if (c->cache.enabled) { /* one store shared by all loops */
+        cache_store_config cc;
+        app_cache_config(c, &cc);
+        cc.seed = cache_seed;
+        char why[256];
+        if (!(a->cache = cache_store_new(&cc, why, sizeof why))) {
+            snprintf(err, errlen, "cache: %s", why);
+            return EXIT_FAILURE;
+        }
+        if (memcache && !(a->mc = memcache_server_new(a->cache, a->net->nloops))) {
+            snprintf(err, errlen, "out of memory");
+            return EXIT_FAILURE;
+        }
+    }
+    return make_api(a, err, errlen);
+}
+
+/* ---- the daemon ----------------------------------------------------------------------------- */
+
+/* The data directory, its lock, the lease floor, the generators and the lease keeper: the first
+ * renewal is on disk before any ID can be issued. */
+static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
+{
+    const cfg *c = a->config;
+    if (make_dirs(c->data_dir, err, errlen) != 0 || lock_data_dir(c->data_dir, err, errlen) != 0)
+        return EXIT_FAILURE;
+    snprintf(a->lease_path, sizeof a->lease_path, "%s/" SF_LEASE_FILE, c->data_dir);
+    uint64_t min_tick, prev_end;
+    if (read_lease_floor(a, cli->ignore_corrupt_lease, &min_tick, &prev_end, err, errlen) != 0)
+        return EXIT_FAILURE;
+    int rc = make_gens(a, c->server.threads, NULL, min_tick, true, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (sf_lease_keeper_start(&a->keeper, a->gen_ptrs, perloop_count(&a->gens), a->lease_path,
+                              c->snowflake.lease_ms, prev_end, err, errlen) != 0)
+        return EXIT_FAILURE;
+    return 0;
+}
+
+static void sweep_cache(net_loop *l, void *arg)
+{
+    cache_store_sweep(arg, &l->tick_cursor, CACHE_SWEEP_BUCKETS, sf_clock_now(sf_clock_system()));
+}
+
+/* Before listening: a duplicate identity must not serve a single ID. */
+static int check_peers(const cfg *c, char *err, size_t errlen)
+{
+    const cfg_snowflake *s = &c->snowflake;
+    if (!s->peers[0])
+        return 0;
+    peers_result pr;
+    uint32_t last_worker = s->worker_id + (s->per_thread_worker_ids ? c->server.threads - 1 : 0);
+    if (peers_check(s->peers, &s->layout, s->datacenter_id, s->worker_id, last_worker,
+                    s->peer_timeout_ms, &pr, err, errlen) != 0)
+        return -1;
+    LOG_INFO("peers: %u of %u answered; no other replica uses datacenter %u worker %u", pr.answered,
+             pr.asked, s->datacenter_id, s->worker_id);
+    return 0;
+}
+
+static int listen_all(app *a, char *err, size_t errlen)
+{
+    const cfg *c = a->config;
+    const cfg_server *sv = &c->server;
+    if (net_server_listen(a->net, sv->host, (uint16_t)sv->port, &http_proto, a->http, err,
+                          errlen) != 0)
+        return -1;
+    if (a->mc) {
+        if (net_server_listen(a->net, c->cache.memcached_host, (uint16_t)c->cache.memcached_port,
+                              &memcache_proto, a->mc, err, errlen) != 0)
+            return -1;
+        LOG_INFO("memcached text protocol on %s:%u (no authentication, like memcached)",
+                 c->cache.memcached_host, c->cache.memcached_port);
+    }
+    if (c->echo.tcp_port != 0) {
+        if (net_server_listen(a->net, c->echo.tcp_host, (uint16_t)c->echo.tcp_port, &echo_proto,
+                              NULL, err, errlen) != 0)
+            return -1;
+        LOG_INFO("raw TCP echo on %s:%u", c->echo.tcp_host, c->echo.tcp_port);
+    }
+    return 0;
+}
+
+static void log_listening(const app *a)
+{
+    const cfg_server *sv = &a->config->server;
+    const cfg_snowflake *s = &a->config->snowflake;
+    bool v6 = strchr(sv->host, ':') != NULL;
+    LOG_INFO("snowflaked %s: listening on http://%s%s%s:%u with %u loop%s (%s); datacenter %u, "
+             "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s, malloc " SF_MALLOC_NAME,
+             SF_VERSION, v6 ? "[" : "", sv->host, v6 ? "]" : "", sv->port, sv->threads,
+             sv->threads == 1 ? "" : "s", a->net->reuseport ? "SO_REUSEPORT" : "one acceptor",
+             s->datacenter_id, s->worker_id, s->per_thread_worker_ids ? "+loop" : "",
+             s->worker_origin, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
+             s->sequence_bits, sf_sync_mode_name(s->sync), a->lease_path);
+    uint64_t retry = sf_gen_retry_after_ms(a->gen_ptrs[0]);
+    if (retry > 0)
+        LOG_WARN("clock is behind the stored lease; IDs are refused for about %llu ms",
+                 (unsigned long long)retry);
+}
+
+int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    a->config = c;
+    a->daemon = true;
+    a->net = &a->own_net;
+    log_options lo;
+    app_log_options(c, &lo);
+    char why[512];
+    if (log_init(&lo, why, sizeof why) != 0) {
+        snprintf(err, errlen, "log.file: %s", why);
+        return EXIT_FAILURE;
+    }
+    int rc = start_ids(a, cli, err, errlen);
+    if (rc != 0)
+        return rc;
+    net_config nc;
+    app_net_config(c, &nc);
+    if (net_server_init(a->net, &nc, c->server.threads, err, errlen) != 0)
+        return EXIT_FAILURE;
+    rc = make_serving(a, 0, c->cache.memcached_port != 0, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (a->cache) { /* each loop sweeps expired items a little at a time */
+        net_server_on_tick(a->net, CACHE_SWEEP_INTERVAL_MS, sweep_cache, a->cache);
+        if (c->cache.persist) {
+            char path[CFG_PATH_MAX + 32];
+            app_snapshot_path(c, path, sizeof path);
+            a->persist =
+                cache_persist_start(a->cache, path, c->cache.snapshot_interval_s, err, errlen);
+            if (!a->persist)
+                return EXIT_FAILURE;
+            a->api.persist = a->persist;
+        }
+    }
+    if (check_peers(c, err, errlen) != 0 || listen_all(a, err, errlen) != 0 ||
+        net_server_start(a->net, err, errlen) != 0)
+        return EXIT_FAILURE;
+    atomic_store(&a->api.listening, true);
+    log_listening(a);
+    return 0;
+}
+
+int app_stop(app *a)
+{
+    net_server_drain(a->net);
+    net_server_join(a->net);
+    int code = 0;
+    if (cache_persist_stop(a->persist) != 0)
+        code = EXIT_FAILURE;
+    a->persist = NULL;
+    char err[512];
+    if (sf_lease_keeper_stop(&a->keeper, err, sizeof err) != 0) {
+        LOG_ERROR("final lease not written: %s", err);
+        code = EXIT_FAILURE; /* the renewed lease on disk still covers every ID issued */
+    }
+    LOG_INFO("stopped%s", code ? " with errors" : "");
+    log_shutdown();
+    app_free(a);
+    return code;
+}
+
+/* ---- in process ----------------------------------------------------------------------------- */
+
+int app_build(app *a, const cfg *c, const app_options *o, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    a->config = c;
+    a->net = o->net;
+    if (make_gens(a, o->net->nloops, o->clock, 0, false, err, errlen) != 0 ||
+        make_serving(a, o->cache_seed, true, err, errlen) != 0) {
+        app_free(a);
+        return -1;
+    }
+    atomic_store(&a->api.listening, true);
+    return 0;
+}
+
+void app_free(app *a)
+{
+    http_server_free(a->http);
+    perloop_free(&a->api.loops);
+    memcache_server_free(a->mc);
+    cache_store_free(a->cache);
+    for (unsigned i = 0; a->gen_ptrs && i < perloop_count(&a->gens); i++)
+        if (a->gen_ptrs[i])
+            sf_gen_destroy(a->gen_ptrs[i]);
+    perloop_free(&a->gens);
+    free(a->gen_ptrs);
+    a->http = NULL;
+    a->mc = NULL;
+    a->cache = NULL;
+    a->gen_ptrs = NULL;
+}

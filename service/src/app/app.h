@@ -1,0 +1,81 @@
+/* The application object: builds, starts and stops every subsystem of snowflaked, in order.
+ *
+ * app_start brings the daemon up, in this order: logger, data directory lock, lease floor,
+ * generators and lease keeper (the first renewal is on disk before any ID can be issued), event
+ * loops, HTTP server, cache store (and memcached server), bearer token and API routes, cache
+ * persistence (the snapshot loaded), peer check (before any listener opens), the HTTP, memcached
+ * and echo listeners, then the loop threads. app_stop drains and joins the loops, writes the
+ * final snapshot and the exact final lease, stops the logger and frees everything.
+ *
+ * app_build makes the same object graph in process, for the fuzz harnesses and unit tests that
+ * drive it through net/conn_fake.h: generators, HTTP server with the API routes, store and
+ * memcached server, on the caller's net server — without logger set-up, data directory, lease
+ * file, persistence, peers, sockets or threads. app_free releases it.
+ *
+ * Threads: the main thread (or the harness's), before the loops start and after they stop.
+ * Failure: app_start returns an exit code (1 at run time, 2 for a configuration the modules
+ * refuse) with the message in err, and leaves what it built to the exit that follows (app.c says
+ * why); app_build returns -1 with the message in err, having released everything.
+ */
+#ifndef SF_APP_APP_H
+#define SF_APP_APP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "cache/persist.h"
+#include "cache/store.h"
+#include "config/config.h"
+#include "http/http.h"
+#include "net/loop.h"
+#include "proto/memcache.h"
+#include "snowflake/clock.h"
+#include "snowflake/generator.h"
+#include "snowflake/lease.h"
+#include "util/perloop.h"
+
+/* app_build: what an in-process graph differs in. */
+typedef struct app_options {
+    net_server *net;     /* the caller's (conn_fake_net_server): never started, outlives the app */
+    sf_clock *clock;     /* the generators' clock; NULL = the system clock */
+    uint64_t cache_seed; /* the store's hash seed; 0 = random (fixed: reproducible runs) */
+} app_options;
+
+/* The fields above `private` may be read once built (a harness hands http or mc to its fake
+ * connections as their listener's ctx); none may be written. */
+typedef struct app {
+    const cfg *config;
+    net_server *net;
+    http_server *http;
+    cache_store *cache;  /* NULL when cache.enabled is false */
+    memcache_server *mc; /* with the cache; the daemon's only with cache.memcached_port */
+    api_ctx api;
+    /* private */
+    bool daemon;
+    perloop gens;      /* sf_gen: one, or one per loop with per_thread_worker_ids */
+    sf_gen **gen_ptrs; /* to each, once initialised */
+    cache_persist *persist;
+    sf_lease_keeper keeper;
+    char lease_path[CFG_PATH_MAX + 32];
+    char token[256];
+    net_server own_net; /* the daemon's */
+} app;
+
+/* The daemon, from a loaded configuration: everything up and listening, "listening on" logged.
+ * Signals must already be blocked in the calling thread (the threads started inherit the mask).
+ * Returns 0, or an exit code with the message in err. */
+int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen);
+/* After app_start: drains (up to server.shutdown_grace_ms), joins the loops, writes the final
+ * snapshot and lease, logs "stopped", shuts the logger down and frees everything. Returns the
+ * exit code: 0, or 1 when a final snapshot or lease could not be written. */
+int app_stop(app *a);
+
+/* The in-process graph on o->net (c->server.threads is ignored: one generator per loop of o->net
+ * with per_thread_worker_ids). Ready at once (/readyz answers 200). Returns 0, or -1 with err. */
+int app_build(app *a, const cfg *c, const app_options *o, char *err, size_t errlen);
+/* Releases what app_build made; every connection of o->net must have been freed. */
+void app_free(app *a);
+
+#endif
