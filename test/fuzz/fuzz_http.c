@@ -34,7 +34,7 @@
 #include "config/config.h"
 #include "fuzz_common.h"
 #include "fuzz_conn.h"
-#include "http/http.h"
+#include "proto/http.h"
 #include "net/conn_fake.h"
 #include "snowflake/clock.h"
 

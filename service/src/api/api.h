@@ -12,7 +12,7 @@
 
 #include "cache/persist.h"
 #include "cache/store.h"
-#include "http/http.h"
+#include "proto/http.h"
 #include "snowflake/encoding.h"
 #include "snowflake/generator.h"
 #include "snowflake/layout.h"

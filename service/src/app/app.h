@@ -28,7 +28,7 @@
 #include "cache/persist.h"
 #include "cache/store.h"
 #include "config/config.h"
-#include "http/http.h"
+#include "proto/http.h"
 #include "net/loop.h"
 #include "proto/memcache.h"
 #include "snowflake/clock.h"

@@ -20,7 +20,7 @@
 #include "api/api.h"
 #include "cache/store.h"
 #include "config/config.h"
-#include "http/http.h"
+#include "proto/http.h"
 #include "net/loop.h"
 #include "obs/log.h"
 #include "snowflake/clock.h"

@@ -12,8 +12,8 @@
  * HTTP/0.9; 414 URL too long, 431 header section too large or too many headers, 413 body too
  * large, 505 HTTP/2 preface. All of it runs on the connection's loop thread.
  */
-#ifndef SF_HTTP_HTTP_H
-#define SF_HTTP_HTTP_H
+#ifndef SF_PROTO_HTTP_H
+#define SF_PROTO_HTTP_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-#include "http/http.h"
+#include "proto/http.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
