@@ -56,7 +56,7 @@ http {{
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
     server {{
-        listen 127.0.0.1:{port} backlog=4096;
+        listen 127.0.0.1:{port} backlog=4096 deferred;  # TCP_DEFER_ACCEPT, as ours by default
         location /echo {{ echo_read_request_body; echo_request_body; }}
         location / {{ default_type application/json; return 200 '{{"id":"915000000000000000"}}'; }}
     }}

@@ -454,7 +454,9 @@ class SlowReaders(unittest.TestCase):
 
 class DescriptorExhaustion(unittest.TestCase):
     def test_emfile_pauses_accepting_without_spinning(self):
-        srv = Server(threads=1, nofile=48)
+        # Idle connections must be accepted as they connect (first come, first served), which
+        # TCP_DEFER_ACCEPT would postpone until they send or the deferral ends.
+        srv = Server("--set", "server.tcp_defer_accept_s=0", threads=1, nofile=48)
         try:
             conns = []
             for _ in range(80):  # more than the server has descriptors for
