@@ -216,6 +216,27 @@ def print_row(name, ours, peer):
 # ---- sections ------------------------------------------------------------------------------
 
 
+def http_rows(b):
+    """The HTTP workloads of the peers section: (name, sfload arguments, path)."""
+    return [
+        ("GET /id keep-alive -c 50", ["-c", "50"], "/id"),
+        ("GET /id pipelined 16 -c 50", ["-c", "50", "-P", "16"], "/id"),
+        ("GET /id conn-per-request -c 1000", ["-c", "1000", "--close"], "/id"),
+        ("POST /echo 1 KiB keep-alive -c 50",
+         ["-c", "50", "-X", "POST", "--body-file", b.body_1k], "/echo"),
+    ]
+
+
+def other_rows(b):
+    """The other protocols: (name, server port key, peer starter, sfload arguments)."""
+    return [
+        ("memcached 90:10 get:set -c 50", "memcache", b.memcached,
+         ["--mode", "memcache", "-c", "50", "--keys", "10000", "--value-size", "100"]),
+        ("TCP echo 32 B ping-pong -c 100", "echo", b.epoll_echo,
+         ["--mode", "echo", "-c", "100", "--msg-size", "32"]),
+    ]
+
+
 def section_peers(b):
     print("\n== snowflaked vs peers: 1 server thread on core 0, sfload on core 1, median of %d ==" %
           b.args.repeat)
@@ -224,14 +245,7 @@ def section_peers(b):
         "peer us", "ratio"))
     print("%-34s %29s | %24s | %22s" % ("", "requests per second", "p99 latency (us)",
                                          "server CPU-us per request"))
-    http = [
-        ("GET /id keep-alive -c 50", ["-c", "50"], "/id"),
-        ("GET /id pipelined 16 -c 50", ["-c", "50", "-P", "16"], "/id"),
-        ("GET /id conn-per-request -c 1000", ["-c", "1000", "--close"], "/id"),
-        ("POST /echo 1 KiB keep-alive -c 50",
-         ["-c", "50", "-X", "POST", "--body-file", b.body_1k], "/echo"),
-    ]
-    for name, args, path in http:
+    for name, args, path in http_rows(b):
         if path == "/echo" and not os.path.exists(ECHO_MODULE):
             print("%-34s (skipped: nginx echo module not installed)" % name)
             continue
@@ -246,13 +260,7 @@ def section_peers(b):
                     b.stop(srv["proc"])
         print_row(name, median_figures(runs["ours"]), median_figures(runs["peer"]))
 
-    others = [
-        ("memcached 90:10 get:set -c 50", "memcache", b.memcached,
-         ["--mode", "memcache", "-c", "50", "--keys", "10000", "--value-size", "100"]),
-        ("TCP echo 32 B ping-pong -c 100", "echo", b.epoll_echo,
-         ["--mode", "echo", "-c", "100", "--msg-size", "32"]),
-    ]
-    for name, kind, peer, args in others:
+    for name, kind, peer, args in other_rows(b):
         runs = {"ours": [], "peer": []}
         for _ in range(b.args.repeat):
             for who in ("ours", "peer"):

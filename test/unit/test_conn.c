@@ -9,7 +9,8 @@
  *   quit      the same, as a peer's own request to close (conn_end_after_flush)
  *   close     PROTO_CLOSE
  * It handles at most g_pipeline lines per on_data and stops when the output is full (conn_yield
- * both times), writes "timeout K\n" on a timeout, and logs "id:line" for every line it ran.
+ * both times), writes "timeout K\n" on a timeout, answers "too long\n" and ends on a line over
+ * TP_LINE_MAX, and logs "id:line" for every line it ran.
  *
  * Each test runs in its own process (check's fork mode), so rlimits and globals do not leak.
  */
@@ -74,11 +75,15 @@ static long log_pos(const char *needle)
     return pos;
 }
 
+#define TP_LINE_MAX  (48 * 1024) /* the protocol's own limit on a line */
+#define TP_INPUT_MAX (64 * 1024) /* what it may leave unconsumed: above its limit */
+
 static void tp_open(conn *c)
 {
     tp_conn *t = conn_state(c);
     t->id = atomic_fetch_add(&g_next_id, 1) + 1;
     atomic_fetch_add(&g_opened, 1);
+    conn_set_input_max(c, TP_INPUT_MAX);
 }
 
 static int write_big(conn *c, size_t n)
@@ -108,6 +113,11 @@ static ssize_t tp_data(conn *c, const char *data, size_t len)
     bool yielded = false;
     while (pos < len && !conn_closing(c)) {
         const char *nl = memchr(data + pos, '\n', len - pos);
+        if (!nl && len - pos > TP_LINE_MAX) { /* its own error before the net layer's limit */
+            conn_write(c, "too long\n", 9);
+            conn_close_after_flush(c);
+            return (ssize_t)pos;
+        }
         if (!nl)
             break;
         if (handled == g_pipeline || conn_output_full(c)) {
@@ -262,6 +272,20 @@ static void expect(int fd, const char *want)
     ck_assert_str_eq(buf, want);
 }
 
+/* The peer's FIN: recv returns 0. */
+static void expect_eof(int fd)
+{
+    char c;
+    ck_assert_int_eq(recv(fd, &c, 1, 0), 0);
+}
+
+/* Waits up to ms for the protocol's on_close to have run n times in all, and asserts it. */
+static void wait_closed(unsigned n, unsigned ms)
+{
+    WAIT_FOR(atomic_load(&g_closed) == n, ms);
+    ck_assert_uint_eq(atomic_load(&g_closed), n);
+}
+
 /* Reads and counts bytes until EOF; returns the count, or -errno on an error. */
 static long read_to_eof(int fd)
 {
@@ -291,8 +315,36 @@ START_TEST(test_requests_cut_across_reads_and_pipelined)
     send_str(fd, "ho c\n");
     expect(fd, "c\n");
     close(fd);
-    WAIT_FOR(atomic_load(&g_closed) == 1, 2000);
-    ck_assert_uint_eq(atomic_load(&g_closed), 1);
+    wait_closed(1, 2000);
+    stop();
+}
+END_TEST
+
+/* A message longer than a read buffer stays in the connection's input, which grows (the bytes
+ * read behind it, no copy); the protocol answers its own error before the net layer's maximum. */
+START_TEST(test_input_grows_for_a_long_message_up_to_the_protocol_limit)
+{
+    net_config nc = config(); /* read_buffer 16 KiB */
+    start(&nc);
+    int fd = dial(0);
+    static char line[45 * 1024];
+    memcpy(line, "echo ", 5);
+    memset(line + 5, 'y', sizeof line - 6);
+    line[sizeof line - 1] = '\n';
+    for (size_t off = 0; off < sizeof line; off += 5000) { /* many reads */
+        size_t n = sizeof line - off < 5000 ? sizeof line - off : 5000;
+        ck_assert_int_eq(send(fd, line + off, n, 0), (ssize_t)n);
+        usleep(2000);
+    }
+    static char back[sizeof line];
+    read_exactly(fd, back, sizeof line - 5);
+    ck_assert(memcmp(back, line + 5, sizeof line - 5) == 0);
+    static char big[TP_LINE_MAX + 100];
+    memset(big, 'z', sizeof big);
+    ck_assert_int_eq(send(fd, big, sizeof big, 0), (ssize_t)sizeof big);
+    expect(fd, "too long\n");
+    ck_assert_uint_eq(STAT(proto_errors), 0);
+    close(fd);
     stop();
 }
 END_TEST
@@ -389,15 +441,13 @@ START_TEST(test_end_half_closes_and_lingers_until_peer_closes)
     int fd = dial(0);
     send_str(fd, "echo a\nend\n");
     expect(fd, "a\n");
-    char c;
-    ck_assert_int_eq(recv(fd, &c, 1, 0), 0); /* FIN */
-    send_str(fd, "echo ignored\n");           /* lingering: read and dropped */
+    expect_eof(fd);
+    send_str(fd, "echo ignored\n"); /* lingering: read and dropped */
     usleep(100000);
     ck_assert_uint_eq(atomic_load(&g_closed), 0);
     ck_assert_uint_eq(log_count("ignored"), 0);
     close(fd);
-    WAIT_FOR(atomic_load(&g_closed) == 1, 1000);
-    ck_assert_uint_eq(atomic_load(&g_closed), 1);
+    wait_closed(1, 1000);
     stop();
 }
 END_TEST
@@ -411,8 +461,7 @@ START_TEST(test_linger_ends_after_drain_ms)
     int fd = dial(0);
     uint64_t t0 = ms_now();
     send_str(fd, "end\n");
-    char c;
-    ck_assert_int_eq(recv(fd, &c, 1, 0), 0);
+    expect_eof(fd);
     WAIT_FOR(atomic_load(&g_closed) == 1, 2000);
     uint64_t took = ms_now() - t0;
     ck_assert_uint_eq(atomic_load(&g_closed), 1);
@@ -432,18 +481,15 @@ START_TEST(test_peer_requested_end_closes_at_once_unless_more_was_sent)
     int fd = dial(0);
     send_str(fd, "echo a\nquit\n");
     expect(fd, "a\n");
-    WAIT_FOR(atomic_load(&g_closed) == 1, 1000);
-    ck_assert_uint_eq(atomic_load(&g_closed), 1);
+    wait_closed(1, 1000);
     close(fd);
     fd = dial(0);
     send_str(fd, "quit\necho b\n");
-    char c;
-    ck_assert_int_eq(recv(fd, &c, 1, 0), 0);
+    expect_eof(fd);
     usleep(200000);
     ck_assert_uint_eq(atomic_load(&g_closed), 1); /* lingering */
     close(fd);
-    WAIT_FOR(atomic_load(&g_closed) == 2, 1000);
-    ck_assert_uint_eq(atomic_load(&g_closed), 2);
+    wait_closed(2, 1000);
     stop();
 }
 END_TEST
@@ -459,8 +505,7 @@ START_TEST(test_header_timeout)
     expect(fd, "timeout 0\n");
     uint64_t took = ms_now() - t0;
     ck_assert_msg(took >= 150, "timed out after %llu ms", (unsigned long long)took);
-    char c;
-    ck_assert_int_eq(recv(fd, &c, 1, 0), 0);
+    expect_eof(fd);
     ck_assert_uint_eq(STAT(timeouts[CONN_TIMEOUT_HEADER]), 1);
     close(fd);
     stop();
@@ -482,8 +527,7 @@ START_TEST(test_idle_timeout_restarts_per_request)
     }
     ck_assert_uint_eq(STAT(timeouts[CONN_TIMEOUT_IDLE]), 0);
     expect(fd, "timeout 1\n");
-    char c;
-    ck_assert_int_eq(recv(fd, &c, 1, 0), 0);
+    expect_eof(fd);
     ck_assert_uint_eq(STAT(timeouts[CONN_TIMEOUT_IDLE]), 1);
     close(fd);
     stop();
@@ -500,8 +544,7 @@ START_TEST(test_write_timeout_closes_with_a_write_in_flight)
     start(&nc);
     int fd = dial(4096);
     send_str(fd, "big 1000000\n");
-    WAIT_FOR(atomic_load(&g_closed) == 1, 3000);
-    ck_assert_uint_eq(atomic_load(&g_closed), 1);
+    wait_closed(1, 3000);
     ck_assert_uint_eq(STAT(timeouts[CONN_TIMEOUT_WRITE]), 1);
     pool_stats chunks = {0};
     pool_stats_add(&g_srv.loops[0].chunks, &chunks);
@@ -549,8 +592,7 @@ START_TEST(test_one_shot_client_never_reaches_the_loop)
         int fd = dial(0);
         send_str(fd, "echo one\nquit\n");
         expect(fd, "one\n");
-        char c;
-        ck_assert_int_eq(recv(fd, &c, 1, 0), 0);
+        expect_eof(fd);
         close(fd);
     }
     WAIT_FOR(atomic_load(&g_closed) == 5, 1000);
@@ -614,8 +656,7 @@ START_TEST(test_emfile_pauses_accepting_then_resumes)
     int status = -1;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clients: status %d", status);
-    WAIT_FOR(atomic_load(&g_closed) == 10, 2000);
-    ck_assert_uint_eq(atomic_load(&g_closed), 10);
+    wait_closed(10, 2000);
     stop();
 }
 END_TEST
@@ -629,8 +670,7 @@ START_TEST(test_proto_close_releases_everything)
     send_str(fd, "big 100000\nclose\n");
     long got = read_to_eof(fd);
     ck_assert_int_ge(got, 0); /* EOF or reset, never a hang */
-    WAIT_FOR(atomic_load(&g_closed) == 1, 2000);
-    ck_assert_uint_eq(atomic_load(&g_closed), 1);
+    wait_closed(1, 2000);
     pool_stats chunks = {0};
     pool_stats_add(&g_srv.loops[0].chunks, &chunks);
     ck_assert_uint_eq(chunks.in_use, 0);
@@ -646,6 +686,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("conn");
     tcase_set_timeout(t, 20);
     tcase_add_test(t, test_requests_cut_across_reads_and_pipelined);
+    tcase_add_test(t, test_input_grows_for_a_long_message_up_to_the_protocol_limit);
     tcase_add_test(t, test_partial_writes_reach_a_slow_reader);
     tcase_add_test(t, test_backpressure_pauses_and_resumes);
     tcase_add_test(t, test_output_hard_cap_closes);
