@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Instructions per request of snowflaked builds, counted by valgrind's callgrind: repeatable
+whatever else the machine does, so a change to a hot path can be compared without timing noise.
+
+    python3 loadtest/bench_instructions.py BUILD_DIR [BUILD_DIR ...] [-t 3]
+
+For each build and workload (GET /id keep-alive, GET /id one request per connection, memcached
+get/set, TCP echo): the daemon runs under callgrind with instrumentation off; after a warm-up,
+it is switched on (callgrind_control -i on) for a run of sfload (from the first build
+directory), then off; the instructions counted (all threads) divided by the requests sfload
+completed. One server thread; figures, not a test.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import free_port, wait_port  # noqa: E402
+
+WORKLOADS = [
+    ("GET /id keep-alive -c 8", "http", ["-c", "8"], "/id"),
+    ("GET /id conn-per-request -c 8", "http", ["-c", "8", "--close"], "/id"),
+    ("memcached 90:10 get:set -c 8", "memcache",
+     ["--mode", "memcache", "-c", "8", "--keys", "1000", "--value-size", "100"], None),
+    ("TCP echo 32 B -c 8", "echo", ["--mode", "echo", "-c", "8", "--msg-size", "32"], None),
+]
+
+
+def control(pid, *args):
+    subprocess.run(["callgrind_control"] + list(args) + [str(pid)], check=True,
+                   capture_output=True, timeout=60)
+
+
+def instructions(out_dir):
+    total = 0
+    for path in glob.glob(os.path.join(out_dir, "callgrind.out*")):
+        with open(path) as f:
+            for line in f:
+                if line.startswith("totals:"):
+                    total += int(line.split()[1])
+    return total
+
+
+def measure(build, sfload, name, kind, args, path, seconds, work):
+    ports = {"http": free_port(), "memcache": free_port(), "echo": free_port()}
+    data = tempfile.mkdtemp(dir=work)
+    out = tempfile.mkdtemp(dir=work)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
+    env.update({"SNOWFLAKED_DATA_DIR": data, "SNOWFLAKED_SERVER_PORT": str(ports["http"]),
+                "SNOWFLAKED_SERVER_THREADS": "1",
+                "SNOWFLAKED_CACHE_MEMCACHED_PORT": str(ports["memcache"]),
+                "SNOWFLAKED_ECHO_TCP_PORT": str(ports["echo"]),
+                "SNOWFLAKED_CACHE_PERSIST": "false", "SNOWFLAKED_LOG_LEVEL": "warn"})
+    argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+            "--callgrind-out-file=%s/callgrind.out.%%p" % out,
+            os.path.join(build, "snowflaked")]
+    p = subprocess.Popen(argv, env=env, cwd=work, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(10):  # valgrind starts slowly
+            try:
+                wait_port(ports[kind])
+                break
+            except SystemExit:
+                continue
+        target = ("http://127.0.0.1:%d%s" % (ports["http"], path) if path
+                  else "127.0.0.1:%d" % ports[kind])
+        load = [sfload, "--json", "-q", "-t", str(seconds)] + args + [target]
+        subprocess.run(load[:4] + ["1"] + load[5:], capture_output=True, timeout=120)  # warm-up
+        control(p.pid, "-i", "on")
+        r = subprocess.run(load, capture_output=True, text=True, timeout=seconds + 120)
+        control(p.pid, "-i", "off")
+        control(p.pid, "-d")  # the counts of the instrumented run, in a file of their own
+        report = json.loads(r.stdout)
+        requests = report["requests"]
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+    return instructions(out), requests
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("builds", nargs="+")
+    ap.add_argument("-t", "--time", type=int, default=3, help="seconds of collected load")
+    args = ap.parse_args()
+    if not shutil.which("valgrind"):
+        sys.exit("valgrind is not installed")
+    builds = [os.path.abspath(b) for b in args.builds]
+    sfload = os.path.join(builds[0], "sfload")
+    work = tempfile.mkdtemp(prefix="sf_instr_")
+    print("%-32s %s" % ("instructions per request", " ".join("%14s" % os.path.basename(
+        os.path.dirname(b)) for b in builds)))
+    try:
+        for name, kind, wargs, path in WORKLOADS:
+            cells = []
+            for b in builds:
+                ir, n = measure(b, sfload, name, kind, wargs, path, args.time, work)
+                cells.append("%14s" % ("%.0f (%d)" % (ir / n, n) if n else "-"))
+            print("%-32s %s" % (name, " ".join(cells)), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
