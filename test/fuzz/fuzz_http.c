@@ -34,8 +34,8 @@
 #include "config/config.h"
 #include "fuzz_common.h"
 #include "fuzz_conn.h"
-#include "proto/http.h"
 #include "net/conn_fake.h"
+#include "proto/http.h"
 #include "snowflake/clock.h"
 
 #define TOKEN "fuzz-token"

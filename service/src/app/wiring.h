@@ -20,9 +20,9 @@
 #include "api/api.h"
 #include "cache/store.h"
 #include "config/config.h"
-#include "proto/http.h"
 #include "net/loop.h"
 #include "obs/log.h"
+#include "proto/http.h"
 #include "snowflake/clock.h"
 #include "snowflake/generator.h"
 
