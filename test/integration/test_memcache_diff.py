@@ -548,6 +548,29 @@ class MemcacheDiff(unittest.TestCase):
         self.replay([b"get zz\r\n", Close(b"x" * 3000)])
         self.replay([Close(b"set k 0 0 1 " + b" " * 2100)])
 
+    def test_http_request_lines_hang_up(self):
+        # Cross-protocol protection: an HTTP request line closes the connection without a reply
+        # (a browser tricked into posting to the cache port cannot drive it); what follows it,
+        # headers and body, is never read as commands.
+        for line in (b"GET / HTTP/1.1", b"POST /x HTTP/1.0", b"PUT /x HTTP/1.1",
+                     b"DELETE HTTP/1.1", b"OPTIONS * HTTP/1.1", b"HTTP/1.1", b"Get / HTTP/2.0",
+                     b"GET\t/ HTTP/1.0", b"foo HTTP/1.1x",
+                     b"zz a b c d e f g h i j k l m n o p q r s t u HTTP/1.1 x"):
+            with self.subTest(line=line):
+                self.replay([b"set k 0 0 1\r\nx\r\n",
+                             Close(line + b"\r\nHost: a\r\nContent-Length: 20\r\n\r\n"
+                                   b"set k 0 0 1\r\ny\r\n")])
+                self.replay([b"get k\r\n"])  # the body after the line was not run
+        # Lookalikes memcached answers as commands: a known command name or first letter, a
+        # one-letter command, the token not last (or not the 23rd of a longer line), HTTPS.
+        self.replay([b"get foo HTTP/1.1\r\n", b"bget foo HTTP/1.1\r\n", b"incr HTTP/1.1\r\n",
+                     b"delete HTTP/1.1\r\n", b"X HTTP/1.1\r\n", b"GET / HTTP/1.1 x\r\n",
+                     b"foo HTTPS/1.1\r\n", b"replace HTTP/1.1\r\n", b"watch HTTP/1.1\r\n",
+                     b"lru HTTP/1.1\r\n",
+                     b"zz a b c d e f g h i j k l m n o p q r s t u v HTTP/1.1\r\n"])
+        # In one read behind other commands: nothing of that read is answered.
+        self.replay([Close(b"version\r\nGET / HTTP/1.0\r\n\r\n")])
+
     # ---- meta commands ----------------------------------------------------------------------
 
     def test_meta_get(self):

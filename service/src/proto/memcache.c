@@ -604,6 +604,27 @@ static bool starts(const char *p, size_t n, const char *s)
     return n >= k && memcmp(p, s, k) == 0;
 }
 
+/* Cross-protocol protection, as memcached 1.6.18 (proto_text.c, the last branch of
+ * process_command_ascii): a line whose command memcached does not know, and whose last token
+ * (the 23rd when there are more, where memcached's tokenizer stops) starts with "HTTP/", is an
+ * HTTP request line ("GET / HTTP/1.1", "POST /x HTTP/1.0"): the connection is closed without a
+ * word, so a web page cannot use a browser to speak to the cache. Commands memcached dispatches
+ * by their first letter (g, s, a, c, i, d, t, two-letter m...) or knows by name answer their own
+ * error instead, whatever their last token. */
+static bool looks_like_http(const mc_tok *t, size_t nt)
+{
+    static const char *const named[] = {"replace", "prepend", "bget",    "flush_all", "version",
+                                        "quit",    "lru_crawler", "watch", "verbosity", "lru"};
+    const mc_tok *c0 = &t[0];
+    if (c0->n < 2 || strchr("gsacidt", c0->p[0]) || (c0->p[0] == 'm' && c0->n == 2))
+        return false;
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        if (tok_is(c0, named[i]))
+            return false;
+    const mc_tok *last = &t[(nt > MC_TOKENS_MAX - 1 ? MC_TOKENS_MAX - 1 : nt) - 1];
+    return last->n >= 5 && memcmp(last->p, "HTTP/", 5) == 0;
+}
+
 /* One complete command line (without its "\r\n"). */
 static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
 {
@@ -620,7 +641,7 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
     const mc_tok *c0 = &t[0];
     const char *rest = c0->p + c0->n;
     size_t rn = (size_t)(line + n - rest);
-    if (tok_is(c0, "get"))
+    if (tok_is(c0, "get") || tok_is(c0, "bget")) /* bget: memcached's ancient alias */
         cmd_get(m, rest, rn, false, false, now);
     else if (tok_is(c0, "gets"))
         cmd_get(m, rest, rn, true, false, now);
@@ -668,6 +689,8 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         mc_meta_ma(m, t, nt, now);
     else if (tok_is(c0, "mn")) /* the end of a quiet pipeline: whatever follows it */
         conn_write(m->c, "MN\r\n", 4);
+    else if (looks_like_http(t, nt))
+        conn_close(m->c); /* no reply: a browser tricked into POSTing here cannot drive us */
     else
         conn_write(m->c, "ERROR\r\n", 7);
 }
