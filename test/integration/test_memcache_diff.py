@@ -548,6 +548,11 @@ class MemcacheDiff(unittest.TestCase):
         self.replay([b"get zz\r\n", Close(b"x" * 3000)])
         self.replay([Close(b"set k 0 0 1 " + b" " * 2100)])
 
+    def test_shutdown_is_not_enabled(self):
+        # As memcached started without -A: the command is known and refused, the connection stays.
+        self.replay([b"shutdown\r\n", b"shutdown graceful\r\n", b"shutdown x y\r\n",
+                     b"get k\r\n"])
+
     def test_http_request_lines_hang_up(self):
         # Cross-protocol protection: an HTTP request line closes the connection without a reply
         # (a browser tricked into posting to the cache port cannot drive it); what follows it,

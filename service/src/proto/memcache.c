@@ -675,6 +675,8 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         conn_write(m->c, "VERSION " MC_VERSION "\r\n", sizeof("VERSION " MC_VERSION "\r\n") - 1);
     else if (tok_is(c0, "verbosity"))
         cmd_verbosity(m, t, nt);
+    else if (tok_is(c0, "shutdown")) /* memcached without -A: whatever the arguments */
+        conn_write(m->c, "ERROR: shutdown not enabled\r\n", 29);
     else if (tok_is(c0, "stats"))
         cmd_stats(m, nt, now);
     else if (tok_is(c0, "quit"))
