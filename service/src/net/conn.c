@@ -249,11 +249,14 @@ static int keep_input(conn *c, const char *data, size_t len)
 
 char *conn_io_read_buffer(conn *c, size_t *len)
 {
-    if (c->in_len && (c->in_len < c->in_size || reserve_input(c, (size_t)c->in_len + 1) == 0)) {
+    /* Grown here only below the maximum: at it, conn_io_read refuses the read (and counts the
+     * protocol's error once). */
+    if (c->in_len && (c->in_len < c->in_size ||
+                      (c->in_size < c->in_max && reserve_input(c, (size_t)c->in_len + 1) == 0))) {
         *len = c->in_size - c->in_len;
         return c->in + c->in_len;
     }
-    *len = read_buffer_size(c); /* nothing held (or no room to grow: conn_io_read refuses it) */
+    *len = read_buffer_size(c); /* nothing held, or no room to grow */
     return c->loop->read_buf;
 }
 
