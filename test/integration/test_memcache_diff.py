@@ -4,7 +4,10 @@ we implement) and against our memcached listener. Every reply must be byte-ident
   - CAS numbers (gets/gats VALUE lines, meta "c<cas>"): each server's distinct numbers are replaced
     by their order of appearance on that server; requests name them as {c0}, {c1}, ... and {c} is
     the one that server reported last;
-  - meta "t<ttl>" may differ by one: memcached's clock ticks once a second, ours counts ms;
+  - meta "t<ttl>", "l<seconds>" and me's "exp=" / "la=" may differ by one: memcached's clock ticks
+    once a second, ours counts ms;
+  - me's "cas=", "cls=" and "size=": the CAS as above; the size is our item's, and the class the
+    memcached slab class of that size (our store has no slabs);
   - version and stats, which are not sent.
 
 Each step sends its bytes, then "mn\\r\\n", and reads up to the "MN\\r\\n" both servers answer after
@@ -15,8 +18,10 @@ The differences we keep on purpose (see memcache.c) are pinned in test_known_dif
 sessions do not touch them: keys with control bytes or bytes >= 0x7f (our store refuses them),
 numbers beyond 32 bits in flags/exptime/length (memcached truncates them), the 1 MiB limit
 (memcached counts its item header, we count the value), a decr that shortens the number (memcached
-pads it with spaces, which protocol.txt allows), incr on " 12" or "12 34", mg k on an item stored
-with(out) b and fetched the other way, mg h/l/N/R, md I, ms I with C, me.
+pads it with spaces, which protocol.txt allows), incr on " 12" or "12 34".
+
+The meta sessions (replay_meta) also run split (every command cut in three writes) and, when
+no step needs a CAS read earlier in the session, pipelined (the whole session in one write).
 """
 import os
 import re
@@ -116,22 +121,42 @@ class Conn:
             if len(parts) == 5:
                 parts[4] = b"<cas%d>" % self.cas_index(int(parts[4]))
             return (tuple(parts), self._take(int(parts[3]) + 2))
+        if parts[0] == b"ME":  # me: the debug line, normalised (see the module's docstring)
+            toks = [parts[0], parts[1]]
+            for p in parts[2:]:
+                name, _, value = p.partition(b"=")
+                if name in (b"exp", b"la") and re.fullmatch(rb"-?\d+", value):
+                    p = ("t", int(value), name)
+                elif name == b"cas" and value.isdigit():
+                    p = b"cas=<cas%d>" % self.cas_index(int(value))
+                elif name in (b"cls", b"size") and value.isdigit():
+                    p = name + b"=<n>"
+                toks.append(p)
+            return (tuple(toks),)
         if parts[0] in CODES:
             toks = [parts[0]]
             for p in parts[1:]:
                 if re.fullmatch(rb"c[1-9]\d*", p):
                     p = b"c<cas%d>" % self.cas_index(int(p[1:]))
-                elif re.fullmatch(rb"t\d+", p):
-                    p = ("t", int(p[1:]))
+                elif re.fullmatch(rb"[tl]\d+", p):
+                    p = ("t", int(p[1:]), p[:1])
                 toks.append(p)
             if parts[0] == b"VA":
                 return (tuple(toks), self._take(int(parts[1]) + 2))
             return (tuple(toks),)
         return (line,)
 
-    def run(self, step):
-        """The normalised reply units of one step (None for a Part)."""
+    def run(self, step, split=False):
+        """The normalised reply units of one step (None for a Part). split: the step goes out in
+        three writes, each given time to arrive (and be handled) alone."""
         raw = self.fill_in(step)
+        if split and not isinstance(step, (Part, Close)) and len(raw) >= 3:
+            cut1, cut2 = len(raw) // 3, 2 * len(raw) // 3
+            for piece in (raw[:cut1], raw[cut1:cut2]):
+                self.sock.sendall(piece)
+                time.sleep(0.01)
+            self.sock.sendall(raw[cut2:] + SENTINEL)
+            return self.until_mn()
         if isinstance(step, Part):
             self.sock.sendall(raw)
             time.sleep(0.02)  # let it arrive (and be handled) alone
@@ -147,17 +172,25 @@ class Conn:
             except socket.timeout:
                 return units + [("<still open>", self.buf)]
         self.sock.sendall(raw + SENTINEL)
+        return self.until_mn()
+
+    def until_mn(self, end=lambda u: u == (b"MN",)):
         units = []
         try:
             while True:
                 u = self.unit()
-                if u == (b"MN",):
+                if end(u):
                     return units
                 units.append(u)
         except (EOFError, ConnectionResetError):
             return units + [("<closed>",)]
         except socket.timeout:
             return units + [("<timeout>", self.buf)]
+
+    def run_pipelined(self, steps):
+        """All the steps in one write, then "version": every reply unit before VERSION."""
+        self.sock.sendall(b"".join(bytes(s) for s in steps) + b"version\r\n")
+        return self.until_mn(lambda u: isinstance(u[0], bytes) and u[0].startswith(b"VERSION "))
 
 
 def same(a, b):
@@ -177,7 +210,8 @@ def same(a, b):
 
 
 def same_tok(x, y):
-    if isinstance(x, tuple) and isinstance(y, tuple) and x[0] == y[0] == "t":
+    """Seconds (t, l, me's exp and la) may differ by one; everything else must be equal."""
+    if isinstance(x, tuple) and isinstance(y, tuple) and x[0] == y[0] == "t" and x[2:] == y[2:]:
         return abs(x[1] - y[1]) <= 1
     return x == y
 
@@ -238,7 +272,23 @@ class MemcacheDiff(unittest.TestCase):
         finally:
             cls.kill_memcached()
 
-    def replay(self, steps):
+    def replay_meta(self, steps):
+        """replay, then again split, then (when no step needs a CAS read before) pipelined."""
+        self.replay(steps)
+        self.replay(steps, split=True)
+        if not any(b"{c" in bytes(s) or isinstance(s, (Part, Close)) for s in steps):
+            conns = (Conn(self.mc_port), Conn(self.sf_port))
+            try:
+                for c in conns:
+                    self.assertEqual(c.run(b"flush_all\r\n"), [(b"OK",)])
+                want, got = (c.run_pipelined(steps) for c in conns)
+                if not same(want, got):
+                    self.fail("pipelined\n  memcached: %r\n  ours:      %r" % (want, got))
+            finally:
+                for c in conns:
+                    c.close()
+
+    def replay(self, steps, split=False):
         """Runs the steps on a new connection to each server (after a flush_all) and asserts the
         same replies, step by step."""
         conns = (Conn(self.mc_port), Conn(self.sf_port))
@@ -246,10 +296,10 @@ class MemcacheDiff(unittest.TestCase):
             for c in conns:
                 self.assertEqual(c.run(b"flush_all\r\n"), [(b"OK",)])
             for i, step in enumerate(steps):
-                want, got = (c.run(step) for c in conns)
+                want, got = (c.run(step, split) for c in conns)
                 if not same(want, got):
-                    self.fail("step %d %s\n  memcached: %r\n  ours:      %r"
-                              % (i, show(step), want, got))
+                    self.fail("step %d%s %s\n  memcached: %r\n  ours:      %r"
+                              % (i, " (split)" if split else "", show(step), want, got))
                 if want and want[-1] == ("<closed>",):
                     self.assertEqual(i, len(steps) - 1, "connection closed at step %d" % i)
         finally:
@@ -580,7 +630,7 @@ class MemcacheDiff(unittest.TestCase):
 
     def test_meta_get(self):
         k250 = b"k" * 250
-        self.replay([
+        self.replay_meta([
             b"ms a 3 T100 F3\r\nabc\r\n",
             b"mg a\r\n",
             b"mg a v\r\n",
@@ -612,7 +662,7 @@ class MemcacheDiff(unittest.TestCase):
         ])
 
     def test_meta_set(self):
-        self.replay([
+        self.replay_meta([
             b"ms a 3\r\nabc\r\n",
             b"ms a 3 c k O9 F7 T100\r\nabc\r\n",
             b"mg a v f t s c\r\n",
@@ -661,7 +711,7 @@ class MemcacheDiff(unittest.TestCase):
         ])
 
     def test_meta_set_errors(self):
-        self.replay([
+        self.replay_meta([
             b"ms\r\n",
             b"ms a\r\n",
             b"ms a x\r\nabc\r\n",
@@ -693,7 +743,7 @@ class MemcacheDiff(unittest.TestCase):
         ])
 
     def test_meta_delete(self):
-        self.replay([
+        self.replay_meta([
             b"ms a 3\r\nabc\r\n",
             b"md a q\r\n",
             b"md a q\r\n",  # NF is not elided
@@ -723,7 +773,7 @@ class MemcacheDiff(unittest.TestCase):
         ])
 
     def test_meta_arithmetic(self):
-        self.replay([
+        self.replay_meta([
             b"ma n\r\n",
             b"ma n q\r\n",  # NF is not elided
             b"ma n N0\r\n",  # created with J (0), no delta applied
@@ -784,9 +834,128 @@ class MemcacheDiff(unittest.TestCase):
             b"ma n v\r\n",
         ])
 
+    def test_meta_history(self):
+        # h (hit before), l (seconds since the last access), u (no bump), me (the debug line)
+        self.replay_meta([
+            b"ms a 3 T100\r\nabc\r\n",
+            b"mg a h l t\r\n",
+            b"mg a h l\r\n",
+            b"ms b 2\r\nbb\r\n",
+            b"mg b u h\r\n",
+            b"mg b h\r\n",  # bumps now, shows the state before
+            b"mg b u h l\r\n",
+            b"ms c 1\r\nc\r\n",
+            b"get c\r\n",  # a classic hit counts as well
+            b"mg c h\r\n",
+            b"ms d 1\r\nd\r\n",
+            b"touch d 100\r\n",
+            b"mg d h t\r\n",
+            b"ms e 1\r\ne\r\n",
+            b"mg e v\r\nmg e h\r\n",
+            b"mg e h u l t T30 k O9 c f s v\r\n",
+            b"ms a 1\r\nx\r\n",  # a new value starts a new history
+            b"mg a h\r\n",
+            b"mg zz h l\r\n",
+            b"me a\r\n",
+            b"me b\r\n",  # fetched
+            b"me zz\r\n",
+            b"me\r\n",
+            b"me " + b"k" * 251 + b"\r\n",
+            b"me a x y\r\n",
+            b"ms t 2 T300\r\nxy\r\n",
+            b"me t\r\n",
+            b"mg t h\r\nme t\r\n",  # me neither bumps nor counts
+            b"me YQ== b\r\n",
+            b"me Y b\r\n",
+            b"ms Zm9vYmFy 1 b\r\nx\r\n",
+            b"me Zm9vYmFy b\r\n",  # the key shown encoded, as stored
+            b"me foobar\r\n",
+        ])
+
+    def test_meta_lease_vivify(self):
+        # N (vivify on miss), W (won), Z (token already sent), R (recache by TTL)
+        self.replay_meta([
+            b"mg nw s c v N30 t\r\n",
+            b"mg nw s t c v N30\r\n",
+            b"ms nw 2 C5000 T120\r\nnu\r\n",
+            b"mg nw c\r\n",
+            b"ms nw 2 C{c} T120\r\nmu\r\n",
+            b"mg nw s k t c v N30\r\n",
+            b"mg nw s t c v N30 R130\r\n",  # 120 s left < 130: a win
+            b"mg nw s t c v N30 R130\r\n",
+            b"ms nw 4 C{c} T300\r\nzuuu\r\n",
+            b"mg nw s t c v N30 R100\r\n",  # 300 s left: no win
+            b"mg nw T50 R100 t\r\n",  # R after T compares the new TTL
+            b"mg nw R100 T500 t\r\n",  # token sent: Z
+            b"ms p 1\r\np\r\n",
+            b"mg p R30 t\r\n",  # no TTL: never a recache win
+            b"mg p R0 t\r\n",
+            b"mg p N30 t\r\n",  # a hit: N does nothing
+            b"mg qa s N30 t q\r\n",  # q does not hide a vivified item
+            b"mg qa s N30 t q\r\n",
+            b"mg o1 N30 k O5 f s c\r\n",
+            b"mg o2 t N30\r\n",  # t before N: no TTL yet
+            b"mg o2 t\r\n",
+            b"mg o3 N30 T60 t\r\n",
+            b"mg o4 T60 N30 t\r\n",
+            b"mg o5 N-1 v\r\n",
+            b"mg o5 v\r\n",
+            b"mg o6 N0 t v\r\n",
+            b"mg o7 N30 O12345678901234567890123456789012\r\n",  # created all the same, no token
+            b"mg o7 t\r\n",
+            b"mg o8 O12345678901234567890123456789012 N30\r\n",
+            b"mg o8 t\r\n",
+            b"mg o9 Nx\r\n",
+            b"mg o9 R\r\n",
+            b"mg o9 N30 N30\r\n",
+            b"mg o9 v\r\n",
+            b"mg Ymlu b N30 k\r\n",  # created without the base64 mark: k shows the bytes
+            b"mg Ymlu b k\r\n",
+            b"mg bin k\r\n",
+        ])
+
+    def test_meta_invalidate(self):
+        # md I marks stale (X), the next reader wins (W), ms I sets a stale value with an old CAS
+        self.replay_meta([
+            b"set toinv 0 0 3\r\nmoo\r\n",
+            b"mg toinv s v\r\n",
+            b"md toinv I T30\r\n",
+            b"mg toinv s t c v\r\n",
+            b"mg toinv s t c v\r\n",
+            b"ms toinv 1 T90 C0\r\nf\r\n",
+            b"ms toinv 1 I T90 C1\r\nf\r\n",
+            b"mg toinv s t c v\r\n",  # still stale, TTL kept, token still out
+            b"ms toinv 1 T90 C{c}\r\ng\r\n",
+            b"mg toinv s t c v\r\n",
+            b"md toinv I\r\n",  # no T: the TTL stays
+            b"mg toinv t v\r\n",
+            b"md toinv I q k O1\r\n",
+            b"md toinv I k O1\r\n",  # stale again: still HD, token free again
+            b"mg toinv c\r\n",
+            b"md toinv I C{c}\r\n",
+            b"mg toinv c\r\n",
+            b"md toinv I C{c0}\r\n",  # an older CAS: EX
+            b"md zz I\r\n",
+            b"md zz I q k\r\n",
+            b"ms toinv 1 I C{c}\r\nh\r\n",  # the same CAS: a plain store, no longer stale
+            b"mg toinv t v\r\n",
+            b"ms toinv 1 I\r\nx\r\n",
+            b"mg toinv c\r\n",
+            b"ms toinv 1 I C18446744073709551000\r\ny\r\n",  # newer than the item: EX
+            b"ms toinv 1 I C1 MR\r\nz\r\n",  # replace + CAS works as CAS: stale store
+            b"mg toinv v\r\n",
+            b"ms toinv 1 I C1 ME\r\nz\r\n",
+            b"ms zz 1 I C1\r\nz\r\n",
+            b"md toinv\r\n",
+            b"mg toinv\r\n",
+            b"set s 0 0 1\r\ns\r\n",
+            b"md s I T-1\r\n",
+            b"mg s\r\n",
+        ])
+
     def test_meta_cas_flow(self):
         # CAS numbers read from one command drive the next, across classic and meta commands
-        self.replay([
+        self.replay_meta([
             b"ms k 1 c\r\n1\r\n",  # {c0}
             b"gets k\r\n",
             b"ma k C{c} c v\r\n",  # {c1}
@@ -798,7 +967,7 @@ class MemcacheDiff(unittest.TestCase):
         ])
 
     def test_meta_base64_keys(self):
-        self.replay([
+        self.replay_meta([
             b"ms Zm9v 3 b k c\r\nbar\r\n",  # "foo"
             b"mg Zm9v b k v\r\n",
             b"mg Zm9v b s v\r\n",
@@ -815,11 +984,27 @@ class MemcacheDiff(unittest.TestCase):
             b"ma bnVt b k v\r\n",
             b"md Zm9v b k\r\n",
             b"md Zm9v b k\r\n",
+            b"ms 44OG44K544OI 2 b\r\npo\r\n",  # bytes our text keys refuse: fine in base64
+            b"mg 44OG44K544OI v\r\n",
+            b"mg 44OG44K544OI b v k\r\n",
+            b"ms 44OG44K544OI 2 b k c MA\r\nyo\r\n",
+            b"mg 44OG44K544OI b v k\r\n",  # memcached's append forgets the base64 mark
+            b"set foo 0 0 1\r\nx\r\n",
+            b"mg Zm9v b k v\r\n",  # stored as text: k shows text
+            b"ms foo 1 b k\r\ny\r\n",  # not base64 (3 digits)
+            b"ms Zm9v 1 b k\r\ny\r\n",
+            b"mg foo k v\r\n",  # stored with b now: k answers in base64
+            b"ms YWJj 1 b\r\nz\r\n",
+            b"mg abc k v\r\n",  # stored with b: k answers in base64 either way
+            b"ma YWJj b k v\r\n",
+            b"ms bnVt 1 b\r\n5\r\n",
+            b"ma bnVt b k v\r\n",
+            b"mg bnVt b k v\r\n",
         ])
 
     def test_meta_quiet_pipeline(self):
         # the point of q: a pipeline whose only replies are the exceptions, closed by mn
-        self.replay([
+        self.replay_meta([
             b"ms q1 1 q\r\n1\r\nms q2 1 q\r\n2\r\nms q3 1 q ME\r\n3\r\n"
             b"mg q1 q v k\r\nmg qx q v k\r\nmg q2 q k\r\nmd q1 q\r\nmd q1 q\r\n"
             b"ma q2 q\r\nma qy q\r\nma q2 q v\r\nmn\r\nmg q2 v\r\n",
@@ -843,14 +1028,6 @@ class MemcacheDiff(unittest.TestCase):
         # incr reads the value with strtoull in memcached, strictly as digits in our store
         (b"set n 0 0 3\r\n 12\r\nincr n 1\r\n", b"STORED\r\n13\r\n",
          b"STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n"),
-        # flags that need item state the store does not keep
-        (b"mg n h\r\n", b"HD h0\r\n", b"CLIENT_ERROR invalid flag\r\n"),
-        (b"mg n l\r\n", None, b"CLIENT_ERROR invalid flag\r\n"),  # "l0" or "l1": seconds
-        (b"mg zz N30\r\n", b"HD W\r\n", b"CLIENT_ERROR invalid flag\r\n"),
-        (b"md n I\r\n", b"HD\r\n", b"CLIENT_ERROR invalid or duplicate flag\r\n"),
-        # k on a hit: memcached encodes by how the item was stored, we by the request's b
-        (b"set a 0 0 1\r\nx\r\nmg YQ== b k\r\n", b"STORED\r\nHD ka\r\n", b"STORED\r\nHD kYQ== b\r\n"),
-        (b"me n\r\n", None, b"ERROR\r\n"),
     ]
 
     def test_known_differences(self):

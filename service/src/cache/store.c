@@ -32,24 +32,94 @@
 struct cache_shard;
 
 /* 64 bytes. No stored hash: chains are short (load factor <= 1), so comparing lengths and keys
- * is as quick, and the hash is recomputed from the key where it is needed (resize, eviction). */
+ * is as quick, and the hash is recomputed from the key where it is needed (resize, eviction).
+ *
+ * The references and the expiry share one atomic word (REF_ONE, EXP_MASK): the expiry is
+ * milliseconds since the epoch, which needs 48 bits until the year 10889, and memcached itself
+ * counts references in 16 bits (with the same ceiling, REFS_MAX). That frees the 32 bits of
+ * `atime`, the last access memcached's meta commands report, and the header stays 64 bytes.
+ * References are taken under the shard's lock (so at most REFS_MAX + 1 at any moment) and
+ * dropped anywhere; the expiry is only changed under the lock, by a compare-and-swap that keeps
+ * the reference count. `atime` and the history bits (fetched, token_sent, stale) change under
+ * the lock and are read under it only (cache_get_meta, cache_item_meta_of); key_binary sits in
+ * its own byte and never changes once the item is made, so it is read without the lock. */
 struct cache_item {
     cache_item *h_next; /* hash chain; free-list link once freed */
     cache_item *lru_prev, *lru_next;
     struct cache_shard *shard;
-    uint64_t cas;               /* also orders items against a flush (flush_cas) */
-    _Atomic uint64_t expiry_ms; /* the one field that changes after storing (touch) */
-    _Atomic uint32_t refs;
+    uint64_t cas;             /* also orders items against a flush (flush_cas) */
+    _Atomic uint64_t ref_exp; /* references << 48 | expiry ms (0 = never) */
+    uint32_t atime;           /* second (now_ms / 1000, modulo 2^32) of the last access */
     uint32_t vlen;
     uint32_t flags;
-    uint8_t klen, ctlen;
-    int8_t cls; /* size class, -1 above the largest (plain malloc) */
+    uint8_t klen;
+    uint8_t ctlen : 7;
+    uint8_t key_binary : 1; /* the key came in base64 (memcached's meta b): k answers in base64 */
+    int8_t cls;             /* size class, -1 above the largest (plain malloc) */
     uint8_t linked : 1, accounted : 1;
-    uint8_t active : 1;    /* read since it last reached the LRU tail (second chance) */
-    uint8_t walk_seen : 1; /* == shard's walk_parity: visited by (or newer than) the last walk */
-    char data[]; /* key, content type, value */
+    uint8_t active : 1;     /* read since it last reached the LRU tail (second chance) */
+    uint8_t walk_seen : 1;  /* == shard's walk_parity: visited by (or newer than) the last walk */
+    uint8_t fetched : 1;    /* hit (with an LRU bump) since it was stored: memcached's FETCHED */
+    uint8_t token_sent : 1; /* a recache token (meta W) went out: memcached's TOKEN_SENT */
+    uint8_t stale : 1;      /* invalidated (md I, ms I), served stale: memcached's STALE */
+    char data[];            /* key, content type, value */
 };
 _Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
+
+#define REF_SHIFT 48
+#define REF_ONE   (UINT64_C(1) << REF_SHIFT)
+#define EXP_MASK  (REF_ONE - 1)
+/* memcached's IT_REFCOUNT_LIMIT: a lookup finding this many references answers a miss rather
+ * than overflow the 16-bit count. Unreachable here (references are held for one command, or
+ * 256 at a time by a walk), but bounded all the same. */
+#define REFS_MAX 60000u
+
+static inline uint64_t item_expiry(const cache_item *it)
+{
+    return atomic_load_explicit(&it->ref_exp, memory_order_relaxed) & EXP_MASK;
+}
+
+static inline unsigned item_refs(const cache_item *it, memory_order mo)
+{
+    return (unsigned)(atomic_load_explicit(&it->ref_exp, mo) >> REF_SHIFT);
+}
+
+/* Under the shard's lock. false (nothing taken) at REFS_MAX. */
+static inline bool ref_take(cache_item *it)
+{
+    uint64_t old = atomic_fetch_add_explicit(&it->ref_exp, REF_ONE, memory_order_relaxed);
+    if ((old >> REF_SHIFT) < REFS_MAX)
+        return true;
+    atomic_fetch_sub_explicit(&it->ref_exp, REF_ONE, memory_order_relaxed);
+    return false;
+}
+
+/* true if that was the last reference. */
+static inline bool ref_drop(cache_item *it)
+{
+    return (atomic_fetch_sub_explicit(&it->ref_exp, REF_ONE, memory_order_acq_rel) >> REF_SHIFT) ==
+           1;
+}
+
+static inline uint64_t clamp_expiry(uint64_t e)
+{
+    return e > EXP_MASK ? EXP_MASK : e;
+}
+
+/* Under the shard's lock (or before the item is published): a new expiry, references kept. */
+static void set_expiry(cache_item *it, uint64_t e)
+{
+    uint64_t old = atomic_load_explicit(&it->ref_exp, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&it->ref_exp, &old,
+                                                  (old & ~EXP_MASK) | clamp_expiry(e),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+static inline uint32_t now_s32(uint64_t now_ms)
+{
+    return (uint32_t)(now_ms / 1000);
+}
 
 typedef struct cache_shard {
     alignas(64) pthread_mutex_t mutex; /* one of the two, by lock_kind */
@@ -249,13 +319,13 @@ static void item_free_locked(cache_shard *sh, cache_item *it)
 
 static void item_unref_locked(cache_shard *sh, cache_item *it)
 {
-    if (atomic_fetch_sub_explicit(&it->refs, 1, memory_order_acq_rel) == 1)
+    if (ref_drop(it))
         item_free_locked(sh, it);
 }
 
 void cache_item_release(cache_item *it)
 {
-    if (!it || atomic_fetch_sub_explicit(&it->refs, 1, memory_order_acq_rel) != 1)
+    if (!it || !ref_drop(it))
         return;
     cache_shard *sh = it->shard;
     lock(sh);
@@ -375,8 +445,24 @@ static uint64_t cas_horizon(const cache_shard *sh)
     return ((sh->cas_counter + 1) << sh->hshift) - 1;
 }
 
-static void link_item(cache_shard *sh, cache_item *it, uint64_t h)
+/* A hit that bumps (under the lock): the second-chance mark, memcached's FETCHED and the last
+ * access. Each is written only when it changes, so a hot item read many times a second costs
+ * no more stores to its header than the mark alone did: a read-only check, then at most one
+ * store per second for the access time. */
+static inline void hit_mark(cache_item *it, uint64_t now_ms)
 {
+    if (!it->active) /* instead of relinking: the LRU pointers of 3 items are 3 cache misses */
+        it->active = 1;
+    if (!it->fetched)
+        it->fetched = 1;
+    uint32_t t = now_s32(now_ms);
+    if (it->atime != t)
+        it->atime = t;
+}
+
+static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
+{
+    it->atime = now_s32(now);
     it->cas = next_cas(sh);
     it->walk_seen = sh->walk_parity & 1; /* stored after the last walk began: not its business */
     cache_item **b = &sh->buckets[(h >> sh->hshift) & sh->mask];
@@ -391,7 +477,7 @@ static void link_item(cache_shard *sh, cache_item *it, uint64_t h)
 
 static inline bool is_expired(const cache_item *it, uint64_t now)
 {
-    uint64_t e = atomic_load_explicit(&it->expiry_ms, memory_order_relaxed);
+    uint64_t e = item_expiry(it);
     return e != 0 && now >= e;
 }
 
@@ -444,11 +530,12 @@ static cache_item **find_live(cache_shard *sh, uint64_t h, const char *key, size
 }
 
 /* Puts `it` (key hash h) in place of *old_pp (NULL: no previous item). */
-static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t h)
+static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t h,
+                           uint64_t now)
 {
     if (old_pp)
         item_unref_locked(sh, detach(sh, old_pp));
-    link_item(sh, it, h);
+    link_item(sh, it, h, now);
 }
 
 /* ---- eviction ------------------------------------------------------------------------------ */
@@ -655,6 +742,10 @@ size_t cache_item_size(const cache_item *it)
 {
     return item_bytes(it);
 }
+bool cache_item_key_binary(const cache_item *it)
+{
+    return it->key_binary;
+}
 char *cache_item_value_mut(cache_item *it)
 {
     return it->data + it->klen + it->ctlen;
@@ -662,7 +753,7 @@ char *cache_item_value_mut(cache_item *it)
 
 uint64_t cache_item_expiry(const cache_item *it)
 {
-    return atomic_load_explicit(&it->expiry_ms, memory_order_relaxed);
+    return item_expiry(it);
 }
 
 const char *cache_item_ctype(const cache_item *it, size_t *len)
@@ -690,8 +781,7 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
     }
     memset(it, 0, sizeof *it);
     it->shard = sh;
-    atomic_init(&it->expiry_ms, expiry_ms);
-    atomic_init(&it->refs, 1);
+    atomic_init(&it->ref_exp, REF_ONE | clamp_expiry(expiry_ms));
     it->vlen = (uint32_t)vlen;
     it->flags = flags;
     it->klen = (uint8_t)klen;
@@ -704,11 +794,13 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
     return it;
 }
 
-cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
-                           uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
-                           int *err)
+cache_item *cache_item_new_ex(cache_store *s, const char *key, size_t klen, size_t vlen,
+                              uint32_t flags, uint64_t expiry_ms, const char *ctype,
+                              size_t ctype_len, unsigned marks, int *err)
 {
-    if (!cache_key_valid(key, klen)) {
+    bool binary = marks & CACHE_ITEM_KEY_BINARY;
+    bool any = marks & (CACHE_ITEM_KEY_BINARY | CACHE_ITEM_KEY_ANY);
+    if (any ? klen == 0 || klen > CACHE_KEY_MAX : !cache_key_valid(key, klen)) {
         *err = CACHE_BAD_KEY;
         return NULL;
     }
@@ -716,8 +808,20 @@ cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t 
         *err = CACHE_BAD_ARG;
         return NULL;
     }
-    return item_make(s, hash_key(s->seed, key, klen), key, klen, vlen, flags, expiry_ms, ctype,
-                     ctype_len, err);
+    cache_item *it = item_make(s, hash_key(s->seed, key, klen), key, klen, vlen, flags, expiry_ms,
+                               ctype, ctype_len, err);
+    if (it) {
+        it->key_binary = binary;
+        it->token_sent = (marks & CACHE_ITEM_TOKEN_SENT) != 0;
+    }
+    return it;
+}
+
+cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
+                           uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
+                           int *err)
+{
+    return cache_item_new_ex(s, key, klen, vlen, flags, expiry_ms, ctype, ctype_len, 0, err);
 }
 
 /* ---- writes -------------------------------------------------------------------------------- */
@@ -753,7 +857,7 @@ static bool swap_if_current(cache_shard *sh, uint64_t h, cache_item *old, cache_
     cache_item **pp = find_live(sh, h, old->data, old->klen, now);
     bool same = pp && *pp == old;
     if (same) {
-        replace_locked(sh, pp, n, h);
+        replace_locked(sh, pp, n, h, now);
         (*counter)++;
         if (cas_out)
             *cas_out = n->cas;
@@ -767,9 +871,7 @@ static cache_item *get_ref(cache_shard *sh, uint64_t h, const char *key, size_t 
 {
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now);
-    cache_item *it = pp ? *pp : NULL;
-    if (it)
-        atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+    cache_item *it = pp && ref_take(*pp) ? *pp : NULL;
     unlock(sh);
     return it;
 }
@@ -841,11 +943,21 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
     uint64_t h = item_hash(it);
     lock(sh);
     cache_item **pp = find_live(sh, h, it->data, it->klen, now_ms);
-    rc = mode_check(sh, pp ? *pp : NULL, mode, cas_in);
+    const cache_item *old = pp ? *pp : NULL;
+    if (mode == CACHE_MODE_CAS_STALE && old && cas_in != 0 && cas_in < old->cas) {
+        /* memcached's ms I with an older CAS: the value goes in, the staleness stays visible */
+        set_expiry(it, item_expiry(old));
+        it->stale = 1;
+        it->token_sent = old->token_sent;
+        sh->stats.cas_hits++;
+        rc = CACHE_STORED;
+    } else {
+        rc = mode_check(sh, old, mode == CACHE_MODE_CAS_STALE ? CACHE_MODE_CAS : mode, cas_in);
+    }
     if (rc == CACHE_STORED) {
         if (replaced)
             *replaced = pp != NULL;
-        replace_locked(sh, pp, it, h);
+        replace_locked(sh, pp, it, h, now_ms);
         if (restore_cas) {
             it->cas = restore_cas; /* later CAS of this shard must exceed it */
             if ((restore_cas >> sh->hshift) > sh->cas_counter)
@@ -868,7 +980,7 @@ int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_
         *replaced = mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND;
     if (mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND)
         return store_concat(s, it, mode == CACHE_MODE_APPEND, cas_out, now_ms);
-    if ((unsigned)mode > CACHE_MODE_CAS) {
+    if ((unsigned)mode > CACHE_MODE_CAS_STALE) {
         cache_item_release(it);
         return CACHE_BAD_ARG;
     }
@@ -919,6 +1031,73 @@ int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, 
     return rc;
 }
 
+int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in,
+                     bool set_exp, uint64_t expiry_ms, uint64_t now_ms)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return CACHE_NOT_FOUND;
+    uint64_t h = hash_key(s->seed, key, klen);
+    cache_shard *sh = shard_for(s, h);
+    for (;;) {
+        lock(sh);
+        cache_item **pp = find_live(sh, h, key, klen, now_ms);
+        if (!pp || (cas_in && (*pp)->cas != cas_in)) {
+            sh->stats.delete_misses++; /* memcached counts both so */
+            unlock(sh);
+            return pp ? CACHE_EXISTS : CACHE_NOT_FOUND;
+        }
+        cache_item *old = *pp;
+        /* Only the table holds it and new references need this lock: nobody can watch the
+         * change (cache_incr's argument), so the item is marked in place. */
+        if (item_refs(old, memory_order_acquire) == 1) {
+            old->stale = 1;
+            old->token_sent = 0; /* the next reader wins the recache */
+            old->cas = next_cas(sh);
+            if (set_exp)
+                set_expiry(old, expiry_ms);
+            unlock(sh);
+            return CACHE_DELETED;
+        }
+        /* Readers hold it: a marked copy takes its place, built outside the lock. */
+        if (!ref_take(old)) {
+            unlock(sh);
+            return CACHE_NO_MEMORY;
+        }
+        unlock(sh);
+        size_t ctlen;
+        const char *ctype = cache_item_ctype(old, &ctlen);
+        int rc;
+        cache_item *n = item_make(s, h, key, klen, old->vlen, old->flags, 0, ctype, ctlen, &rc);
+        if (n) {
+            memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
+            n->key_binary = old->key_binary;
+            n->stale = 1;
+            rc = reserve(s, n);
+        }
+        bool done = false;
+        if (rc == CACHE_OK) {
+            lock(sh);
+            pp = find_live(sh, h, key, klen, now_ms);
+            if (pp && *pp == old) {
+                set_expiry(n, set_exp ? expiry_ms : item_expiry(old));
+                n->fetched = old->fetched;
+                replace_locked(sh, pp, n, h, now_ms);
+                n->atime = old->atime; /* still referenced by us */
+                done = true;
+            }
+            unlock(sh);
+        }
+        if (!done)
+            cache_item_release(n);
+        cache_item_release(old);
+        if (done)
+            return CACHE_DELETED;
+        if (rc != CACHE_OK)
+            return rc;
+        /* replaced or gone meanwhile: decide again on the newer state */
+    }
+}
+
 int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms)
 {
     if (klen == 0 || klen > CACHE_KEY_MAX)
@@ -928,8 +1107,9 @@ int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     if (pp) {
-        atomic_store_explicit(&(*pp)->expiry_ms, expiry_ms, memory_order_relaxed);
+        set_expiry(*pp, expiry_ms);
         lru_bump(sh, *pp);
+        hit_mark(*pp, now_ms); /* memcached's touch bumps as a fetch does */
         sh->stats.touch_hits++;
     } else {
         sh->stats.touch_misses++;
@@ -994,7 +1174,7 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
         /* Only the table holds it and new references need this lock: nobody can watch the
          * change, so "immutable once stored" still holds for every reader. The acquire pairs
          * with the readers' releases: their reads of the old value come first. */
-        if (len == old->vlen && atomic_load_explicit(&old->refs, memory_order_acquire) == 1) {
+        if (len == old->vlen && item_refs(old, memory_order_acquire) == 1) {
             memcpy(cache_item_value_mut(old), buf, len);
             old->cas = next_cas(sh);
             lru_bump(sh, old);
@@ -1004,7 +1184,10 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
             return CACHE_OK;
         }
         /* Length changed, or readers hold the item: build a new one outside the lock. */
-        atomic_fetch_add_explicit(&old->refs, 1, memory_order_relaxed);
+        if (!ref_take(old)) {
+            unlock(sh);
+            return CACHE_NO_MEMORY;
+        }
         unlock(sh);
         size_t ctlen;
         const char *ctype = cache_item_ctype(old, &ctlen);
@@ -1049,14 +1232,57 @@ cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     cache_item *it = NULL;
-    if (pp) {
+    if (pp && ref_take(*pp)) {
         it = *pp;
-        atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
-        if (!it->active) /* instead of relinking: the LRU pointers of 3 items are 3 cache misses */
-            it->active = 1;
+        hit_mark(it, now_ms);
         sh->stats.get_hits++;
     } else {
         sh->stats.get_misses++;
+    }
+    unlock(sh);
+    return it;
+}
+
+cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const cache_get_opts *o,
+                           cache_item_meta *out, uint64_t now_ms)
+{
+    memset(out, 0, sizeof *out);
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return NULL;
+    uint64_t h = hash_key(s->seed, key, klen);
+    cache_shard *sh = shard_for(s, h);
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now_ms);
+    cache_item *it = NULL;
+    if (pp && ref_take(*pp)) {
+        it = *pp;
+        uint64_t exp = item_expiry(it);
+        int32_t idle = (int32_t)(now_s32(now_ms) - it->atime); /* modulo 2^32: wraps cleanly */
+        out->expiry_ms = exp;
+        out->idle_s = idle > 0 ? (uint32_t)idle : 0;
+        out->fetched = it->fetched;
+        out->token_sent = it->token_sent;
+        out->stale = it->stale;
+        if (o->set_expiry)
+            set_expiry(it, o->expiry_ms);
+        /* R: the expiry rounded up to the second is before the deadline (memcached compares
+         * whole seconds: "R30" right after "T30" does not win) */
+        uint64_t rexp = o->set_expiry && o->recache_sees_new ? item_expiry(it) : exp;
+        bool recache = o->recache_ms && rexp != 0 && rexp + 999 < o->recache_ms;
+        if (!o->no_token && !it->token_sent && (it->stale || recache)) {
+            it->token_sent = 1;
+            out->won = true;
+        }
+        if (!o->no_bump)
+            hit_mark(it, now_ms);
+        if (o->count == CACHE_COUNT_GET)
+            sh->stats.get_hits++;
+        else if (o->count == CACHE_COUNT_TOUCH)
+            sh->stats.touch_hits++;
+    } else if (o->count == CACHE_COUNT_GET) {
+        sh->stats.get_misses++;
+    } else if (o->count == CACHE_COUNT_TOUCH) {
+        sh->stats.touch_misses++;
     }
     unlock(sh);
     return it;
@@ -1123,6 +1349,46 @@ void cache_store_stats(cache_store *s, cache_stats *out)
     out->mem_used = atomic_load_explicit(&s->used, memory_order_relaxed);
     out->mem_limit = s->max_memory;
     out->mallocs = atomic_load_explicit(&s->mallocs, memory_order_relaxed);
+}
+
+/* memcached's slabs_init with its defaults: -n 48 (+ its 48-byte item header = 96), -f 1.25,
+ * 8-byte alignment, slab_chunk_max = 1 MiB pages / 2; the last class is slab_chunk_max. */
+#define MC_CLASS_FIRST   96u
+#define MC_CLASS_ALIGN   8u
+#define MC_CLASS_LARGEST (512u * 1024u)
+#define MC_CLASSES_MAX   63u /* MAX_NUMBER_OF_SLAB_CLASSES - 1 */
+
+static size_t mc_class_walk(size_t bytes, unsigned want, unsigned *cls_out)
+{
+    unsigned cls = 0;
+    for (double size = MC_CLASS_FIRST; cls + 1 < MC_CLASSES_MAX;) {
+        if (size >= MC_CLASS_LARGEST / 1.25)
+            break;
+        unsigned chunk = (unsigned)size;
+        if (chunk % MC_CLASS_ALIGN)
+            chunk += MC_CLASS_ALIGN - chunk % MC_CLASS_ALIGN;
+        cls++;
+        if ((want == 0 && bytes <= chunk) || want == cls) {
+            *cls_out = cls;
+            return chunk;
+        }
+        size = (unsigned)(chunk * 1.25); /* memcached keeps the size in an unsigned int */
+    }
+    *cls_out = cls + 1;
+    return want == 0 || want == cls + 1 ? MC_CLASS_LARGEST : 0;
+}
+
+unsigned cache_store_size_class(size_t bytes)
+{
+    unsigned cls;
+    mc_class_walk(bytes, 0, &cls);
+    return cls;
+}
+
+size_t cache_store_size_class_chunk(unsigned cls)
+{
+    unsigned got;
+    return cls ? mc_class_walk(0, cls, &got) : 0;
 }
 
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen)
@@ -1202,10 +1468,8 @@ static size_t walk_chunk(cache_shard *sh, cache_item *marker, uint64_t now, size
             continue;
         }
         it->walk_seen = parity & 1;
-        if (!is_expired(it, now) && !is_flushed(sh, it)) {
-            atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+        if (!is_expired(it, now) && !is_flushed(sh, it) && ref_take(it))
             batch[n++] = it;
-        }
     }
     return n;
 }

@@ -26,6 +26,8 @@
  *   APPEND / PREPEND  key present: a new item old+new (old flags, expiry and content type; the
  *            passed item's flags/expiry are ignored) -> STORED, else NOT_STORED
  *   CAS      present and cas matches -> STORED; present, other cas -> EXISTS; absent -> NOT_FOUND
+ *   CAS_STALE  as CAS, except that 0 < cas_in < the item's cas stores too, the new item marked
+ *            stale with the old one's expiry and token mark (memcached's ms I)
  * Any mode may also fail with TOO_LARGE (value > max_item_bytes, or item > max_memory_bytes)
  * or NO_MEMORY (nothing left to evict). Memory is reserved before the mode is checked (eviction
  * must not run under the shard's lock), so under pressure a refused ADD may still have evicted,
@@ -41,6 +43,15 @@
  * memcached; at_ms = 0 cancels it.
  *
  * CAS values are unique and increase per key: (per-shard counter << shard bits) | shard index.
+ *
+ * History (memcached's meta commands read it: mg h l t, the recache tokens W Z X, me). Every
+ * item knows the second of its last access (its store, or a hit that bumps: cache_get, touch,
+ * cache_get_meta without no_bump), whether it was hit since it was stored (fetched), whether a
+ * recache token went out for it (token_sent) and whether it was invalidated (stale). Storing
+ * a key starts a new history (except CAS_STALE, above); cache_invalidate marks an item stale
+ * without deleting it. These bits live in the item's 64-byte header; a hit writes the access
+ * second only when it changed (store.c's hit_mark). Expiry times are kept to the millisecond
+ * up to the year 10889 (larger ones are clamped there).
  *
  * Memory. Every item's real allocation size (its size class, or its exact size above 1 MiB) is
  * reserved in a store-wide counter before it is linked and given back when its last reference
@@ -97,6 +108,9 @@ typedef enum {
     CACHE_MODE_APPEND,
     CACHE_MODE_PREPEND,
     CACHE_MODE_CAS,
+    /* memcached's ms with I and a CAS: as CAS, but a cas_in older (smaller, not 0) than the
+     * item's still stores, marked stale, keeping the old item's expiry and token mark */
+    CACHE_MODE_CAS_STALE,
 } cache_mode;
 
 typedef struct cache_store_config {
@@ -149,6 +163,33 @@ bool cache_key_valid(const char *key, size_t klen);
 cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms);
 void cache_item_release(cache_item *it); /* NULL is fine */
 
+/* cache_get for memcached's meta commands: the item's history before this call (`out`) and
+ * the recache-token decision, all under the shard's lock so two clients never both win.
+ *   no_bump      memcached's u: no second-chance mark, no fetched, no access time
+ *   set_expiry   T: the item's new expiry (expiry_ms), applied before the reference is
+ *                returned (the caller shows the old one from out->expiry_ms where it must)
+ *   recache_ms   R: win the token if no token went out yet and the expiry (the new one when
+ *                recache_sees_new, else the old) is set and, rounded up to the second, before
+ *                recache_ms; 0 = no R
+ *   count        which counters a hit or miss bumps (get_*, touch_*, or none: memcached's me)
+ *   no_token     decide nothing about the token (memcached: an error came first; me)
+ * A stale item whose token has not gone out is always won. Winning marks the token sent. */
+typedef enum { CACHE_COUNT_GET = 0, CACHE_COUNT_TOUCH, CACHE_COUNT_NONE } cache_count;
+typedef struct cache_get_opts {
+    bool no_bump, set_expiry, recache_sees_new, no_token;
+    cache_count count;
+    uint64_t expiry_ms, recache_ms;
+} cache_get_opts;
+typedef struct cache_item_meta {
+    uint64_t expiry_ms;      /* before this call (0 = never) */
+    uint32_t idle_s;         /* seconds since the last access, before this call */
+    bool fetched;            /* hit (with a bump) before this call: memcached's h */
+    bool token_sent, stale;  /* before this call: memcached's Z and X */
+    bool won;                /* this call won the recache token: memcached's W */
+} cache_item_meta;
+cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const cache_get_opts *o,
+                           cache_item_meta *out, uint64_t now_ms);
+
 const char *cache_item_key(const cache_item *it);
 size_t cache_item_klen(const cache_item *it);
 const char *cache_item_value(const cache_item *it);
@@ -158,6 +199,7 @@ uint64_t cache_item_cas(const cache_item *it);                   /* 0 before it 
 uint64_t cache_item_expiry(const cache_item *it);                /* ms since the epoch, 0 = never */
 const char *cache_item_ctype(const cache_item *it, size_t *len); /* len 0 = none */
 size_t cache_item_size(const cache_item *it);                    /* bytes it is accounted for */
+bool cache_item_key_binary(const cache_item *it); /* made with CACHE_ITEM_KEY_BINARY */
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
@@ -166,6 +208,19 @@ size_t cache_item_size(const cache_item *it);                    /* bytes it is 
 cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
                            uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
                            int *err);
+/* cache_item_new with marks (or-ed):
+ *   CACHE_ITEM_KEY_BINARY  the key came base64-encoded (memcached's meta b): any bytes, 1..250
+ *                          of them, and memcached's k answers it encoded again
+ *   CACHE_ITEM_KEY_ANY     any bytes too, but echoed as they are (memcached's mg N and ma N
+ *                          create items so, even from a base64 key)
+ *   CACHE_ITEM_TOKEN_SENT  stored with its recache token already out (meta N: the creator won)
+ * Keys are compared as bytes: a binary key "foo" is the text key "foo". */
+#define CACHE_ITEM_KEY_BINARY 1u
+#define CACHE_ITEM_TOKEN_SENT 2u
+#define CACHE_ITEM_KEY_ANY    4u
+cache_item *cache_item_new_ex(cache_store *s, const char *key, size_t klen, size_t vlen,
+                              uint32_t flags, uint64_t expiry_ms, const char *ctype,
+                              size_t ctype_len, unsigned marks, int *err);
 /* The value buffer to fill, only between cache_item_new and cache_store_item. */
 char *cache_item_value_mut(cache_item *it);
 
@@ -179,6 +234,13 @@ int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_
 
 /* DELETED; NOT_FOUND; EXISTS if cas_in != 0 and differs from the item's. */
 int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms);
+
+/* memcached's md I: marks the item stale, clears its token mark, gives it a new CAS and, with
+ * set_expiry, a new expiry; it stays readable. DELETED (done), NOT_FOUND; EXISTS if cas_in != 0
+ * and differs from the item's. May need room for a copy while readers hold the item:
+ * NO_MEMORY then. */
+int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in,
+                     bool set_expiry, uint64_t expiry_ms, uint64_t now_ms);
 
 /* Sets a new expiry (0 = never) and moves the item to the LRU head: TOUCHED or NOT_FOUND.
  * The CAS is unchanged, as in memcached. */
@@ -221,6 +283,14 @@ void cache_store_stats(cache_store *s, cache_stats *out);
  * fn must not start another one. */
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg);
+
+/* memcached 1.6's default slab class (1-based, as its "stats slabs" and "me" print them) for an
+ * item of `bytes` bytes: chunks of 96 bytes growing by 1.25 (8-byte aligned) up to 512 KiB,
+ * everything larger in the last class. Our store has no slabs; this names the class memcached
+ * would have put an item of that size in (cache_item_size's bytes, for "me"'s cls). */
+unsigned cache_store_size_class(size_t bytes);
+/* That class's chunk size; 0 for a class that does not exist. */
+size_t cache_store_size_class_chunk(unsigned cls);
 
 /* Bytes an item of these lengths is accounted for (its size class). */
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen);

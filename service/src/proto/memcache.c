@@ -31,7 +31,8 @@
 /* Replies are byte-exact with memcached 1.6.18, checked session by session against the real one
  * (test/integration/test_memcache_diff.py). The differences we keep on purpose:
  *  - keys: 1..250 bytes of 0x21..0x7e (cache_key_valid, the rule protocol.txt states); memcached
- *    also takes control and non-ASCII bytes. Storing such a key is a CLIENT_ERROR here.
+ *    also takes control and non-ASCII bytes. Storing such a key with a classic command is a
+ *    CLIENT_ERROR here; in base64 (the meta b flag) any bytes are a key, as in memcached.
  *  - the item size limit counts the value only (cache.max_item_bytes); memcached's 1 MiB
  *    includes its ~50-byte header and the key.
  *  - numbers beyond 32 bits in flags, exptime or a length are refused (mc_parse_u32, mc_parse_i32);
@@ -40,7 +41,8 @@
  *    also takes " 12" or "12 34"), and a shorter result is stored as is, where memcached pads
  *    it with spaces in place (protocol.txt says clients must not rely on either).
  *  - version is 1.6.18-snowflaked-<ours>; stats answers the general set only (no sub-stats).
- *  - meta commands: see memcache_meta.c (h, l, N, R, I and k with b; no "me"). */
+ *  - meta commands: see memcache_meta.c ("me" reports our item's size and the memcached slab
+ *    class of that size). */
 
 #define MC_TOKENS_MAX   24  /* memcached's tokenizer limit; more is reported as MAX + 1 */
 #define MC_GET_LEAD_MAX 100 /* leading blanks memcached tolerates before a long "get " */
@@ -689,6 +691,8 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         mc_meta_md(m, t, nt, now);
     else if (tok_is(c0, "ma"))
         mc_meta_ma(m, t, nt, now);
+    else if (tok_is(c0, "me"))
+        mc_meta_me(m, t, nt, now);
     else if (tok_is(c0, "mn")) /* the end of a quiet pipeline: whatever follows it */
         conn_write(m->c, "MN\r\n", 4);
     else if (looks_like_http(t, nt))

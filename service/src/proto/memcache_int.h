@@ -118,6 +118,8 @@ static inline uint64_t expiry_ms(int64_t t, uint64_t now_ms)
 
 /* Each takes the command line's tokens t[0..nt) (t[0] the command name) and writes the reply. */
 
+/* me <key> [b]: memcached's debug line for an item, or EN. */
+void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
 /* mg <key> <flags>*: the whole command. */
 void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
 /* ms <key> <datalen> <flags>*: an error (the data block then swallowed, MC_SWALLOW, once its
