@@ -840,5 +840,150 @@ class MemcacheStreaming(unittest.TestCase):
         c.close()
 
 
+class MemcacheAdmin(unittest.TestCase):
+    """The operators' commands (memcache_admin.c) and memcached's command-line switches
+    (cache.memcached_*, cache.evictions), each server started with the settings under test."""
+
+    def server(self, *sets):
+        port = free_port()
+        args = ["--set", "cache.memcached_port=%d" % port, "--set", "cache.persist=false"]
+        for s in sets:
+            args += ["--set", s]
+        srv = Server(*args)
+        self.addCleanup(lambda: srv.proc.poll() is None and srv.stop())
+        c = Client(port)
+        self.addCleanup(c.close)
+        return srv, c
+
+    def stats(self, c):
+        c.send(b"stats\r\n")
+        out = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                return out
+            _, k, v = ln.decode().split()
+            out[k] = v
+
+    def dump(self, c, what=b"all"):
+        c.send(b"lru_crawler metadump " + what + b"\r\n")
+        lines = []
+        while True:
+            while b"\n" not in c.buf:
+                c.buf += c.sock.recv(65536)
+            ln, c.buf = c.buf.split(b"\n", 1)
+            if ln == b"END\r":
+                return lines
+            lines.append(ln)
+
+    def test_metadump_lines_and_streaming(self):
+        _, c = self.server("server.so_sndbuf=4096")
+        self.assertEqual(c.ask(b"set a%20b 0 0 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"set e 5 100 2\r\nyy\r\n"), b"STORED\r\n")
+        lines = sorted(self.dump(c))
+        self.assertRegex(lines[0], rb"^key=a%2520b exp=-1 la=\d+ cas=\d+ fetch=no cls=1 size=65$")
+        self.assertRegex(lines[1], rb"^key=e exp=\d+ la=\d+ cas=\d+ fetch=no cls=1 size=66$")
+        self.assertEqual(self.dump(c, b"2"), [])  # class 2 holds none of them
+        # Many items stream in slices through a bounded output; every key comes exactly once.
+        n = 20000
+        c.send(b"".join(b"set k%d 0 0 100 noreply\r\n%s\r\n" % (i, b"v" * 100) for i in range(n)))
+        self.assertTrue(c.ask(b"version\r\n").startswith(b"VERSION"))
+        keys = [ln.split()[0] for ln in self.dump(c, b"hash")]
+        self.assertEqual(len(keys), n + 2)
+        self.assertEqual(len(set(keys)), n + 2)
+        # Behind another reply of the same read: refused, as memcached.
+        self.assertEqual(c.ask(b"mg zz v\r\nlru_crawler metadump all\r\n"), b"EN\r\n")
+        self.assertEqual(c.line(), b"ERROR cannot pipeline other commands before metadump\r\n")
+        # One walk at a time: a second connection's metadump is BUSY while one streams (to a
+        # reader that does not read, behind small socket buffers: it pauses on its output).
+        slow = socket.socket()
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(c.sock.getpeername())
+        slow.sendall(b"lru_crawler metadump all\r\n")
+        time.sleep(0.3)
+        self.assertEqual(c.ask(b"lru_crawler metadump all\r\n"),
+                         b"BUSY currently processing crawler request\r\n")
+        slow.close()  # gives the walk up: the next one starts
+        time.sleep(0.3)
+        self.assertEqual(len(self.dump(c)), n + 2)
+
+    def test_crawl_unlinks_expired_items(self):
+        _, c = self.server()
+        for i in range(50):
+            c.send(b"set s%d 0 1 2 noreply\r\nok\r\n" % i)
+        self.assertEqual(c.ask(b"set keep 0 0 2\r\nok\r\n"), b"STORED\r\n")
+        time.sleep(2.1)
+        self.assertEqual(c.ask(b"lru_crawler crawl all\r\n"), b"OK\r\n")
+        self.assertEqual(self.stats(c)["curr_items"], "1")
+        self.assertEqual(c.ask(b"lru_crawler disable\r\n"), b"OK\r\n")
+        self.assertEqual(c.ask(b"lru_crawler crawl 1\r\n"),
+                         b"CLIENT_ERROR lru crawler disabled\r\n")
+
+    def test_cache_memlimit(self):
+        _, c = self.server()
+        self.assertEqual(c.ask(b"cache_memlimit 8\r\n"), b"OK\r\n")
+        self.assertEqual(self.stats(c)["limit_maxbytes"], str(8 << 20))
+        big = b"B" * 500000
+        for i in range(40):  # 20 MB through an 8 MiB cache: evicts, stays under the new limit
+            self.assertEqual(c.ask(b"set b%d 0 0 %d\r\n%s\r\n" % (i, len(big), big)), b"STORED\r\n")
+        st = self.stats(c)
+        self.assertLessEqual(int(st["bytes"]), 8 << 20)
+        self.assertGreater(int(st["evictions"]), 0)
+
+    def test_shutdown_enabled(self):
+        for cmd, sig in ((b"shutdown\r\n", "SIGINT"), (b"shutdown graceful\r\n", "SIGTERM")):
+            srv, c = self.server("cache.memcached_shutdown=true")
+            self.assertEqual(c.ask(b"shutdown foo\r\n"), b"CLIENT_ERROR invalid shutdown mode\r\n")
+            c.send(cmd)
+            self.assertTrue(c.closed(timeout=5))
+            self.assertEqual(srv.wait(timeout=15), 0)
+            self.assertIn(sig + " received, draining", srv.output())
+
+    def test_flush_all_disabled(self):
+        _, c = self.server("cache.memcached_flush_all=false")
+        self.assertEqual(c.ask(b"set k 0 0 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"flush_all\r\n"), b"CLIENT_ERROR flush_all not allowed\r\n")
+        self.assertEqual(c.ask(b"flush_all 0 noreply\r\nget k\r\n"), b"VALUE k 0 1\r\n")
+        self.assertEqual(c.read(8), b"x\r\nEND\r\n")
+
+    def test_cas_disabled(self):
+        _, c = self.server("cache.memcached_cas=false")
+        self.assertEqual(c.ask(b"set a 0 0 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"gets a\r\n"), b"VALUE a 0 1 0\r\n")
+        self.assertEqual(c.read(8), b"x\r\nEND\r\n")
+        self.assertEqual(c.ask(b"cas a 0 0 1 5\r\ny\r\n"), b"EXISTS\r\n")
+        self.assertEqual(c.ask(b"cas zz 0 0 1 5\r\ny\r\n"), b"NOT_FOUND\r\n")
+        self.assertEqual(c.ask(b"cas zz 0 0 1 0\r\ny\r\n"), b"NOT_FOUND\r\n")
+        self.assertEqual(c.ask(b"cas a 0 0 1 0\r\ny\r\n"), b"STORED\r\n")
+
+    def test_reqs_per_event_counts_yields(self):
+        _, c = self.server("cache.memcached_reqs_per_event=1")
+        c.send(b"set f 0 0 5\r\nBubba\r\n" * 6)
+        for _ in range(6):
+            self.assertEqual(c.line(), b"STORED\r\n")
+        self.assertGreaterEqual(int(self.stats(c)["conn_yields"]), 5)
+
+    def test_no_evictions(self):
+        _, c = self.server("cache.evictions=false", "cache.max_memory_bytes=2097152")
+        big = b"B" * 100000
+        replies = {c.ask(b"set b%d 0 0 %d\r\n%s\r\n" % (i, len(big), big)) for i in range(40)}
+        self.assertEqual(replies, {b"STORED\r\n", b"SERVER_ERROR out of memory storing object\r\n"})
+        self.assertEqual(self.stats(c)["evictions"], "0")
+
+    def test_debugtime(self):
+        _, off = self.server()
+        self.assertEqual(off.ask(b"debugtime 5\r\n"), b"ERROR\r\n")  # a release build's answer
+        _, c = self.server("cache.memcached_debug_commands=true")
+        self.assertEqual(c.ask(b"set e 0 3 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"debugtime 2\r\nget e\r\n"), b"OK\r\n")
+        self.assertEqual(c.line(), b"VALUE e 0 1\r\n")
+        self.assertEqual(c.read(8), b"x\r\nEND\r\n")
+        self.assertEqual(c.ask(b"debugtime 2\r\nget e\r\n"), b"OK\r\n")
+        self.assertEqual(c.line(), b"END\r\n")
+        self.assertEqual(c.ask(b"debugtime x\r\n"), b"ERROR\r\n")
+        self.assertEqual(c.ask(b"debugtime p\r\n"), b"OK\r\n")
+        self.assertEqual(c.ask(b"debugtime r\r\n"), b"OK\r\n")
+
+
 if __name__ == "__main__":
     unittest.main()

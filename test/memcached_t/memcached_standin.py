@@ -39,6 +39,8 @@ BASE = {
     "server.host": "127.0.0.1",
     "cache.memcached_host": "127.0.0.1",
     "server.shutdown_grace_ms": "200",
+    # The suite runs memcached-debug, whose debugtime command moves its clock (expirations.t).
+    "cache.memcached_debug_commands": "true",
 }
 
 
@@ -80,10 +82,15 @@ VALUE_FLAGS = {
     "-U": (None, str),
     # -u: the user memcached switches to when started as root; the test runs us as it is.
     "-u": (None, str),
+    "-R": ("cache.memcached_reqs_per_event", str),
 }
 
 # Flags without a value: flag -> setting=value, or None (accepted, no effect).
 BOOL_FLAGS = {
+    "-A": "cache.memcached_shutdown=true",  # the shutdown command
+    "-F": "cache.memcached_flush_all=false",
+    "-C": "cache.memcached_cas=false",
+    "-M": "cache.evictions=false",  # errors instead of evictions
     "-v": None,  # verbosity of memcached's own stderr log; ours has log.level
     "-vv": None,
     "-vvv": None,

@@ -28,6 +28,7 @@
 #define EVICT_BATCH 16
 /* Buckets swept per lock hold, for the same reason. */
 #define SWEEP_BATCH 256
+#define SCAN_VISIT_MAX (16 * SWEEP_BATCH) /* buckets one cache_store_scan call may look at */
 
 struct cache_shard;
 
@@ -147,7 +148,8 @@ struct cache_store {
     cache_shard *shards;
     unsigned nshards, shard_bits;
     uint64_t seed;
-    uint64_t max_memory;
+    _Atomic uint64_t max_memory; /* cache_store_set_memory_limit may change it at any time */
+    bool no_evictions;           /* full: NO_MEMORY instead of evicting (memcached -M) */
     uint32_t max_item;
     size_t free_cap; /* per shard */
     unsigned nclasses;
@@ -540,9 +542,14 @@ static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it,
 
 /* ---- eviction ------------------------------------------------------------------------------ */
 
+static inline uint64_t memory_limit(const cache_store *s)
+{
+    return atomic_load_explicit(&s->max_memory, memory_order_relaxed);
+}
+
 static inline bool over_limit(cache_store *s)
 {
-    return atomic_load_explicit(&s->used, memory_order_relaxed) > s->max_memory;
+    return atomic_load_explicit(&s->used, memory_order_relaxed) > memory_limit(s);
 }
 
 /* Evicts LRU tails of one shard while the store is over its limit. A tail read since it last
@@ -601,11 +608,11 @@ static bool evict_until_fits(cache_store *s, cache_shard *home)
 static int reserve(cache_store *s, cache_item *it)
 {
     size_t bytes = item_bytes(it);
-    if (bytes > s->max_memory)
+    if (bytes > memory_limit(s))
         return CACHE_TOO_LARGE;
     atomic_fetch_add_explicit(&s->used, bytes, memory_order_relaxed);
     it->accounted = 1;
-    if (!over_limit(s) || evict_until_fits(s, it->shard))
+    if (!over_limit(s) || (!s->no_evictions && evict_until_fits(s, it->shard)))
         return CACHE_OK;
     return CACHE_NO_MEMORY;
 }
@@ -667,7 +674,8 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     s->shards = sh;
     s->shard_bits = (unsigned)__builtin_ctz(shards);
     s->seed = c->seed ? c->seed : default_seed(s);
-    s->max_memory = c->max_memory_bytes;
+    atomic_init(&s->max_memory, c->max_memory_bytes);
+    s->no_evictions = c->no_evictions;
     s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
     s->nclasses = build_classes(s->class_size);
     uint64_t cap = c->max_memory_bytes / 16 / shards;
@@ -768,7 +776,7 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
                              int *err)
 {
     size_t raw = raw_size(klen, ctlen, vlen);
-    if (vlen > s->max_item || footprint(s, raw) > s->max_memory) {
+    if (vlen > s->max_item || footprint(s, raw) > memory_limit(s)) {
         *err = CACHE_TOO_LARGE;
         return NULL;
     }
@@ -1334,6 +1342,60 @@ size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64
     return reclaimed;
 }
 
+/* Takes references to the live items of one chain into out[*n..max); false (nothing taken)
+ * when they would not all fit. Dead items met are unlinked, as the sweep does. */
+static bool scan_chain(cache_shard *sh, cache_item **pp, uint64_t now, cache_item **out,
+                       size_t *n, size_t max)
+{
+    sweep_chain(sh, pp, now);
+    size_t len = 0;
+    for (const cache_item *it = *pp; it; it = it->h_next)
+        len++;
+    if (*n + len > max && *n > 0)
+        return false;
+    for (cache_item *it = *pp; it && *n < max; it = it->h_next) /* an overlong chain is cut */
+        if (ref_take(it)) /* an item at REFS_MAX readers is skipped */
+            out[(*n)++] = it;
+    return true;
+}
+
+size_t cache_store_scan(cache_store *s, uint64_t *cursor, cache_item **out, size_t max,
+                        uint64_t now_ms)
+{
+    size_t n = 0, visited = 0;
+    while (*cursor != CACHE_SCAN_DONE && n < max && visited < SCAN_VISIT_MAX) {
+        unsigned shard = (unsigned)(*cursor >> 32);
+        size_t pos = (size_t)(*cursor & UINT32_MAX);
+        if (shard >= s->nshards) {
+            *cursor = CACHE_SCAN_DONE;
+            break;
+        }
+        cache_shard *sh = &s->shards[shard];
+        lock(sh);
+        flush_due(sh, now_ms);
+        size_t nb = sh->mask + 1, on = sh->old ? sh->old_mask + 1 : 0;
+        size_t end = nb > on ? nb : on, k = 0;
+        bool full = false;
+        for (; pos < end && k < SWEEP_BATCH && !full; k++) {
+            size_t before = n;
+            if ((pos < on && !scan_chain(sh, &sh->old[pos], now_ms, out, &n, max)) ||
+                (pos < nb && !scan_chain(sh, &sh->buckets[pos], now_ms, out, &n, max))) {
+                while (n > before) /* this bucket comes whole in the next call */
+                    item_unref_locked(sh, out[--n]);
+                full = true;
+                break;
+            }
+            pos++;
+        }
+        unlock(sh);
+        visited += k + 1;
+        *cursor = pos >= end ? (uint64_t)(shard + 1) << 32 : ((uint64_t)shard << 32) | pos;
+        if (full)
+            break;
+    }
+    return n;
+}
+
 void cache_store_stats(cache_store *s, cache_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -1347,7 +1409,7 @@ void cache_store_stats(cache_store *s, cache_stats *out)
         unlock(sh);
     }
     out->mem_used = atomic_load_explicit(&s->used, memory_order_relaxed);
-    out->mem_limit = s->max_memory;
+    out->mem_limit = memory_limit(s);
     out->mallocs = atomic_load_explicit(&s->mallocs, memory_order_relaxed);
 }
 
@@ -1389,6 +1451,11 @@ size_t cache_store_size_class_chunk(unsigned cls)
 {
     unsigned got;
     return cls ? mc_class_walk(0, cls, &got) : 0;
+}
+
+void cache_store_set_memory_limit(cache_store *s, uint64_t bytes)
+{
+    atomic_store_explicit(&s->max_memory, bytes, memory_order_relaxed);
 }
 
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen)

@@ -118,7 +118,8 @@ typedef struct cache_store_config {
     uint32_t max_item_bytes;   /* largest value; 0 = CACHE_DEFAULT_ITEM_BYTES */
     uint32_t shards;           /* power of two <= CACHE_MAX_SHARDS; 0 = CACHE_DEFAULT_SHARDS */
     cache_lock_kind lock;
-    uint64_t seed; /* hash seed; 0 = derived from the clock and ASLR */
+    uint64_t seed;     /* hash seed; 0 = derived from the clock and ASLR */
+    bool no_evictions; /* when full, refuse (NO_MEMORY) instead of evicting (memcached -M) */
 } cache_store_config;
 
 /* Per-shard counters (kept under the shard's lock), summed by cache_store_stats. The X-macro
@@ -272,6 +273,17 @@ void cache_store_raise_cas(cache_store *s, uint64_t cas);
  * passing the same cursor) and unlinks expired and flushed items. Returns how many it unlinked. */
 size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64_t now_ms);
 
+/* A walk in bounded slices, for a caller that must not hold the thread for long (memcached's
+ * "lru_crawler metadump" on an event loop). From *cursor (start with 0), takes references to up
+ * to `max` live items (not expired, not flushed) into out[] bucket by bucket, unlinking the dead
+ * ones it meets, and returns how many; each call looks at a bounded number of buckets, so it may
+ * return 0 before the end. *cursor == CACHE_SCAN_DONE once every shard was walked. The caller
+ * releases each item (cache_item_release). No lock is held between calls: items stored or
+ * deleted meanwhile may or may not be seen, and one moved by a table resize in progress may be
+ * seen twice or missed (the resize moves a few buckets per operation on the shard). */
+#define CACHE_SCAN_DONE UINT64_MAX
+size_t cache_store_scan(cache_store *s, uint64_t *cursor, cache_item **out, size_t max,
+                        uint64_t now_ms);
 void cache_store_stats(cache_store *s, cache_stats *out);
 /* Calls fn for every live item (not expired, not flushed), shard by shard, in LRU order from
  * the least recent (so reloading them in order restores recency). Items are referenced under
@@ -291,6 +303,11 @@ int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_i
 unsigned cache_store_size_class(size_t bytes);
 /* That class's chunk size; 0 for a class that does not exist. */
 size_t cache_store_size_class_chunk(unsigned cls);
+
+/* Changes max_memory_bytes at run time (memcached's cache_memlimit). Raising it takes effect at
+ * once; lowering it evicts nothing by itself: the next stores evict down to the new limit as
+ * they reserve memory (memcached alike: its pages go back as the slab mover frees them). */
+void cache_store_set_memory_limit(cache_store *s, uint64_t bytes);
 
 /* Bytes an item of these lengths is accounted for (its size class). */
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen);

@@ -61,9 +61,9 @@ static void out_value(mc_conn *m, const cache_item *it, bool with_cas)
     n += fmt_u64(hdr + n, cache_item_flags(it));
     hdr[n++] = ' ';
     n += fmt_u64(hdr + n, vlen);
-    if (with_cas) {
+    if (with_cas) { /* memcached -C: every CAS reads 0 */
         hdr[n++] = ' ';
-        n += fmt_u64(hdr + n, cache_item_cas(it));
+        n += fmt_u64(hdr + n, m->srv->opts.cas_enabled ? cache_item_cas(it) : 0);
     }
     hdr[n++] = '\r';
     hdr[n++] = '\n';
@@ -72,12 +72,6 @@ static void out_value(mc_conn *m, const cache_item *it, bool with_cas)
 }
 
 /* ---- parsing helpers ---------------------------------------------------------------------- */
-
-static bool tok_is(const mc_tok *t, const char *s)
-{
-    size_t n = strlen(s);
-    return t->n == n && memcmp(t->p, s, n) == 0;
-}
 
 /* memcached reads numbers with strtoull/strtol (util.c safe_strto*): leading white space, an
  * optional sign, decimal digits, then the end of the token or a white-space byte after which the
@@ -173,11 +167,6 @@ static size_t tokenize(const char *p, size_t n, mc_tok *t)
         k++;
     }
     return k;
-}
-
-static bool last_is_noreply(const mc_tok *t, size_t nt)
-{
-    return nt > 0 && tok_is(&t[nt - 1], "noreply");
 }
 
 /* ---- retrieval ---------------------------------------------------------------------------- */
@@ -358,7 +347,18 @@ static void store_done(mc_conn *m, uint64_t now)
         mc_meta_ms_done(m, it, now);
         return;
     }
-    int r = cache_store_item(m->srv->store, it, (cache_mode)m->mode, m->cas_in, NULL, now);
+    cache_mode mode = (cache_mode)m->mode;
+    uint64_t cas_in = m->cas_in;
+    bool cas_off = mode == CACHE_MODE_CAS && !m->srv->opts.cas_enabled;
+    if (cas_off) { /* memcached -C: items' CAS are 0; only a cas of 0 matches */
+        if (cas_in == 0)
+            mode = CACHE_MODE_REPLACE;
+        else
+            cas_in = UINT64_MAX; /* never issued: EXISTS when present, NOT_FOUND when absent */
+    }
+    int r = cache_store_item(m->srv->store, it, mode, cas_in, NULL, now);
+    if (cas_off && r == CACHE_NOT_STORED)
+        r = CACHE_NOT_FOUND;
     switch (r) {
     case CACHE_STORED:
         counter_add(&m->ml->total_items, 1);
@@ -493,6 +493,10 @@ static void cmd_flush(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     m->noreply = last_is_noreply(t, nt);
     int64_t delay = 0;
     counter_add(&m->ml->cmd_flush, 1);
+    if (!m->srv->opts.flush_enabled) { /* memcached -F; still counted, as there */
+        OUT(m, "CLIENT_ERROR flush_all not allowed");
+        return;
+    }
     /* memcached reads a delay whenever there is a token besides noreply ("flush_all 5 x" waits
      * 5 s; "flush_all x y" is an error) */
     if (nt != (m->noreply ? 2u : 1u) && !mc_parse_i32(&t[1], &delay)) {
@@ -594,6 +598,7 @@ static void cmd_stats(mc_conn *m, size_t nt, uint64_t now)
     U("total_items", SUM(s, total_items));
     U("expired_unfetched", cs.expired_swept);
     U("evictions", cs.evictions);
+    U("conn_yields", SUM(s, conn_yields));
 #undef U
     conn_write(c, "END\r\n", 5);
 }
@@ -677,8 +682,18 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         conn_write(m->c, "VERSION " MC_VERSION "\r\n", sizeof("VERSION " MC_VERSION "\r\n") - 1);
     else if (tok_is(c0, "verbosity"))
         cmd_verbosity(m, t, nt);
-    else if (tok_is(c0, "shutdown")) /* memcached without -A: whatever the arguments */
-        conn_write(m->c, "ERROR: shutdown not enabled\r\n", 29);
+    else if (tok_is(c0, "shutdown"))
+        mc_admin_shutdown(m, t, nt);
+    else if (tok_is(c0, "slabs"))
+        mc_admin_slabs(m, t, nt);
+    else if (tok_is(c0, "lru"))
+        mc_admin_lru(m, t, nt);
+    else if (tok_is(c0, "lru_crawler"))
+        mc_admin_lru_crawler(m, t, nt, now);
+    else if (tok_is(c0, "cache_memlimit"))
+        mc_admin_memlimit(m, t, nt);
+    else if (tok_is(c0, "debugtime") && m->srv->opts.debug_commands) /* memcached-debug only */
+        mc_admin_debugtime(m, t, nt);
     else if (tok_is(c0, "stats"))
         cmd_stats(m, nt, now);
     else if (tok_is(c0, "quit"))
@@ -753,6 +768,10 @@ static mc_step line_in(mc_conn *m, const char *p, size_t n, uint64_t now, size_t
     if (ln && p[ln - 1] == '\r')
         ln--;
     command(m, p, ln, now);
+    if (m->state == MC_WALK) { /* the "\n" stays until the walk ends: mc_data comes back */
+        *used = (size_t)(nl - p);
+        return MC_STEP_GO;
+    }
     if (m->get_stop) { /* a get paused on a full output: the rest of its line stays (MC_GET_CONT) */
         *used = (size_t)(m->get_stop - p);
         m->get_stop = NULL;
@@ -834,7 +853,7 @@ static void mc_open(conn *c)
 static ssize_t mc_data(conn *c, const char *data, size_t len)
 {
     mc_conn *m = conn_state(c);
-    uint64_t now = sf_clock_now(sf_clock_system());
+    uint64_t now = mc_now(m->srv);
     size_t pos = 0;
     unsigned handled = 0;
     bool yielded = false;
@@ -855,6 +874,14 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
                 m->state = MC_LINE;
                 handled++;
             }
+        } else if (m->state == MC_WALK) {
+            if (!mc_admin_walk(m, now)) {
+                conn_yield(c);
+                yielded = true;
+                break;
+            }
+            pos++; /* the walking command's "\n" */
+            handled++;
         } else if (m->state == MC_SKIP_LINE) {
             const char *nl = memchr(p, '\n', n);
             pos += nl ? (size_t)(nl - p) + 1 : n;
@@ -864,7 +891,9 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             }
         } else {
             /* Fairness and backpressure: the rest waits for a later loop turn. */
-            if (handled >= MEMCACHE_MAX_PIPELINE || conn_output_full(c)) {
+            if (handled >= m->srv->opts.reqs_per_event || conn_output_full(c)) {
+                if (handled >= m->srv->opts.reqs_per_event)
+                    counter_add(&m->ml->conn_yields, 1);
                 conn_yield(c);
                 yielded = true;
                 break;
@@ -872,6 +901,10 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             size_t k = 0;
             mc_step st = m->state == MC_GET_CONT ? get_cont(m, p, n, now, &k)
                                                  : line_in(m, p, n, now, &k);
+            if (m->clock_moved) { /* debugtime: the commands after it see the new time */
+                m->clock_moved = false;
+                now = mc_now(m->srv);
+            }
             if (st == MC_STEP_CLOSE)
                 return PROTO_CLOSE;
             pos += k;
@@ -887,6 +920,8 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
          * command (the write timeout governs a client that stops reading; a header deadline
          * would be stale by the time the output drains). */
         if (partial && yielded && m->state == MC_GET_CONT && memchr(data + pos, '\n', len - pos))
+            partial = false;
+        if (m->state == MC_WALK) /* a walk owes us nothing either: it waits for our output */
             partial = false;
         if (partial) {
             if (!m->in_cmd || handled || resumed) /* a draining get is not a slowloris */
@@ -905,6 +940,7 @@ static void mc_close(conn *c)
     mc_conn *m = conn_state(c);
     cache_item_release(m->item);
     m->item = NULL;
+    mc_admin_close(m);
     counter_add(&m->ml->conns_closed, 1);
 }
 
@@ -930,7 +966,29 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
     }
     s->store = store;
     s->started_ms = sf_clock_now(sf_clock_system());
+    memcache_options_default(&s->opts);
+    atomic_init(&s->admin.crawler_enabled, true);
+    atomic_init(&s->admin.crawler_sleep, 100); /* memcached's defaults */
+    atomic_init(&s->admin.crawler_tocrawl, 0);
     return s;
+}
+
+void memcache_options_default(memcache_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->flush_enabled = true;
+    o->cas_enabled = true;
+    o->reqs_per_event = MEMCACHE_MAX_PIPELINE;
+    o->item_size_max = CACHE_DEFAULT_ITEM_BYTES;
+}
+
+void memcache_server_set_options(memcache_server *s, const memcache_options *o)
+{
+    s->opts = *o;
+    if (s->opts.reqs_per_event == 0)
+        s->opts.reqs_per_event = 1;
+    if (s->opts.item_size_max == 0)
+        s->opts.item_size_max = CACHE_DEFAULT_ITEM_BYTES;
 }
 
 void memcache_server_free(memcache_server *s)
