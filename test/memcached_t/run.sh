@@ -130,6 +130,15 @@ while read -r name reason; do
     excluded[$name]=$reason
 done < "$exclude"
 
+# --- Subtests we fail on purpose: "file n[,n...] reason..." per line; a reason is required.
+declare -A expected=() expected_why=()
+while read -r name nums reason; do
+    case "$name" in ''|'#'*) continue ;; esac
+    [ -n "$reason" ] || die "expected-failures.txt: $name has no reason"
+    expected[$name]=" ${nums//,/ } "
+    expected_why[$name]=$reason
+done < "$here/expected-failures.txt"
+
 if [ $# -gt 0 ]; then
     files=("$@")
 else
@@ -177,6 +186,20 @@ for f in "${files[@]}"; do
         result=pass; [ -n "$skip" ] && note="${note}skipped by the file: $skip"
     else
         result=FAIL
+    fi
+    # Failures that are all on the expected list (and nothing else wrong) make a pass; an expected
+    # failure that passed is an error: the list must stay exact.
+    if [ -n "${expected[$f]:-}" ] && [ "$result" != HANG ] && [ -z "$errs" ]; then
+        got=" $(sed -n 's/^not ok \([0-9]*\).*/\1/p' "$logs/$f.log" | tr '\n' ' ')"
+        unexpected=""; missing=""
+        for n in $got; do [[ "${expected[$f]}" == *" $n "* ]] || unexpected="$unexpected $n"; done
+        for n in ${expected[$f]}; do [[ "$got" == *" $n "* ]] || missing="$missing $n"; done
+        if [ -z "$unexpected" ] && [ -z "$missing" ]; then
+            result=pass; list=""
+            note="${note}expected failure(s)${expected[$f]% }: ${expected_why[$f]}; "
+        elif [ -n "$missing" ]; then
+            result=FAIL; note="${note}listed as expected failures but passed:$missing (expected-failures.txt); "
+        fi
     fi
     [ -n "$list" ] && note="${note}failed: $list; "
     [ -n "$errs" ] && note="${note}$errs; "
