@@ -985,5 +985,166 @@ class MemcacheAdmin(unittest.TestCase):
         self.assertEqual(c.ask(b"debugtime r\r\n"), b"OK\r\n")
 
 
+class MemcacheWatch(unittest.TestCase):
+    """memcached's watch (memcache_watch.c): log lines as they happen, a watcher that does not read
+    loses lines and is told how many (skipped=N), no cost while nobody watches. The exact
+    line formats are compared with memcached's in test_memcache_diff.py."""
+
+    stats = MemcacheAdmin.stats
+
+    def server(self, *sets):
+        """A server with these settings: its memcached port and a client."""
+        port = free_port()
+        args = ["--set", "cache.memcached_port=%d" % port, "--set", "cache.persist=false"]
+        for s in sets:
+            args += ["--set", s]
+        srv = Server(*args)
+        self.addCleanup(lambda: srv.proc.poll() is None and srv.stop())
+        c = Client(port)
+        self.addCleanup(c.close)
+        return port, c
+
+    @staticmethod
+    def lines(w, until, timeout=5.0):
+        """Log lines ("\n"-terminated) from watcher w until one contains `until`."""
+        out = []
+        deadline = time.time() + timeout
+        w.sock.settimeout(0.2)
+        while time.time() < deadline:
+            while b"\n" in w.buf:
+                ln, w.buf = w.buf.split(b"\n", 1)
+                out.append(ln.decode())
+                if until in out[-1]:
+                    return out
+            try:
+                data = w.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                break
+            w.buf += data
+        raise AssertionError("no line with %r in %r" % (until, out[-5:]))
+
+    def watcher(self, port, kinds=b""):
+        w = Client(port)
+        self.addCleanup(w.close)
+        self.assertEqual(w.ask(b"watch" + kinds + b"\r\n"), b"OK\r\n")
+        return w
+
+    def test_lines_for_gets_stores_and_connections(self):
+        port, c = self.server()
+        w = self.watcher(port, b" fetchers mutations connevents")
+        c2 = Client(port)
+        self.addCleanup(c2.close)
+        self.assertEqual(c2.ask(b"set k,1 5 100 3\r\nabc\r\n"), b"STORED\r\n")
+        self.assertEqual(c2.ask(b"get k,1\r\n"), b"VALUE k,1 5 3\r\n")
+        c2.send(b"quit\r\n")
+        # Only c2's lines: connections accepted late (TCP_DEFER_ACCEPT holds a silent one up to
+        # a second: the harness's probe, `c`) log theirs too.
+        rport = "rport=%d " % c2.sock.getsockname()[1]
+        got = [ln for ln in self.lines(w, rport + "transport=tcp reason=")
+               if "type=item_" in ln or rport in ln]
+        pat = r"ts=\d+\.\d+ gid=\d+ "
+        self.assertRegex(got[0], pat + r"type=conn_new rip=127\.0\.0\.1 rport=\d+ transport=tcp cfd=\d+$")
+        cfd = got[0].split("cfd=")[1]
+        self.assertRegex(got[1], pat + "type=item_get key=k%%2C1 status=not_found clsid=0 cfd=%s size=0$" % cfd)
+        self.assertRegex(got[2], pat + "type=item_store key=k%%2C1 status=stored cmd=set ttl=100 clsid=1 cfd=%s size=3$" % cfd)
+        self.assertRegex(got[3], pat + "type=item_get key=k%%2C1 status=found clsid=1 cfd=%s size=3$" % cfd)
+        self.assertRegex(got[4], pat + r"type=conn_close rip=127\.0\.0\.1 rport=\d+ transport=tcp reason=normal cfd=%s$" % cfd)
+        gids = [int(ln.split("gid=")[1].split()[0]) for ln in got]
+        self.assertEqual(gids, sorted(gids))
+        # A protocol error closes with reason=error; the watcher's own input is ignored.
+        w.send(b"version\r\n")
+        c3 = Client(port)
+        self.addCleanup(c3.close)
+        c3.send(b"GET / HTTP/1.1\r\n")
+        rport = "rport=%d " % c3.sock.getsockname()[1]
+        self.assertIn("reason=error", self.lines(w, rport + "transport=tcp reason=")[-1])
+        self.assertNotIn(b"VERSION", w.buf)
+        self.assertEqual(self.stats(c)["log_watchers"], "1")
+
+    def test_evictions(self):
+        port, c = self.server("cache.max_memory_bytes=2097152")
+        w = self.watcher(port, b" evictions")
+        big = b"B" * 100000
+        for i in range(40):
+            self.assertEqual(c.ask(b"set e%d 0 0 %d\r\n%s\r\n" % (i, len(big), big)), b"STORED\r\n")
+        got = self.lines(w, "type=eviction")
+        self.assertRegex(got[-1], r"^ts=\d+\.\d+ gid=\d+ type=eviction key=e\d+ fetch=no ttl=-1 "
+                                  r"la=\d+ clsid=\d+ size=100000$")
+
+    def test_a_slow_watcher_skips_and_says_so(self):
+        port, c = self.server("server.output_high_water_bytes=4096")
+        w = Client(port)
+        self.addCleanup(w.close)
+        w.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.assertEqual(w.ask(b"watch\r\n"), b"OK\r\n")
+        key = b"k" * 200
+        for i in range(3000):  # ~800 KB of lines: far more than the socket and output hold
+            c.send(b"get %d%s\r\n" % (i, key))
+            self.assertEqual(c.line(), b"END\r\n")
+        st = self.stats(c)
+        self.assertGreater(int(st["log_watcher_skipped"]), 0)
+        self.assertGreater(int(st["log_watcher_sent"]), 0)
+        # Reading again: the lines that fitted, then skipped=N before the next line.
+        w.sock.settimeout(0.5)
+        seen = []
+        for n in range(10000):
+            if n % 50 == 0:
+                self.assertEqual(c.ask(b"get after\r\n"), b"END\r\n")
+            while b"\n" not in w.buf:
+                w.buf += w.sock.recv(65536)
+            ln, w.buf = w.buf.split(b"\n", 1)
+            seen.append(ln)
+            if ln.startswith(b"skipped="):
+                break
+        self.assertRegex(seen[-1].decode(), r"^skipped=\d+$")
+        self.assertRegex(self.lines(w, "type=item_get")[0], r"^ts=\d+\.\d+ gid=\d+ type=item_get ")
+
+    def test_errors_limit_and_disabled(self):
+        port, c = self.server()
+        self.assertEqual(c.ask(b"watch bogus\r\n"), b"ERROR\r\n")
+        self.assertEqual(c.ask(b"watch noreply\r\nversion\r\n")[:8], b"VERSION ")
+        self.assertEqual(c.ask(b"mn\r\nverbosity 1\r\nwatch\r\n"), b"MN\r\n")
+        self.assertEqual(c.line(), b"OK\r\n")
+        self.assertEqual(c.line(), b"ERROR cannot pipeline other commands before watch\r\n")
+        watchers = [self.watcher(port) for _ in range(20)]
+        extra = Client(port)
+        self.addCleanup(extra.close)
+        self.assertEqual(extra.ask(b"watch\r\n"), b"WATCHER_TOO_MANY log watcher limit reached\r\n")
+        self.assertEqual(self.stats(c)["log_watchers"], "20")
+        for w in watchers:
+            w.close()
+        deadline = time.time() + 5
+        while self.stats(c)["log_watchers"] != "0" and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.stats(c)["log_watchers"], "0")
+        self.assertEqual(extra.ask(b"watch\r\n"), b"OK\r\n")
+        _, off = self.server("cache.memcached_watch=false")  # memcached -W
+        self.assertEqual(off.ask(b"watch\r\n"), b"CLIENT_ERROR watch commands not allowed\r\n")
+        self.assertEqual(off.ask(b"watch noreply\r\nmn\r\n"), b"MN\r\n")
+
+    def test_nothing_is_logged_while_nobody_watches(self):
+        port, c = self.server()
+        for i in range(50):
+            self.assertEqual(c.ask(b"set n%d 0 0 1\r\nx\r\n" % i), b"STORED\r\n")
+            self.assertEqual(c.ask(b"get n%d\r\n" % i), b"VALUE n%d 0 1\r\n" % i)
+            c.read(8)
+        self.assertEqual(self.stats(c)["log_worker_written"], "0")
+        w = self.watcher(port, b" mutations")
+        self.assertEqual(c.ask(b"get n1\r\n"), b"VALUE n1 0 1\r\n")  # not a mutation: unlogged
+        c.read(8)
+        self.assertEqual(c.ask(b"set n1 0 0 1\r\ny\r\n"), b"STORED\r\n")
+        self.assertIn("type=item_store key=n1 ", self.lines(w, "item_store")[0])
+        self.assertEqual(self.stats(c)["log_worker_written"], "1")
+        w.close()
+        deadline = time.time() + 5
+        while self.stats(c)["log_watchers"] != "0" and time.time() < deadline:
+            time.sleep(0.05)
+        for i in range(20):
+            self.assertEqual(c.ask(b"set n%d 0 0 1\r\nx\r\n" % i), b"STORED\r\n")
+        self.assertEqual(self.stats(c)["log_worker_written"], "1")
+
+
 if __name__ == "__main__":
     unittest.main()

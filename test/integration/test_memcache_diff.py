@@ -678,6 +678,81 @@ class MemcacheDiff(unittest.TestCase):
         # In one read behind other commands: nothing of that read is answered.
         self.replay([Close(b"version\r\nGET / HTTP/1.0\r\n\r\n")])
 
+    # ---- watch --------------------------------------------------------------------------------
+
+    def test_watch_refusals(self):
+        # The replies of a watch that does not start (memcached's process_watch_command): an
+        # unknown kind, a trailing noreply (silent: it is no kind), and the pipelining rule -
+        # another command's reply of the same read still unsent, except a get's and mn's, which
+        # memcached writes at once.
+        self.replay([b"watch foo\r\n", b"watch fetchers bogus\r\n", b"WATCH\r\n",
+                     b"watch noreply\r\n", b"watch fetchers noreply\r\n",
+                     b"watch " + b"x " * 30 + b"\r\n",
+                     b"set k 0 0 1\r\nx\r\nwatch\r\n", b"verbosity 1\r\nwatch\r\n",
+                     b"bogus\r\nwatch fetchers\r\n", b"\r\nwatch\r\n", b"get\r\nwatch\r\n",
+                     b"get k\r\nmg k v\r\nwatch\r\n", b"verbosity 1\r\nwatch noreply\r\n",
+                     b"verbosity 1\r\nwatch foo\r\n", b"mn\r\nverbosity 1\r\nwatch\r\n"])
+
+    @staticmethod
+    def watch_session(port, script):
+        """A watcher of everything on `port` (started behind a get, which memcached allows), then
+        the script's commands one by one on a new connection, then quit: the watcher's reply to
+        its start and the log lines, with what differs between any two runs (times, log ids,
+        socket numbers, ports) replaced by a name."""
+        w = socket.create_connection(("127.0.0.1", port), timeout=5)
+        w.sendall(b"get nokey\r\nwatch fetchers mutations connevents evictions\r\n")
+        start = b""
+        while not start.endswith(b"OK\r\n"):
+            start += w.recv(4096)
+        c = Conn(port)
+        rport = b"rport=%d " % c.sock.getsockname()[1]
+        for cmd in script:
+            c.run(cmd)
+        c.sock.sendall(b"quit\r\n")
+        buf, lines = b"", []
+        deadline = time.time() + 5  # memcached's logger thread sleeps up to a second when idle
+        while time.time() < deadline and not (lines and rport + b"transport=tcp reason=" in lines[-1]):
+            w.settimeout(max(0.01, deadline - time.time()))
+            try:
+                data = w.recv(65536)
+            except socket.timeout:
+                break
+            if not data:
+                break
+            buf += data
+            while b"\n" in buf:
+                ln, buf = buf.split(b"\n", 1)
+                if b"type=item_" in ln or rport in ln:  # not the harness's other connections
+                    lines.append(ln)
+        c.close()
+        w.close()
+        norm = []
+        for ln in lines:
+            ln = re.sub(rb"^ts=\d+\.\d+ gid=\d+ ", b"ts=T gid=G ", ln)
+            norm.append(re.sub(rb"(rport|cfd)=\d+", rb"\1=N", ln))
+        return start, norm
+
+    def test_watch_lines(self):
+        # The log lines of every kind memcached 1.6.18 writes for these commands, byte for byte
+        # but for the names above: the lookups its writes make (item_get before item_store),
+        # statuses, commands, ttl, slab class, uri-encoded keys, the joined size of an append.
+        script = [b"get wk\r\n", b"set wk 0 100 5\r\nhello\r\n", b"get wk\r\n", b"gets wk\r\n",
+                  b"append wk 0 0 2\r\nab\r\n", b"prepend wk 0 0 1\r\nz\r\n",
+                  b"add wk 0 0 1\r\nx\r\n", b"replace nokey 0 0 1\r\nx\r\n",
+                  b"cas wk 0 0 1 1\r\nx\r\n", b"touch wk 50\r\n", b"gat 10 wk nokey\r\n",
+                  b"delete wk\r\n", b"delete wk\r\n", b"set n 7 0 1\r\n5\r\n",
+                  b"incr n 2\r\n", b"decr n 1\r\n", b"incr nokey 1\r\n", b"mg n v\r\n",
+                  b"mg nokey v\r\n", b"ms m 2\r\nhi\r\n", b"set a,b/%~ 0 0 1\r\nx\r\n",
+                  b"set " + b"#" * 250 + b" 0 0 1\r\nx\r\n", b"set big 0 0 3000\r\n" +
+                  b"v" * 3000 + b"\r\n", b"get big a,b/%~\r\n"]
+        want = self.watch_session(self.mc_port, script)
+        got = self.watch_session(self.sf_port, script)
+        self.assertEqual(want[0], b"END\r\nOK\r\n")
+        self.assertEqual(got[0], want[0])
+        for i, (a, b) in enumerate(zip(want[1], got[1])):
+            self.assertEqual(b, a, "line %d" % i)
+        self.assertEqual(len(got[1]), len(want[1]), "\n".join(x.decode() for x in got[1]))
+
     # ---- meta commands ----------------------------------------------------------------------
 
     def test_meta_get(self):

@@ -91,6 +91,7 @@ BOOL_FLAGS = {
     "-F": "cache.memcached_flush_all=false",
     "-C": "cache.memcached_cas=false",
     "-M": "cache.evictions=false",  # errors instead of evictions
+    "-W": "cache.memcached_watch=false",  # the watch command refused
     "-v": None,  # verbosity of memcached's own stderr log; ours has log.level
     "-vv": None,
     "-vvv": None,

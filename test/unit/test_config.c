@@ -217,6 +217,7 @@ static void check_default_values(const cfg *c)
     /* memcached's defaults: no -A, -F, -C, -M; -R 20; a release build (no debugtime) */
     ck_assert(c->cache.evictions && c->cache.memcached_flush_all && c->cache.memcached_cas);
     ck_assert(!c->cache.memcached_shutdown && !c->cache.memcached_debug_commands);
+    ck_assert(c->cache.memcached_watch);
     ck_assert_uint_eq(c->cache.memcached_reqs_per_event, 20);
     ck_assert(c->echo.http_enabled);
     ck_assert_str_eq(c->echo.tcp_host, "127.0.0.1");

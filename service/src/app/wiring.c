@@ -73,6 +73,7 @@ void app_memcache_options(const cfg *c, memcache_options *out)
     out->flush_enabled = cc->memcached_flush_all;
     out->cas_enabled = cc->memcached_cas;
     out->debug_commands = cc->memcached_debug_commands;
+    out->watch_enabled = cc->memcached_watch;
     out->reqs_per_event = cc->memcached_reqs_per_event;
     out->item_size_max = cc->max_item_bytes;
 }

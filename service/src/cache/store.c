@@ -156,6 +156,8 @@ struct cache_store {
     uint32_t class_size[MAX_CLASSES];
     alignas(64) _Atomic uint64_t used; /* written by every store and final release */
     alignas(64) _Atomic unsigned evict_rr;
+    _Atomic(cache_evict_fn) evict_fn; /* cache_store_set_evict_hook; NULL = off */
+    void *_Atomic evict_arg;
     pthread_mutex_t walk_mu; /* one cache_store_foreach at a time (one marker per shard) */
     _Atomic uint64_t mallocs;
 };
@@ -558,9 +560,35 @@ static inline bool over_limit(cache_store *s)
  * latest once every mark is cleared). Returns evictions + second chances: 0 means this shard
  * has nothing left to give. An evicted item still referenced by a reader keeps its memory
  * until released, so this may unlink several items without getting under the limit. */
+/* An eviction notice's copy of its item, taken under the shard's lock. */
+typedef struct evict_note {
+    cache_evicted e;
+    char key[CACHE_KEY_MAX];
+} evict_note;
+
+static void note_evicted(evict_note *n, const cache_item *it)
+{
+    memcpy(n->key, it->data, it->klen);
+    n->e = (cache_evicted){.key = n->key,
+                           .klen = it->klen,
+                           .vlen = it->vlen,
+                           .flags = it->flags,
+                           .expiry_ms = item_expiry(it),
+                           .atime_s = it->atime,
+                           .fetched = it->fetched};
+}
+
+void cache_store_set_evict_hook(cache_store *s, cache_evict_fn fn, void *arg)
+{
+    atomic_store_explicit(&s->evict_arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&s->evict_fn, fn, memory_order_release);
+}
+
 static unsigned evict_from(cache_shard *sh)
 {
-    unsigned n = 0, spared = 0;
+    unsigned n = 0, spared = 0, noted = 0;
+    cache_evict_fn notify = atomic_load_explicit(&sh->store->evict_fn, memory_order_acquire);
+    evict_note notes[EVICT_BATCH]; /* filled only while notices are on */
     lock(sh);
     while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && sh->lru_tail &&
            over_limit(sh->store)) {
@@ -574,11 +602,16 @@ static unsigned evict_from(cache_shard *sh)
             continue;
         }
         cache_item **pp = find_link(sh, item_hash(it), it->data, it->klen);
+        if (notify)
+            note_evicted(&notes[noted++], it);
         item_unref_locked(sh, detach(sh, pp));
         sh->stats.evictions++;
         n++;
     }
     unlock(sh);
+    void *arg = atomic_load_explicit(&sh->store->evict_arg, memory_order_relaxed);
+    for (unsigned i = 0; i < noted; i++)
+        notify(arg, &notes[i].e);
     return n + spared;
 }
 
@@ -682,6 +715,8 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     s->free_cap = cap > FREE_CAP_MIN ? (size_t)cap : FREE_CAP_MIN;
     atomic_init(&s->used, 0);
     atomic_init(&s->evict_rr, 0);
+    atomic_init(&s->evict_fn, NULL);
+    atomic_init(&s->evict_arg, NULL);
     atomic_init(&s->mallocs, 0);
     pthread_mutex_init(&s->walk_mu, NULL);
     for (unsigned i = 0; i < shards; i++) {

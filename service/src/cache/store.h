@@ -304,6 +304,21 @@ unsigned cache_store_size_class(size_t bytes);
 /* That class's chunk size; 0 for a class that does not exist. */
 size_t cache_store_size_class_chunk(unsigned cls);
 
+/* Eviction notices (memcached's "watch evictions"). Once set, fn(arg, e) is called for every
+ * item evicted, on the evicting thread, after the shard's lock is released, with a copy of what
+ * a log line needs (e->key is valid for the call only). fn NULL (the default) turns it off; arg
+ * must stay valid while any thread may still be evicting. Costs nothing while off. */
+typedef struct cache_evicted {
+    const char *key;
+    size_t klen;
+    uint32_t vlen, flags;
+    uint64_t expiry_ms; /* 0 = never */
+    uint32_t atime_s;   /* the second of its last access (now_ms / 1000) */
+    bool fetched;       /* hit since it was stored */
+} cache_evicted;
+typedef void (*cache_evict_fn)(void *arg, const cache_evicted *e);
+void cache_store_set_evict_hook(cache_store *s, cache_evict_fn fn, void *arg);
+
 /* Changes max_memory_bytes at run time (memcached's cache_memlimit). Raising it takes effect at
  * once; lowering it evicts nothing by itself: the next stores evict down to the new limit as
  * they reserve memory (memcached alike: its pages go back as the slab mover frees them). */

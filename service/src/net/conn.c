@@ -487,6 +487,12 @@ static void advance(conn *c)
     }
 }
 
+void conn_flush_out(conn *c)
+{
+    if (c->phase == CONN_OPEN)
+        advance(c);
+}
+
 void conn_run_pending(net_loop *loop)
 {
     /* Only the connections queued before this turn: new ones wait for the next turn, which
@@ -506,6 +512,16 @@ void conn_run_pending(net_loop *loop)
 }
 
 /* ---- opening and closing -------------------------------------------------------------------- */
+
+int conn_fd(conn *c)
+{
+    uv_os_fd_t fd;
+    if (c->fd >= 0)
+        return c->fd; /* raw transport: libuv does not have it yet */
+    if (c->tcp.type == UV_TCP && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        return fd;
+    return -1;
+}
 
 bool conn_draining(const conn *c)
 {

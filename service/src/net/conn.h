@@ -133,6 +133,11 @@ void conn_set_input_max(conn *c, size_t max);
  * full): the rest of this read is kept and offered again on a later loop turn. */
 void conn_yield(conn *c);
 
+/* Sends what a protocol wrote outside on_data (from a timer of its own, e.g. memcached's watch):
+ * the connection then goes on as after any event. Not needed, and not to be called, from inside
+ * on_data (its output is flushed when it returns). */
+void conn_flush_out(conn *c);
+
 /* (Re)arms the connection's single timer for this wait with the configured duration. */
 void conn_set_timeout(conn *c, conn_timeout_kind kind);
 
@@ -148,6 +153,8 @@ static inline bool conn_closing(const conn *c)
 {
     return c->phase >= CONN_ENDING || (c->flags & CONN_END_AFTER);
 }
+/* The connection's socket (for getpeername, `stats conns`), or -1 (in-memory transport). */
+int conn_fd(conn *c);
 /* True while the server drains for shutdown: protocols answer with "Connection: close". */
 bool conn_draining(const conn *c);
 

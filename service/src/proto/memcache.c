@@ -200,6 +200,8 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         /* memcached counts so */
         counter_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
         cache_item *it = cache_get(store, key, klen, now);
+        if (mc_watching(&m->srv->watch, MC_LOG_FETCHERS))
+            mc_watch_get(m, key, klen, it);
         if (!it)
             continue;
         if (m->get_touch)
@@ -226,10 +228,12 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
  * read: cmd_get), also when it was streamed as a long line. */
 static void get_end(mc_conn *m)
 {
-    if (m->get_any)
+    if (m->get_any) {
         conn_write(m->c, "END\r\n", 5);
-    else
+        m->resp_stacked = false; /* memcached writes a get's answer out at once */
+    } else {
         conn_write(m->c, "ERROR\r\n", 7);
+    }
 }
 
 /* get/gets <key>*, gat/gats <exptime> <key>*: `rest` is the line after the command name. */
@@ -313,9 +317,16 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
             OUT(m, "SERVER_ERROR object too large for cache");
         else
             OUT(m, "SERVER_ERROR out of memory storing object");
+        if (mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
+            mc_watch_store(m, t[1].p, t[1].n, err, mode, 0, 0, 0, NULL, now);
         /* memcached: a failed set must not leave the old value visible */
-        if (mode == CACHE_MODE_SET)
+        if (mode == CACHE_MODE_SET) {
+            if (mc_watching(&m->srv->watch, MC_LOG_FETCHERS)) {
+                mc_watch_prior prior;
+                mc_watch_peek(m, t[1].p, t[1].n, now, &prior);
+            }
             cache_delete(m->srv->store, t[1].p, t[1].n, 0, now);
+        }
         m->state = MC_SWALLOW;
         m->need = (uint64_t)vlen + 2;
         return;
@@ -356,9 +367,25 @@ static void store_done(mc_conn *m, uint64_t now)
         else
             cas_in = UINT64_MAX; /* never issued: EXISTS when present, NOT_FOUND when absent */
     }
+    /* watch: the lookup memcached's store makes (item_get), then the store (item_store) */
+    bool watched = mc_watching(&m->srv->watch, MC_LOG_FETCHERS | MC_LOG_MUTATIONS);
+    char wkey[CACHE_KEY_MAX];
+    size_t wklen = 0;
+    mc_watch_prior prior;
+    uint32_t wflags = 0;
+    uint64_t wexp = 0;
+    if (watched) {
+        wklen = cache_item_klen(it);
+        memcpy(wkey, cache_item_key(it), wklen);
+        wflags = cache_item_flags(it);
+        wexp = cache_item_expiry(it);
+        mc_watch_peek(m, wkey, wklen, now, &prior);
+    }
     int r = cache_store_item(m->srv->store, it, mode, cas_in, NULL, now);
     if (cas_off && r == CACHE_NOT_STORED)
         r = CACHE_NOT_FOUND;
+    if (watched && mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
+        mc_watch_store(m, wkey, wklen, r, (cache_mode)m->mode, m->vlen, wflags, wexp, &prior, now);
     switch (r) {
     case CACHE_STORED:
         counter_add(&m->ml->total_items, 1);
@@ -402,6 +429,15 @@ static size_t data_in(mc_conn *m, const char *p, size_t n, uint64_t now)
 
 /* ---- other commands ----------------------------------------------------------------------- */
 
+/* watch fetchers: the lookup memcached's delete, incr/decr and touch make (an item_get line). */
+static void watch_lookup(mc_conn *m, const mc_tok *key, uint64_t now)
+{
+    if (mc_watching(&m->srv->watch, MC_LOG_FETCHERS)) {
+        mc_watch_prior prior;
+        mc_watch_peek(m, key->p, key->n, now, &prior);
+    }
+}
+
 static void cmd_delete(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 {
     if (nt < 2 || nt > 4) {
@@ -421,6 +457,7 @@ static void cmd_delete(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR bad command line format");
         return;
     }
+    watch_lookup(m, &t[1], now);
     if (cache_delete(m->srv->store, t[1].p, t[1].n, 0, now) == CACHE_DELETED)
         OUT(m, "DELETED");
     else
@@ -443,6 +480,7 @@ static void cmd_incr(mc_conn *m, const mc_tok *t, size_t nt, bool decr, uint64_t
         OUT(m, "CLIENT_ERROR invalid numeric delta argument");
         return;
     }
+    watch_lookup(m, &t[1], now);
     int r = cache_key_valid(t[1].p, t[1].n)
                 ? cache_incr(m->srv->store, t[1].p, t[1].n, delta, decr, &v, now)
                 : CACHE_NOT_FOUND;
@@ -478,6 +516,7 @@ static void cmd_touch(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         return;
     }
     counter_add(&m->ml->cmd_touch, 1);
+    watch_lookup(m, &t[1], now);
     if (cache_touch(m->srv->store, t[1].p, t[1].n, expiry_ms(e, now), now) == CACHE_TOUCHED)
         OUT(m, "TOUCHED");
     else
@@ -599,6 +638,13 @@ static void cmd_stats(mc_conn *m, size_t nt, uint64_t now)
     U("expired_unfetched", cs.expired_swept);
     U("evictions", cs.evictions);
     U("conn_yields", SUM(s, conn_yields));
+    mc_watch_stats ws;
+    mc_watch_stats_get(&s->watch, &ws);
+    U("log_worker_dropped", ws.worker_dropped);
+    U("log_worker_written", ws.worker_written);
+    U("log_watcher_skipped", ws.watcher_skipped);
+    U("log_watcher_sent", ws.watcher_sent);
+    U("log_watchers", ws.watchers);
 #undef U
     conn_write(c, "END\r\n", 5);
 }
@@ -635,6 +681,10 @@ static bool looks_like_http(const mc_tok *t, size_t nt)
 /* One complete command line (without its "\r\n"). */
 static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
 {
+    /* memcached's resp stack: replies wait until the read's commands are done, except a get's
+     * (get_end) and mn's, which go out at once; watch refuses to start behind a waiting one. */
+    bool stacked = m->resp_stacked;
+    m->resp_stacked = true;
     m->noreply = false;
     const char *nul = memchr(line, '\0', n); /* memcached reads the line as a C string */
     if (nul)
@@ -696,8 +746,11 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         mc_admin_debugtime(m, t, nt);
     else if (tok_is(c0, "stats"))
         cmd_stats(m, nt, now);
-    else if (tok_is(c0, "quit"))
+    else if (tok_is(c0, "quit")) {
+        m->close_reason = MC_CLOSE_NORMAL;
         conn_end_after_flush(m->c);
+    } else if (tok_is(c0, "watch"))
+        mc_watch_command(m, t, nt, stacked);
     else if (tok_is(c0, "mg"))
         mc_meta_mg(m, t, nt, now);
     else if (tok_is(c0, "ms"))
@@ -708,11 +761,13 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         mc_meta_ma(m, t, nt, now);
     else if (tok_is(c0, "me"))
         mc_meta_me(m, t, nt, now);
-    else if (tok_is(c0, "mn")) /* the end of a quiet pipeline: whatever follows it */
+    else if (tok_is(c0, "mn")) { /* the end of a quiet pipeline: whatever follows it */
         conn_write(m->c, "MN\r\n", 4);
-    else if (looks_like_http(t, nt))
+        m->resp_stacked = false; /* memcached flushes at mn */
+    } else if (looks_like_http(t, nt)) {
+        m->close_reason = MC_CLOSE_ERROR;
         conn_close(m->c); /* no reply: a browser tricked into POSTing here cannot drive us */
-    else
+    } else
         conn_write(m->c, "ERROR\r\n", 7);
 }
 
@@ -848,11 +903,17 @@ static void mc_open(conn *c)
     m->srv = net_listener_ctx(c->listener);
     m->ml = perloop_at(&m->srv->loops, conn_loop(c)->index);
     counter_add(&m->ml->conns_opened, 1);
+    mc_watch_open(m);
 }
 
 static ssize_t mc_data(conn *c, const char *data, size_t len)
 {
     mc_conn *m = conn_state(c);
+    if (m->state == MC_WATCH)
+        return (ssize_t)len; /* a watcher only listens (memcached stops reading it) */
+    if (mc_watching(&m->srv->watch, MC_LOG_CONNEVENTS) && !m->peer_known)
+        mc_watch_note_peer(m); /* for its conn_close line, while the socket is open */
+    m->resp_stacked = false;   /* what earlier reads answered is written */
     uint64_t now = mc_now(m->srv);
     size_t pos = 0;
     unsigned handled = 0;
@@ -894,6 +955,7 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             if (handled >= m->srv->opts.reqs_per_event || conn_output_full(c)) {
                 if (handled >= m->srv->opts.reqs_per_event)
                     counter_add(&m->ml->conn_yields, 1);
+                m->resp_stacked = false; /* memcached flushes its replies when it yields */
                 conn_yield(c);
                 yielded = true;
                 break;
@@ -905,13 +967,17 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
                 m->clock_moved = false;
                 now = mc_now(m->srv);
             }
-            if (st == MC_STEP_CLOSE)
+            if (st == MC_STEP_CLOSE) {
+                m->close_reason = MC_CLOSE_ERROR;
                 return PROTO_CLOSE;
+            }
             pos += k;
             if (st == MC_STEP_DONE)
                 handled++;
             else if (st == MC_STEP_MORE)
                 break;
+            if (m->state == MC_WATCH)
+                return (ssize_t)len; /* the rest of the read is never looked at (memcached) */
         }
     }
     if (!conn_closing(c)) {
@@ -941,7 +1007,16 @@ static void mc_close(conn *c)
     cache_item_release(m->item);
     m->item = NULL;
     mc_admin_close(m);
+    mc_watch_close(m);
     counter_add(&m->ml->conns_closed, 1);
+}
+
+/* memcached closes idle connections without a word; a watcher's conn_close line says why. */
+static void mc_timeout(conn *c, conn_timeout_kind kind)
+{
+    (void)kind;
+    mc_conn *m = conn_state(c);
+    m->close_reason = MC_CLOSE_IDLE_TIMEOUT;
 }
 
 const proto memcache_proto = {
@@ -949,7 +1024,7 @@ const proto memcache_proto = {
     .state_size = sizeof(mc_conn),
     .on_open = mc_open,
     .on_data = mc_data,
-    .on_timeout = NULL, /* memcached closes idle and stalled connections without a word */
+    .on_timeout = mc_timeout,
     .on_close = mc_close,
 };
 
@@ -961,6 +1036,11 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
     if (!s)
         return NULL;
     if (perloop_init(&s->loops, nloops, sizeof(mc_loop)) != 0) {
+        free(s);
+        return NULL;
+    }
+    if (mc_watch_init(&s->watch, nloops) != 0) {
+        perloop_free(&s->loops);
         free(s);
         return NULL;
     }
@@ -978,6 +1058,7 @@ void memcache_options_default(memcache_options *o)
     memset(o, 0, sizeof *o);
     o->flush_enabled = true;
     o->cas_enabled = true;
+    o->watch_enabled = true;
     o->reqs_per_event = MEMCACHE_MAX_PIPELINE;
     o->item_size_max = CACHE_DEFAULT_ITEM_BYTES;
 }
@@ -996,5 +1077,6 @@ void memcache_server_free(memcache_server *s)
     if (!s)
         return;
     perloop_free(&s->loops);
+    mc_watch_free(&s->watch);
     free(s);
 }

@@ -3,7 +3,8 @@
  * memcache_proto plugs into a net listener whose ctx is a memcache_server. Commands: get, gets,
  * gat, gats, set, add, replace, append, prepend, cas, delete, incr, decr, touch, flush_all,
  * version, verbosity, stats, quit, the meta commands mg, ms, md, ma, mn, and the operators'
- * commands shutdown, slabs, lru, lru_crawler, cache_memlimit, debugtime. Replies and error
+ * commands shutdown, slabs, lru, lru_crawler, cache_memlimit, debugtime, and watch (memcached's
+ * live logging, memcache_watch.h). Replies and error
  * strings are byte-exact as memcached 1.6.18 (the few deliberate differences are listed at the
  * top of memcache.c; test_memcache_diff.py compares both servers session by session).
  *
@@ -42,6 +43,7 @@ typedef struct memcache_options {
     bool flush_enabled;      /* false = -F: flush_all answers CLIENT_ERROR flush_all not allowed */
     bool cas_enabled;        /* false = -C: CAS values read 0, cas compares against 0 */
     bool debug_commands;     /* memcached-debug's "debugtime" (moves this listener's clock) */
+    bool watch_enabled;      /* false = -W: watch answers CLIENT_ERROR watch commands not allowed */
     uint32_t reqs_per_event; /* -R: commands per read before yielding (counted in conn_yields) */
     uint32_t item_size_max;  /* -I: memcached's slab classes derive from it (metadump's cls) */
     /* Called (on a loop thread) by "shutdown" (graceful false) and "shutdown graceful": must
@@ -51,7 +53,7 @@ typedef struct memcache_options {
     void *shutdown_arg;
 } memcache_options;
 
-/* memcached's defaults: flush and CAS on, the rest off, reqs_per_event MEMCACHE_MAX_PIPELINE. */
+/* memcached's defaults: flush, CAS and watch on, the rest off, reqs_per_event MEMCACHE_MAX_PIPELINE. */
 void memcache_options_default(memcache_options *o);
 
 /* NULL when out of memory. nloops = the net server's loop count. Options: the defaults. */

@@ -114,10 +114,20 @@ static unsigned slab_class_of(size_t total, uint32_t item_max, unsigned *largest
 
 /* memcached's ITEM_ntotal: header, key and its NUL, value and "\r\n", the CAS when CAS is on,
  * the client flags when not zero. */
+static size_t mc_ntotal(const memcache_server *s, size_t klen, size_t vlen, uint32_t flags)
+{
+    return 48 + klen + 1 + vlen + 2 + (s->opts.cas_enabled ? 8 : 0) + (flags ? 4 : 0);
+}
+
 static size_t mc_item_total(const memcache_server *s, const cache_item *it)
 {
-    return 48 + cache_item_klen(it) + 1 + cache_item_vlen(it) + 2 + (s->opts.cas_enabled ? 8 : 0) +
-           (cache_item_flags(it) ? 4 : 0);
+    return mc_ntotal(s, cache_item_klen(it), cache_item_vlen(it), cache_item_flags(it));
+}
+
+unsigned mc_slab_clsid(const memcache_server *s, size_t klen, size_t vlen, uint32_t flags)
+{
+    unsigned largest;
+    return slab_class_of(mc_ntotal(s, klen, vlen, flags), s->opts.item_size_max, &largest);
 }
 
 static unsigned largest_class(const memcache_server *s)
@@ -255,8 +265,7 @@ void mc_admin_memlimit(mc_conn *m, const mc_tok *t, size_t nt)
 #define WALK_SLICE       64 /* items referenced per cache_store_scan call */
 #define WALK_SLICES_TURN 16 /* scans per loop turn: ~1000 items, then the loop serves others */
 
-/* memcached's uriencode: every byte but [A-Za-z0-9-._~] as %XX. dst holds 3 * n + 1. */
-static size_t uri_encode(const char *src, size_t n, char *dst)
+size_t mc_uri_encode(const char *src, size_t n, char *dst)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t d = 0;
@@ -386,7 +395,7 @@ static void dump_line(mc_conn *m, const cache_item *it, uint64_t now)
     if (!(m->walk_classes & (UINT64_C(1) << cls)))
         return;
     char key[3 * CACHE_KEY_MAX + 1], line[3 * CACHE_KEY_MAX + 256];
-    uri_encode(cache_item_key(it), cache_item_klen(it), key);
+    mc_uri_encode(cache_item_key(it), cache_item_klen(it), key);
     uint64_t exp = cache_item_expiry(it);
     int n = snprintf(line, sizeof line, "key=%s exp=%lld la=%llu cas=%llu fetch=no cls=%u size=%zu\n",
                      key, exp ? (long long)(exp / 1000) : -1LL, (unsigned long long)(now / 1000),

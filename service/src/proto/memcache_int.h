@@ -7,6 +7,7 @@
  * memcache_meta.c: the meta commands mg, ms, md, ma (mn is answered by dispatch).
  * memcache_admin.c: the operators' commands (shutdown, slabs, lru, lru_crawler, cache_memlimit,
  * debugtime) and the listener's clock (mc_now).
+ * memcache_watch.c: watch, memcached's live logging (memcache_watch.h).
  */
 #ifndef SF_PROTO_MEMCACHE_INT_H
 #define SF_PROTO_MEMCACHE_INT_H
@@ -21,6 +22,7 @@
 #include "net/conn.h"
 #include "net/loop.h"
 #include "proto/memcache.h"
+#include "proto/memcache_watch.h"
 #include "util/counter.h"
 #include "util/perloop.h"
 
@@ -51,6 +53,7 @@ typedef struct mc_admin {
 /* A memcache listener's ctx (memcache_server_new): the store, and one mc_loop per net loop. */
 struct memcache_server {
     cache_store *store;
+    mc_watch watch; /* its flags word is read by every command: next to `store` */
     uint64_t started_ms;
     perloop loops; /* mc_loop, one per net loop */
     memcache_options opts;
@@ -68,6 +71,7 @@ typedef enum {
     MC_WALK,      /* lru_crawler crawl/metadump in slices (memcache_admin.c); the command's
                    * "\n" stays in the input until it ends, so the connection is offered its
                    * input again on every loop turn it yields */
+    MC_WATCH,     /* a watcher (memcache_watch.c): log lines out, input ignored */
 } mc_state;
 
 /* A connection's protocol state (proto.state_size: zeroed at open), used on its loop only. */
@@ -98,6 +102,13 @@ typedef struct mc_conn {
     uint8_t meta_nret, meta_olen;
     char meta_ret[3];
     char meta_opaque[MC_OPAQUE_MAX];
+    /* watch (memcache_watch.c) */
+    bool resp_stacked;          /* a reply of this read is still unsent (memcached's resp stack) */
+    uint8_t close_reason;       /* MC_CLOSE_*, when the protocol knows why it closes */
+    bool peer_known;            /* peer_addr holds the peer's address */
+    int cfd;                    /* the socket, as memcached's cfd= names the connection */
+    struct mc_watcher *watcher; /* MC_WATCH: this connection's watcher */
+    uint8_t peer_addr[28];      /* a struct sockaddr_in / _in6, for conn_close lines */
 } mc_conn;
 
 /* A token of a command line: p[0..n), inside the line, not NUL-terminated. */
@@ -171,6 +182,12 @@ void mc_meta_md(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
 void mc_meta_ma(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
 
 /* ---- operators' commands (memcache_admin.c) ------------------------------------------------ */
+
+/* memcached's uriencode: every byte but [A-Za-z0-9-._~] as %XX. dst holds 3 * n + 1; returns
+ * the length written (dst is NUL-terminated). */
+size_t mc_uri_encode(const char *src, size_t n, char *dst);
+/* The memcached slab class (1-based) of an item of these lengths and client flags. */
+unsigned mc_slab_clsid(const memcache_server *s, size_t klen, size_t vlen, uint32_t flags);
 
 /* This listener's clock in ms: the system clock, moved by debugtime when debug commands are on
  * (HTTP does not see the move). */

@@ -470,6 +470,8 @@ void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         if (r != CACHE_NOT_STORED) /* no room: memcached answers the miss */
             break;
     }
+    if (mc_watching(&m->srv->watch, MC_LOG_FETCHERS))
+        mc_watch_get(m, mm.key, mm.klen, it);
     v.it = it;
     if (bad_opaque) {
         cache_item_release(it);
@@ -681,6 +683,13 @@ void mc_meta_ms_done(mc_conn *m, cache_item *it, uint64_t now)
     char key[CACHE_KEY_MAX];
     size_t klen = cache_item_klen(it);
     memcpy(key, cache_item_key(it), klen); /* the store takes the item */
+    /* watch: the lookup memcached's store makes (item_get), then the store (item_store) */
+    bool watched = mc_watching(&m->srv->watch, MC_LOG_FETCHERS | MC_LOG_MUTATIONS);
+    mc_watch_prior prior;
+    uint32_t wvlen = (uint32_t)cache_item_vlen(it), wflags = cache_item_flags(it);
+    uint64_t wexp = cache_item_expiry(it);
+    if (watched)
+        mc_watch_peek(m, key, klen, now, &prior);
     uint64_t cas = 0;
     int r;
     bool concat = m->mode == CACHE_MODE_APPEND || m->mode == CACHE_MODE_PREPEND;
@@ -690,6 +699,8 @@ void mc_meta_ms_done(mc_conn *m, cache_item *it, uint64_t now)
         r = cache_store_item(m->srv->store, it, (cache_mode)m->mode, m->cas_in, &cas, now);
     if (concat && (r == CACHE_TOO_LARGE || r == CACHE_NO_MEMORY))
         r = CACHE_NOT_STORED; /* memcached: the joined item could not be allocated */
+    if (watched && mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
+        mc_watch_store(m, key, klen, r, (cache_mode)m->mode, wvlen, wflags, wexp, &prior, now);
     switch (r) {
     case CACHE_STORED:
         counter_add(&m->ml->total_items, 1);
