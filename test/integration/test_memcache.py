@@ -503,6 +503,123 @@ class Memcache(unittest.TestCase):
         self.assertGreaterEqual(int(stats["curr_connections"]), 1)
         self.assertEqual(int(stats["threads"]), 2)
 
+    def stats(self, sub=b""):
+        """{name: value} of "stats<sub>" up to END (ITEM lines of cachedump too)."""
+        self.c.send(b"stats" + sub + b"\r\n")
+        out = {}
+        while True:
+            ln = self.c.line()
+            if ln == b"END\r\n":
+                return out
+            parts = ln.decode().rstrip("\r\n").split(" ", 2)
+            self.assertIn(parts[0], ("STAT", "ITEM"), ln)
+            out[parts[1]] = parts[2]
+
+    def test_stats_general_has_memcacheds_83_keys(self):
+        stats = self.stats()
+        self.assertEqual(len(stats), 83)  # memcached 1.6.18 without LRU crawler and maintainer
+        self.assertEqual(stats["accepting_conns"], "1")
+        self.assertEqual(stats["max_connections"], self.stats(b" settings")["maxconns"])
+        self.assertGreater(int(stats["bytes_read"]), 0)  # the listener's own bytes
+
+    def test_stats_reset(self):
+        k = self.key("a")
+        self.set(k, b"v")
+        self.get(k)
+        self.get(self.key("none"))
+        self.assertEqual(self.c.ask(b"stats reset\r\n"), b"RESET\r\n")
+        stats = self.stats()
+        for name in ("cmd_get", "cmd_set", "get_hits", "get_misses", "total_items",
+                     "total_connections", "delete_hits", "evictions", "reclaimed"):
+            self.assertEqual(stats[name], "0", name)
+        self.assertGreaterEqual(int(stats["curr_items"]), 1)  # state, not a counter: kept
+        self.assertGreaterEqual(int(stats["curr_connections"]), 1)
+        self.get(k)
+        stats = self.stats()
+        self.assertEqual((stats["cmd_get"], stats["get_hits"]), ("1", "1"))
+        # /metrics counts from the start: a reset of the memcached view leaves it monotonic
+        self.assertGreaterEqual(
+            metric(self.srv, 'snowflaked_cache_operations_total{op="get_hits"}'), 2)
+
+    def test_stats_items_and_slabs_by_size_class(self):
+        self.set(b"e1", b"")  # 64 + 2 bytes: memcached's class 1 (96-byte chunks)
+        slabs = self.stats(b" slabs")
+        self.assertEqual(slabs["1:chunk_size"], "96")
+        self.assertGreaterEqual(int(slabs["1:used_chunks"]), 1)
+        self.assertIn("e1", self.stats(b" cachedump 1 0"))
+        big = self.key("big")
+        # accounted 57832 bytes (our allocation class for 64 + key + 50000). With 64 KiB items
+        # the classes are memcached's up to 42384 bytes, then the largest chunk: 65536
+        # (memcached -I 64k -o slab_chunk_max=64k alike), where it lands.
+        self.set(big, b"B" * 50000)
+        self.assertEqual(self.stats(b" settings")["slab_chunk_max"], str(MAX_ITEM))
+        slabs = self.stats(b" slabs")
+        last = max(int(k.split(":")[0]) for k in slabs if k.endswith(":chunk_size"))
+        self.assertEqual((last, slabs["%d:chunk_size" % last]), (29, str(MAX_ITEM)))
+        self.assertGreaterEqual(int(self.stats(b" items")["items:%d:number" % last]), 1)
+        self.assertGreaterEqual(int(slabs["total_malloced"]), 57832)
+        self.assertEqual(self.c.ask(b"delete %s\r\n" % big), b"DELETED\r\n")
+
+    def test_stats_settings(self):
+        st = self.stats(b" settings")
+        self.assertEqual((st["tcpport"], st["udpport"]), (str(self.port), "0"))
+        self.assertEqual((st["evictions"], st["cas_enabled"], st["growth_factor"]),
+                         ("on", "yes", "1.25"))
+        self.assertEqual((st["item_size_max"], st["num_threads"]), (str(MAX_ITEM), "2"))
+        self.assertEqual(st["maxbytes"], self.stats()["limit_maxbytes"])
+
+    def test_stats_detail(self):
+        c = self.c
+        self.assertEqual(c.ask(b"stats reset\r\n"), b"RESET\r\n")  # also empties the table
+        self.assertEqual(c.ask(b"stats detail on\r\n"), b"OK\r\n")
+        try:
+            self.set(b"dt:1", b"v")
+            self.get(b"dt:1")
+            self.get(b"dt:2")
+            self.assertEqual(c.ask(b"delete dt:3\r\n"), b"NOT_FOUND\r\n")
+            self.get(b"noprefix")  # no ':': not counted
+            self.assertEqual(self.stats(b" settings")["detail_enabled"], "yes")
+            c.send(b"stats detail dump\r\n")
+            self.assertEqual(c.line(), b"PREFIX dt get 2 hit 1 set 1 del 1\r\n")
+            self.assertEqual(c.line(), b"END\r\n")
+        finally:
+            self.assertEqual(c.ask(b"stats detail off\r\n"), b"OK\r\n")
+        self.get(b"dt:1")  # off: not counted
+        c.send(b"stats detail dump\r\n")
+        self.assertEqual(c.line(), b"PREFIX dt get 2 hit 1 set 1 del 1\r\n")
+        self.assertEqual(c.line(), b"END\r\n")
+        self.assertEqual(c.ask(b"stats detail\r\n"),
+                         b"CLIENT_ERROR usage: stats detail on|off|dump\r\n")
+
+    def test_stats_cachedump(self):
+        k = b"cdk"  # short: its item stays in class 1
+        self.set(k, b"12345", exptime=int(time.time()) + 1000)
+        dump = self.stats(b" cachedump 1 0")
+        self.assertRegex(dump[k.decode()], r"^\[5 b; \d+ s\]$")
+        self.assertLessEqual(abs(int(dump[k.decode()].split()[2]) - time.time() - 1000), 5)
+        self.assertEqual(self.c.ask(b"stats cachedump 1\r\n"), b"CLIENT_ERROR bad command line\r\n")
+        self.assertEqual(self.c.ask(b"stats cachedump 64 1\r\n"),
+                         b"CLIENT_ERROR Illegal slab id\r\n")
+
+    def test_stats_conns_lists_listener_and_self(self):
+        self.c.send(b"stats conns\r\n")
+        text = b""
+        while not text.endswith(b"END\r\n"):
+            text += self.c.line()
+        self.assertRegex(text, rb"STAT \d+:addr tcp:127\.0\.0\.1:%d\r\n"
+                         rb"STAT \d+:state conn_listening" % self.port)
+        self.assertRegex(text, rb"STAT \d+:listen_addr tcp:127\.0\.0\.1:%d\r\n" % self.port)
+        self.assertIn(b"conn_parse_cmd", text)
+
+    def test_expired_items_are_reclaimed_and_unfetched(self):
+        before = self.stats()
+        self.set(self.key("short"), b"v", exptime=1)
+        time.sleep(2.5)  # expired; the sweep (every 100 ms per loop) takes it back
+        after = self.stats()
+        self.assertGreaterEqual(int(after["reclaimed"]) - int(before["reclaimed"]), 1)
+        self.assertGreaterEqual(
+            int(after["expired_unfetched"]) - int(before["expired_unfetched"]), 1)
+
     def test_quit_closes(self):
         self.c.send(b"quit\r\n")
         self.assertTrue(self.c.closed())
@@ -623,6 +740,56 @@ class MemcacheSmallBuffers(unittest.TestCase):
         self.assertTrue(c.closed(timeout=5))
         self.assertGreater(time.time() - start, 1.0)
         c.close()
+
+
+class MemcacheMaxConnections(unittest.TestCase):
+    """At server.max_connections the memcached listener answers as memcached at -c: the
+    connection is accepted, told "ERROR Too many open connections" and closed, and counted in
+    rejected_connections. Silent connections count from connect (no TCP_DEFER_ACCEPT here)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port,
+                         "--set", "server.max_connections=6")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def stats(self, c):
+        c.send(b"stats\r\n")
+        out = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                return out
+            _, k, v = ln.decode().split()
+            out[k] = v
+
+    def test_refused_with_memcacheds_line(self):
+        first = Client(self.port)
+        self.assertTrue(first.ask(b"version\r\n").startswith(b"VERSION "))
+        # silent connections count all the same; the loops accept them in their own order, so
+        # which one is refused is not known: exactly one of the six beyond the first five
+        silent = [Client(self.port) for _ in range(6)]
+        deadline = time.time() + 5
+        while self.stats(first)["rejected_connections"] == "0" and time.time() < deadline:
+            time.sleep(0.05)
+        refused = []
+        for c in silent:
+            c.sock.settimeout(0.2)
+            try:
+                data = c.sock.recv(64)
+            except socket.timeout:
+                continue
+            refused.append(data)
+            self.assertTrue(c.closed(timeout=5))
+        self.assertEqual(refused, [b"ERROR Too many open connections\r\n"])
+        stats = self.stats(first)
+        self.assertEqual((stats["rejected_connections"], stats["curr_connections"]), ("1", "6"))
+        for c in silent + [first]:
+            c.close()
 
 
 class MemcacheStreaming(unittest.TestCase):
@@ -881,8 +1048,8 @@ class MemcacheAdmin(unittest.TestCase):
         self.assertEqual(c.ask(b"set a%20b 0 0 1\r\nx\r\n"), b"STORED\r\n")
         self.assertEqual(c.ask(b"set e 5 100 2\r\nyy\r\n"), b"STORED\r\n")
         lines = sorted(self.dump(c))
-        self.assertRegex(lines[0], rb"^key=a%2520b exp=-1 la=\d+ cas=\d+ fetch=no cls=1 size=65$")
-        self.assertRegex(lines[1], rb"^key=e exp=\d+ la=\d+ cas=\d+ fetch=no cls=1 size=66$")
+        self.assertRegex(lines[0], rb"^key=a%2520b exp=-1 la=\d+ cas=\d+ fetch=no cls=1 size=72$")
+        self.assertRegex(lines[1], rb"^key=e exp=\d+ la=\d+ cas=\d+ fetch=no cls=1 size=72$")
         self.assertEqual(self.dump(c, b"2"), [])  # class 2 holds none of them
         # Many items stream in slices through a bounded output; every key comes exactly once.
         n = 20000

@@ -8,7 +8,8 @@ we implement) and against our memcached listener. Every reply must be byte-ident
     once a second, ours counts ms;
   - me's "cas=", "cls=" and "size=": the CAS as above; the size is our item's, and the class the
     memcached slab class of that size (our store has no slabs);
-  - version and stats, which are not sent.
+  - version and stats, which are not sent, except in the stats tests (key names and order, and
+    the replies that carry no counters).
 
 Each step sends its bytes, then "mn\\r\\n", and reads up to the "MN\\r\\n" both servers answer after
 everything the step caused: no quiet timeouts. Part steps send only (a command cut across TCP
@@ -625,7 +626,7 @@ class MemcacheDiff(unittest.TestCase):
             b"lru tune x 10 0.1 2\r\n", b"lru tune 20 20 0.1 2 noreply\r\n",
             b"lru mode flat\r\n", b"lru mode segmented\r\n", b"lru mode x\r\n", b"lru mode\r\n",
             b"lru temp_ttl 5\r\n", b"lru temp_ttl -1\r\n", b"lru temp_ttl x\r\n",
-            b"lru temp_ttl 5 noreply\r\n",
+            b"lru temp_ttl 5 noreply\r\n", b"lru temp_ttl -1\r\n",  # back off: stats items shows it
             b"cache_memlimit\r\n", b"cache_memlimit 7\r\n", b"cache_memlimit 0\r\n",
             b"cache_memlimit 1000000001\r\n", b"cache_memlimit x\r\n", b"cache_memlimit -8\r\n",
             b"cache_memlimit 1 2 3\r\n", b"cache_memlimit 32 noreply\r\n",
@@ -645,10 +646,12 @@ class MemcacheDiff(unittest.TestCase):
             b"lru_crawler tocrawl 5\r\n", b"lru_crawler tocrawl x\r\n",
             b"lru_crawler tocrawl 0\r\n",
             b"lru_crawler enable\r\n", b"lru_crawler disable\r\n",
-            b"lru_crawler crawl 1\r\n", b"lru_crawler metadump all\r\n",
             b"lru_crawler enable\r\n",
-            b"lru_crawler crawl 1\r\n",
         ])
+        # "crawl" / "metadump" while disabled: memcached answers "CLIENT_ERROR lru crawler
+        # disabled" once its crawler thread has stopped, "ERROR an unknown error happened" while
+        # the crawls started above still hold it (a race in memcached, not a reply to pin):
+        # test_memcache.py checks ours.
         # A metadump's own output, its refusal behind another reply and "metadump ," (memcached
         # answers NOTSTARTED but has taken the connection as its client, and writes an END there
         # later) are checked in test_memcache.py: memcached answers what
@@ -1156,6 +1159,82 @@ class MemcacheDiff(unittest.TestCase):
         (b"set n 0 0 3\r\n 12\r\nincr n 1\r\n", b"STORED\r\n13\r\n",
          b"STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n"),
     ]
+
+    # ---- stats ---------------------------------------------------------------------------------
+    # Values differ between two servers: what is compared is the key names and their order, and
+    # the replies that are fixed (RESET, errors, usage, detail dumps). memcached runs here with its
+    # LRU crawler and maintainer thread, which we do not have: it also prints these keys, which
+    # memcached -o no_lru_crawler,no_lru_maintainer (stats.t's 83 keys) and we do not.
+    LRU_ONLY = {b"lru_crawler_running", b"lru_crawler_starts", b"lru_maintainer_juggles",
+                b"evicted_active", b"moves_to_cold", b"moves_to_warm", b"moves_within_lru",
+                b"direct_reclaims", b"lru_bumps_dropped", b"number_hot", b"number_warm",
+                b"number_cold", b"age_hot", b"age_warm", b"hits_to_hot", b"hits_to_warm",
+                b"hits_to_cold", b"hits_to_temp"}
+
+    @staticmethod
+    def stat_names(units):
+        """The names of "STAT <name> <value>" units up to END, "items:N:" / "N:" prefixes kept."""
+        assert units[-1] == (b"END",), units[-1:]
+        names = []
+        for (line,) in units[:-1]:
+            parts = line.split(b" ", 2)
+            assert parts[0] == b"STAT" and len(parts) == 3, line
+            names.append(parts[1])
+        return names
+
+    def stats_pair(self, steps):
+        conns = (Conn(self.mc_port), Conn(self.sf_port))
+        try:
+            for c in conns:
+                self.assertEqual(c.run(b"flush_all\r\n"), [(b"OK",)])
+            return [[c.run(step) for step in steps] for c in conns]
+        finally:
+            for c in conns:
+                c.close()
+
+    def test_stats_key_sets(self):
+        (mc_gen, mc_set, mc_items, mc_slabs), (sf_gen, sf_set, sf_items, sf_slabs) = \
+            self.stats_pair([b"set stk 0 0 1\r\nx\r\nstats\r\n", b"stats settings\r\n",
+                             b"stats items\r\n", b"stats slabs\r\n"])
+        self.assertEqual(mc_gen[0], (b"STORED",))
+        self.assertEqual(sf_gen[0], (b"STORED",))
+        want = [n for n in self.stat_names(mc_gen[1:]) if n not in self.LRU_ONLY]
+        self.assertEqual(self.stat_names(sf_gen[1:]), want)
+        self.assertEqual(len(want), 83)
+        # settings: memcached's build also has extstore and TLS (ext_*, ssl_*,
+        # slab_automove_freeratio is extstore's); ours is memcached without them
+        want = [n for n in self.stat_names(mc_set) if not n.startswith((b"ext_", b"ssl_"))
+                and n != b"slab_automove_freeratio"]
+        self.assertEqual(self.stat_names(sf_set), want)
+
+        # class 1 (stk's); other classes may still hold other sessions' flushed items, which
+        # each server takes back at its own pace
+        def class1(names):
+            return [n for n in names if n.split(b":")[-1] not in self.LRU_ONLY and
+                    (b":" not in n or n.startswith((b"items:1:", b"1:")))]
+        self.assertEqual(class1(self.stat_names(sf_items)), class1(self.stat_names(mc_items)))
+        self.assertEqual(class1(self.stat_names(sf_slabs)), class1(self.stat_names(mc_slabs)))
+
+    def test_stats_fixed_replies(self):
+        self.replay([b"stats reset\r\n", b"stats reset now\r\n", b"stats detail\r\n",
+                     b"stats detail x\r\n", b"stats detail ON\r\n", b"stats bogus\r\n",
+                     b"stats a b c d e f\r\n", b"stats cachedump\r\n", b"stats cachedump 1\r\n",
+                     b"stats cachedump x y\r\n", b"stats cachedump 64 1\r\n",
+                     b"stats cachedump 0 1\r\n", b"stats sizes\r\n", b"stats sizes_disable\r\n",
+                     b"stats sizes\r\n"])
+
+    def test_stats_detail(self):
+        try:
+            self.replay([b"stats reset\r\n", b"stats detail dump\r\n", b"stats detail on\r\n",
+                         b"set dd:1 0 0 1\r\nx\r\n", b"get dd:1 dd:2 nocolon\r\n",
+                         b"delete dd:3\r\n", b"stats detail dump\r\n",
+                         b"stats detail off\r\n", b"get dd:1\r\n", b"stats detail dump\r\n",
+                         b"stats reset\r\n", b"stats detail dump\r\n"])
+        finally:
+            for port in (self.mc_port, self.sf_port):
+                c = Conn(port)
+                c.run(b"stats detail off\r\n")
+                c.close()
 
     def test_known_differences(self):
         check_memcached = self.version == "1.6.18"

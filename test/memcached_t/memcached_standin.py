@@ -168,6 +168,22 @@ def translate(args):
     return settings, notes
 
 
+def release_build_args(argv):
+    """The flags for Debian's release memcached: without `-o relaxed_privileges`, which only
+    memcached's debug build (the suite's memcached-debug) knows."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "-o" and i + 1 < len(argv):
+            opts = [o for o in argv[i + 1].split(",") if o != "relaxed_privileges"]
+            if opts:
+                out += ["-o", ",".join(opts)]
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def free_port(taken):
     """A free loopback port for our HTTP listener, not the memcached port the test library chose
     (it bound and released that one, so the kernel may hand it out again)."""
@@ -196,6 +212,7 @@ def main(argv):
     kind = os.environ.get("MEMCACHED_T_SERVER", "snowflaked")
     if kind == "memcached":
         exe = "/usr/bin/memcached"
+        argv = release_build_args(argv)
         print("memcached-debug stand-in: memcached %s" % " ".join(argv), file=sys.stderr, flush=True)
         os.execv(exe, [exe] + argv)
     try:

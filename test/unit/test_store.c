@@ -1356,16 +1356,22 @@ START_TEST(test_memcached_size_classes)
         944,    1184,   1480,   1856,   2320,   2904,   3632,   4544,   5680,  7104,
         8880,   11104,  13880,  17352,  21696,  27120,  33904,  42384,  52984, 66232,
         82792,  103496, 129376, 161720, 202152, 252696, 315872, 394840, 524288};
-    for (unsigned c = 1; c <= 39; c++) {
-        ck_assert_uint_eq(cache_store_size_class_chunk(c), want[c - 1]);
-        ck_assert_uint_eq(cache_store_size_class(want[c - 1]), c);
-        if (c < 39)
-            ck_assert_uint_eq(cache_store_size_class(want[c - 1] + 1), c + 1);
+    cache_store_config c = {.max_memory_bytes = 64 * MiB, .max_item_bytes = 1024 * 1024};
+    char err[128];
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(cache_store_size_classes(s), 39);
+    for (unsigned k = 1; k <= 39; k++) {
+        ck_assert_uint_eq(cache_store_class_chunk(s, k), want[k - 1]);
+        ck_assert_uint_eq(cache_store_size_class(s, want[k - 1]), k);
+        if (k < 39)
+            ck_assert_uint_eq(cache_store_size_class(s, want[k - 1] + 1), k + 1);
     }
-    ck_assert_uint_eq(cache_store_size_class(0), 1);
-    ck_assert_uint_eq(cache_store_size_class(5 * MiB), 39); /* chunked: the largest class */
-    ck_assert_uint_eq(cache_store_size_class_chunk(0), 0);
-    ck_assert_uint_eq(cache_store_size_class_chunk(40), 0);
+    ck_assert_uint_eq(cache_store_size_class(s, 0), 1);
+    ck_assert_uint_eq(cache_store_size_class(s, 5 * MiB), 39); /* chunked: the largest class */
+    ck_assert_uint_eq(cache_store_class_chunk(s, 0), 0);
+    ck_assert_uint_eq(cache_store_class_chunk(s, 40), 0);
+    cache_store_free(s);
 }
 END_TEST
 

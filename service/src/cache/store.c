@@ -142,6 +142,7 @@ typedef struct cache_shard {
     cache_item *free_list[MAX_CLASSES];
     uint8_t free_n[MAX_CLASSES];
     cache_stats stats; /* only the CACHE_STATS_COUNTERS fields */
+    cache_class_stats cls_stats[CACHE_CLASSES_MAX]; /* by memcached size class (store.h) */
 } cache_shard;
 
 struct cache_store {
@@ -154,6 +155,9 @@ struct cache_store {
     size_t free_cap; /* per shard */
     unsigned nclasses;
     uint32_t class_size[MAX_CLASSES];
+    unsigned mc_nclasses;                 /* memcached's size classes, 1..mc_nclasses */
+    uint32_t mc_chunk[CACHE_CLASSES_MAX]; /* their chunk sizes */
+    uint8_t mc_class_of[MAX_CLASSES + 1]; /* our allocation class + 1 -> memcached's class */
     alignas(64) _Atomic uint64_t used; /* written by every store and final release */
     alignas(64) _Atomic unsigned evict_rr;
     _Atomic(cache_evict_fn) evict_fn; /* cache_store_set_evict_hook; NULL = off */
@@ -278,6 +282,57 @@ static size_t item_bytes(const cache_item *it)
 {
     const cache_store *s = it->shard->store;
     return it->cls >= 0 ? s->class_size[it->cls] : raw_size(it->klen, it->ctlen, it->vlen);
+}
+
+/* memcached's slab classes (store.h): slabs_init with chunk_size 48 + its 48-byte header,
+ * factor 1.25, 8-byte alignment, the largest chunk last. */
+static void build_mc_classes(cache_store *s)
+{
+    const double factor = 1.25;
+    uint32_t chunk_max = s->max_item < 512u * 1024u ? s->max_item : 512u * 1024u;
+    unsigned i = 0;
+    uint32_t size = 96;
+    while (++i < CACHE_CLASSES_MAX - 1 && size < chunk_max / factor) {
+        size = (size + 7u) & ~7u;
+        s->mc_chunk[i] = size;
+        size = (uint32_t)(size * factor);
+    }
+    s->mc_chunk[i] = chunk_max;
+    s->mc_nclasses = i;
+}
+
+unsigned cache_store_size_class(const cache_store *s, size_t bytes)
+{
+    unsigned lo = 1, hi = s->mc_nclasses; /* the first class that holds `bytes`, else the last */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (s->mc_chunk[mid] >= bytes)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+unsigned cache_store_size_classes(const cache_store *s)
+{
+    return s->mc_nclasses;
+}
+
+uint32_t cache_store_class_chunk(const cache_store *s, unsigned cls)
+{
+    return cls >= 1 && cls <= s->mc_nclasses ? s->mc_chunk[cls] : 0;
+}
+
+uint32_t cache_store_max_item(const cache_store *s)
+{
+    return s->max_item;
+}
+
+/* The item's memcached class counters in its shard (table lookup: this runs on every link). */
+static inline cache_class_stats *cls_stats(cache_shard *sh, const cache_item *it)
+{
+    return &sh->cls_stats[sh->store->mc_class_of[it->cls + 1]];
 }
 
 /* The shard's free list first, so a steady same-size workload never reaches malloc. */
@@ -435,6 +490,9 @@ static cache_item *detach(cache_shard *sh, cache_item **pp)
     it->linked = 0;
     sh->stats.curr_items--;
     sh->stats.bytes -= item_bytes(it);
+    cache_class_stats *cs = cls_stats(sh, it);
+    cs->items--;
+    cs->bytes -= item_bytes(it);
     return it;
 }
 
@@ -476,6 +534,9 @@ static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
     it->linked = 1;
     sh->stats.curr_items++;
     sh->stats.bytes += item_bytes(it);
+    cache_class_stats *cs = cls_stats(sh, it);
+    cs->items++;
+    cs->bytes += item_bytes(it);
     maybe_grow(sh);
 }
 
@@ -510,11 +571,15 @@ static bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
             sh->stats.expired_swept++;
         else
             sh->stats.expired_lazy++;
+        if (!it->fetched)
+            cls_stats(sh, it)->expired_unfetched++;
     } else if (is_flushed(sh, it)) {
         sh->stats.flushed++;
     } else {
         return false;
     }
+    if (swept) /* memory taken back from a dead item no request met (memcached's reclaimed) */
+        cls_stats(sh, it)->reclaimed++;
     detach(sh, pp);
     item_unref_locked(sh, it);
     return true;
@@ -602,6 +667,10 @@ static unsigned evict_from(cache_shard *sh)
             continue;
         }
         cache_item **pp = find_link(sh, item_hash(it), it->data, it->klen);
+        cache_class_stats *cs = cls_stats(sh, it);
+        cs->evicted++;
+        cs->evicted_nonzero += cache_item_expiry(it) != 0;
+        cs->evicted_unfetched += !it->fetched;
         if (notify)
             note_evicted(&notes[noted++], it);
         item_unref_locked(sh, detach(sh, pp));
@@ -711,6 +780,10 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     s->no_evictions = c->no_evictions;
     s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
     s->nclasses = build_classes(s->class_size);
+    build_mc_classes(s);
+    s->mc_class_of[0] = (uint8_t)s->mc_nclasses; /* above our classes: the largest */
+    for (unsigned k = 0; k < s->nclasses; k++)
+        s->mc_class_of[k + 1] = (uint8_t)cache_store_size_class(s, s->class_size[k]);
     uint64_t cap = c->max_memory_bytes / 16 / shards;
     s->free_cap = cap > FREE_CAP_MIN ? (size_t)cap : FREE_CAP_MIN;
     atomic_init(&s->used, 0);
@@ -871,6 +944,7 @@ cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t 
 
 static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, uint64_t cas_in)
 {
+    cache_class_stats *cs = old ? cls_stats(sh, old) : NULL;
     switch (mode) {
     case CACHE_MODE_SET: return CACHE_STORED;
     case CACHE_MODE_ADD: return old ? CACHE_NOT_STORED : CACHE_STORED;
@@ -882,9 +956,11 @@ static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, u
         }
         if (old->cas != cas_in) {
             sh->stats.cas_badval++;
+            cs->cas_badval++;
             return CACHE_EXISTS;
         }
         sh->stats.cas_hits++;
+        cs->cas_hits++;
         return CACHE_STORED;
     default: return CACHE_BAD_ARG;
     }
@@ -894,7 +970,7 @@ static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, u
  * the shard's stats) and setting *cas_out under the lock; false if the key changed meanwhile
  * (the caller rebuilds from the newer item). */
 static bool swap_if_current(cache_shard *sh, uint64_t h, cache_item *old, cache_item *n,
-                            uint64_t now, uint64_t *counter, uint64_t *cas_out)
+                            uint64_t now, uint64_t *counter, size_t cls_offset, uint64_t *cas_out)
 {
     lock(sh);
     cache_item **pp = find_live(sh, h, old->data, old->klen, now);
@@ -902,6 +978,8 @@ static bool swap_if_current(cache_shard *sh, uint64_t h, cache_item *old, cache_
     if (same) {
         replace_locked(sh, pp, n, h, now);
         (*counter)++;
+        /* the class counter of the same name (sets, incr_hits, decr_hits) */
+        (*(uint64_t *)((char *)cls_stats(sh, n) + cls_offset))++;
         if (cas_out)
             *cas_out = n->cas;
     }
@@ -952,7 +1030,8 @@ static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *
         cache_item *n = build_concat(s, h, old, add, append, &rc);
         if (n)
             rc = reserve(s, n);
-        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets, cas_out)) {
+        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets,
+                                             offsetof(cache_class_stats, sets), cas_out)) {
             cache_item_release(old);
             cache_item_release(add);
             return CACHE_STORED;
@@ -985,7 +1064,10 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
     cache_shard *sh = it->shard;
     uint64_t h = item_hash(it);
     lock(sh);
+    uint64_t dead = sh->stats.expired_lazy + sh->stats.flushed;
     cache_item **pp = find_live(sh, h, it->data, it->klen, now_ms);
+    if (sh->stats.expired_lazy + sh->stats.flushed != dead) /* the key's item was dead: its */
+        cls_stats(sh, it)->reclaimed++;                      /* place goes to the new one */
     const cache_item *old = pp ? *pp : NULL;
     if (mode == CACHE_MODE_CAS_STALE && old && cas_in != 0 && cas_in < old->cas) {
         /* memcached's ms I with an older CAS: the value goes in, the staleness stays visible */
@@ -1007,6 +1089,7 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
                 sh->cas_counter = restore_cas >> sh->hshift;
         }
         sh->stats.sets++;
+        cls_stats(sh, it)->sets++;
         if (cas_out)
             *cas_out = it->cas;
     }
@@ -1066,6 +1149,7 @@ int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, 
     } else if (cas_in && (*pp)->cas != cas_in) {
         rc = CACHE_EXISTS;
     } else {
+        cls_stats(sh, *pp)->delete_hits++;
         item_unref_locked(sh, detach(sh, pp));
         sh->stats.delete_hits++;
         rc = CACHE_DELETED;
@@ -1154,6 +1238,7 @@ int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms
         lru_bump(sh, *pp);
         hit_mark(*pp, now_ms); /* memcached's touch bumps as a fetch does */
         sh->stats.touch_hits++;
+        cls_stats(sh, *pp)->touch_hits++;
     } else {
         sh->stats.touch_misses++;
     }
@@ -1222,6 +1307,10 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
             old->cas = next_cas(sh);
             lru_bump(sh, old);
             (*hits)++;
+            if (decr)
+                cls_stats(sh, old)->decr_hits++;
+            else
+                cls_stats(sh, old)->incr_hits++;
             unlock(sh);
             *out = v;
             return CACHE_OK;
@@ -1240,7 +1329,10 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
             memcpy(cache_item_value_mut(n), buf, len);
             rc = reserve(s, n);
         }
-        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits, NULL)) {
+        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits,
+                                             decr ? offsetof(cache_class_stats, decr_hits)
+                                                  : offsetof(cache_class_stats, incr_hits),
+                                             NULL)) {
             cache_item_release(old);
             *out = v;
             return CACHE_OK;
@@ -1279,6 +1371,7 @@ cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now
         it = *pp;
         hit_mark(it, now_ms);
         sh->stats.get_hits++;
+        cls_stats(sh, it)->get_hits++;
     } else {
         sh->stats.get_misses++;
     }
@@ -1448,44 +1541,42 @@ void cache_store_stats(cache_store *s, cache_stats *out)
     out->mallocs = atomic_load_explicit(&s->mallocs, memory_order_relaxed);
 }
 
-/* memcached's slabs_init with its defaults: -n 48 (+ its 48-byte item header = 96), -f 1.25,
- * 8-byte alignment, slab_chunk_max = 1 MiB pages / 2; the last class is slab_chunk_max. */
-#define MC_CLASS_FIRST   96u
-#define MC_CLASS_ALIGN   8u
-#define MC_CLASS_LARGEST (512u * 1024u)
-#define MC_CLASSES_MAX   63u /* MAX_NUMBER_OF_SLAB_CLASSES - 1 */
-
-static size_t mc_class_walk(size_t bytes, unsigned want, unsigned *cls_out)
+void cache_store_class_stats(cache_store *s, cache_class_stats *out)
 {
-    unsigned cls = 0;
-    for (double size = MC_CLASS_FIRST; cls + 1 < MC_CLASSES_MAX;) {
-        if (size >= MC_CLASS_LARGEST / 1.25)
-            break;
-        unsigned chunk = (unsigned)size;
-        if (chunk % MC_CLASS_ALIGN)
-            chunk += MC_CLASS_ALIGN - chunk % MC_CLASS_ALIGN;
-        cls++;
-        if ((want == 0 && bytes <= chunk) || want == cls) {
-            *cls_out = cls;
-            return chunk;
+    memset(out, 0, sizeof *out * CACHE_CLASSES_MAX);
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        lock(sh);
+        for (unsigned c = 0; c < CACHE_CLASSES_MAX; c++) {
+#define CACHE_CLASS_ADD(name) out[c].name += sh->cls_stats[c].name;
+            CACHE_CLASS_COUNTERS(CACHE_CLASS_ADD)
+#undef CACHE_CLASS_ADD
         }
-        size = (unsigned)(chunk * 1.25); /* memcached keeps the size in an unsigned int */
+        unlock(sh);
     }
-    *cls_out = cls + 1;
-    return want == 0 || want == cls + 1 ? MC_CLASS_LARGEST : 0;
 }
 
-unsigned cache_store_size_class(size_t bytes)
+void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t now_ms,
+                            int (*fn)(const cache_item *, void *), void *arg)
 {
-    unsigned cls;
-    mc_class_walk(bytes, 0, &cls);
-    return cls;
-}
-
-size_t cache_store_size_class_chunk(unsigned cls)
-{
-    unsigned got;
-    return cls ? mc_class_walk(0, cls, &got) : 0;
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        int rc = 0;
+        size_t seen = 0;
+        lock(sh);
+        flush_due(sh, now_ms);
+        for (cache_item *it = sh->lru_head; it && seen < scan && rc == 0; it = it->lru_next) {
+            if (it == sh->marker)
+                continue;
+            seen++;
+            if (s->mc_class_of[it->cls + 1] == cls && !is_expired(it, now_ms) &&
+                !is_flushed(sh, it))
+                rc = fn(it, arg);
+        }
+        unlock(sh);
+        if (rc)
+            return;
+    }
 }
 
 void cache_store_set_memory_limit(cache_store *s, uint64_t bytes)

@@ -68,6 +68,19 @@
  * and allocation takes from there first: a steady same-size workload does not call malloc.
  * `mallocs` in the stats counts every malloc the store made.
  *
+ * memcached's size classes (`stats items`, `stats slabs`, mg/me "cls"). The store has no slab
+ * allocator, so memcached's slab classes are accounting buckets here: class 1 holds 96 bytes,
+ * each next class 1.25 times the previous (rounded up to 8), as long as it stays below the
+ * largest chunk / 1.25; the last class is the largest chunk itself, min(512 KiB, max_item_bytes)
+ * (memcached's slab_chunk_max: half its 1 MiB page). An item is counted in the first class that
+ * holds its accounted size (cache_item_size: our header, key, content type, value, rounded to
+ * our allocation class); larger items, which memcached chains from chunks of the largest class,
+ * count in the largest class. The classes are as memcached 1.6.18 builds them with -n 48 -f 1.25
+ * (96, 120, 152, ... 394840, 524288 for 1 MiB items: 39 classes), so an item lands in the
+ * class memcached would put it in give or take our 64-byte header against its 48 to 56. Per class
+ * and shard, under the shard's lock, the store counts items, their bytes, evictions, expiries and
+ * hits (cache_class_stats); cache_store_class_stats sums them.
+ *
  * Threads. Every function is thread-safe except cache_store_free, which must come after all
  * other calls and after every reference was released. Failures are results, never errno.
  */
@@ -144,6 +157,26 @@ typedef struct cache_stats {
     uint64_t mallocs;    /* every malloc/calloc the store made (items and bucket arrays) */
     uint64_t free_bytes; /* idle bytes in the free lists */
 } cache_stats;
+
+/* Per size class (memcached's slab class ids 1..CACHE_CLASSES_MAX - 1; 0 unused), summed over
+ * the shards by cache_store_class_stats. items/bytes are what is linked now; the rest count events:
+ * evicted (evicted_nonzero: of those, items with an expiry; evicted_unfetched: never read),
+ * expired_unfetched (expired items unlinked that were never read), reclaimed (dead items,
+ * expired or flushed, unlinked without a read meeting them: by the sweep, or by a write of the
+ * same key taking their place), and the hits of each command on items of the
+ * class (sets: items stored in it). */
+#define CACHE_CLASSES_MAX 64 /* memcached's MAX_NUMBER_OF_SLAB_CLASSES */
+/* clang-format off */
+#define CACHE_CLASS_COUNTERS(X)                                                                   \
+    X(items) X(bytes) X(evicted) X(evicted_nonzero) X(evicted_unfetched) X(expired_unfetched)     \
+    X(reclaimed) X(get_hits) X(sets) X(delete_hits) X(incr_hits) X(decr_hits) X(cas_hits)         \
+    X(cas_badval) X(touch_hits)
+/* clang-format on */
+typedef struct cache_class_stats {
+#define CACHE_CLASS_FIELD(name) uint64_t name;
+    CACHE_CLASS_COUNTERS(CACHE_CLASS_FIELD)
+#undef CACHE_CLASS_FIELD
+} cache_class_stats;
 
 typedef struct cache_store cache_store;
 typedef struct cache_item cache_item;
@@ -296,13 +329,22 @@ void cache_store_stats(cache_store *s, cache_stats *out);
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg);
 
-/* memcached 1.6's default slab class (1-based, as its "stats slabs" and "me" print them) for an
- * item of `bytes` bytes: chunks of 96 bytes growing by 1.25 (8-byte aligned) up to 512 KiB,
- * everything larger in the last class. Our store has no slabs; this names the class memcached
- * would have put an item of that size in (cache_item_size's bytes, for "me"'s cls). */
-unsigned cache_store_size_class(size_t bytes);
-/* That class's chunk size; 0 for a class that does not exist. */
-size_t cache_store_size_class_chunk(unsigned cls);
+/* memcached's size classes (the mapping at the top). cache_store_size_class: the class
+ * (1..cache_store_size_classes) an item accounted for `bytes` (cache_item_size) is counted in;
+ * cache_store_class_chunk: a class's chunk size (0 outside 1..cache_store_size_classes). */
+unsigned cache_store_size_class(const cache_store *s, size_t bytes);
+unsigned cache_store_size_classes(const cache_store *s);
+uint32_t cache_store_class_chunk(const cache_store *s, unsigned cls);
+/* out[0..CACHE_CLASSES_MAX): the counters of every class, summed over the shards. */
+void cache_store_class_stats(cache_store *s, cache_class_stats *out);
+/* `stats cachedump`: calls fn for live items of class cls (cache_store_size_class), most
+ * recently used first, shard after shard, under the shard's lock (fn must be quick and must not
+ * call into the store), until fn returns non-zero. A debugging aid with bounded cost: it looks at
+ * most at the `scan` most recent items of each shard. */
+void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t now_ms,
+                            int (*fn)(const cache_item *, void *), void *arg);
+/* The largest value accepted (max_item_bytes). */
+uint32_t cache_store_max_item(const cache_store *s);
 
 /* Eviction notices (memcached's "watch evictions"). Once set, fn(arg, e) is called for every
  * item evicted, on the evicting thread, after the shard's lock is released, with a copy of what

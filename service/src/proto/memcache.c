@@ -1,18 +1,17 @@
 /* The memcached text protocol (memcache.h): the classic commands (get/gets/gat/gats, the storage
- * commands and their data blocks, delete, incr/decr, touch, flush_all, verbosity, stats), the
- * command dispatch, the line buffer with its long-get streaming, the per-read state machine, and
- * the server object. The meta commands mg, ms, md, ma are in memcache_meta.c; what both files
- * share (connection state, counters, reply and number helpers) is in memcache_int.h. */
+ * commands and their data blocks, delete, incr/decr, touch, flush_all, verbosity), the command
+ * dispatch, the line buffer with its long-get streaming, the per-read state machine, and the
+ * server object. The meta commands mg, ms, md, ma are in memcache_meta.c, "stats" in
+ * memcache_stats.c; what the files share (connection state, counters, reply and number helpers)
+ * is in memcache_int.h. */
 #include "proto/memcache.h"
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "net/conn.h"
@@ -20,13 +19,7 @@
 #include "proto/memcache_int.h"
 #include "snowflake/clock.h"
 #include "util/fmt.h"
-#include "util/version.h"
 
-/* What `version` and `stats` report: the memcached protocol level we implement first (clients
- * and conformance checkers such as memccapable parse it to decide which behaviour to expect),
- * then who we are. */
-#define MEMCACHED_COMPAT "1.6.18"
-#define MC_VERSION       MEMCACHED_COMPAT "-snowflaked-" SF_VERSION
 
 /* Replies are byte-exact with memcached 1.6.18, checked session by session against the real one
  * (test/integration/test_memcache_diff.py). The differences we keep on purpose:
@@ -40,7 +33,7 @@
  *  - incr/decr (the store's cache_incr): the value must be plain digits (memcached's strtoull
  *    also takes " 12" or "12 34"), and a shorter result is stored as is, where memcached pads
  *    it with spaces in place (protocol.txt says clients must not rely on either).
- *  - version is 1.6.18-snowflaked-<ours>; stats answers the general set only (no sub-stats).
+ *  - version is 1.6.18-snowflaked-<ours>; stats: see memcache_stats.c.
  *  - meta commands: see memcache_meta.c ("me" reports our item's size and the memcached slab
  *    class of that size). */
 
@@ -200,6 +193,7 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         /* memcached counts so */
         counter_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
         cache_item *it = cache_get(store, key, klen, now);
+        mc_detail_record(m->srv, key, klen, it ? MC_DETAIL_HIT : MC_DETAIL_GET);
         if (mc_watching(&m->srv->watch, MC_LOG_FETCHERS))
             mc_watch_get(m, key, klen, it);
         if (!it)
@@ -306,6 +300,7 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
         return;
     }
     int err = 0;
+    mc_detail_record(m->srv, t[1].p, t[1].n, MC_DETAIL_SET);
     cache_item *it = cache_item_new(m->srv->store, t[1].p, t[1].n, (size_t)vlen, flags,
                                     expiry_ms(exptime, now), NULL, 0, &err);
     if (!it) {
@@ -313,10 +308,13 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
             OUT(m, "CLIENT_ERROR bad command line format");
             return;
         }
-        if (err == CACHE_TOO_LARGE)
+        if (err == CACHE_TOO_LARGE) {
+            counter_add(&m->ml->store_too_large, 1);
             OUT(m, "SERVER_ERROR object too large for cache");
-        else
+        } else {
+            counter_add(&m->ml->store_no_memory, 1);
             OUT(m, "SERVER_ERROR out of memory storing object");
+        }
         if (mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
             mc_watch_store(m, t[1].p, t[1].n, err, mode, 0, 0, 0, NULL, now);
         /* memcached: a failed set must not leave the old value visible */
@@ -457,6 +455,7 @@ static void cmd_delete(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR bad command line format");
         return;
     }
+    mc_detail_record(m->srv, t[1].p, t[1].n, MC_DETAIL_DEL);
     watch_lookup(m, &t[1], now);
     if (cache_delete(m->srv->store, t[1].p, t[1].n, 0, now) == CACHE_DELETED)
         OUT(m, "DELETED");
@@ -558,95 +557,9 @@ static void cmd_verbosity(mc_conn *m, const mc_tok *t, size_t nt)
         OUT(m, "CLIENT_ERROR bad command line format");
         return;
     }
-    OUT(m, "OK"); /* the level is accepted and ignored: logging has its own configuration */
-}
-
-static void stat_line(conn *c, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void stat_line(conn *c, const char *name, const char *fmt, ...)
-{
-    char buf[256];
-    int n = snprintf(buf, sizeof buf, "STAT %s ", name);
-    va_list ap;
-    va_start(ap, fmt);
-    n += vsnprintf(buf + n, sizeof buf - (size_t)n - 2, fmt, ap);
-    va_end(ap);
-    buf[n++] = '\r';
-    buf[n++] = '\n';
-    conn_write(c, buf, (size_t)n);
-}
-
-static uint64_t loops_sum(const memcache_server *s, size_t off)
-{
-    uint64_t sum = 0;
-    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
-        const char *l = perloop_at(&s->loops, i);
-        sum += counter_get((const _Atomic uint64_t *)(l + off));
-    }
-    return sum;
-}
-#define SUM(s, field) loops_sum((s), offsetof(mc_loop, field))
-
-static void cmd_stats(mc_conn *m, size_t nt, uint64_t now)
-{
-    if (nt != 1) { /* stats items, slabs, settings... are not kept */
-        conn_write(m->c, "ERROR\r\n", 7);
-        return;
-    }
-    const memcache_server *s = m->srv;
-    conn *c = m->c;
-    cache_stats cs;
-    cache_store_stats(s->store, &cs);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    uint64_t opened = SUM(s, conns_opened), closed = SUM(s, conns_closed);
-    stat_line(c, "pid", "%ld", (long)getpid());
-    stat_line(c, "uptime", "%llu", (unsigned long long)((now - s->started_ms) / 1000));
-    stat_line(c, "time", "%llu", (unsigned long long)(now / 1000));
-    stat_line(c, "version", "%s", MC_VERSION);
-    stat_line(c, "pointer_size", "%d", (int)(8 * sizeof(void *)));
-    stat_line(c, "rusage_user", "%ld.%06ld", (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
-    stat_line(c, "rusage_system", "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
-    stat_line(c, "curr_connections", "%llu", (unsigned long long)(opened - closed));
-    stat_line(c, "total_connections", "%llu", (unsigned long long)opened);
-    stat_line(c, "cmd_get", "%llu", (unsigned long long)SUM(s, cmd_get));
-    stat_line(c, "cmd_set", "%llu", (unsigned long long)SUM(s, cmd_set));
-    stat_line(c, "cmd_flush", "%llu", (unsigned long long)SUM(s, cmd_flush));
-    stat_line(c, "cmd_touch", "%llu", (unsigned long long)SUM(s, cmd_touch));
-#define U(name, v) stat_line(c, name, "%llu", (unsigned long long)(v))
-    U("get_hits", cs.get_hits);
-    U("get_misses", cs.get_misses);
-    U("get_expired", cs.expired_lazy);
-    U("get_flushed", cs.flushed);
-    U("delete_misses", cs.delete_misses);
-    U("delete_hits", cs.delete_hits);
-    U("incr_misses", cs.incr_misses + SUM(s, incr_misses)); /* incr in the store, ma here */
-    U("incr_hits", cs.incr_hits + SUM(s, incr_hits));
-    U("decr_misses", cs.decr_misses + SUM(s, decr_misses));
-    U("decr_hits", cs.decr_hits + SUM(s, decr_hits));
-    U("cas_misses", cs.cas_misses);
-    U("cas_hits", cs.cas_hits);
-    U("cas_badval", cs.cas_badval);
-    U("touch_hits", cs.touch_hits);
-    U("touch_misses", cs.touch_misses);
-    U("limit_maxbytes", cs.mem_limit);
-    U("threads", perloop_count(&s->loops));
-    U("bytes", cs.bytes);
-    U("curr_items", cs.curr_items);
-    U("total_items", SUM(s, total_items));
-    U("expired_unfetched", cs.expired_swept);
-    U("evictions", cs.evictions);
-    U("conn_yields", SUM(s, conn_yields));
-    mc_watch_stats ws;
-    mc_watch_stats_get(&s->watch, &ws);
-    U("log_worker_dropped", ws.worker_dropped);
-    U("log_worker_written", ws.worker_written);
-    U("log_watcher_skipped", ws.watcher_skipped);
-    U("log_watcher_sent", ws.watcher_sent);
-    U("log_watchers", ws.watchers);
-#undef U
-    conn_write(c, "END\r\n", 5);
+    /* the level is kept for "stats settings" only: logging has its own configuration */
+    atomic_store_explicit(&m->srv->verbosity, level, memory_order_relaxed);
+    OUT(m, "OK");
 }
 
 /* ---- dispatch ----------------------------------------------------------------------------- */
@@ -678,6 +591,34 @@ static bool looks_like_http(const mc_tok *t, size_t nt)
     return last->n >= 5 && memcmp(last->p, "HTTP/", 5) == 0;
 }
 
+static bool is_meta(const mc_tok *c0)
+{
+    return tok_is(c0, "mg") || tok_is(c0, "ms") || tok_is(c0, "md") || tok_is(c0, "ma") ||
+           tok_is(c0, "me") || tok_is(c0, "mn");
+}
+
+/* mg, ms, md, ma, me, mn: counted together in cmd_meta ("number of meta commands", as
+ * protocol.txt defines it; memcached 1.6.18 itself counts only me there). */
+static void meta_command(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
+{
+    counter_add(&m->ml->cmd_meta, 1);
+    const mc_tok *c0 = &t[0];
+    if (tok_is(c0, "mg"))
+        mc_meta_mg(m, t, nt, now);
+    else if (tok_is(c0, "ms"))
+        mc_meta_ms(m, t, nt, now);
+    else if (tok_is(c0, "md"))
+        mc_meta_md(m, t, nt, now);
+    else if (tok_is(c0, "ma"))
+        mc_meta_ma(m, t, nt, now);
+    else if (tok_is(c0, "me"))
+        mc_meta_me(m, t, nt, now);
+    else { /* mn: the end of a quiet pipeline, whatever follows it */
+        conn_write(m->c, "MN\r\n", 4);
+        m->resp_stacked = false; /* memcached flushes at mn */
+    }
+}
+
 /* One complete command line (without its "\r\n"). */
 static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
 {
@@ -691,6 +632,7 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         n = (size_t)(nul - line);
     mc_tok t[MC_TOKENS_MAX];
     size_t nt = tokenize(line, n, t);
+    m->last_cmd_ms = now;
     if (nt == 0) {
         conn_write(m->c, "ERROR\r\n", 7);
         return;
@@ -745,26 +687,15 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
     else if (tok_is(c0, "debugtime") && m->srv->opts.debug_commands) /* memcached-debug only */
         mc_admin_debugtime(m, t, nt);
     else if (tok_is(c0, "stats"))
-        cmd_stats(m, nt, now);
+        mc_cmd_stats(m, t, nt, now);
     else if (tok_is(c0, "quit")) {
         m->close_reason = MC_CLOSE_NORMAL;
         conn_end_after_flush(m->c);
     } else if (tok_is(c0, "watch"))
         mc_watch_command(m, t, nt, stacked);
-    else if (tok_is(c0, "mg"))
-        mc_meta_mg(m, t, nt, now);
-    else if (tok_is(c0, "ms"))
-        mc_meta_ms(m, t, nt, now);
-    else if (tok_is(c0, "md"))
-        mc_meta_md(m, t, nt, now);
-    else if (tok_is(c0, "ma"))
-        mc_meta_ma(m, t, nt, now);
-    else if (tok_is(c0, "me"))
-        mc_meta_me(m, t, nt, now);
-    else if (tok_is(c0, "mn")) { /* the end of a quiet pipeline: whatever follows it */
-        conn_write(m->c, "MN\r\n", 4);
-        m->resp_stacked = false; /* memcached flushes at mn */
-    } else if (looks_like_http(t, nt)) {
+    else if (c0->n == 2 && c0->p[0] == 'm' && is_meta(c0))
+        meta_command(m, t, nt, now);
+    else if (looks_like_http(t, nt)) {
         m->close_reason = MC_CLOSE_ERROR;
         conn_close(m->c); /* no reply: a browser tricked into POSTing here cannot drive us */
     } else
@@ -903,6 +834,10 @@ static void mc_open(conn *c)
     m->srv = net_listener_ctx(c->listener);
     m->ml = perloop_at(&m->srv->loops, conn_loop(c)->index);
     counter_add(&m->ml->conns_opened, 1);
+    /* A fresh connection is idle, not a request in progress: memcached clients open pools
+     * ahead of use (maxconns.t holds a thousand silent ones). The header timeout is for a
+     * command that has started (mc_data). */
+    conn_set_timeout(c, CONN_TIMEOUT_IDLE);
     mc_watch_open(m);
 }
 
@@ -1022,6 +957,8 @@ static void mc_timeout(conn *c, conn_timeout_kind kind)
 const proto memcache_proto = {
     .name = "memcache",
     .state_size = sizeof(mc_conn),
+    .reject_line = "ERROR Too many open connections\r\n", /* memcached at -c, as it writes it */
+    .accept_at_connect = true, /* memcached counts pooled idle connections (curr_connections) */
     .on_open = mc_open,
     .on_data = mc_data,
     .on_timeout = mc_timeout,
@@ -1035,7 +972,8 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
     memcache_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    if (perloop_init(&s->loops, nloops, sizeof(mc_loop)) != 0) {
+    if (perloop_init(&s->loops, nloops, sizeof(mc_loop)) != 0 || !(s->stats = mc_stats_new())) {
+        perloop_free(&s->loops);
         free(s);
         return NULL;
     }
@@ -1077,6 +1015,7 @@ void memcache_server_free(memcache_server *s)
     if (!s)
         return;
     perloop_free(&s->loops);
+    mc_stats_free(s->stats);
     mc_watch_free(&s->watch);
     free(s);
 }

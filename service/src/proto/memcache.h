@@ -17,6 +17,11 @@
  * also pauses between keys at the high-water mark and resumes as the output drains, so its
  * answer streams through a bounded buffer whatever its total size.
  *
+ * "stats" and its subcommands answer as memcached 1.6.18 does (memcache_stats.c). At
+ * max_connections a connection is told "ERROR Too many open connections" and closed, as memcached
+ * does; connections are accepted at connect (pooled idle clients count) and wait under the idle
+ * timeout until a command starts.
+ *
  * Threads: the protocol runs on loop threads; memcache_server_new/free on the main thread,
  * before the loops start and after they are joined. Counters are per loop, single writer,
  * relaxed atomics.

@@ -90,51 +90,17 @@ void mc_admin_shutdown(mc_conn *m, const mc_tok *t, size_t nt)
 
 /* ---- slabs ----------------------------------------------------------------------------------- */
 
-/* memcached's slab classes (slabs.c slabs_init with its defaults: 48-byte chunk_size plus the
- * 48-byte item header, growth factor 1.25, 8-byte alignment, pages of item_size_max, the largest
- * class item_size_max / 2). Returns the class of an item of `total` bytes (1-based), and the
- * largest class id in *largest. */
-static unsigned slab_class_of(size_t total, uint32_t item_max, unsigned *largest)
+/* The classes are memcached's, as the store counts items in them (cache_store_size_class:
+ * "stats items", "stats slabs", "me" and metadump all name the same class for an item). */
+static unsigned largest_class(const memcache_server *s)
 {
-    const double factor = 1.25;
-    size_t chunk_max = item_max / 2, size = 96;
-    unsigned i = 0, cls = 0;
-    while (++i < 64 - 1) {
-        if ((double)size >= (double)chunk_max / factor)
-            break;
-        if (size % 8)
-            size += 8 - size % 8;
-        if (!cls && total <= size)
-            cls = i;
-        size = (size_t)((double)size * factor);
-    }
-    *largest = i;
-    return cls ? cls : i;
-}
-
-/* memcached's ITEM_ntotal: header, key and its NUL, value and "\r\n", the CAS when CAS is on,
- * the client flags when not zero. */
-static size_t mc_ntotal(const memcache_server *s, size_t klen, size_t vlen, uint32_t flags)
-{
-    return 48 + klen + 1 + vlen + 2 + (s->opts.cas_enabled ? 8 : 0) + (flags ? 4 : 0);
-}
-
-static size_t mc_item_total(const memcache_server *s, const cache_item *it)
-{
-    return mc_ntotal(s, cache_item_klen(it), cache_item_vlen(it), cache_item_flags(it));
+    return cache_store_size_classes(s->store);
 }
 
 unsigned mc_slab_clsid(const memcache_server *s, size_t klen, size_t vlen, uint32_t flags)
 {
-    unsigned largest;
-    return slab_class_of(mc_ntotal(s, klen, vlen, flags), s->opts.item_size_max, &largest);
-}
-
-static unsigned largest_class(const memcache_server *s)
-{
-    unsigned largest;
-    slab_class_of(0, s->opts.item_size_max, &largest);
-    return largest;
+    (void)flags; /* our accounted size has no suffix for them */
+    return cache_store_size_class(s->store, cache_store_item_size(s->store, klen, 0, vlen));
 }
 
 /* memcached's safe_strtod: a number, then the end or white space. */
@@ -389,9 +355,8 @@ void mc_admin_lru_crawler(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 /* One metadump line, if the item's class was asked for. */
 static void dump_line(mc_conn *m, const cache_item *it, uint64_t now)
 {
-    size_t total = mc_item_total(m->srv, it);
-    unsigned largest;
-    unsigned cls = slab_class_of(total, m->srv->opts.item_size_max, &largest);
+    size_t total = cache_item_size(it);
+    unsigned cls = cache_store_size_class(m->srv->store, total);
     if (!(m->walk_classes & (UINT64_C(1) << cls)))
         return;
     char key[3 * CACHE_KEY_MAX + 1], line[3 * CACHE_KEY_MAX + 256];

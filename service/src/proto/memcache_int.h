@@ -1,4 +1,5 @@
-/* Internal to the memcached protocol module: included by memcache.c and memcache_meta.c only,
+/* Internal to the memcached protocol module: included by memcache.c, memcache_meta.c and
+ * memcache_stats.c and memcache_watch.c only,
  * never from outside service/src/proto (the public side is memcache.h). It holds what the two
  * files share: the per-loop counters and the server object, the connection state, the tokens,
  * the reply and number helpers, and the meta commands' entry points that dispatch calls.
@@ -7,6 +8,7 @@
  * memcache_meta.c: the meta commands mg, ms, md, ma (mn is answered by dispatch).
  * memcache_admin.c: the operators' commands (shutdown, slabs, lru, lru_crawler, cache_memlimit,
  * debugtime) and the listener's clock (mc_now).
+ * memcache_stats.c: "stats" and its subcommands, the reset baselines, "stats detail".
  * memcache_watch.c: watch, memcached's live logging (memcache_watch.h).
  */
 #ifndef SF_PROTO_MEMCACHE_INT_H
@@ -25,17 +27,26 @@
 #include "proto/memcache_watch.h"
 #include "util/counter.h"
 #include "util/perloop.h"
+#include "util/version.h"
+
+/* What `version` and `stats` report: the memcached protocol level we implement first (clients
+ * and conformance checkers such as memccapable parse it to decide which behaviour to expect),
+ * then who we are. */
+#define MEMCACHED_COMPAT "1.6.18"
+#define MC_VERSION       MEMCACHED_COMPAT "-snowflaked-" SF_VERSION
 
 #define MC_REL_MAX    2592000 /* exptimes up to 30 days are relative */
 #define MC_OPAQUE_MAX 32      /* memcached refuses a meta O(paque) token longer (the O included) */
 
 /* Per-loop counters: single writer (the loop, util/counter.h), summed by "stats". The incr/decr
- * counters are ma's only (incr/decr count in the store); "stats" adds the two. */
+ * counters are ma's only (incr/decr count in the store); "stats" adds the two. store_* count
+ * storage commands refused before their data (memcached's store_too_large / store_no_memory),
+ * conn_yields the reads cut short by opts.reqs_per_event (memcached -R). */
 typedef struct mc_loop {
-    _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, total_items;
-    _Atomic uint64_t conns_opened, conns_closed;
+    _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, cmd_meta, total_items;
+    _Atomic uint64_t conns_opened, conns_closed, conn_yields;
     _Atomic uint64_t incr_hits, incr_misses, decr_hits, decr_misses;
-    _Atomic uint64_t conn_yields; /* reads cut short by reqs_per_event (memcached's counter) */
+    _Atomic uint64_t store_too_large, store_no_memory;
 } mc_loop;
 
 /* The settings memcached's admin commands change at run time (memcache_admin.c); any loop may
@@ -50,14 +61,19 @@ typedef struct mc_admin {
     _Atomic uint64_t clock_paused;   /* debugtime p: the frozen clock (ms), 0 = running */
 } mc_admin;
 
+typedef struct mc_stats mc_stats; /* memcache_stats.c: reset baselines, the detail table */
+
 /* A memcache listener's ctx (memcache_server_new): the store, and one mc_loop per net loop. */
 struct memcache_server {
     cache_store *store;
     mc_watch watch; /* its flags word is read by every command: next to `store` */
     uint64_t started_ms;
-    perloop loops; /* mc_loop, one per net loop */
+    perloop loops;              /* mc_loop, one per net loop */
     memcache_options opts;
     mc_admin admin;
+    mc_stats *stats;            /* mc_stats_new */
+    _Atomic bool detail_on;     /* "stats detail on": per-prefix counts (mc_detail_record) */
+    _Atomic uint32_t verbosity; /* the last "verbosity" level, shown by "stats settings" */
 };
 
 /* What the bytes of a connection are, in mc_conn.state. */
@@ -102,6 +118,7 @@ typedef struct mc_conn {
     uint8_t meta_nret, meta_olen;
     char meta_ret[3];
     char meta_opaque[MC_OPAQUE_MAX];
+    uint64_t last_cmd_ms; /* when the last command line was parsed ("stats conns") */
     /* watch (memcache_watch.c) */
     bool resp_stacked;          /* a reply of this read is still unsent (memcached's resp stack) */
     uint8_t close_reason;       /* MC_CLOSE_*, when the protocol knows why it closes */
@@ -162,6 +179,27 @@ static inline uint64_t expiry_ms(int64_t t, uint64_t now_ms)
     return (uint64_t)t * 1000;
 }
 
+/* ---- stats (memcache_stats.c) ------------------------------------------------------------- */
+
+/* The stats state of a server: NULL when out of memory. */
+mc_stats *mc_stats_new(void);
+void mc_stats_free(mc_stats *st); /* NULL is fine */
+/* "stats ...": t[0..nt) the command line's tokens (t[0] is "stats"); writes the whole reply. */
+void mc_cmd_stats(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
+
+/* "stats detail on": counts a get (hit or miss), a set or a delete of key under its prefix (the
+ * bytes before the first ':'; keys without one are not counted), as memcached. One relaxed load
+ * when detail is off (the default); when on, a short mutex hold per key (memcached: its global
+ * stats lock), a debugging mode. */
+typedef enum { MC_DETAIL_GET, MC_DETAIL_HIT, MC_DETAIL_SET, MC_DETAIL_DEL } mc_detail_kind;
+void mc_detail_record_slow(memcache_server *s, const char *key, size_t klen, mc_detail_kind k);
+static inline void mc_detail_record(memcache_server *s, const char *key, size_t klen,
+                                    mc_detail_kind k)
+{
+    if (atomic_load_explicit(&s->detail_on, memory_order_relaxed))
+        mc_detail_record_slow(s, key, klen, k);
+}
+
 /* ---- meta commands (memcache_meta.c) ------------------------------------------------------ */
 
 /* Each takes the command line's tokens t[0..nt) (t[0] the command name) and writes the reply. */
@@ -186,7 +224,9 @@ void mc_meta_ma(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
 /* memcached's uriencode: every byte but [A-Za-z0-9-._~] as %XX. dst holds 3 * n + 1; returns
  * the length written (dst is NUL-terminated). */
 size_t mc_uri_encode(const char *src, size_t n, char *dst);
-/* The memcached slab class (1-based) of an item of these lengths and client flags. */
+/* The memcached size class (1-based) the store counts an item of these lengths in
+ * (cache_store_size_class of its accounted size: the class "stats items", "me" and metadump
+ * name). */
 unsigned mc_slab_clsid(const memcache_server *s, size_t klen, size_t vlen, uint32_t flags);
 
 /* This listener's clock in ms: the system clock, moved by debugtime when debug commands are on

@@ -548,7 +548,7 @@ void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     n += (size_t)snprintf(line + n, sizeof line - n,
                           " exp=%lld la=%u cas=%llu fetch=%s cls=%u size=%zu\r\n", exp, h.idle_s,
                           (unsigned long long)cache_item_cas(it), h.fetched ? "yes" : "no",
-                          cache_store_size_class(size), size);
+                          cache_store_size_class(m->srv->store, size), size);
     conn_write(m->c, line, n);
     cache_item_release(it);
 }
