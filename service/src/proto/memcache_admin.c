@@ -32,7 +32,7 @@
 
 /* ---- time ------------------------------------------------------------------------------------ */
 
-uint64_t mc_now(const memcache_server *s)
+uint64_t mc_debug_now(const memcache_server *s)
 {
     uint64_t paused = atomic_load_explicit(&s->admin.clock_paused, memory_order_relaxed);
     if (paused)

@@ -25,6 +25,7 @@
 #include "net/loop.h"
 #include "proto/memcache.h"
 #include "proto/memcache_watch.h"
+#include "snowflake/clock.h"
 #include "util/counter.h"
 #include "util/perloop.h"
 #include "util/version.h"
@@ -230,8 +231,13 @@ size_t mc_uri_encode(const char *src, size_t n, char *dst);
 unsigned mc_slab_clsid(const memcache_server *s, size_t klen, size_t vlen, uint32_t flags);
 
 /* This listener's clock in ms: the system clock, moved by debugtime when debug commands are on
- * (HTTP does not see the move). */
-uint64_t mc_now(const memcache_server *s);
+ * (HTTP does not see the move). Inline: it runs once per read, and without debug commands it is
+ * the system clock and nothing else. */
+uint64_t mc_debug_now(const memcache_server *s);
+static inline uint64_t mc_now(const memcache_server *s)
+{
+    return s->opts.debug_commands ? mc_debug_now(s) : sf_clock_now(sf_clock_system());
+}
 
 /* Each takes the command line's tokens t[0..nt) and writes the reply (memcached's exact lines). */
 void mc_admin_shutdown(mc_conn *m, const mc_tok *t, size_t nt);
