@@ -96,15 +96,15 @@ BOOL_FLAGS = {
     "-vvv": None,
 }
 
-def seconds_to_ms(v):
+def seconds_or_off(v):
     if not v.isdigit():
         raise Refused("%s: not a number of seconds" % v)
-    return str(int(v) * 1000) if int(v) else None  # memcached's 0 = off: keep our default
+    return str(int(v)) if int(v) else None  # memcached's 0 = off: keep our default
 
 
 # -o name[=value] options: name -> (setting, converter), or None (accepted, no effect: why).
 OPTIONS = {
-    "idle_timeout": ("server.idle_timeout_ms", seconds_to_ms),
+    "idle_timeout": ("cache.memcached_idle_timeout_s", seconds_or_off),
     "relaxed_privileges": None,  # memcached's seccomp sandbox; we have none to relax
     "modern": None,  # memcached's preset of its own internals (segmented LRU, crawler, ...)
     "no_modern": None,

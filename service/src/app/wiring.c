@@ -75,6 +75,7 @@ void app_memcache_options(const cfg *c, memcache_options *out)
     out->debug_commands = cc->memcached_debug_commands;
     out->reqs_per_event = cc->memcached_reqs_per_event;
     out->item_size_max = cc->max_item_bytes;
+    out->idle_timeout_s = cc->memcached_idle_timeout_s;
 }
 
 void app_log_options(const cfg *c, log_options *out)

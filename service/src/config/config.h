@@ -94,6 +94,7 @@ typedef struct cfg_cache {
     bool memcached_cas;               /* false = -C: CAS values 0 */
     uint32_t memcached_reqs_per_event; /* -R */
     bool memcached_debug_commands;    /* memcached-debug's debugtime */
+    uint32_t memcached_idle_timeout_s; /* -o idle_timeout; 0 = server.idle_timeout_ms applies */
 } cfg_cache;
 
 typedef struct cfg_echo {

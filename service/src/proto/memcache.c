@@ -304,13 +304,11 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
             OUT(m, "CLIENT_ERROR bad command line format");
             return;
         }
-        if (err == CACHE_TOO_LARGE) {
-            counter_add(&m->ml->store_too_large, 1);
+        mc_count_refusal(m, err);
+        if (err == CACHE_TOO_LARGE)
             OUT(m, "SERVER_ERROR object too large for cache");
-        } else {
-            counter_add(&m->ml->store_no_memory, 1);
+        else
             OUT(m, "SERVER_ERROR out of memory storing object");
-        }
         /* memcached: a failed set must not leave the old value visible */
         if (mode == CACHE_MODE_SET)
             cache_delete(m->srv->store, t[1].p, t[1].n, 0, now);
@@ -354,6 +352,12 @@ static void store_done(mc_conn *m, uint64_t now)
         else
             cas_in = UINT64_MAX; /* never issued: EXISTS when present, NOT_FOUND when absent */
     }
+    char key[CACHE_KEY_MAX]; /* a refused set deletes its key after the store took the item */
+    size_t klen = 0;
+    if (mode == CACHE_MODE_SET) {
+        klen = cache_item_klen(it);
+        memcpy(key, cache_item_key(it), klen);
+    }
     int r = cache_store_item(m->srv->store, it, mode, cas_in, NULL, now);
     if (cas_off && r == CACHE_NOT_STORED)
         r = CACHE_NOT_FOUND;
@@ -368,9 +372,15 @@ static void store_done(mc_conn *m, uint64_t now)
     case CACHE_TOO_LARGE:
     case CACHE_NO_MEMORY:
         /* memcached: an append/prepend whose result cannot be allocated is NOT_STORED */
-        if (m->mode == CACHE_MODE_APPEND || m->mode == CACHE_MODE_PREPEND)
+        if (m->mode == CACHE_MODE_APPEND || m->mode == CACHE_MODE_PREPEND) {
             OUT(m, "NOT_STORED");
-        else if (r == CACHE_TOO_LARGE)
+            break;
+        }
+        mc_count_refusal(m, r);
+        /* as when the allocation fails: a failed set must not leave the old value visible */
+        if (mode == CACHE_MODE_SET)
+            cache_delete(m->srv->store, key, klen, 0, now);
+        if (r == CACHE_TOO_LARGE)
             OUT(m, "SERVER_ERROR object too large for cache");
         else
             OUT(m, "SERVER_ERROR out of memory storing object");
@@ -876,6 +886,16 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
     return (ssize_t)pos;
 }
 
+/* The connection waited for a command longer than server.idle_timeout_ms (or sat in the middle
+ * of one longer than header_timeout_ms): closed without a word, as memcached does. Closes by the
+ * idle timeout are memcached's idle_kicks. */
+static void mc_timeout(conn *c, conn_timeout_kind kind)
+{
+    mc_conn *m = conn_state(c);
+    if (kind == CONN_TIMEOUT_IDLE)
+        counter_add(&m->ml->idle_kicks, 1);
+}
+
 static void mc_close(conn *c)
 {
     mc_conn *m = conn_state(c);
@@ -892,7 +912,7 @@ const proto memcache_proto = {
     .accept_at_connect = true, /* memcached counts pooled idle connections (curr_connections) */
     .on_open = mc_open,
     .on_data = mc_data,
-    .on_timeout = NULL, /* memcached closes idle and stalled connections without a word */
+    .on_timeout = mc_timeout,
     .on_close = mc_close,
 };
 

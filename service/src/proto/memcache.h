@@ -49,6 +49,10 @@ typedef struct memcache_options {
     bool debug_commands;     /* memcached-debug's "debugtime" (moves this listener's clock) */
     uint32_t reqs_per_event; /* -R: commands per read before yielding (counted in conn_yields) */
     uint32_t item_size_max;  /* -I: memcached's slab classes derive from it (metadump's cls) */
+    /* -o idle_timeout: the listener's own idle timeout (the caller applies it to the listener,
+     * net_server_set_idle_timeout); 0 = the server's applies. Set, "stats" shows idle_kicks and
+     * "stats settings" this value, as memcached with the flag. */
+    uint32_t idle_timeout_s;
     /* Called (on a loop thread) by "shutdown" (graceful false) and "shutdown graceful": must
      * only start the stop, e.g. signal the main thread. NULL: the command is accepted, nothing
      * stops (in-process graphs). */

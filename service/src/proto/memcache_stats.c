@@ -2,7 +2,9 @@
  * built without TLS, extstore and the proxy answers them: the same keys in the same order, the
  * same errors, values from our own counters.
  *
- *   stats                     the general set, 83 keys: what memcached prints without an LRU
+ *   stats                     the general set, 83 keys (84 with cache.memcached_idle_timeout_s,
+ *                             memcached's -o idle_timeout: idle_kicks): what memcached prints
+ *                             without an LRU
  *                             crawler and LRU maintainer thread (-o no_lru_crawler,
  *                             no_lru_maintainer), which we do not have (one LRU per shard, an
  *                             expiry sweep): so no lru_crawler_*, lru_maintainer_juggles, moves_*,
@@ -70,7 +72,8 @@
     X(delete_hits) X(incr_misses) X(incr_hits) X(decr_misses) X(decr_hits) X(cas_misses)          \
     X(cas_hits) X(cas_badval) X(touch_hits) X(touch_misses) X(store_too_large)                    \
     X(store_no_memory) X(bytes_read) X(bytes_written) X(listen_disabled_num) X(conn_yields)       \
-    X(total_items) X(expired_unfetched) X(evicted_unfetched) X(evictions) X(reclaimed)
+    X(total_items) X(expired_unfetched) X(evicted_unfetched) X(evictions) X(reclaimed)         \
+    X(idle_kicks)
 /* clang-format on */
 typedef struct mc_counts {
 #define MC_COUNT_FIELD(name) uint64_t name;
@@ -197,6 +200,7 @@ static void gather(const mc_conn *m, const cache_stats *cs, const cache_class_st
     out->evicted_unfetched = tot.evicted_unfetched;
     out->evictions = cs->evictions;
     out->reclaimed = tot.reclaimed;
+    out->idle_kicks = SUM(s, idle_kicks);
 }
 
 /* v - baseline, as this view shows it (0 if the counter is somehow below its baseline). */
@@ -334,6 +338,8 @@ static void stats_general(mc_conn *m, uint64_t now)
     STAT_U(c, "store_no_memory", v.store_no_memory);
     STAT_U(c, "auth_cmds", 0);
     STAT_U(c, "auth_errors", 0);
+    if (s->opts.idle_timeout_s) /* as memcached: only with -o idle_timeout */
+        STAT_U(c, "idle_kicks", v.idle_kicks);
     STAT_U(c, "bytes_read", v.bytes_read);
     STAT_U(c, "bytes_written", v.bytes_written);
     STAT_U(c, "limit_maxbytes", cs.mem_limit);
@@ -413,7 +419,7 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "lru_crawler_sleep", "100");
     stat_line(c, "lru_crawler_tocrawl", "0");
     stat_line(c, "tail_repair_time", "0");
-    stat_line(c, "flush_enabled", "yes");
+    stat_line(c, "flush_enabled", s->opts.flush_enabled ? "yes" : "no");
     stat_line(c, "dump_enabled", "yes");
     stat_line(c, "hash_algorithm", "wyhash");
     stat_line(c, "lru_maintainer_thread", "no");
@@ -424,7 +430,8 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "warm_max_factor", "2.00");
     stat_line(c, "temp_lru", "no");
     stat_line(c, "temporary_ttl", "61");
-    STAT_U(c, "idle_timeout", ns->cfg.idle_timeout_ms / 1000);
+    STAT_U(c, "idle_timeout",
+           s->opts.idle_timeout_s ? s->opts.idle_timeout_s : ns->cfg.idle_timeout_ms / 1000);
     stat_line(c, "watcher_logbuf_size", "262144");
     stat_line(c, "worker_logbuf_size", "65536");
     stat_line(c, "read_buf_mem_limit", "0");
