@@ -1156,6 +1156,46 @@ class MemcacheAdmin(unittest.TestCase):
         self.assertEqual(c.ask(b"mg b1 v\r\n"), b"EN\r\n")
         self.assertEqual(self.stats(c)["store_no_memory"], str(refused + 3))
 
+    def settings(self, c):
+        c.send(b"stats settings\r\n")
+        out = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                return out
+            out[ln.split()[1].decode()] = ln.split()[2].decode()
+
+    def test_lru_crawler_off_at_start(self):
+        _, c = self.server("cache.memcached_lru_crawler=false")  # memcached -o no_lru_crawler
+        self.assertEqual(self.settings(c)["lru_crawler"], "no")
+        self.assertEqual(c.ask(b"lru_crawler crawl 1\r\n"), b"CLIENT_ERROR lru crawler disabled\r\n")
+        self.assertEqual(c.ask(b"lru_crawler metadump all\r\n"),
+                         b"CLIENT_ERROR lru crawler disabled\r\n")
+        self.assertEqual(c.ask(b"lru_crawler enable\r\n"), b"OK\r\n")
+        self.assertEqual(self.settings(c)["lru_crawler"], "yes")
+        self.assertEqual(c.ask(b"lru_crawler enable\r\n"),
+                         b"ERROR failed to start lru crawler thread\r\n")
+        self.assertEqual(c.ask(b"lru_crawler crawl 1\r\n"), b"OK\r\n")
+        self.assertEqual(c.ask(b"lru_crawler disable\r\n"), b"OK\r\n")
+        self.assertEqual(self.settings(c)["lru_crawler"], "no")
+        self.assertEqual(c.ask(b"lru_crawler enable\r\n"), b"OK\r\n")  # no thread to wait for
+
+    def test_stats_slabs_keeps_a_class_that_held_items(self):
+        _, c = self.server()
+        self.assertEqual(c.ask(b"set k 0 0 2\r\nok\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"delete k\r\n"), b"DELETED\r\n")
+        c.send(b"stats slabs\r\n")
+        slabs = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                break
+            slabs[ln.split()[1].decode()] = ln.split()[2].decode()
+        # as memcached, whose class keeps its page: listed, no chunk used; items lists none
+        self.assertEqual(slabs["1:used_chunks"], "0")
+        self.assertEqual(slabs["active_slabs"], "1")
+        self.assertEqual(c.ask(b"stats items\r\n"), b"END\r\n")
+
     def test_idle_timeout_kicks(self):
         _, c = self.server("cache.memcached_idle_timeout_s=1", "server.idle_timeout_ms=60000")
         c.send(b"stats\r\n")

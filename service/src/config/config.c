@@ -237,6 +237,7 @@ static const cfg_key cfg_keys[] = {
     K_U32("cache.memcached_reqs_per_event", cache.memcached_reqs_per_event, 1, 1000000),
     K_BOOL("cache.memcached_debug_commands", cache.memcached_debug_commands),
     K_U32("cache.memcached_idle_timeout_s", cache.memcached_idle_timeout_s, 0, 86400),
+    K_BOOL("cache.memcached_lru_crawler", cache.memcached_lru_crawler),
     K_BOOL("echo.http_enabled", echo.http_enabled),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR),
     K_U32("echo.tcp_port", echo.tcp_port, 0, 65535),

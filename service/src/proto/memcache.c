@@ -942,6 +942,7 @@ void memcache_options_default(memcache_options *o)
     memset(o, 0, sizeof *o);
     o->flush_enabled = true;
     o->cas_enabled = true;
+    o->lru_crawler = true;
     o->reqs_per_event = MEMCACHE_MAX_PIPELINE;
     o->item_size_max = CACHE_DEFAULT_ITEM_BYTES;
 }
@@ -953,6 +954,7 @@ void memcache_server_set_options(memcache_server *s, const memcache_options *o)
         s->opts.reqs_per_event = 1;
     if (s->opts.item_size_max == 0)
         s->opts.item_size_max = CACHE_DEFAULT_ITEM_BYTES;
+    atomic_store(&s->admin.crawler_enabled, s->opts.lru_crawler);
 }
 
 void memcache_server_free(memcache_server *s)

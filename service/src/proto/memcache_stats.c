@@ -9,7 +9,9 @@
  *                             no_lru_maintainer), which we do not have (one LRU per shard, an
  *                             expiry sweep): so no lru_crawler_*, lru_maintainer_juggles, moves_*,
  *                             evicted_active, direct_reclaims, lru_bumps_dropped, and `stats
- *                             settings` says lru_crawler / lru_maintainer_thread no. Fields with
+ *                             settings` says lru_maintainer_thread no; its lru_crawler is whether
+ *                             lru_crawler crawl/metadump run (memcache_options.lru_crawler,
+ *                             lru_crawler enable|disable). Fields with
  *                             a counterpart here get it (store counters, the listener's bytes and
  *                             refusals, the per-loop command counters); memcached internals we do
  *                             not have print 0: response_obj_*, read_buf_*, auth_*,
@@ -24,7 +26,8 @@
  *   stats settings            every key memcached prints, from our configuration where there is
  *                             one, memcached's default where we have no such setting.
  *   stats items / slabs       per size class (store.h: memcached's slab classes as accounting
- *                             buckets). A class appears once it holds an item. Pages are the
+ *                             buckets). A class appears in items while it holds items, in
+ *                             slabs once it has held one (memcached keeps its pages). Pages are the
  *                             1 MiB pages memcached would need for the items (ceil(items / chunks
  *                             per page)), total_malloced the bytes the store holds for items
  *                             (reserved + its free lists). age and evicted_time are 0: items
@@ -209,13 +212,22 @@ static inline uint64_t since(uint64_t v, uint64_t base)
     return v >= base ? v - base : 0;
 }
 
-/* The counters as shown: raw minus the last reset's baseline, per class too (events only). */
-static void shown(const mc_conn *m, mc_counts *out, cache_stats *cs, cache_class_stats *cls)
+/* The counters as shown: raw minus the last reset's baseline, per class too (events only).
+ * *used (if not NULL): bit k set when class k holds items or ever stored one (memcached keeps a
+ * class's slab pages once it has them, so `stats slabs` lists it with 0 used chunks). */
+static void shown(const mc_conn *m, mc_counts *out, cache_stats *cs, cache_class_stats *cls,
+                  uint64_t *used)
 {
     mc_stats *st = m->srv->stats;
     cache_store_stats(m->srv->store, cs);
     cache_store_class_stats(m->srv->store, cls);
     gather(m, cs, cls, out);
+    if (used) {
+        *used = 0;
+        for (unsigned k = 0; k < CACHE_CLASSES_MAX; k++)
+            if (cls[k].items || cls[k].sets)
+                *used |= UINT64_C(1) << k;
+    }
     pthread_mutex_lock(&st->mu);
 #define SHOW(name) out->name = since(out->name, st->base.name);
     MC_RESETTABLE(SHOW)
@@ -286,7 +298,7 @@ static void stats_general(mc_conn *m, uint64_t now)
     cache_stats cs;
     static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
     mc_counts v;
-    shown(m, &v, &cs, cls);
+    shown(m, &v, &cs, cls, NULL);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     uint64_t curr = SUM(s, conns_opened) - SUM(s, conns_closed), buckets;
@@ -415,7 +427,7 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "slab_automove_window", "30");
     STAT_U(c, "slab_chunk_max",
            cache_store_class_chunk(s->store, cache_store_size_classes(s->store)));
-    stat_line(c, "lru_crawler", "no");
+    stat_line(c, "lru_crawler", atomic_load(&s->admin.crawler_enabled) ? "yes" : "no");
     stat_line(c, "lru_crawler_sleep", "100");
     stat_line(c, "lru_crawler_tocrawl", "0");
     stat_line(c, "tail_repair_time", "0");
@@ -449,7 +461,7 @@ static void stats_items(mc_conn *m)
     static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
     cache_stats cs;
     mc_counts v;
-    shown(m, &v, &cs, cls);
+    shown(m, &v, &cs, cls, NULL);
     char name[64];
     for (unsigned k = 1; k < CACHE_CLASSES_MAX; k++) {
         const cache_class_stats *x = &cls[k];
@@ -479,7 +491,7 @@ static void stats_items(mc_conn *m)
     WRITE_LIT(c, "END\r\n");
 }
 
-/* N:<name> (memcached's slabs_stats), classes that hold items, then the totals. */
+/* N:<name> (memcached's slabs_stats), classes that hold or held items, then the totals. */
 static void stats_slabs(mc_conn *m)
 {
     conn *c = m->c;
@@ -487,12 +499,13 @@ static void stats_slabs(mc_conn *m)
     static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
     cache_stats cs;
     mc_counts v;
-    shown(m, &v, &cs, cls);
+    uint64_t used;
+    shown(m, &v, &cs, cls, &used);
     char name[64];
     unsigned active = 0;
     for (unsigned k = 1; k <= cache_store_size_classes(store); k++) {
         const cache_class_stats *x = &cls[k];
-        if (x->items == 0)
+        if (!(used & (UINT64_C(1) << k)))
             continue;
         uint64_t chunk = cache_store_class_chunk(store, k);
         uint64_t per_page = MC_PAGE_BYTES / chunk;
