@@ -1135,7 +1135,101 @@ class MemcacheAdmin(unittest.TestCase):
         big = b"B" * 100000
         replies = {c.ask(b"set b%d 0 0 %d\r\n%s\r\n" % (i, len(big), big)) for i in range(40)}
         self.assertEqual(replies, {b"STORED\r\n", b"SERVER_ERROR out of memory storing object\r\n"})
-        self.assertEqual(self.stats(c)["evictions"], "0")
+        st = self.stats(c)
+        self.assertEqual(st["evictions"], "0")
+        # every refusal counts in store_no_memory, as memcached's failed allocations (dash-M.t)
+        refused = int(st["store_no_memory"])
+        self.assertGreater(refused, 0)
+        self.assertEqual(c.ask(b"ms b999 %d\r\n%s\r\n" % (len(big), big)),
+                         b"SERVER_ERROR out of memory storing object\r\n")
+        self.assertEqual(self.stats(c)["store_no_memory"], str(refused + 1))
+        # a refused set (or ms) does not leave the key's old value visible, as in memcached
+        self.assertEqual(c.ask(b"get b0\r\n"), b"VALUE b0 0 %d\r\n" % len(big))
+        c.read(len(big) + 7)
+        self.assertEqual(c.ask(b"set b0 0 0 %d\r\n%s\r\n" % (2 * len(big), big + big)),
+                         b"SERVER_ERROR out of memory storing object\r\n")
+        self.assertEqual(c.ask(b"get b0\r\n"), b"END\r\n")
+        self.assertEqual(c.ask(b"get b1\r\n"), b"VALUE b1 0 %d\r\n" % len(big))
+        c.read(len(big) + 7)
+        self.assertEqual(c.ask(b"ms b1 %d\r\n%s\r\n" % (2 * len(big), big + big)),
+                         b"SERVER_ERROR out of memory storing object\r\n")
+        self.assertEqual(c.ask(b"mg b1 v\r\n"), b"EN\r\n")
+        self.assertEqual(self.stats(c)["store_no_memory"], str(refused + 3))
+
+    def settings(self, c):
+        c.send(b"stats settings\r\n")
+        out = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                return out
+            out[ln.split()[1].decode()] = ln.split()[2].decode()
+
+    def test_lru_crawler_off_at_start(self):
+        _, c = self.server("cache.memcached_lru_crawler=false")  # memcached -o no_lru_crawler
+        self.assertEqual(self.settings(c)["lru_crawler"], "no")
+        self.assertEqual(c.ask(b"lru_crawler crawl 1\r\n"), b"CLIENT_ERROR lru crawler disabled\r\n")
+        self.assertEqual(c.ask(b"lru_crawler metadump all\r\n"),
+                         b"CLIENT_ERROR lru crawler disabled\r\n")
+        self.assertEqual(c.ask(b"lru_crawler enable\r\n"), b"OK\r\n")
+        self.assertEqual(self.settings(c)["lru_crawler"], "yes")
+        self.assertEqual(c.ask(b"lru_crawler enable\r\n"),
+                         b"ERROR failed to start lru crawler thread\r\n")
+        self.assertEqual(c.ask(b"lru_crawler crawl 1\r\n"), b"OK\r\n")
+        self.assertEqual(c.ask(b"lru_crawler disable\r\n"), b"OK\r\n")
+        self.assertEqual(self.settings(c)["lru_crawler"], "no")
+        self.assertEqual(c.ask(b"lru_crawler enable\r\n"), b"OK\r\n")  # no thread to wait for
+
+    def test_stats_slabs_keeps_a_class_that_held_items(self):
+        _, c = self.server()
+        self.assertEqual(c.ask(b"set k 0 0 2\r\nok\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"delete k\r\n"), b"DELETED\r\n")
+        c.send(b"stats slabs\r\n")
+        slabs = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                break
+            slabs[ln.split()[1].decode()] = ln.split()[2].decode()
+        # as memcached, whose class keeps its page: listed, no chunk used; items lists none
+        self.assertEqual(slabs["1:used_chunks"], "0")
+        self.assertEqual(slabs["active_slabs"], "1")
+        self.assertEqual(c.ask(b"stats items\r\n"), b"END\r\n")
+
+    def test_idle_timeout_kicks(self):
+        _, c = self.server("cache.memcached_idle_timeout_s=1", "server.idle_timeout_ms=60000")
+        c.send(b"stats\r\n")
+        names = []
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                break
+            names.append(ln.split()[1])
+        # memcached's place for it (printed only with -o idle_timeout), 84 keys in all
+        self.assertEqual(names[names.index(b"auth_errors") + 1], b"idle_kicks")
+        self.assertEqual(len(names), 84)
+        self.assertEqual(self.stats(c)["idle_kicks"], "0")
+        c.send(b"stats settings\r\n")
+        settings = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                break
+            settings[ln.split()[1]] = ln.split()[2]
+        self.assertEqual(settings[b"idle_timeout"], b"1")
+        # the listener's own timeout, not the server's 60 s: an idle connection goes after ~1 s
+        idle = Client(c.sock.getpeername()[1])
+        self.addCleanup(idle.close)
+        for _ in range(20):  # c stays busy meanwhile; the idle one goes within ~1 s
+            self.assertEqual(c.ask(b"version\r\n")[:8], b"VERSION ")
+            if idle.closed(timeout=0.25):
+                break
+        else:
+            self.fail("the idle connection was not closed within 5 s")
+        self.assertEqual(self.stats(c)["idle_kicks"], "1")
+        # without it (memcached's default) the key is not printed
+        _, d = self.server()
+        self.assertNotIn("idle_kicks", self.stats(d))
 
     def test_debugtime(self):
         _, off = self.server()

@@ -97,24 +97,27 @@ BOOL_FLAGS = {
     "-vvv": None,
 }
 
-def seconds_to_ms(v):
+def seconds_or_off(v):
     if not v.isdigit():
         raise Refused("%s: not a number of seconds" % v)
-    return str(int(v) * 1000) if int(v) else None  # memcached's 0 = off: keep our default
+    return str(int(v)) if int(v) else None  # memcached's 0 = off: keep our default
 
 
 # -o name[=value] options: name -> (setting, converter), or None (accepted, no effect: why).
 OPTIONS = {
-    "idle_timeout": ("server.idle_timeout_ms", seconds_to_ms),
+    "idle_timeout": ("cache.memcached_idle_timeout_s", seconds_or_off),
     "relaxed_privileges": None,  # memcached's seccomp sandbox; we have none to relax
     "modern": None,  # memcached's preset of its own internals (segmented LRU, crawler, ...)
-    "no_modern": None,
+    # no_modern also starts memcached without its LRU crawler (lru_crawler enable needed)
+    "no_modern": ("cache.memcached_lru_crawler", lambda v: "false"),
     "slab_chunk_max": None,  # slab page geometry: we have no slab pages (size classes are accounting)
     "slab_reassign": None,  # moving slab pages between classes: no pages to move
     "slab_automove": None,
     "slab_automove_window": None,
-    "lru_crawler": None,  # memcached's background crawler thread; our sweep always runs
-    "no_lru_crawler": None,
+    # memcached's crawler thread: whether lru_crawler crawl/metadump run before `lru_crawler
+    # enable` (our expiry sweep runs either way)
+    "lru_crawler": ("cache.memcached_lru_crawler", lambda v: "true"),
+    "no_lru_crawler": ("cache.memcached_lru_crawler", lambda v: "false"),
     "lru_maintainer": None,  # memcached's segmented-LRU maintainer thread; our LRU is CLOCK-like
     "no_lru_maintainer": None,
     "watcher_logbuf_size": None,  # the size of memcached's watcher log buffer

@@ -309,6 +309,8 @@ static int listen_all(app *a, char *err, size_t errlen)
         if (net_server_listen(a->net, c->cache.memcached_host, (uint16_t)c->cache.memcached_port,
                               &memcache_proto, a->mc, err, errlen) != 0)
             return -1;
+        if (c->cache.memcached_idle_timeout_s)
+            net_server_set_idle_timeout(a->net, a->mc, c->cache.memcached_idle_timeout_s * 1000);
         LOG_INFO("memcached text protocol on %s:%u (no authentication, like memcached)",
                  c->cache.memcached_host, c->cache.memcached_port);
     }

@@ -76,6 +76,8 @@ void app_memcache_options(const cfg *c, memcache_options *out)
     out->watch_enabled = cc->memcached_watch;
     out->reqs_per_event = cc->memcached_reqs_per_event;
     out->item_size_max = cc->max_item_bytes;
+    out->idle_timeout_s = cc->memcached_idle_timeout_s;
+    out->lru_crawler = cc->memcached_lru_crawler;
 }
 
 void app_log_options(const cfg *c, log_options *out)

@@ -578,8 +578,8 @@ static bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
     } else {
         return false;
     }
-    if (swept) /* memory taken back from a dead item no request met (memcached's reclaimed) */
-        cls_stats(sh, it)->reclaimed++;
+    if (swept) /* freed by the background walk, our LRU crawler (memcached's crawler_reclaimed) */
+        cls_stats(sh, it)->crawler_reclaimed++;
     detach(sh, pp);
     item_unref_locked(sh, it);
     return true;

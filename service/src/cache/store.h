@@ -169,7 +169,7 @@ typedef struct cache_stats {
 /* clang-format off */
 #define CACHE_CLASS_COUNTERS(X)                                                                   \
     X(items) X(bytes) X(evicted) X(evicted_nonzero) X(evicted_unfetched) X(expired_unfetched)     \
-    X(reclaimed) X(get_hits) X(sets) X(delete_hits) X(incr_hits) X(decr_hits) X(cas_hits)         \
+    X(reclaimed) X(crawler_reclaimed) X(get_hits) X(sets) X(delete_hits) X(incr_hits) X(decr_hits) X(cas_hits)         \
     X(cas_badval) X(touch_hits)
 /* clang-format on */
 typedef struct cache_class_stats {

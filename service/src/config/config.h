@@ -95,6 +95,8 @@ typedef struct cfg_cache {
     uint32_t memcached_reqs_per_event; /* -R */
     bool memcached_debug_commands;    /* memcached-debug's debugtime */
     bool memcached_watch;             /* false = -W: the watch command refused */
+    uint32_t memcached_idle_timeout_s; /* -o idle_timeout; 0 = server.idle_timeout_ms applies */
+    bool memcached_lru_crawler;        /* false = -o no_lru_crawler: lru_crawler starts disabled */
 } cfg_cache;
 
 typedef struct cfg_echo {

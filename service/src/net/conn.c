@@ -56,7 +56,9 @@ static uint32_t timeout_ms(const conn *c, conn_timeout_kind kind)
     const net_config *cfg = config_of(c);
     switch (kind) {
     case CONN_TIMEOUT_HEADER: return cfg->header_timeout_ms;
-    case CONN_TIMEOUT_IDLE: return cfg->idle_timeout_ms;
+    case CONN_TIMEOUT_IDLE: /* the listener's own, if it has one */
+        return c->listener && c->listener->spec->idle_timeout_ms ? c->listener->spec->idle_timeout_ms
+                                                                 : cfg->idle_timeout_ms;
     default: return cfg->write_timeout_ms;
     }
 }

@@ -394,6 +394,13 @@ static void attach_listener(net_loop *l, const net_listener_spec *spec, int fd)
     }
 }
 
+void net_server_set_idle_timeout(net_server *s, const void *ctx, uint32_t idle_ms)
+{
+    for (unsigned i = 0; i < s->nspecs; i++)
+        if (s->specs[i].ctx == ctx)
+            s->specs[i].idle_timeout_ms = idle_ms;
+}
+
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
                       char *err, size_t errlen)
 {

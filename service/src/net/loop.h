@@ -68,6 +68,7 @@ typedef struct net_listener_spec {
     const proto *proto;
     void *ctx;     /* for the protocol: net_listener_ctx(conn->listener) */
     int shared_fd; /* the one socket when reuseport is off, else -1 */
+    uint32_t idle_timeout_ms; /* between requests; 0 = the server's (net_config) */
 } net_listener_spec;
 
 typedef struct net_server net_server;
@@ -147,6 +148,10 @@ int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char 
  * Call before net_server_start. Returns 0, or -1 with a message naming the address. */
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
                       char *err, size_t errlen);
+/* The listeners serving ctx wait idle_ms (> 0) for an idle connection's next request instead of
+ * the server's idle_timeout_ms (memcached's -o idle_timeout on its listener). Before
+ * net_server_start. */
+void net_server_set_idle_timeout(net_server *s, const void *ctx, uint32_t idle_ms);
 /* Calls tick(loop, arg) on every loop thread every interval_ms (housekeeping such as the cache
  * expiry sweep). Call before net_server_start. */
 void net_server_on_tick(net_server *s, uint32_t interval_ms, void (*tick)(net_loop *, void *),

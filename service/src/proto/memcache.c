@@ -308,13 +308,11 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
             OUT(m, "CLIENT_ERROR bad command line format");
             return;
         }
-        if (err == CACHE_TOO_LARGE) {
-            counter_add(&m->ml->store_too_large, 1);
+        mc_count_refusal(m, err);
+        if (err == CACHE_TOO_LARGE)
             OUT(m, "SERVER_ERROR object too large for cache");
-        } else {
-            counter_add(&m->ml->store_no_memory, 1);
+        else
             OUT(m, "SERVER_ERROR out of memory storing object");
-        }
         if (mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
             mc_watch_store(m, t[1].p, t[1].n, err, mode, 0, 0, 0, NULL, now);
         /* memcached: a failed set must not leave the old value visible */
@@ -365,6 +363,12 @@ static void store_done(mc_conn *m, uint64_t now)
         else
             cas_in = UINT64_MAX; /* never issued: EXISTS when present, NOT_FOUND when absent */
     }
+    char key[CACHE_KEY_MAX]; /* a refused set deletes its key after the store took the item */
+    size_t klen = 0;
+    if (mode == CACHE_MODE_SET) {
+        klen = cache_item_klen(it);
+        memcpy(key, cache_item_key(it), klen);
+    }
     /* watch: the lookup memcached's store makes (item_get), then the store (item_store) */
     bool watched = mc_watching(&m->srv->watch, MC_LOG_FETCHERS | MC_LOG_MUTATIONS);
     char wkey[CACHE_KEY_MAX];
@@ -395,9 +399,15 @@ static void store_done(mc_conn *m, uint64_t now)
     case CACHE_TOO_LARGE:
     case CACHE_NO_MEMORY:
         /* memcached: an append/prepend whose result cannot be allocated is NOT_STORED */
-        if (m->mode == CACHE_MODE_APPEND || m->mode == CACHE_MODE_PREPEND)
+        if (m->mode == CACHE_MODE_APPEND || m->mode == CACHE_MODE_PREPEND) {
             OUT(m, "NOT_STORED");
-        else if (r == CACHE_TOO_LARGE)
+            break;
+        }
+        mc_count_refusal(m, r);
+        /* as when the allocation fails: a failed set must not leave the old value visible */
+        if (mode == CACHE_MODE_SET)
+            cache_delete(m->srv->store, key, klen, 0, now);
+        if (r == CACHE_TOO_LARGE)
             OUT(m, "SERVER_ERROR object too large for cache");
         else
             OUT(m, "SERVER_ERROR out of memory storing object");
@@ -946,11 +956,14 @@ static void mc_close(conn *c)
     counter_add(&m->ml->conns_closed, 1);
 }
 
-/* memcached closes idle connections without a word; a watcher's conn_close line says why. */
+/* The connection waited for a command longer than its idle timeout (or sat in the middle of one
+ * longer than header_timeout_ms): closed without a word, as memcached does. Closes by the idle
+ * timeout are memcached's idle_kicks; a watcher's conn_close line says why. */
 static void mc_timeout(conn *c, conn_timeout_kind kind)
 {
-    (void)kind;
     mc_conn *m = conn_state(c);
+    if (kind == CONN_TIMEOUT_IDLE)
+        counter_add(&m->ml->idle_kicks, 1);
     m->close_reason = MC_CLOSE_IDLE_TIMEOUT;
 }
 
@@ -997,6 +1010,7 @@ void memcache_options_default(memcache_options *o)
     o->flush_enabled = true;
     o->cas_enabled = true;
     o->watch_enabled = true;
+    o->lru_crawler = true;
     o->reqs_per_event = MEMCACHE_MAX_PIPELINE;
     o->item_size_max = CACHE_DEFAULT_ITEM_BYTES;
 }
@@ -1008,6 +1022,7 @@ void memcache_server_set_options(memcache_server *s, const memcache_options *o)
         s->opts.reqs_per_event = 1;
     if (s->opts.item_size_max == 0)
         s->opts.item_size_max = CACHE_DEFAULT_ITEM_BYTES;
+    atomic_store(&s->admin.crawler_enabled, s->opts.lru_crawler);
 }
 
 void memcache_server_free(memcache_server *s)

@@ -51,6 +51,13 @@ typedef struct memcache_options {
     bool watch_enabled;      /* false = -W: watch answers CLIENT_ERROR watch commands not allowed */
     uint32_t reqs_per_event; /* -R: commands per read before yielding (counted in conn_yields) */
     uint32_t item_size_max;  /* -I: memcached's slab classes derive from it (metadump's cls) */
+    /* -o idle_timeout: the listener's own idle timeout (the caller applies it to the listener,
+     * net_server_set_idle_timeout); 0 = the server's applies. Set, "stats" shows idle_kicks and
+     * "stats settings" this value, as memcached with the flag. */
+    uint32_t idle_timeout_s;
+    /* false = -o no_lru_crawler (or no_modern): "lru_crawler crawl|metadump" are refused until
+     * "lru_crawler enable", as memcached started without its crawler thread */
+    bool lru_crawler;
     /* Called (on a loop thread) by "shutdown" (graceful false) and "shutdown graceful": must
      * only start the stop, e.g. signal the main thread. NULL: the command is accepted, nothing
      * stops (in-process graphs). */
@@ -58,7 +65,8 @@ typedef struct memcache_options {
     void *shutdown_arg;
 } memcache_options;
 
-/* memcached's defaults: flush, CAS and watch on, the rest off, reqs_per_event MEMCACHE_MAX_PIPELINE. */
+/* memcached's defaults: flush, CAS, watch and the LRU crawler on, the rest off, reqs_per_event
+ * MEMCACHE_MAX_PIPELINE. */
 void memcache_options_default(memcache_options *o);
 
 /* NULL when out of memory. nloops = the net server's loop count. Options: the defaults. */

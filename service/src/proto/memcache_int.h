@@ -41,13 +41,14 @@
 
 /* Per-loop counters: single writer (the loop, util/counter.h), summed by "stats". The incr/decr
  * counters are ma's only (incr/decr count in the store); "stats" adds the two. store_* count
- * storage commands refused before their data (memcached's store_too_large / store_no_memory),
+ * storage commands refused for size or memory (memcached's store_too_large / store_no_memory),
  * conn_yields the reads cut short by opts.reqs_per_event (memcached -R). */
 typedef struct mc_loop {
     _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, cmd_meta, total_items;
     _Atomic uint64_t conns_opened, conns_closed, conn_yields;
     _Atomic uint64_t incr_hits, incr_misses, decr_hits, decr_misses;
     _Atomic uint64_t store_too_large, store_no_memory;
+    _Atomic uint64_t idle_kicks; /* connections closed by the idle timeout (memcache.c) */
 } mc_loop;
 
 /* The settings memcached's admin commands change at run time (memcache_admin.c); any loop may
@@ -167,6 +168,15 @@ bool mc_parse_u64(const mc_tok *t, uint64_t *out_v);
 bool mc_parse_u32(const mc_tok *t, uint32_t *out_v);
 /* As memcached's safe_strtol, refused (false) outside int32 where memcached truncates. */
 bool mc_parse_i32(const mc_tok *t, int64_t *out_v);
+
+/* A storage command refused for its size or for memory (cache_item_new or cache_store_item
+ * answered TOO_LARGE or NO_MEMORY): counted where memcached counts its failed item_alloc
+ * (store_too_large / store_no_memory). The store reserves memory when the item is stored, not
+ * when it is allocated, so under -M (no evictions) the refusal usually comes at the store. */
+static inline void mc_count_refusal(mc_conn *m, int r)
+{
+    counter_add(r == CACHE_TOO_LARGE ? &m->ml->store_too_large : &m->ml->store_no_memory, 1);
+}
 
 /* memcached exptime -> absolute ms (0 = never). Negative: already expired. */
 static inline uint64_t expiry_ms(int64_t t, uint64_t now_ms)

@@ -623,6 +623,7 @@ void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         }
         /* memcached drops the old value whatever the mode */
         cache_delete(m->srv->store, mm.key, mm.klen, 0, now);
+        mc_count_refusal(m, e);
         ms_refuse(m,
                   e == CACHE_TOO_LARGE ? "SERVER_ERROR object too large for cache"
                                        : "SERVER_ERROR out of memory storing object",
@@ -699,6 +700,12 @@ void mc_meta_ms_done(mc_conn *m, cache_item *it, uint64_t now)
         r = cache_store_item(m->srv->store, it, (cache_mode)m->mode, m->cas_in, &cas, now);
     if (concat && (r == CACHE_TOO_LARGE || r == CACHE_NO_MEMORY))
         r = CACHE_NOT_STORED; /* memcached: the joined item could not be allocated */
+    if (r == CACHE_TOO_LARGE || r == CACHE_NO_MEMORY) {
+        /* refused at the store (under -M): as when the allocation fails, counted and the old
+         * value dropped */
+        mc_count_refusal(m, r);
+        cache_delete(m->srv->store, key, klen, 0, now);
+    }
     if (watched && mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
         mc_watch_store(m, key, klen, r, (cache_mode)m->mode, wvlen, wflags, wexp, &prior, now);
     switch (r) {

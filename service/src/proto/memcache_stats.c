@@ -2,12 +2,16 @@
  * built without TLS, extstore and the proxy answers them: the same keys in the same order, the
  * same errors, values from our own counters.
  *
- *   stats                     the general set, 83 keys: what memcached prints without an LRU
+ *   stats                     the general set, 83 keys (84 with cache.memcached_idle_timeout_s,
+ *                             memcached's -o idle_timeout: idle_kicks): what memcached prints
+ *                             without an LRU
  *                             crawler and LRU maintainer thread (-o no_lru_crawler,
  *                             no_lru_maintainer), which we do not have (one LRU per shard, an
  *                             expiry sweep): so no lru_crawler_*, lru_maintainer_juggles, moves_*,
  *                             evicted_active, direct_reclaims, lru_bumps_dropped, and `stats
- *                             settings` says lru_crawler / lru_maintainer_thread no. Fields with
+ *                             settings` says lru_maintainer_thread no; its lru_crawler is whether
+ *                             lru_crawler crawl/metadump run (memcache_options.lru_crawler,
+ *                             lru_crawler enable|disable). Fields with
  *                             a counterpart here get it (store counters, the listener's bytes and
  *                             refusals, the per-loop command counters); memcached internals we do
  *                             not have print 0: response_obj_*, read_buf_*, auth_*,
@@ -22,7 +26,8 @@
  *   stats settings            every key memcached prints, from our configuration where there is
  *                             one, memcached's default where we have no such setting.
  *   stats items / slabs       per size class (store.h: memcached's slab classes as accounting
- *                             buckets). A class appears once it holds an item. Pages are the
+ *                             buckets). A class appears in items while it holds items, in
+ *                             slabs once it has held one (memcached keeps its pages). Pages are the
  *                             1 MiB pages memcached would need for the items (ceil(items / chunks
  *                             per page)), total_malloced the bytes the store holds for items
  *                             (reserved + its free lists). age and evicted_time are 0: items
@@ -70,7 +75,8 @@
     X(delete_hits) X(incr_misses) X(incr_hits) X(decr_misses) X(decr_hits) X(cas_misses)          \
     X(cas_hits) X(cas_badval) X(touch_hits) X(touch_misses) X(store_too_large)                    \
     X(store_no_memory) X(bytes_read) X(bytes_written) X(listen_disabled_num) X(conn_yields)       \
-    X(total_items) X(expired_unfetched) X(evicted_unfetched) X(evictions) X(reclaimed)
+    X(total_items) X(expired_unfetched) X(evicted_unfetched) X(evictions) X(reclaimed)         \
+    X(crawler_reclaimed) X(idle_kicks)
 /* clang-format on */
 typedef struct mc_counts {
 #define MC_COUNT_FIELD(name) uint64_t name;
@@ -197,6 +203,8 @@ static void gather(const mc_conn *m, const cache_stats *cs, const cache_class_st
     out->evicted_unfetched = tot.evicted_unfetched;
     out->evictions = cs->evictions;
     out->reclaimed = tot.reclaimed;
+    out->crawler_reclaimed = tot.crawler_reclaimed;
+    out->idle_kicks = SUM(s, idle_kicks);
 }
 
 /* v - baseline, as this view shows it (0 if the counter is somehow below its baseline). */
@@ -205,13 +213,22 @@ static inline uint64_t since(uint64_t v, uint64_t base)
     return v >= base ? v - base : 0;
 }
 
-/* The counters as shown: raw minus the last reset's baseline, per class too (events only). */
-static void shown(const mc_conn *m, mc_counts *out, cache_stats *cs, cache_class_stats *cls)
+/* The counters as shown: raw minus the last reset's baseline, per class too (events only).
+ * *used (if not NULL): bit k set when class k holds items or ever stored one (memcached keeps a
+ * class's slab pages once it has them, so `stats slabs` lists it with 0 used chunks). */
+static void shown(const mc_conn *m, mc_counts *out, cache_stats *cs, cache_class_stats *cls,
+                  uint64_t *used)
 {
     mc_stats *st = m->srv->stats;
     cache_store_stats(m->srv->store, cs);
     cache_store_class_stats(m->srv->store, cls);
     gather(m, cs, cls, out);
+    if (used) {
+        *used = 0;
+        for (unsigned k = 0; k < CACHE_CLASSES_MAX; k++)
+            if (cls[k].items || cls[k].sets)
+                *used |= UINT64_C(1) << k;
+    }
     pthread_mutex_lock(&st->mu);
 #define SHOW(name) out->name = since(out->name, st->base.name);
     MC_RESETTABLE(SHOW)
@@ -282,7 +299,7 @@ static void stats_general(mc_conn *m, uint64_t now)
     cache_stats cs;
     static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
     mc_counts v;
-    shown(m, &v, &cs, cls);
+    shown(m, &v, &cs, cls, NULL);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     uint64_t curr = SUM(s, conns_opened) - SUM(s, conns_closed), buckets;
@@ -334,6 +351,8 @@ static void stats_general(mc_conn *m, uint64_t now)
     STAT_U(c, "store_no_memory", v.store_no_memory);
     STAT_U(c, "auth_cmds", 0);
     STAT_U(c, "auth_errors", 0);
+    if (s->opts.idle_timeout_s) /* as memcached: only with -o idle_timeout */
+        STAT_U(c, "idle_kicks", v.idle_kicks);
     STAT_U(c, "bytes_read", v.bytes_read);
     STAT_U(c, "bytes_written", v.bytes_written);
     STAT_U(c, "limit_maxbytes", cs.mem_limit);
@@ -368,7 +387,7 @@ static void stats_general(mc_conn *m, uint64_t now)
     STAT_U(c, "evicted_unfetched", v.evicted_unfetched);
     STAT_U(c, "evictions", v.evictions);
     STAT_U(c, "reclaimed", v.reclaimed);
-    STAT_U(c, "crawler_reclaimed", 0); /* no LRU crawler: the sweep's work is in reclaimed */
+    STAT_U(c, "crawler_reclaimed", v.crawler_reclaimed); /* the expiry sweep: our crawler */
     STAT_U(c, "crawler_items_checked", 0);
     STAT_U(c, "lrutail_reflocked", 0);
     WRITE_LIT(c, "END\r\n");
@@ -416,11 +435,11 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "slab_automove_window", "30");
     STAT_U(c, "slab_chunk_max",
            cache_store_class_chunk(s->store, cache_store_size_classes(s->store)));
-    stat_line(c, "lru_crawler", "no");
+    stat_line(c, "lru_crawler", atomic_load(&s->admin.crawler_enabled) ? "yes" : "no");
     stat_line(c, "lru_crawler_sleep", "100");
     stat_line(c, "lru_crawler_tocrawl", "0");
     stat_line(c, "tail_repair_time", "0");
-    stat_line(c, "flush_enabled", "yes");
+    stat_line(c, "flush_enabled", s->opts.flush_enabled ? "yes" : "no");
     stat_line(c, "dump_enabled", "yes");
     stat_line(c, "hash_algorithm", "wyhash");
     stat_line(c, "lru_maintainer_thread", "no");
@@ -431,7 +450,8 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "warm_max_factor", "2.00");
     stat_line(c, "temp_lru", "no");
     stat_line(c, "temporary_ttl", "61");
-    STAT_U(c, "idle_timeout", ns->cfg.idle_timeout_ms / 1000);
+    STAT_U(c, "idle_timeout",
+           s->opts.idle_timeout_s ? s->opts.idle_timeout_s : ns->cfg.idle_timeout_ms / 1000);
     stat_line(c, "watcher_logbuf_size", "262144");
     stat_line(c, "worker_logbuf_size", "65536");
     stat_line(c, "read_buf_mem_limit", "0");
@@ -449,7 +469,7 @@ static void stats_items(mc_conn *m)
     static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
     cache_stats cs;
     mc_counts v;
-    shown(m, &v, &cs, cls);
+    shown(m, &v, &cs, cls, NULL);
     char name[64];
     for (unsigned k = 1; k < CACHE_CLASSES_MAX; k++) {
         const cache_class_stats *x = &cls[k];
@@ -471,7 +491,7 @@ static void stats_items(mc_conn *m)
         ITEM("reclaimed", x->reclaimed);
         ITEM("expired_unfetched", x->expired_unfetched);
         ITEM("evicted_unfetched", x->evicted_unfetched);
-        ITEM("crawler_reclaimed", 0);
+        ITEM("crawler_reclaimed", x->crawler_reclaimed);
         ITEM("crawler_items_checked", 0);
         ITEM("lrutail_reflocked", 0);
 #undef ITEM
@@ -479,7 +499,7 @@ static void stats_items(mc_conn *m)
     WRITE_LIT(c, "END\r\n");
 }
 
-/* N:<name> (memcached's slabs_stats), classes that hold items, then the totals. */
+/* N:<name> (memcached's slabs_stats), classes that hold or held items, then the totals. */
 static void stats_slabs(mc_conn *m)
 {
     conn *c = m->c;
@@ -487,12 +507,13 @@ static void stats_slabs(mc_conn *m)
     static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
     cache_stats cs;
     mc_counts v;
-    shown(m, &v, &cs, cls);
+    uint64_t used;
+    shown(m, &v, &cs, cls, &used);
     char name[64];
     unsigned active = 0;
     for (unsigned k = 1; k <= cache_store_size_classes(store); k++) {
         const cache_class_stats *x = &cls[k];
-        if (x->items == 0)
+        if (!(used & (UINT64_C(1) << k)))
             continue;
         uint64_t chunk = cache_store_class_chunk(store, k);
         uint64_t per_page = MC_PAGE_BYTES / chunk;
