@@ -1348,6 +1348,32 @@ START_TEST(test_binary_keys)
 }
 END_TEST
 
+/* memcached's two reclaim counters: a set taking the place of its key's dead item is reclaimed;
+ * the sweep (our LRU crawler) freeing a dead item is crawler_reclaimed. */
+START_TEST(test_reclaim_counters)
+{
+    cache_store_config c = {.max_memory_bytes = 64 * MiB};
+    char err[128];
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(put_full(s, "a", "x", 0, 2000, CACHE_MODE_SET, 0, NULL, 1000), CACHE_STORED);
+    ck_assert_int_eq(put_full(s, "b", "x", 0, 2000, CACHE_MODE_SET, 0, NULL, 1000), CACHE_STORED);
+    ck_assert_int_eq(put(s, "a", "y", CACHE_MODE_SET, 3000), CACHE_STORED); /* a was dead */
+    unsigned cursor = 0;
+    ck_assert_uint_eq(cache_store_sweep(s, &cursor, 1u << 20, 3000), 1); /* b */
+    static cache_class_stats cls[CACHE_CLASSES_MAX];
+    cache_store_class_stats(s, cls);
+    uint64_t reclaimed = 0, crawler = 0;
+    for (unsigned k = 0; k < CACHE_CLASSES_MAX; k++) {
+        reclaimed += cls[k].reclaimed;
+        crawler += cls[k].crawler_reclaimed;
+    }
+    ck_assert_uint_eq(reclaimed, 1);
+    ck_assert_uint_eq(crawler, 1);
+    cache_store_free(s);
+}
+END_TEST
+
 START_TEST(test_memcached_size_classes)
 {
     /* memcached 1.6.18 -vv with its defaults prints these chunk sizes for classes 1..39 */
@@ -1400,6 +1426,7 @@ int main(void)
     tcase_add_test(tc, test_cas_stale_mode);
     tcase_add_test(tc, test_binary_keys);
     tcase_add_test(tc, test_memcached_size_classes);
+    tcase_add_test(tc, test_reclaim_counters);
     suite_add_tcase(s, tc);
     TCase *mem = tcase_create("memory");
     tcase_add_test(mem, test_too_large);
