@@ -26,6 +26,13 @@
 #define MIGRATE_STEP 8
 /* Evictions per lock hold: bounds the time one store stalls the shard's readers. */
 #define EVICT_BATCH 16
+/* Shards whose tail hints one eviction round compares: all of them up to this many (so with the
+ * default 64 shards eviction follows the global order exactly), a rotating window beyond. */
+#define EVICT_SCAN_MAX 64
+/* Items a bumped tail looks past (toward the head) for one whose position its CAS dates. */
+#define BUMP_LOOKAHEAD 8
+/* Tail hint of a shard with nothing to evict. */
+#define HINT_EMPTY UINT64_MAX
 /* Buckets swept per lock hold, for the same reason. */
 #define SWEEP_BATCH 256
 
@@ -45,8 +52,10 @@ struct cache_item {
     uint8_t klen, ctlen;
     int8_t cls; /* size class, -1 above the largest (plain malloc) */
     uint8_t linked : 1, accounted : 1;
-    uint8_t active : 1;    /* read since it last reached the LRU tail (second chance) */
+    uint8_t fetched : 1;   /* read at least once since stored: memcached's ITEM_FETCHED */
+    uint8_t active : 1;    /* read again since it last reached the LRU tail (second chance) */
     uint8_t walk_seen : 1; /* == shard's walk_parity: visited by (or newer than) the last walk */
+    uint8_t bumped : 1;    /* moved to the head by touch or a second chance, not by its store */
     char data[]; /* key, content type, value */
 };
 _Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
@@ -64,7 +73,6 @@ typedef struct cache_shard {
     cache_item *lru_head, *lru_tail;
     cache_item *marker; /* a walk's place in the LRU list (cache_store_foreach), or NULL */
     uint8_t walk_parity; /* flipped when a walk starts: every item present becomes unseen */
-    uint64_t cas_counter;
     uint64_t flush_at;  /* a flush not applied yet (0 = none): due once now >= flush_at */
     uint64_t flush_cas; /* applied flushes: items with cas <= flush_cas are dead */
     size_t free_bytes;
@@ -82,8 +90,13 @@ struct cache_store {
     size_t free_cap; /* per shard */
     unsigned nclasses;
     uint32_t class_size[MAX_CLASSES];
-    alignas(64) _Atomic uint64_t used; /* written by every store and final release */
-    alignas(64) _Atomic unsigned evict_rr;
+    /* Both written by every store (one line: the second write finds it already owned). */
+    alignas(64) _Atomic uint64_t used; /* reserved bytes; also written by every final release */
+    _Atomic uint64_t cas_seq;          /* the last CAS handed out, store-wide */
+    /* Per shard, the age key of its LRU tail (tail_key), written under the shard's lock when the
+     * tail changes and read by evictors without any lock: a hint, checked under the lock before
+     * use. Its own array, so a scan reads a few lines instead of one per shard. */
+    alignas(64) _Atomic uint64_t *tail_hint;
     pthread_mutex_t walk_mu; /* one cache_store_foreach at a time (one marker per shard) */
     _Atomic uint64_t mallocs;
 };
@@ -265,8 +278,44 @@ void cache_item_release(cache_item *it)
 
 /* ---- table and LRU (caller holds the shard's lock) ---------------------------------------- */
 
+/* The tail eviction would take (a walk's marker is not an item), or NULL. */
+static cache_item *lru_last(const cache_shard *sh)
+{
+    cache_item *it = sh->lru_tail;
+    return it && it == sh->marker ? it->lru_prev : it;
+}
+
+/* The age key by which eviction compares tails across shards (smaller = older). CAS values come
+ * from one store-wide sequence, so an item placed at the head by its store is dated by its CAS.
+ * A bumped item (touch, second chance) went to the head later than its CAS says: it is dated by
+ * the first item toward the head that a store placed there (placed after the bump), or as "now"
+ * if there is none within BUMP_LOOKAHEAD. So a key is never older than the item's last move to
+ * the head: a bumped item may outlive exact LRU a little, it is never evicted before it. */
+static uint64_t age_key(const cache_shard *sh, const cache_item *it)
+{
+    for (unsigned bumped = 0; it && bumped <= BUMP_LOOKAHEAD; it = it->lru_prev) {
+        if (it == sh->marker)
+            continue;
+        if (!it->bumped)
+            return it->cas;
+        bumped++;
+    }
+    return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
+}
+
+/* Publishes the tail's age key for evictors. Called when the tail changes; what changes the key
+ * of an unchanged tail (items ahead of a bumped tail leaving, new ones arriving) only makes it
+ * younger, so a published hint is never younger than the truth and evictors check it. */
+static void hint_refresh(cache_shard *sh)
+{
+    const cache_item *last = lru_last(sh);
+    atomic_store_explicit(&sh->store->tail_hint[sh->index], last ? age_key(sh, last) : HINT_EMPTY,
+                          memory_order_relaxed);
+}
+
 static void lru_remove(cache_shard *sh, cache_item *it)
 {
+    bool was_tail = sh->lru_tail == it;
     if (it->lru_prev)
         it->lru_prev->lru_next = it->lru_next;
     else
@@ -275,24 +324,33 @@ static void lru_remove(cache_shard *sh, cache_item *it)
         it->lru_next->lru_prev = it->lru_prev;
     else
         sh->lru_tail = it->lru_prev;
+    if (was_tail)
+        hint_refresh(sh);
 }
 
 static void lru_push(cache_shard *sh, cache_item *it)
 {
     it->lru_prev = NULL;
     it->lru_next = sh->lru_head;
-    if (sh->lru_head)
-        sh->lru_head->lru_prev = it;
-    else
-        sh->lru_tail = it;
     sh->lru_head = it;
+    if (it->lru_next) {
+        it->lru_next->lru_prev = it;
+    } else {
+        sh->lru_tail = it;
+        hint_refresh(sh);
+    }
 }
 
-static void lru_bump(cache_shard *sh, cache_item *it)
+/* To the head, dated by `bumped` (set: by the bump, per age_key; clear: by its CAS, which the
+ * caller just renewed). */
+static void lru_bump(cache_shard *sh, cache_item *it, bool bumped)
 {
+    it->bumped = bumped;
     if (sh->lru_head != it) {
         lru_remove(sh, it);
         lru_push(sh, it);
+    } else if (sh->lru_tail == it) {
+        hint_refresh(sh); /* alone in the list: its key changed */
     }
 }
 
@@ -364,20 +422,35 @@ static cache_item *detach(cache_shard *sh, cache_item **pp)
     return it;
 }
 
+/* One store-wide sequence (not one per shard): CAS values then also order items by the time they
+ * were stored, across shards, which eviction needs (age_key). Taken under the shard's lock, so
+ * CAS values increase along each shard's LRU list from the tail (except bumped items). */
 static uint64_t next_cas(cache_shard *sh)
 {
-    return (++sh->cas_counter << sh->hshift) | sh->index;
+    return atomic_fetch_add_explicit(&sh->store->cas_seq, 1, memory_order_relaxed) + 1;
 }
 
-/* Every CAS handed out so far is <= this. */
+/* Every CAS handed out so far is <= this (a CAS taken later under the same lock is larger: both
+ * touch one atomic, whose modification order the lock orders). */
 static uint64_t cas_horizon(const cache_shard *sh)
 {
-    return ((sh->cas_counter + 1) << sh->hshift) - 1;
+    return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
+}
+
+/* Every CAS handed out from now on exceeds `cas` (restored items keep theirs). */
+static void cas_raise(cache_store *s, uint64_t cas)
+{
+    uint64_t cur = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
+    while (cur < cas && !atomic_compare_exchange_weak_explicit(&s->cas_seq, &cur, cas,
+                                                               memory_order_relaxed,
+                                                               memory_order_relaxed)) {
+    }
 }
 
 static void link_item(cache_shard *sh, cache_item *it, uint64_t h)
 {
     it->cas = next_cas(sh);
+    it->bumped = 0;
     it->walk_seen = sh->walk_parity & 1; /* stored after the last walk began: not its business */
     cache_item **b = &sh->buckets[(h >> sh->hshift) & sh->mask];
     it->h_next = *b;
@@ -458,24 +531,64 @@ static inline bool over_limit(cache_store *s)
     return atomic_load_explicit(&s->used, memory_order_relaxed) > s->max_memory;
 }
 
-/* Evicts LRU tails of one shard while the store is over its limit. A tail read since it last
- * got there is not evicted but gets a second chance: its mark is cleared and it moves to the
- * head (so a hit only sets a bit instead of relinking the list, and a full pass ends at the
- * latest once every mark is cleared). Returns evictions + second chances: 0 means this shard
- * has nothing left to give. An evicted item still referenced by a reader keeps its memory
- * until released, so this may unlink several items without getting under the limit. */
-static unsigned evict_from(cache_shard *sh)
+/* Eviction follows one order across all shards: each shard publishes its tail's age key
+ * (tail_hint); an evictor reads the hints without locks, takes the shard with the oldest, checks
+ * the key under that shard's lock, and evicts that shard's tails down to the next oldest hint.
+ * One shard lock at a time, so stores in different shards cannot deadlock, and a get still
+ * takes nothing but its own shard's lock. */
+
+/* The shard whose tail hint is the oldest, or NULL if every hint says empty. All shards are
+ * compared up to EVICT_SCAN_MAX, else a window of that many from the writer's own shard (an
+ * approximation, as redis' sampled LRU; the whole store when the window is empty). *next gets
+ * the second oldest hint: the shard chosen may evict down to it. */
+static cache_shard *scan_oldest(cache_store *s, const cache_shard *home, uint64_t *next)
+{
+    unsigned mask = s->nshards - 1, n = s->nshards, start = 0;
+    if (n > EVICT_SCAN_MAX) {
+        n = EVICT_SCAN_MAX;
+        start = home->index;
+    }
+    for (;;) {
+        uint64_t b1 = HINT_EMPTY, b2 = HINT_EMPTY;
+        unsigned best = 0;
+        for (unsigned i = 0; i < n; i++) {
+            unsigned k = (start + i) & mask;
+            uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
+            if (h < b1) {
+                b2 = b1;
+                b1 = h;
+                best = k;
+            } else if (h < b2) {
+                b2 = h;
+            }
+        }
+        if (b1 != HINT_EMPTY) {
+            *next = b2;
+            return &s->shards[best];
+        }
+        if (n == s->nshards)
+            return NULL;
+        n = s->nshards; /* the window was empty: look at every shard */
+    }
+}
+
+/* Evicts the shard's tails while the store is over its limit and their keys are not younger than
+ * `upto`. A tail read since it last got there is not evicted but gets a second chance: its mark
+ * is cleared and it moves to the head (so a hit only sets a bit instead of relinking the list).
+ * Returns evictions + second chances; 0 when the shard is empty or its hint was stale (it is
+ * refreshed: the caller scans again). An evicted item still referenced by a reader keeps its
+ * memory until released, so this may unlink several items without getting under the limit. */
+static unsigned evict_oldest(cache_shard *sh, uint64_t upto)
 {
     unsigned n = 0, spared = 0;
     lock(sh);
-    while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && sh->lru_tail &&
-           over_limit(sh->store)) {
-        cache_item *it = sh->lru_tail;
-        if (it == sh->marker && !(it = it->lru_prev))
+    while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && over_limit(sh->store)) {
+        cache_item *it = lru_last(sh);
+        if (!it || age_key(sh, it) > upto)
             break;
         if (it->active) {
             it->active = 0;
-            lru_bump(sh, it);
+            lru_bump(sh, it, true);
             spared++;
             continue;
         }
@@ -484,29 +597,29 @@ static unsigned evict_from(cache_shard *sh)
         sh->stats.evictions++;
         n++;
     }
+    if (n + spared == 0)
+        hint_refresh(sh);
     unlock(sh);
     return n + spared;
 }
 
-/* Own shard first (its LRU order is the most meaningful for the key being written), then the
- * others round robin. One lock at a time, so stores in different shards cannot deadlock. */
 static bool evict_until_fits(cache_store *s, cache_shard *home)
 {
-    while (over_limit(s) && evict_from(home) > 0) {
+    unsigned fruitless = 0;
+    while (over_limit(s)) {
+        uint64_t next;
+        cache_shard *sh = scan_oldest(s, home, &next);
+        if (!sh)
+            return false; /* nothing linked: everything left is pinned by readers, or in flight */
+        /* Hints that keep moving under us (other evictors, writers): stop comparing. */
+        if (fruitless >= s->nshards)
+            next = HINT_EMPTY;
+        if (evict_oldest(sh, next) > 0)
+            fruitless = 0;
+        else if (++fruitless > 2 * s->nshards + 2)
+            return !over_limit(s);
     }
-    for (;;) {
-        bool progress = false;
-        for (unsigned i = 0; i < s->nshards; i++) {
-            if (!over_limit(s))
-                return true;
-            unsigned k = atomic_fetch_add_explicit(&s->evict_rr, 1, memory_order_relaxed);
-            progress |= evict_from(&s->shards[k & (s->nshards - 1)]) > 0;
-        }
-        if (!over_limit(s))
-            return true;
-        if (!progress)
-            return false; /* everything left is pinned by readers, or in flight */
-    }
+    return true;
 }
 
 /* Reserves the item's bytes; on failure the item is still marked accounted, so releasing it
@@ -570,14 +683,20 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     }
     cache_store *s = aligned_alloc(64, sizeof *s);
     cache_shard *sh = aligned_alloc(64, sizeof *sh * shards);
-    if (!s || !sh) {
+    size_t hint_bytes = (sizeof(uint64_t) * shards + 63) & ~(size_t)63;
+    _Atomic uint64_t *hints = aligned_alloc(64, hint_bytes);
+    if (!s || !sh || !hints) {
         free(s);
         free(sh);
+        free(hints);
         snprintf(err, errlen, "cache: out of memory");
         return NULL;
     }
     memset(s, 0, sizeof *s);
     s->shards = sh;
+    s->tail_hint = hints;
+    for (unsigned i = 0; i < shards; i++)
+        atomic_init(&hints[i], HINT_EMPTY);
     s->shard_bits = (unsigned)__builtin_ctz(shards);
     s->seed = c->seed ? c->seed : default_seed(s);
     s->max_memory = c->max_memory_bytes;
@@ -586,7 +705,7 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     uint64_t cap = c->max_memory_bytes / 16 / shards;
     s->free_cap = cap > FREE_CAP_MIN ? (size_t)cap : FREE_CAP_MIN;
     atomic_init(&s->used, 0);
-    atomic_init(&s->evict_rr, 0);
+    atomic_init(&s->cas_seq, 0);
     atomic_init(&s->mallocs, 0);
     pthread_mutex_init(&s->walk_mu, NULL);
     for (unsigned i = 0; i < shards; i++) {
@@ -621,6 +740,7 @@ void cache_store_free(cache_store *s)
         pthread_mutex_destroy(&sh->mutex);
     }
     free(s->shards);
+    free(s->tail_hint);
     pthread_mutex_destroy(&s->walk_mu);
     free(s);
 }
@@ -847,9 +967,10 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
             *replaced = pp != NULL;
         replace_locked(sh, pp, it, h);
         if (restore_cas) {
-            it->cas = restore_cas; /* later CAS of this shard must exceed it */
-            if ((restore_cas >> sh->hshift) > sh->cas_counter)
-                sh->cas_counter = restore_cas >> sh->hshift;
+            it->cas = restore_cas; /* later CAS must exceed it */
+            cas_raise(s, restore_cas);
+            if (lru_last(sh) == it)
+                hint_refresh(sh); /* dated by the CAS it was given a moment ago */
         }
         sh->stats.sets++;
         if (cas_out)
@@ -885,15 +1006,8 @@ int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t n
 
 void cache_store_raise_cas(cache_store *s, uint64_t cas)
 {
-    if (cas >= CACHE_CAS_RESTORE_MAX)
-        cas = 0;
-    for (unsigned i = 0; i < s->nshards; i++) {
-        cache_shard *sh = &s->shards[i];
-        lock(sh);
-        if ((cas >> sh->hshift) > sh->cas_counter)
-            sh->cas_counter = cas >> sh->hshift;
-        unlock(sh);
-    }
+    if (cas < CACHE_CAS_RESTORE_MAX)
+        cas_raise(s, cas);
 }
 
 int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms)
@@ -929,7 +1043,7 @@ int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     if (pp) {
         atomic_store_explicit(&(*pp)->expiry_ms, expiry_ms, memory_order_relaxed);
-        lru_bump(sh, *pp);
+        lru_bump(sh, *pp, true);
         sh->stats.touch_hits++;
     } else {
         sh->stats.touch_misses++;
@@ -997,7 +1111,7 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
         if (len == old->vlen && atomic_load_explicit(&old->refs, memory_order_acquire) == 1) {
             memcpy(cache_item_value_mut(old), buf, len);
             old->cas = next_cas(sh);
-            lru_bump(sh, old);
+            lru_bump(sh, old, false); /* dated by its new CAS */
             (*hits)++;
             unlock(sh);
             *out = v;
@@ -1052,8 +1166,16 @@ cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now
     if (pp) {
         it = *pp;
         atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
-        if (!it->active) /* instead of relinking: the LRU pointers of 3 items are 3 cache misses */
-            it->active = 1;
+        /* Marks instead of relinking (the LRU pointers of 3 items are 3 cache misses), as
+         * memcached's segmented LRU: the first hit only marks the item fetched, a hit on a
+         * fetched item makes it active (a second chance at the tail). So an item read once
+         * right after its store (a check) is not kept over items stored after it. */
+        if (!it->active) {
+            if (it->fetched)
+                it->active = 1;
+            else
+                it->fetched = 1;
+        }
         sh->stats.get_hits++;
     } else {
         sh->stats.get_misses++;
