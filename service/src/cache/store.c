@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SMALL_STEP      16u
+#define SMALL_STEP 16u
 /* glibc's malloc adds an 8-byte header and rounds the chunk to 16 bytes: classes of 16k - 8
  * bytes fill their chunks exactly instead of wasting 8 bytes of every one. */
 #define MALLOC_OVERHEAD 8u
@@ -26,8 +26,8 @@
 #define MIGRATE_STEP 8
 /* Evictions per lock hold: bounds the time one store stalls the shard's readers. */
 #define EVICT_BATCH 16
-/* Shards whose tail hints one eviction round compares: all of them up to this many (so with the
- * default 64 shards eviction follows the global order exactly), a rotating window beyond. */
+/* Shards whose tail hints one eviction compares: all of them up to this many (so with the
+ * default 64 shards eviction follows the global order exactly), a window of them beyond. */
 #define EVICT_SCAN_MAX 64
 /* Items a bumped tail looks past (toward the head) for one whose position its CAS dates. */
 #define BUMP_LOOKAHEAD 8
@@ -56,7 +56,7 @@ struct cache_item {
     uint8_t active : 1;    /* read again since it last reached the LRU tail (second chance) */
     uint8_t walk_seen : 1; /* == shard's walk_parity: visited by (or newer than) the last walk */
     uint8_t bumped : 1;    /* moved to the head by touch or a second chance, not by its store */
-    char data[]; /* key, content type, value */
+    char data[];           /* key, content type, value */
 };
 _Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
 
@@ -71,10 +71,10 @@ typedef struct cache_shard {
     cache_item **old; /* the previous table while a resize is in progress */
     size_t old_mask, migrate_pos;
     cache_item *lru_head, *lru_tail;
-    cache_item *marker; /* a walk's place in the LRU list (cache_store_foreach), or NULL */
+    cache_item *marker;  /* a walk's place in the LRU list (cache_store_foreach), or NULL */
     uint8_t walk_parity; /* flipped when a walk starts: every item present becomes unseen */
-    uint64_t flush_at;  /* a flush not applied yet (0 = none): due once now >= flush_at */
-    uint64_t flush_cas; /* applied flushes: items with cas <= flush_cas are dead */
+    uint64_t flush_at;   /* a flush not applied yet (0 = none): due once now >= flush_at */
+    uint64_t flush_cas;  /* applied flushes: items with cas <= flush_cas are dead */
     size_t free_bytes;
     cache_item *free_list[MAX_CLASSES];
     uint8_t free_n[MAX_CLASSES];
@@ -441,9 +441,8 @@ static uint64_t cas_horizon(const cache_shard *sh)
 static void cas_raise(cache_store *s, uint64_t cas)
 {
     uint64_t cur = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
-    while (cur < cas && !atomic_compare_exchange_weak_explicit(&s->cas_seq, &cur, cas,
-                                                               memory_order_relaxed,
-                                                               memory_order_relaxed)) {
+    while (cur < cas && !atomic_compare_exchange_weak_explicit(
+                            &s->cas_seq, &cur, cas, memory_order_relaxed, memory_order_relaxed)) {
     }
 }
 
@@ -537,61 +536,70 @@ static inline bool over_limit(cache_store *s)
  * One shard lock at a time, so stores in different shards cannot deadlock, and a get still
  * takes nothing but its own shard's lock. */
 
-/* The shard whose tail hint is the oldest, or NULL if every hint says empty. All shards are
- * compared up to EVICT_SCAN_MAX, else a window of that many from the writer's own shard (an
- * approximation, as redis' sampled LRU; the whole store when the window is empty). *next gets
- * the second oldest hint: the shard chosen may evict down to it. */
-static cache_shard *scan_oldest(cache_store *s, const cache_shard *home, uint64_t *next)
+/* The oldest hint among n from `first` (branch-free: the scan is most of an eviction's cost),
+ * its shard's index in *best; HINT_EMPTY if all are. */
+static uint64_t oldest_hint(const cache_store *s, unsigned first, unsigned n, unsigned *best)
 {
-    unsigned mask = s->nshards - 1, n = s->nshards, start = 0;
-    if (n > EVICT_SCAN_MAX) {
-        n = EVICT_SCAN_MAX;
-        start = home->index;
+    uint64_t b = HINT_EMPTY;
+    unsigned at = first;
+    for (unsigned k = first; k < first + n; k++) {
+        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
+        bool older = h < b;
+        at = older ? k : at;
+        b = older ? h : b;
     }
-    for (;;) {
-        uint64_t b1 = HINT_EMPTY, b2 = HINT_EMPTY;
-        unsigned best = 0;
-        for (unsigned i = 0; i < n; i++) {
-            unsigned k = (start + i) & mask;
-            uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
-            if (h < b1) {
-                b2 = b1;
-                b1 = h;
-                best = k;
-            } else if (h < b2) {
-                b2 = h;
+    *best = at;
+    return b;
+}
+
+/* The shard whose tail hint is the oldest (its hint in *hint), or NULL if every hint says
+ * empty. All shards are compared up to EVICT_SCAN_MAX, else that many from the writer's own
+ * shard on (an approximation, as redis' sampled LRU; the whole store when they are all empty). */
+static cache_shard *scan_oldest(cache_store *s, const cache_shard *home, uint64_t *hint)
+{
+    unsigned best, n = s->nshards;
+    if (n > EVICT_SCAN_MAX) {
+        unsigned first = home->index,
+                 upto_end = n - first < EVICT_SCAN_MAX ? n - first : EVICT_SCAN_MAX;
+        unsigned wrapped;
+        *hint = oldest_hint(s, first, upto_end, &best);
+        if (upto_end < EVICT_SCAN_MAX) {
+            uint64_t h = oldest_hint(s, 0, EVICT_SCAN_MAX - upto_end, &wrapped);
+            if (h < *hint) {
+                *hint = h;
+                best = wrapped;
             }
         }
-        if (b1 != HINT_EMPTY) {
-            *next = b2;
+        if (*hint != HINT_EMPTY)
             return &s->shards[best];
-        }
-        if (n == s->nshards)
-            return NULL;
-        n = s->nshards; /* the window was empty: look at every shard */
     }
+    *hint = oldest_hint(s, 0, n, &best);
+    return *hint != HINT_EMPTY ? &s->shards[best] : NULL;
 }
 
 /* Evicts the shard's tails while the store is over its limit and their keys are not younger than
- * `upto`. A tail read since it last got there is not evicted but gets a second chance: its mark
- * is cleared and it moves to the head (so a hit only sets a bit instead of relinking the list).
- * Returns evictions + second chances; 0 when the shard is empty or its hint was stale (it is
- * refreshed: the caller scans again). An evicted item still referenced by a reader keeps its
- * memory until released, so this may unlink several items without getting under the limit. */
+ * `upto` (the hint that chose the shard: ties go too, and the next scan finds the next oldest). A
+ * tail read since it last got there is not evicted but gets a second chance: its mark is cleared
+ * and it moves to the head (so a hit only sets a bit instead of relinking the list). Returns
+ * evictions + second chances; 0 when the shard is empty or its hint was stale (it is refreshed: the
+ * caller scans again). An evicted item still referenced by a reader keeps its memory until
+ * released, so this may unlink several items without getting under the limit. */
 static unsigned evict_oldest(cache_shard *sh, uint64_t upto)
 {
     unsigned n = 0, spared = 0;
     lock(sh);
     while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && over_limit(sh->store)) {
         cache_item *it = lru_last(sh);
-        if (!it || age_key(sh, it) > upto)
+        if (!it)
             break;
-        if (it->active) {
+        if (it->active) { /* whatever its age: to the head is where a read item belongs */
             it->active = 0;
             lru_bump(sh, it, true);
             spared++;
             continue;
         }
+        if (age_key(sh, it) > upto)
+            break;
         cache_item **pp = find_link(sh, item_hash(it), it->data, it->klen);
         item_unref_locked(sh, detach(sh, pp));
         sh->stats.evictions++;
@@ -607,14 +615,14 @@ static bool evict_until_fits(cache_store *s, cache_shard *home)
 {
     unsigned fruitless = 0;
     while (over_limit(s)) {
-        uint64_t next;
-        cache_shard *sh = scan_oldest(s, home, &next);
+        uint64_t hint;
+        cache_shard *sh = scan_oldest(s, home, &hint);
         if (!sh)
             return false; /* nothing linked: everything left is pinned by readers, or in flight */
         /* Hints that keep moving under us (other evictors, writers): stop comparing. */
         if (fruitless >= s->nshards)
-            next = HINT_EMPTY;
-        if (evict_oldest(sh, next) > 0)
+            hint = HINT_EMPTY;
+        if (evict_oldest(sh, hint) > 0)
             fruitless = 0;
         else if (++fruitless > 2 * s->nshards + 2)
             return !over_limit(s);
