@@ -2,6 +2,7 @@
 #include "util/fmt.h"
 #include "cache/store.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
@@ -29,6 +30,8 @@
 /* Shards whose tail hints one eviction compares: all of them up to this many (so with the
  * default 64 shards eviction follows the global order exactly), a window of them beyond. */
 #define EVICT_SCAN_MAX 64
+/* Oldest shards a scan remembers (evict_cache): about as many evictions per scan. */
+#define EVICT_CANDIDATES 8
 /* Items a bumped tail looks past (toward the head) for one whose position its CAS dates. */
 #define BUMP_LOOKAHEAD 8
 /* Tail hint of a shard with nothing to evict. */
@@ -85,6 +88,7 @@ struct cache_store {
     cache_shard *shards;
     unsigned nshards, shard_bits;
     uint64_t seed;
+    uint64_t id; /* unique per store in the process: names the store in evict_cache */
     uint64_t max_memory;
     uint32_t max_item;
     size_t free_cap; /* per shard */
@@ -151,6 +155,13 @@ static inline void lock(cache_shard *sh)
         spin_lock(&sh->spin);
     else
         pthread_mutex_lock(&sh->mutex);
+}
+
+static inline bool try_lock(cache_shard *sh)
+{
+    if (sh->lock_kind == CACHE_LOCK_SPIN)
+        return spin_trylock(&sh->spin);
+    return pthread_mutex_trylock(&sh->mutex) == 0;
 }
 
 static inline void unlock(cache_shard *sh)
@@ -552,33 +563,164 @@ static uint64_t oldest_hint(const cache_store *s, unsigned first, unsigned n, un
     return b;
 }
 
+/* The same, passing over one shard (busy with another evictor). Off the common path. */
+static uint64_t oldest_hint_except(const cache_store *s, unsigned first, unsigned n,
+                                   unsigned except, unsigned *best)
+{
+    uint64_t b = HINT_EMPTY;
+    unsigned at = first;
+    for (unsigned k = first; k < first + n; k++) {
+        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
+        bool older = h < b && k != except;
+        at = older ? k : at;
+        b = older ? h : b;
+    }
+    *best = at;
+    return b;
+}
+
 /* The shard whose tail hint is the oldest (its hint in *hint), or NULL if every hint says
- * empty. All shards are compared up to EVICT_SCAN_MAX, else that many from the writer's own
- * shard on (an approximation, as redis' sampled LRU; the whole store when they are all empty). */
-static cache_shard *scan_oldest(cache_store *s, const cache_shard *home, uint64_t *hint)
+ * empty; with `except` < nshards, the oldest other than that one. Stores of more than
+ * EVICT_SCAN_MAX shards: that many from the writer's own shard on (an approximation, as redis'
+ * sampled LRU; the whole store when they are all empty). */
+static cache_shard *scan_oldest(cache_store *s, const cache_shard *home, unsigned except,
+                                uint64_t *hint)
 {
     unsigned best, n = s->nshards;
+    unsigned first = 0, len = n, wrap = 0; /* [first, first + len) then [0, wrap) */
     if (n > EVICT_SCAN_MAX) {
-        unsigned first = home->index,
-                 upto_end = n - first < EVICT_SCAN_MAX ? n - first : EVICT_SCAN_MAX;
-        unsigned wrapped;
-        *hint = oldest_hint(s, first, upto_end, &best);
-        if (upto_end < EVICT_SCAN_MAX) {
-            uint64_t h = oldest_hint(s, 0, EVICT_SCAN_MAX - upto_end, &wrapped);
+        first = home->index;
+        len = n - first < EVICT_SCAN_MAX ? n - first : EVICT_SCAN_MAX;
+        wrap = EVICT_SCAN_MAX - len;
+    }
+    for (;;) {
+        *hint = except < n ? oldest_hint_except(s, first, len, except, &best)
+                           : oldest_hint(s, first, len, &best);
+        if (wrap) {
+            unsigned b2;
+            uint64_t h = except < n ? oldest_hint_except(s, 0, wrap, except, &b2)
+                                    : oldest_hint(s, 0, wrap, &b2);
             if (h < *hint) {
                 *hint = h;
-                best = wrapped;
+                best = b2;
             }
         }
         if (*hint != HINT_EMPTY)
             return &s->shards[best];
+        if (len == n)
+            return NULL;
+        first = 0; /* the window was empty: look at every shard */
+        len = n;
+        wrap = 0;
     }
-    *hint = oldest_hint(s, 0, n, &best);
-    return *hint != HINT_EMPTY ? &s->shards[best] : NULL;
+}
+
+/* What this thread's last scan of a store of up to EVICT_SCAN_MAX shards found: the
+ * EVICT_CANDIDATES shards with the oldest tails, and `bound`, an age than which every other
+ * shard's tail is no older. A shard's tail only grows younger (the tail leaves: the next one was
+ * placed later; a bumped tail's dating item is replaced by a later one; an empty shard receives
+ * an item younger than any age seen in the scan), so as long as the oldest candidate is not
+ * younger than `bound`, it is the oldest shard, without a scan: one scan serves about
+ * EVICT_CANDIDATES evictions. Per thread, so nothing is shared or locked; `store_id` says whose
+ * it is. (Restored items keep old CAS values and may break the rule; eviction is then only
+ * approximately ordered until the next scan.) */
+typedef struct evict_cache {
+    uint64_t store_id;
+    uint64_t bound;
+    unsigned n;
+    unsigned shard[EVICT_CANDIDATES];
+} evict_cache;
+
+static _Thread_local evict_cache tl_evict;
+static _Atomic uint64_t store_ids; /* the last store id handed out */
+
+/* Keeps the EVICT_CANDIDATES + 1 oldest hints, unsorted, with the position of the youngest of
+ * them (the one to replace): a hint older than that one is rare after the first few. */
+static void scan_candidates(cache_store *s, evict_cache *c)
+{
+    enum { KEEP = EVICT_CANDIDATES + 1 };
+    uint64_t key[KEEP];
+    unsigned idx[KEEP], m = 0, worst = 0;
+    /* Items placed from now on are younger than this, whatever shard they land in. */
+    uint64_t horizon = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
+    for (unsigned k = 0; k < s->nshards; k++) {
+        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
+        if (h == HINT_EMPTY || (m == KEEP && h >= key[worst]))
+            continue;
+        unsigned at = m < KEEP ? m++ : worst;
+        key[at] = h;
+        idx[at] = k;
+        if (m == KEEP) {
+            worst = 0;
+            for (unsigned i = 1; i < KEEP; i++)
+                worst = key[i] > key[worst] ? i : worst;
+        }
+    }
+    c->store_id = s->id;
+    c->n = 0;
+    for (unsigned i = 0; i < m; i++)
+        if (m < KEEP || i != worst)
+            c->shard[c->n++] = idx[i];
+    c->bound = m == KEEP && key[worst] < horizon ? key[worst] : horizon;
+}
+
+/* The candidate with the oldest tail, other than `except`, if it is provably the oldest shard
+ * (not younger than the bound; `fresh`: the scan just ran, so it is); else NULL. */
+static cache_shard *pick_candidate(cache_store *s, const evict_cache *c, unsigned except,
+                                   bool fresh, uint64_t *hint)
+{
+    uint64_t b = HINT_EMPTY;
+    unsigned at = 0;
+    for (unsigned i = 0; i < c->n; i++) {
+        uint64_t h = atomic_load_explicit(&s->tail_hint[c->shard[i]], memory_order_relaxed);
+        bool older = h < b && c->shard[i] != except;
+        at = older ? c->shard[i] : at;
+        b = older ? h : b;
+    }
+    if (b == HINT_EMPTY || (b > c->bound && !fresh))
+        return NULL;
+    *hint = b;
+    return &s->shards[at];
+}
+
+/* The oldest shard (its hint in *hint), from this thread's candidates or a new scan; NULL if
+ * nothing is left. `except` as for scan_oldest. */
+static cache_shard *find_oldest(cache_store *s, const cache_shard *home, unsigned except,
+                                uint64_t *hint)
+{
+    if (s->nshards > EVICT_SCAN_MAX)
+        return scan_oldest(s, home, except, hint);
+    evict_cache *c = &tl_evict;
+    if (c->store_id == s->id) {
+        cache_shard *sh = pick_candidate(s, c, except, false, hint);
+        if (sh)
+            return sh;
+    }
+    scan_candidates(s, c);
+    return pick_candidate(s, c, except, true, hint);
+}
+
+/* The oldest shard, locked, with its hint in *hint; NULL if there is nothing to evict. If
+ * another evictor holds it, the next oldest (whose tail is about as old) if that one is free:
+ * concurrent evictors, which all find the same oldest shard, spread instead of queueing. */
+static cache_shard *lock_oldest(cache_store *s, const cache_shard *home, uint64_t *hint)
+{
+    cache_shard *sh = find_oldest(s, home, UINT_MAX, hint);
+    if (!sh || try_lock(sh))
+        return sh;
+    uint64_t next_hint;
+    cache_shard *next = find_oldest(s, home, sh->index, &next_hint);
+    if (next && try_lock(next)) {
+        *hint = next_hint;
+        return next;
+    }
+    lock(sh);
+    return sh;
 }
 
 /* Evicts the shard's tails while the store is over its limit and their keys are not younger than
- * `upto` (the hint that chose the shard: ties go too, and the next scan finds the next oldest). A
+ * `upto` (the hint that chose the shard: ties go too, and the next scan finds the next oldest).
+ * Called with the shard's lock held; releases it. A
  * tail read since it last got there is not evicted but gets a second chance: its mark is cleared
  * and it moves to the head (so a hit only sets a bit instead of relinking the list). Returns
  * evictions + second chances; 0 when the shard is empty or its hint was stale (it is refreshed: the
@@ -587,7 +729,6 @@ static cache_shard *scan_oldest(cache_store *s, const cache_shard *home, uint64_
 static unsigned evict_oldest(cache_shard *sh, uint64_t upto)
 {
     unsigned n = 0, spared = 0;
-    lock(sh);
     while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && over_limit(sh->store)) {
         cache_item *it = lru_last(sh);
         if (!it)
@@ -616,7 +757,7 @@ static bool evict_until_fits(cache_store *s, cache_shard *home)
     unsigned fruitless = 0;
     while (over_limit(s)) {
         uint64_t hint;
-        cache_shard *sh = scan_oldest(s, home, &hint);
+        cache_shard *sh = lock_oldest(s, home, &hint);
         if (!sh)
             return false; /* nothing linked: everything left is pinned by readers, or in flight */
         /* Hints that keep moving under us (other evictors, writers): stop comparing. */
@@ -707,6 +848,7 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
         atomic_init(&hints[i], HINT_EMPTY);
     s->shard_bits = (unsigned)__builtin_ctz(shards);
     s->seed = c->seed ? c->seed : default_seed(s);
+    s->id = atomic_fetch_add_explicit(&store_ids, 1, memory_order_relaxed) + 1;
     s->max_memory = c->max_memory_bytes;
     s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
     s->nclasses = build_classes(s->class_size);

@@ -54,8 +54,11 @@
  * global) does: every shard publishes the age of its LRU tail in a small array (an item's age is
  * its CAS; for an item bumped by touch or a second chance, the CAS of the next item stored in
  * its shard after the bump); the writer that must evict compares the shards' tail ages without
- * locks, locks the shard with the oldest, checks it there and evicts down to the next oldest
- * shard's age. So, with up to 64 shards (the default) and stores one after another: an item
+ * locks, locks the shard with the oldest (the next oldest if another evictor holds it), checks
+ * the age there and evicts. A tail's age only grows younger, so each thread remembers the 8
+ * oldest shards its last comparison found and the age all others are younger than, and compares
+ * all shards again only once those 8 are used up (about one comparison per 8 evictions). So,
+ * with up to 64 shards (the default) and stores one after another: an item
  * stored, appended to or touched later than another is never evicted first, and one read twice
  * or touched outlives every item stored before that (it may outlive exact LRU by the few stores
  * until its shard receives the next item). With more shards an eviction compares a window of 64
