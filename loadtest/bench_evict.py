@@ -2,7 +2,8 @@
 """The memcached protocol with and without eviction, two snowflaked builds side by side (before and
 after a change to the store), with 1 and 2 server threads.
 
-    python3 loadtest/bench_evict.py -a OLD_BUILD_DIR -b NEW_BUILD_DIR [-r 3] [-t 4]
+    python3 loadtest/bench_evict.py -a OLD_BUILD_DIR -b NEW_BUILD_DIR [-r 3] [-t 4] [-w REGEX]
+        [-T 1,2]
 
 Rows: a 90:10 get:set mix on 10,000 keys that fit (no eviction); sets only on 1,000,000 keys of
 1,000 bytes into 16 MiB (nearly every set evicts); the 90:10 mix on those (gets mostly miss,
@@ -14,6 +15,7 @@ shared machine the CPU per request is the figure to trust. Figures, not a test.
 """
 import argparse
 import os
+import re
 import statistics
 import sys
 
@@ -36,6 +38,8 @@ def main():
     ap.add_argument("-b", required=True, help="build directory B (after); its sfload is used")
     ap.add_argument("-r", "--rounds", type=int, default=3)
     ap.add_argument("-t", "--time", type=int, default=4, help="seconds per run")
+    ap.add_argument("-w", "--workloads", default="", help="only rows whose name matches")
+    ap.add_argument("-T", "--threads", default="1,2", help="server thread counts")
     args = ap.parse_args()
     bench.raise_nofile()
     b = bench.Bench(argparse.Namespace(build=args.b, time=args.time, repeat=args.rounds))
@@ -45,8 +49,8 @@ def main():
     print("%-34s %2s | %9s %9s %6s | %7s %7s %6s" % (
         "workload", "T", "A req/s", "B req/s", "B/A", "A us", "B us", "B/A"))
     try:
-        for threads in (1, 2):
-            for name, sfargs, extra in ROWS:
+        for threads in [int(t) for t in args.threads.split(",")]:
+            for name, sfargs, extra in [r for r in ROWS if re.search(args.workloads, r[0])]:
                 runs = {"A": [], "B": []}
                 for _ in range(args.rounds):
                     for who in ("A", "B"):

@@ -3,6 +3,7 @@
  *   bench_store [-n items] [-d ms_per_run]
  *   valgrind --tool=callgrind --callgrind-out-file=F bench_store -p [-n items]
  *   callgrind_annotate --inclusive=yes F | grep phase_
+ *   bench_store -o
  *
  * Inserts n items (32-byte keys, 100-byte values, default 1,000,000) into a store with room to
  * spare and reports the process's RSS growth per item (from /proc/self/statm, so it includes the
@@ -13,7 +14,10 @@
  * scales) on 1 and 2 threads. Keys are formatted beforehand so the figures are the store's, not
  * snprintf's. With -p, instead: fixed operation counts on one thread, one function per phase
  * (phase_get, phase_set, phase_set_evicting: n operations each), for callgrind's instruction
- * counts, which the machine's load does not move. */
+ * counts, which the machine's load does not move. With -o: the eviction order's quality, for
+ * several shard counts: 4 x N keys written one after another into a store holding N; how many of
+ * the N most recent survive and which fraction of the evicted are older than the oldest
+ * survivor (1 and 1.0 for exact LRU). */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -65,9 +69,10 @@ static const char *key_at(size_t i)
     return g_keys + i * KEY_LEN;
 }
 
-static cache_store *make_store_sized(cache_lock_kind lk, uint64_t bytes)
+/* shards 0: the default. */
+static cache_store *make_store_sized(cache_lock_kind lk, uint64_t bytes, unsigned shards)
 {
-    cache_store_config c = {.max_memory_bytes = bytes, .lock = lk};
+    cache_store_config c = {.max_memory_bytes = bytes, .lock = lk, .shards = shards};
     char err[128];
     cache_store *s = cache_store_new(&c, err, sizeof err);
     if (!s) {
@@ -79,7 +84,7 @@ static cache_store *make_store_sized(cache_lock_kind lk, uint64_t bytes)
 
 static cache_store *make_store(cache_lock_kind lk)
 {
-    return make_store_sized(lk, UINT64_C(4) << 30);
+    return make_store_sized(lk, UINT64_C(4) << 30, 0);
 }
 
 static int set_key(cache_store *s, size_t i)
@@ -229,6 +234,37 @@ static __attribute__((noinline)) uint64_t phase_set_evicting(cache_store *s, siz
     return set_random(s, n, 88172645463325254ull);
 }
 
+static void order_quality(unsigned shards, size_t cap)
+{
+    cache_store *s = make_store(CACHE_LOCK_MUTEX);
+    size_t item = cache_store_item_size(s, KEY_LEN, 0, VAL_LEN), total = 4 * cap;
+    cache_store_free(s);
+    s = make_store_sized(CACHE_LOCK_MUTEX, (uint64_t)item * cap, shards);
+    for (size_t i = 0; i < total; i++)
+        set_key(s, i);
+    size_t oldest = total, recent = 0, evicted = 0, older = 0;
+    bool *present = calloc(total, sizeof *present);
+    for (size_t i = 0; i < total; i++) {
+        cache_item *it = cache_get(s, key_at(i), KEY_LEN, NOW);
+        present[i] = it != NULL;
+        cache_item_release(it);
+        if (present[i] && oldest == total)
+            oldest = i;
+        recent += present[i] && i >= total - cap;
+    }
+    for (size_t i = 0; i < total; i++)
+        if (!present[i]) {
+            evicted++;
+            older += i < oldest;
+        }
+    printf("  %6u shards: %zu of the %zu most recent kept (%.2f %%), evicted older than the "
+           "oldest survivor %.4f\n",
+           shards, recent, cap, 100.0 * (double)recent / (double)cap,
+           evicted ? (double)older / (double)evicted : 1.0);
+    free(present);
+    cache_store_free(s);
+}
+
 static int phases(size_t n)
 {
     cache_store *s = make_store(CACHE_LOCK_MUTEX);
@@ -236,7 +272,7 @@ static int phases(size_t n)
     fill(s, n);
     uint64_t hits = phase_get(s, n), stored = phase_set(s, n);
     cache_store_free(s);
-    s = make_store_sized(CACHE_LOCK_MUTEX, (uint64_t)item * (n / 4));
+    s = make_store_sized(CACHE_LOCK_MUTEX, (uint64_t)item * (n / 4), 0);
     fill(s, n);
     cache_stats st;
     cache_store_stats(s, &st);
@@ -255,16 +291,18 @@ int main(int argc, char **argv)
     size_t n = 1000000;
     unsigned ms = 1000;
     int opt;
-    bool by_phase = false;
-    while ((opt = getopt(argc, argv, "n:d:p")) != -1) {
+    bool by_phase = false, order = false;
+    while ((opt = getopt(argc, argv, "n:d:po")) != -1) {
         if (opt == 'n')
             n = (size_t)atol(optarg);
         else if (opt == 'p')
             by_phase = true;
+        else if (opt == 'o')
+            order = true;
         else if (opt == 'd')
             ms = (unsigned)atoi(optarg);
         else {
-            fprintf(stderr, "usage: %s [-n items] [-d ms_per_run] [-p]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n items] [-d ms_per_run] [-p | -o]\n", argv[0]);
             return 2;
         }
     }
@@ -283,6 +321,16 @@ int main(int argc, char **argv)
         int rc = phases(n);
         free(g_keys);
         return rc;
+    }
+    if (order) {
+        static const unsigned shard_counts[] = {1, 16, 64, 256, 1024, 4096};
+        size_t cap = n / 4 < 20000 ? n / 4 : 20000;
+        printf("eviction order: %zu keys written one after another into a store holding %zu\n",
+               4 * cap, cap);
+        for (size_t i = 0; i < sizeof shard_counts / sizeof shard_counts[0]; i++)
+            order_quality(shard_counts[i], cap);
+        free(g_keys);
+        return 0;
     }
 
     uint64_t rss0 = rss_bytes();
@@ -326,7 +374,7 @@ int main(int argc, char **argv)
     printf("  %-6s %10s %10s %10s %10s %12s %8s\n", "lock", "set 1T", "cpu 1T", "set 2T", "cpu 2T",
            "evictions", "per set");
     for (int lk = 0; lk < 2; lk++) {
-        s = make_store_sized((cache_lock_kind)lk, (uint64_t)item * (n / 4));
+        s = make_store_sized((cache_lock_kind)lk, (uint64_t)item * (n / 4), 0);
         fill(s, n);
         cache_store_stats(s, &st);
         uint64_t ev0 = st.evictions, sets0 = st.sets;
