@@ -385,12 +385,15 @@ class Memcache(unittest.TestCase):
     # ---- meta commands (byte-exactness: test_memcache_diff.py; here what it cannot show) ----
 
     def test_meta_binary_base64_key(self):
-        # memcached stores any decoded bytes; our store keeps its key rule (no control bytes or
-        # blanks): refused, the data block swallowed, a miss afterwards
-        self.assertEqual(self.c.ask(b"ms AAEC 3 b\r\nabc\r\n"),
-                         b"CLIENT_ERROR bad command line format\r\n")
+        # any decoded bytes are a key, as in memcached (the text key rule is for text keys), and
+        # k answers it encoded again
+        self.assertEqual(self.c.ask(b"ms AAEC 3 b\r\nabc\r\n"), b"HD\r\n")
+        want = b"VA 3 kAAEC b\r\nabc\r\n"
+        self.assertEqual(self.c.ask(b"mg AAEC b k v\r\n", len(want)), want)
+        self.assertEqual(self.c.ask(b"ma AAEC b N0 k\r\n"),
+                         b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+        self.assertEqual(self.c.ask(b"md AAEC b k\r\n"), b"HD kAAEC b\r\n")
         self.assertEqual(self.c.ask(b"mg AAEC b k v\r\n"), b"EN kAAEC b\r\n")
-        self.assertEqual(self.c.ask(b"ma AAEC b N0 k\r\n"), b"NF kAAEC b\r\n")
         self.assertEqual(self.c.ask(b"mg YSBi b\r\n"), b"EN\r\n")  # "a b"
         # a printable one round-trips, returned encoded
         k = self.key("b64")
@@ -499,6 +502,123 @@ class Memcache(unittest.TestCase):
         self.assertGreaterEqual(int(stats["curr_items"]), 1)
         self.assertGreaterEqual(int(stats["curr_connections"]), 1)
         self.assertEqual(int(stats["threads"]), 2)
+
+    def stats(self, sub=b""):
+        """{name: value} of "stats<sub>" up to END (ITEM lines of cachedump too)."""
+        self.c.send(b"stats" + sub + b"\r\n")
+        out = {}
+        while True:
+            ln = self.c.line()
+            if ln == b"END\r\n":
+                return out
+            parts = ln.decode().rstrip("\r\n").split(" ", 2)
+            self.assertIn(parts[0], ("STAT", "ITEM"), ln)
+            out[parts[1]] = parts[2]
+
+    def test_stats_general_has_memcacheds_83_keys(self):
+        stats = self.stats()
+        self.assertEqual(len(stats), 83)  # memcached 1.6.18 without LRU crawler and maintainer
+        self.assertEqual(stats["accepting_conns"], "1")
+        self.assertEqual(stats["max_connections"], self.stats(b" settings")["maxconns"])
+        self.assertGreater(int(stats["bytes_read"]), 0)  # the listener's own bytes
+
+    def test_stats_reset(self):
+        k = self.key("a")
+        self.set(k, b"v")
+        self.get(k)
+        self.get(self.key("none"))
+        self.assertEqual(self.c.ask(b"stats reset\r\n"), b"RESET\r\n")
+        stats = self.stats()
+        for name in ("cmd_get", "cmd_set", "get_hits", "get_misses", "total_items",
+                     "total_connections", "delete_hits", "evictions", "reclaimed"):
+            self.assertEqual(stats[name], "0", name)
+        self.assertGreaterEqual(int(stats["curr_items"]), 1)  # state, not a counter: kept
+        self.assertGreaterEqual(int(stats["curr_connections"]), 1)
+        self.get(k)
+        stats = self.stats()
+        self.assertEqual((stats["cmd_get"], stats["get_hits"]), ("1", "1"))
+        # /metrics counts from the start: a reset of the memcached view leaves it monotonic
+        self.assertGreaterEqual(
+            metric(self.srv, 'snowflaked_cache_operations_total{op="get_hits"}'), 2)
+
+    def test_stats_items_and_slabs_by_size_class(self):
+        self.set(b"e1", b"")  # 64 + 2 bytes: memcached's class 1 (96-byte chunks)
+        slabs = self.stats(b" slabs")
+        self.assertEqual(slabs["1:chunk_size"], "96")
+        self.assertGreaterEqual(int(slabs["1:used_chunks"]), 1)
+        self.assertIn("e1", self.stats(b" cachedump 1 0"))
+        big = self.key("big")
+        # accounted 57832 bytes (our allocation class for 64 + key + 50000). With 64 KiB items
+        # the classes are memcached's up to 42384 bytes, then the largest chunk: 65536
+        # (memcached -I 64k -o slab_chunk_max=64k alike), where it lands.
+        self.set(big, b"B" * 50000)
+        self.assertEqual(self.stats(b" settings")["slab_chunk_max"], str(MAX_ITEM))
+        slabs = self.stats(b" slabs")
+        last = max(int(k.split(":")[0]) for k in slabs if k.endswith(":chunk_size"))
+        self.assertEqual((last, slabs["%d:chunk_size" % last]), (29, str(MAX_ITEM)))
+        self.assertGreaterEqual(int(self.stats(b" items")["items:%d:number" % last]), 1)
+        self.assertGreaterEqual(int(slabs["total_malloced"]), 57832)
+        self.assertEqual(self.c.ask(b"delete %s\r\n" % big), b"DELETED\r\n")
+
+    def test_stats_settings(self):
+        st = self.stats(b" settings")
+        self.assertEqual((st["tcpport"], st["udpport"]), (str(self.port), "0"))
+        self.assertEqual((st["evictions"], st["cas_enabled"], st["growth_factor"]),
+                         ("on", "yes", "1.25"))
+        self.assertEqual((st["item_size_max"], st["num_threads"]), (str(MAX_ITEM), "2"))
+        self.assertEqual(st["maxbytes"], self.stats()["limit_maxbytes"])
+
+    def test_stats_detail(self):
+        c = self.c
+        self.assertEqual(c.ask(b"stats reset\r\n"), b"RESET\r\n")  # also empties the table
+        self.assertEqual(c.ask(b"stats detail on\r\n"), b"OK\r\n")
+        try:
+            self.set(b"dt:1", b"v")
+            self.get(b"dt:1")
+            self.get(b"dt:2")
+            self.assertEqual(c.ask(b"delete dt:3\r\n"), b"NOT_FOUND\r\n")
+            self.get(b"noprefix")  # no ':': not counted
+            self.assertEqual(self.stats(b" settings")["detail_enabled"], "yes")
+            c.send(b"stats detail dump\r\n")
+            self.assertEqual(c.line(), b"PREFIX dt get 2 hit 1 set 1 del 1\r\n")
+            self.assertEqual(c.line(), b"END\r\n")
+        finally:
+            self.assertEqual(c.ask(b"stats detail off\r\n"), b"OK\r\n")
+        self.get(b"dt:1")  # off: not counted
+        c.send(b"stats detail dump\r\n")
+        self.assertEqual(c.line(), b"PREFIX dt get 2 hit 1 set 1 del 1\r\n")
+        self.assertEqual(c.line(), b"END\r\n")
+        self.assertEqual(c.ask(b"stats detail\r\n"),
+                         b"CLIENT_ERROR usage: stats detail on|off|dump\r\n")
+
+    def test_stats_cachedump(self):
+        k = b"cdk"  # short: its item stays in class 1
+        self.set(k, b"12345", exptime=int(time.time()) + 1000)
+        dump = self.stats(b" cachedump 1 0")
+        self.assertRegex(dump[k.decode()], r"^\[5 b; \d+ s\]$")
+        self.assertLessEqual(abs(int(dump[k.decode()].split()[2]) - time.time() - 1000), 5)
+        self.assertEqual(self.c.ask(b"stats cachedump 1\r\n"), b"CLIENT_ERROR bad command line\r\n")
+        self.assertEqual(self.c.ask(b"stats cachedump 64 1\r\n"),
+                         b"CLIENT_ERROR Illegal slab id\r\n")
+
+    def test_stats_conns_lists_listener_and_self(self):
+        self.c.send(b"stats conns\r\n")
+        text = b""
+        while not text.endswith(b"END\r\n"):
+            text += self.c.line()
+        self.assertRegex(text, rb"STAT \d+:addr tcp:127\.0\.0\.1:%d\r\n"
+                         rb"STAT \d+:state conn_listening" % self.port)
+        self.assertRegex(text, rb"STAT \d+:listen_addr tcp:127\.0\.0\.1:%d\r\n" % self.port)
+        self.assertIn(b"conn_parse_cmd", text)
+
+    def test_expired_items_are_reclaimed_and_unfetched(self):
+        before = self.stats()
+        self.set(self.key("short"), b"v", exptime=1)
+        time.sleep(2.5)  # expired; the sweep (every 100 ms per loop) takes it back
+        after = self.stats()
+        self.assertGreaterEqual(int(after["reclaimed"]) - int(before["reclaimed"]), 1)
+        self.assertGreaterEqual(
+            int(after["expired_unfetched"]) - int(before["expired_unfetched"]), 1)
 
     def test_quit_closes(self):
         self.c.send(b"quit\r\n")
@@ -620,6 +740,56 @@ class MemcacheSmallBuffers(unittest.TestCase):
         self.assertTrue(c.closed(timeout=5))
         self.assertGreater(time.time() - start, 1.0)
         c.close()
+
+
+class MemcacheMaxConnections(unittest.TestCase):
+    """At server.max_connections the memcached listener answers as memcached at -c: the
+    connection is accepted, told "ERROR Too many open connections" and closed, and counted in
+    rejected_connections. Silent connections count from connect (no TCP_DEFER_ACCEPT here)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port,
+                         "--set", "server.max_connections=6")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def stats(self, c):
+        c.send(b"stats\r\n")
+        out = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                return out
+            _, k, v = ln.decode().split()
+            out[k] = v
+
+    def test_refused_with_memcacheds_line(self):
+        first = Client(self.port)
+        self.assertTrue(first.ask(b"version\r\n").startswith(b"VERSION "))
+        # silent connections count all the same; the loops accept them in their own order, so
+        # which one is refused is not known: exactly one of the six beyond the first five
+        silent = [Client(self.port) for _ in range(6)]
+        deadline = time.time() + 5
+        while self.stats(first)["rejected_connections"] == "0" and time.time() < deadline:
+            time.sleep(0.05)
+        refused = []
+        for c in silent:
+            c.sock.settimeout(0.2)
+            try:
+                data = c.sock.recv(64)
+            except socket.timeout:
+                continue
+            refused.append(data)
+            self.assertTrue(c.closed(timeout=5))
+        self.assertEqual(refused, [b"ERROR Too many open connections\r\n"])
+        stats = self.stats(first)
+        self.assertEqual((stats["rejected_connections"], stats["curr_connections"]), ("1", "6"))
+        for c in silent + [first]:
+            c.close()
 
 
 class MemcacheStreaming(unittest.TestCase):
@@ -835,6 +1005,151 @@ class MemcacheStreaming(unittest.TestCase):
         self.assertTrue(closed)
         self.assertLess(time.monotonic() - t0, 2)  # the 500 ms header deadline
         c.close()
+
+
+class MemcacheAdmin(unittest.TestCase):
+    """The operators' commands (memcache_admin.c) and memcached's command-line switches
+    (cache.memcached_*, cache.evictions), each server started with the settings under test."""
+
+    def server(self, *sets):
+        port = free_port()
+        args = ["--set", "cache.memcached_port=%d" % port, "--set", "cache.persist=false"]
+        for s in sets:
+            args += ["--set", s]
+        srv = Server(*args)
+        self.addCleanup(lambda: srv.proc.poll() is None and srv.stop())
+        c = Client(port)
+        self.addCleanup(c.close)
+        return srv, c
+
+    def stats(self, c):
+        c.send(b"stats\r\n")
+        out = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                return out
+            _, k, v = ln.decode().split()
+            out[k] = v
+
+    def dump(self, c, what=b"all"):
+        c.send(b"lru_crawler metadump " + what + b"\r\n")
+        lines = []
+        while True:
+            while b"\n" not in c.buf:
+                c.buf += c.sock.recv(65536)
+            ln, c.buf = c.buf.split(b"\n", 1)
+            if ln == b"END\r":
+                return lines
+            lines.append(ln)
+
+    def test_metadump_lines_and_streaming(self):
+        _, c = self.server("server.so_sndbuf=4096")
+        self.assertEqual(c.ask(b"set a%20b 0 0 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"set e 5 100 2\r\nyy\r\n"), b"STORED\r\n")
+        lines = sorted(self.dump(c))
+        self.assertRegex(lines[0], rb"^key=a%2520b exp=-1 la=\d+ cas=\d+ fetch=no cls=1 size=72$")
+        self.assertRegex(lines[1], rb"^key=e exp=\d+ la=\d+ cas=\d+ fetch=no cls=1 size=72$")
+        self.assertEqual(self.dump(c, b"2"), [])  # class 2 holds none of them
+        # Many items stream in slices through a bounded output; every key comes exactly once.
+        n = 20000
+        c.send(b"".join(b"set k%d 0 0 100 noreply\r\n%s\r\n" % (i, b"v" * 100) for i in range(n)))
+        self.assertTrue(c.ask(b"version\r\n").startswith(b"VERSION"))
+        keys = [ln.split()[0] for ln in self.dump(c, b"hash")]
+        self.assertEqual(len(keys), n + 2)
+        self.assertEqual(len(set(keys)), n + 2)
+        # Behind another reply of the same read: refused, as memcached.
+        self.assertEqual(c.ask(b"mg zz v\r\nlru_crawler metadump all\r\n"), b"EN\r\n")
+        self.assertEqual(c.line(), b"ERROR cannot pipeline other commands before metadump\r\n")
+        # One walk at a time: a second connection's metadump is BUSY while one streams (to a
+        # reader that does not read, behind small socket buffers: it pauses on its output).
+        slow = socket.socket()
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(c.sock.getpeername())
+        slow.sendall(b"lru_crawler metadump all\r\n")
+        time.sleep(0.3)
+        self.assertEqual(c.ask(b"lru_crawler metadump all\r\n"),
+                         b"BUSY currently processing crawler request\r\n")
+        slow.close()  # gives the walk up: the next one starts
+        time.sleep(0.3)
+        self.assertEqual(len(self.dump(c)), n + 2)
+
+    def test_crawl_unlinks_expired_items(self):
+        _, c = self.server()
+        for i in range(50):
+            c.send(b"set s%d 0 1 2 noreply\r\nok\r\n" % i)
+        self.assertEqual(c.ask(b"set keep 0 0 2\r\nok\r\n"), b"STORED\r\n")
+        time.sleep(2.1)
+        self.assertEqual(c.ask(b"lru_crawler crawl all\r\n"), b"OK\r\n")
+        self.assertEqual(self.stats(c)["curr_items"], "1")
+        self.assertEqual(c.ask(b"lru_crawler disable\r\n"), b"OK\r\n")
+        self.assertEqual(c.ask(b"lru_crawler crawl 1\r\n"),
+                         b"CLIENT_ERROR lru crawler disabled\r\n")
+
+    def test_cache_memlimit(self):
+        _, c = self.server()
+        self.assertEqual(c.ask(b"cache_memlimit 8\r\n"), b"OK\r\n")
+        self.assertEqual(self.stats(c)["limit_maxbytes"], str(8 << 20))
+        big = b"B" * 500000
+        for i in range(40):  # 20 MB through an 8 MiB cache: evicts, stays under the new limit
+            self.assertEqual(c.ask(b"set b%d 0 0 %d\r\n%s\r\n" % (i, len(big), big)), b"STORED\r\n")
+        st = self.stats(c)
+        self.assertLessEqual(int(st["bytes"]), 8 << 20)
+        self.assertGreater(int(st["evictions"]), 0)
+
+    def test_shutdown_enabled(self):
+        for cmd, sig in ((b"shutdown\r\n", "SIGINT"), (b"shutdown graceful\r\n", "SIGTERM")):
+            srv, c = self.server("cache.memcached_shutdown=true")
+            self.assertEqual(c.ask(b"shutdown foo\r\n"), b"CLIENT_ERROR invalid shutdown mode\r\n")
+            c.send(cmd)
+            self.assertTrue(c.closed(timeout=5))
+            self.assertEqual(srv.wait(timeout=15), 0)
+            self.assertIn(sig + " received, draining", srv.output())
+
+    def test_flush_all_disabled(self):
+        _, c = self.server("cache.memcached_flush_all=false")
+        self.assertEqual(c.ask(b"set k 0 0 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"flush_all\r\n"), b"CLIENT_ERROR flush_all not allowed\r\n")
+        self.assertEqual(c.ask(b"flush_all 0 noreply\r\nget k\r\n"), b"VALUE k 0 1\r\n")
+        self.assertEqual(c.read(8), b"x\r\nEND\r\n")
+
+    def test_cas_disabled(self):
+        _, c = self.server("cache.memcached_cas=false")
+        self.assertEqual(c.ask(b"set a 0 0 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"gets a\r\n"), b"VALUE a 0 1 0\r\n")
+        self.assertEqual(c.read(8), b"x\r\nEND\r\n")
+        self.assertEqual(c.ask(b"cas a 0 0 1 5\r\ny\r\n"), b"EXISTS\r\n")
+        self.assertEqual(c.ask(b"cas zz 0 0 1 5\r\ny\r\n"), b"NOT_FOUND\r\n")
+        self.assertEqual(c.ask(b"cas zz 0 0 1 0\r\ny\r\n"), b"NOT_FOUND\r\n")
+        self.assertEqual(c.ask(b"cas a 0 0 1 0\r\ny\r\n"), b"STORED\r\n")
+
+    def test_reqs_per_event_counts_yields(self):
+        _, c = self.server("cache.memcached_reqs_per_event=1")
+        c.send(b"set f 0 0 5\r\nBubba\r\n" * 6)
+        for _ in range(6):
+            self.assertEqual(c.line(), b"STORED\r\n")
+        self.assertGreaterEqual(int(self.stats(c)["conn_yields"]), 5)
+
+    def test_no_evictions(self):
+        _, c = self.server("cache.evictions=false", "cache.max_memory_bytes=2097152")
+        big = b"B" * 100000
+        replies = {c.ask(b"set b%d 0 0 %d\r\n%s\r\n" % (i, len(big), big)) for i in range(40)}
+        self.assertEqual(replies, {b"STORED\r\n", b"SERVER_ERROR out of memory storing object\r\n"})
+        self.assertEqual(self.stats(c)["evictions"], "0")
+
+    def test_debugtime(self):
+        _, off = self.server()
+        self.assertEqual(off.ask(b"debugtime 5\r\n"), b"ERROR\r\n")  # a release build's answer
+        _, c = self.server("cache.memcached_debug_commands=true")
+        self.assertEqual(c.ask(b"set e 0 3 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(c.ask(b"debugtime 2\r\nget e\r\n"), b"OK\r\n")
+        self.assertEqual(c.line(), b"VALUE e 0 1\r\n")
+        self.assertEqual(c.read(8), b"x\r\nEND\r\n")
+        self.assertEqual(c.ask(b"debugtime 2\r\nget e\r\n"), b"OK\r\n")
+        self.assertEqual(c.line(), b"END\r\n")
+        self.assertEqual(c.ask(b"debugtime x\r\n"), b"ERROR\r\n")
+        self.assertEqual(c.ask(b"debugtime p\r\n"), b"OK\r\n")
+        self.assertEqual(c.ask(b"debugtime r\r\n"), b"OK\r\n")
 
 
 if __name__ == "__main__":

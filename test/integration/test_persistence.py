@@ -189,6 +189,34 @@ class Persistence(unittest.TestCase):
             finally:
                 srv.stop()
 
+    def test_base64_keys_survive_a_restart(self):
+        """Keys given in base64 (meta b) may be any bytes: saved with their mark and loaded back,
+        not taken for a damaged file."""
+        with tempfile.TemporaryDirectory(prefix="sf_persist_") as d:
+            srv = self.start(d)
+            try:
+                mc = Mc(self.mc_port)
+                self.assertEqual(mc.pipeline([b"ms AAEC 2 b\r\nhi\r\n",  # bytes 0 1 2
+                                              b"ms Zm9v 1 b\r\nx\r\n",  # "foo", marked
+                                              b"mg Ymlu b N60\r\n",  # "bin", unmarked
+                                              b"set text 0 0 1\r\ny\r\n"]),
+                                 [b"HD", b"HD", b"HD W", b"STORED"])
+                mc.close()
+            finally:
+                srv.stop()
+            srv = self.start(d)
+            try:
+                self.assertEqual(metric(srv, "snowflaked_cache_snapshot_loaded_items"), 4)
+                mc = Mc(self.mc_port)
+                self.assertEqual(mc.pipeline([b"mg AAEC b k s\r\n", b"mg foo k s\r\n",
+                                              b"mg bin k\r\n", b"mg text k s\r\n"]),
+                                 [b"HD kAAEC b s2", b"HD kZm9v b s1",
+                                  b"HD kbin",  # the history (token, hits) is not saved
+                                  b"HD ktext s1"])
+                mc.close()
+            finally:
+                srv.stop()
+
     def test_version_1_snapshot_still_loads(self):
         """Files written before the CAS was added (version 1) load, with new CAS values."""
         now_ms = int(time.time() * 1000)

@@ -214,6 +214,10 @@ static void check_default_values(const cfg *c)
     ck_assert_uint_eq(c->cache.max_item_bytes, 1048576);
     ck_assert_str_eq(c->cache.memcached_host, "127.0.0.1");
     ck_assert_uint_eq(c->cache.memcached_port, 0);
+    /* memcached's defaults: no -A, -F, -C, -M; -R 20; a release build (no debugtime) */
+    ck_assert(c->cache.evictions && c->cache.memcached_flush_all && c->cache.memcached_cas);
+    ck_assert(!c->cache.memcached_shutdown && !c->cache.memcached_debug_commands);
+    ck_assert_uint_eq(c->cache.memcached_reqs_per_event, 20);
     ck_assert(c->echo.http_enabled);
     ck_assert_str_eq(c->echo.tcp_host, "127.0.0.1");
     ck_assert_uint_eq(c->echo.tcp_port, 0);
@@ -443,6 +447,10 @@ static const bad_case bad_files[] = {
     {"{\"cache\":{\"max_item_bytes\":0}}", "cache.max_item_bytes", "1..1073741824"},
     {"{\"cache\":{\"max_item_bytes\":1073741825}}", "cache.max_item_bytes", "got 1073741825"},
     {"{\"cache\":{\"memcached_port\":65536}}", "cache.memcached_port", "0..65535"},
+    {"{\"cache\":{\"memcached_reqs_per_event\":0}}", "cache.memcached_reqs_per_event",
+     "1..1000000"},
+    {"{\"cache\":{\"memcached_shutdown\":1}}", "cache.memcached_shutdown",
+     "expected true or false"},
     {"{\"cache\":{\"shards\":0}}", "cache.shards", "1..4096"},
     {"{\"cache\":{\"shards\":8192}}", "cache.shards", "got 8192"},
     {"{\"echo\":{\"tcp_port\":-1}}", "echo.tcp_port", "got -1"},

@@ -1334,6 +1334,251 @@ START_TEST(test_concurrent)
 }
 END_TEST
 
+/* ---- history for memcached's meta commands ----------------------------------------------- */
+
+static cache_item *meta_get(cache_store *s, const char *key, const cache_get_opts *o,
+                            cache_item_meta *m, uint64_t now)
+{
+    return cache_get_meta(s, key, strlen(key), o, m, now);
+}
+
+START_TEST(test_meta_history)
+{
+    cache_store *s = mk(8 * MiB, 4, CACHE_LOCK_MUTEX);
+    const uint64_t t0 = 1700000000000ull;
+    cache_get_opts peek = {.no_bump = true, .count = CACHE_COUNT_NONE};
+    cache_get_opts bump = {.count = CACHE_COUNT_GET};
+    cache_item_meta m;
+    ck_assert_int_eq(put(s, "a", "x", CACHE_MODE_SET, t0), CACHE_STORED);
+    cache_item *it = meta_get(s, "a", &peek, &m, t0 + 2500);
+    ck_assert_ptr_nonnull(it);
+    cache_item_release(it);
+    ck_assert(!m.fetched && !m.token_sent && !m.stale && !m.won);
+    ck_assert_uint_eq(m.idle_s, 2); /* stored in second t0/1000, read two seconds later */
+    cache_item_release(meta_get(s, "a", &peek, &m, t0 + 5000)); /* no_bump changes nothing */
+    ck_assert(!m.fetched);
+    ck_assert_uint_eq(m.idle_s, 5);
+    cache_item_release(meta_get(s, "a", &bump, &m, t0 + 5000)); /* shows the state before */
+    ck_assert(!m.fetched);
+    ck_assert_uint_eq(m.idle_s, 5);
+    cache_item_release(meta_get(s, "a", &peek, &m, t0 + 7000));
+    ck_assert(m.fetched);
+    ck_assert_uint_eq(m.idle_s, 2);
+    /* a classic hit and a touch count as accesses; a new value starts a new history */
+    ck_assert_int_eq(put(s, "b", "x", CACHE_MODE_SET, t0), CACHE_STORED);
+    ck_assert(has(s, "b", t0 + 9000));
+    cache_item_release(meta_get(s, "b", &peek, &m, t0 + 10000));
+    ck_assert(m.fetched);
+    ck_assert_uint_eq(m.idle_s, 1);
+    ck_assert_int_eq(put(s, "c", "x", CACHE_MODE_SET, t0), CACHE_STORED);
+    ck_assert_int_eq(cache_touch(s, "c", 1, 0, t0 + 3000), CACHE_TOUCHED);
+    cache_item_release(meta_get(s, "c", &peek, &m, t0 + 3000));
+    ck_assert(m.fetched);
+    ck_assert_uint_eq(m.idle_s, 0);
+    ck_assert_int_eq(put(s, "c", "y", CACHE_MODE_SET, t0 + 4000), CACHE_STORED);
+    cache_item_release(meta_get(s, "c", &peek, &m, t0 + 4000));
+    ck_assert(!m.fetched);
+    /* a clock that went back reads as no idle time, not four billion seconds */
+    cache_item_release(meta_get(s, "c", &peek, &m, t0));
+    ck_assert_uint_eq(m.idle_s, 0);
+    /* counters: get_*, touch_* or none */
+    cache_stats before = stats(s);
+    cache_get_opts tch = {.count = CACHE_COUNT_TOUCH};
+    cache_item_release(meta_get(s, "c", &tch, &m, t0 + 4000));
+    ck_assert_ptr_null(meta_get(s, "zz", &tch, &m, t0 + 4000));
+    ck_assert_ptr_null(meta_get(s, "zz", &peek, &m, t0 + 4000));
+    ck_assert_ptr_null(meta_get(s, "zz", &bump, &m, t0 + 4000));
+    cache_stats after = stats(s);
+    ck_assert_uint_eq(after.touch_hits - before.touch_hits, 1);
+    ck_assert_uint_eq(after.touch_misses - before.touch_misses, 1);
+    ck_assert_uint_eq(after.get_misses - before.get_misses, 1);
+    ck_assert_uint_eq(after.get_hits - before.get_hits, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_meta_recache_tokens)
+{
+    cache_store *s = mk(8 * MiB, 4, CACHE_LOCK_SPIN);
+    const uint64_t t0 = 1700000000000ull;
+    cache_item_meta m;
+    ck_assert_int_eq(put_full(s, "a", "x", 0, t0 + 120000, CACHE_MODE_SET, 0, NULL, t0),
+                     CACHE_STORED);
+    /* R: 120 s left is not below 120 (whole seconds, as memcached), is below 121 */
+    cache_get_opts r120 = {.recache_ms = t0 + 5 + 120000};
+    cache_item_release(meta_get(s, "a", &r120, &m, t0 + 5));
+    ck_assert(!m.won && !m.token_sent);
+    cache_get_opts no_token = {.recache_ms = t0 + 121000, .no_token = true};
+    cache_item_release(meta_get(s, "a", &no_token, &m, t0));
+    ck_assert(!m.won && !m.token_sent);
+    cache_get_opts r121 = {.recache_ms = t0 + 121000};
+    cache_item_release(meta_get(s, "a", &r121, &m, t0));
+    ck_assert(m.won && !m.token_sent);
+    cache_item_release(meta_get(s, "a", &r121, &m, t0)); /* only one winner */
+    ck_assert(!m.won && m.token_sent);
+    /* T applied under the lock; R compares the new expiry only when T came first */
+    ck_assert_int_eq(put_full(s, "b", "x", 0, t0 + 300000, CACHE_MODE_SET, 0, NULL, t0),
+                     CACHE_STORED);
+    cache_get_opts t_after = {
+        .set_expiry = true, .expiry_ms = t0 + 10000, .recache_ms = t0 + 100000};
+    cache_item_release(meta_get(s, "b", &t_after, &m, t0));
+    ck_assert(!m.won);
+    ck_assert_uint_eq(m.expiry_ms, t0 + 300000); /* the old one */
+    cache_item *it = meta_get(s, "b", &(cache_get_opts){0}, &m, t0);
+    ck_assert_uint_eq(cache_item_expiry(it), t0 + 10000);
+    cache_item_release(it);
+    t_after.recache_sees_new = true;
+    cache_item_release(meta_get(s, "b", &t_after, &m, t0));
+    ck_assert(m.won);
+    /* no expiry: never a recache win */
+    ck_assert_int_eq(put(s, "c", "x", CACHE_MODE_SET, t0), CACHE_STORED);
+    cache_item_release(meta_get(s, "c", &r121, &m, t0));
+    ck_assert(!m.won);
+    /* created with its token out (mg N's creator) */
+    int err;
+    cache_item *n = cache_item_new_ex(s, "d", 1, 0, 0, 0, NULL, 0, CACHE_ITEM_TOKEN_SENT, &err);
+    ck_assert_int_eq(cache_store_item(s, n, CACHE_MODE_ADD, 0, NULL, t0), CACHE_STORED);
+    cache_item_release(meta_get(s, "d", &r121, &m, t0));
+    ck_assert(m.token_sent && !m.won);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_invalidate)
+{
+    cache_store *s = mk(8 * MiB, 4, CACHE_LOCK_MUTEX);
+    const uint64_t t0 = 1700000000000ull;
+    cache_get_opts peek = {.no_bump = true, .count = CACHE_COUNT_NONE};
+    cache_get_opts plain = {0};
+    cache_item_meta m;
+    ck_assert_int_eq(cache_invalidate(s, "a", 1, 0, false, 0, t0), CACHE_NOT_FOUND);
+    uint64_t cas;
+    ck_assert_int_eq(put_full(s, "a", "moo", 0, 0, CACHE_MODE_SET, 0, &cas, t0), CACHE_STORED);
+    ck_assert_int_eq(cache_invalidate(s, "a", 1, cas + 1, false, 0, t0), CACHE_EXISTS);
+    /* in place (only the table holds it) */
+    ck_assert_int_eq(cache_invalidate(s, "a", 1, cas, true, t0 + 30000, t0), CACHE_DELETED);
+    cache_item *it = meta_get(s, "a", &plain, &m, t0);
+    ck_assert_ptr_nonnull(it);
+    ck_assert(m.stale && m.won && !m.token_sent); /* the first reader of a stale item wins */
+    ck_assert_uint_gt(cache_item_cas(it), cas);
+    ck_assert_uint_eq(cache_item_expiry(it), t0 + 30000);
+    ck_assert_str_eq(val(s, "a", t0), "moo");
+    uint64_t cas2 = cache_item_cas(it);
+    /* with a reader holding it: a marked copy replaces it, the reader's item is unchanged */
+    ck_assert_int_eq(cache_invalidate(s, "a", 1, 0, false, 0, t0 + 1000), CACHE_DELETED);
+    ck_assert_uint_eq(cache_item_cas(it), cas2);
+    cache_item_release(it);
+    it = meta_get(s, "a", &peek, &m, t0 + 1000);
+    ck_assert(m.stale && !m.token_sent && m.fetched); /* the token is free again */
+    ck_assert_uint_gt(cache_item_cas(it), cas2);
+    ck_assert_uint_eq(cache_item_expiry(it), t0 + 30000);
+    ck_assert_uint_eq(cache_item_vlen(it), 3);
+    cache_item_release(it);
+    cache_stats st = stats(s);
+    ck_assert_uint_eq(st.curr_items, 1);
+    ck_assert_uint_eq(st.bytes, st.mem_used);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_cas_stale_mode)
+{
+    cache_store *s = mk(8 * MiB, 4, CACHE_LOCK_MUTEX);
+    const uint64_t t0 = 1700000000000ull;
+    cache_get_opts peek = {.no_bump = true, .count = CACHE_COUNT_NONE};
+    cache_item_meta m;
+    ck_assert_int_eq(put_full(s, "a", "x", 0, 0, CACHE_MODE_CAS_STALE, 1, NULL, t0),
+                     CACHE_NOT_FOUND);
+    /* CAS values are one store-wide sequence: a store before "a" makes CAS 1 an older one */
+    ck_assert_int_eq(put(s, "before", "b", CACHE_MODE_SET, t0), CACHE_STORED);
+    uint64_t cas;
+    ck_assert_int_eq(put_full(s, "a", "x", 0, t0 + 30000, CACHE_MODE_SET, 0, &cas, t0),
+                     CACHE_STORED);
+    cache_item_release(meta_get(s, "a", &(cache_get_opts){.recache_ms = t0 + 60000}, &m, t0));
+    ck_assert(m.won);
+    ck_assert_int_eq(put_full(s, "a", "y", 0, 0, CACHE_MODE_CAS_STALE, 0, NULL, t0), CACHE_EXISTS);
+    ck_assert_int_eq(put_full(s, "a", "y", 0, 0, CACHE_MODE_CAS_STALE, cas + 1, NULL, t0),
+                     CACHE_EXISTS);
+    /* older: stored, stale, old expiry and token mark kept */
+    ck_assert_int_eq(put_full(s, "a", "y", 0, t0 + 90000, CACHE_MODE_CAS_STALE, 1, &cas, t0),
+                     CACHE_STORED);
+    cache_item *it = meta_get(s, "a", &peek, &m, t0);
+    ck_assert(m.stale && m.token_sent);
+    ck_assert_uint_eq(cache_item_expiry(it), t0 + 30000);
+    ck_assert_str_eq(val(s, "a", t0), "y");
+    cache_item_release(it);
+    /* the current CAS: a plain CAS store, fresh history */
+    ck_assert_int_eq(put_full(s, "a", "z", 0, t0 + 90000, CACHE_MODE_CAS_STALE, cas, NULL, t0),
+                     CACHE_STORED);
+    it = meta_get(s, "a", &peek, &m, t0);
+    ck_assert(!m.stale && !m.token_sent);
+    ck_assert_uint_eq(cache_item_expiry(it), t0 + 90000);
+    cache_item_release(it);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_binary_keys)
+{
+    cache_store *s = mk(8 * MiB, 4, CACHE_LOCK_MUTEX);
+    int err;
+    const char k[] = "\x01\xff \r\n";
+    ck_assert_ptr_null(cache_item_new(s, k, 5, 1, 0, 0, NULL, 0, &err));
+    ck_assert_int_eq(err, CACHE_BAD_KEY);
+    ck_assert_ptr_null(cache_item_new_ex(s, k, 0, 1, 0, 0, NULL, 0, CACHE_ITEM_KEY_BINARY, &err));
+    cache_item *it = cache_item_new_ex(s, k, 5, 1, 0, 0, NULL, 0, CACHE_ITEM_KEY_BINARY, &err);
+    ck_assert_ptr_nonnull(it);
+    memcpy(cache_item_value_mut(it), "v", 1);
+    ck_assert_int_eq(cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, 1000), CACHE_STORED);
+    it = cache_get(s, k, 5, 1000);
+    ck_assert_ptr_nonnull(it);
+    ck_assert(cache_item_key_binary(it));
+    ck_assert_mem_eq(cache_item_key(it), k, 5);
+    cache_item_release(it);
+    /* KEY_ANY: any bytes, no mark; the same bytes as a text key are the same item */
+    it = cache_item_new_ex(s, "foo", 3, 1, 0, 0, NULL, 0, CACHE_ITEM_KEY_ANY, &err);
+    memcpy(cache_item_value_mut(it), "w", 1);
+    ck_assert_int_eq(cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, 1000), CACHE_STORED);
+    it = cache_get(s, "foo", 3, 1000);
+    ck_assert(!cache_item_key_binary(it));
+    cache_item_release(it);
+    /* an expiry beyond 48 bits of ms is clamped there, never wrapped to "never" */
+    ck_assert_int_eq(put_full(s, "far", "x", 0, UINT64_MAX, CACHE_MODE_SET, 0, NULL, 1000),
+                     CACHE_STORED);
+    it = cache_get(s, "far", 3, 1000);
+    ck_assert_uint_eq(cache_item_expiry(it), (UINT64_C(1) << 48) - 1);
+    cache_item_release(it);
+    cache_store_free(s);
+}
+END_TEST
+
+START_TEST(test_memcached_size_classes)
+{
+    /* memcached 1.6.18 -vv with its defaults prints these chunk sizes for classes 1..39 */
+    static const size_t want[] = {96,     120,    152,    192,    240,    304,    384,   480,
+                                  600,    752,    944,    1184,   1480,   1856,   2320,  2904,
+                                  3632,   4544,   5680,   7104,   8880,   11104,  13880, 17352,
+                                  21696,  27120,  33904,  42384,  52984,  66232,  82792, 103496,
+                                  129376, 161720, 202152, 252696, 315872, 394840, 524288};
+    cache_store_config c = {.max_memory_bytes = 64 * MiB, .max_item_bytes = 1024 * 1024};
+    char err[128];
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(cache_store_size_classes(s), 39);
+    for (unsigned k = 1; k <= 39; k++) {
+        ck_assert_uint_eq(cache_store_class_chunk(s, k), want[k - 1]);
+        ck_assert_uint_eq(cache_store_size_class(s, want[k - 1]), k);
+        if (k < 39)
+            ck_assert_uint_eq(cache_store_size_class(s, want[k - 1] + 1), k + 1);
+    }
+    ck_assert_uint_eq(cache_store_size_class(s, 0), 1);
+    ck_assert_uint_eq(cache_store_size_class(s, 5 * MiB), 39); /* chunked: the largest class */
+    ck_assert_uint_eq(cache_store_class_chunk(s, 0), 0);
+    ck_assert_uint_eq(cache_store_class_chunk(s, 40), 0);
+    cache_store_free(s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("store");
@@ -1353,6 +1598,12 @@ int main(void)
     tcase_add_test(tc, test_restore_huge_cas);
     tcase_add_test(tc, test_stats_counters);
     tcase_add_test(tc, test_reference_survives);
+    tcase_add_test(tc, test_meta_history);
+    tcase_add_test(tc, test_meta_recache_tokens);
+    tcase_add_test(tc, test_invalidate);
+    tcase_add_test(tc, test_cas_stale_mode);
+    tcase_add_test(tc, test_binary_keys);
+    tcase_add_test(tc, test_memcached_size_classes);
     suite_add_tcase(s, tc);
     TCase *mem = tcase_create("memory");
     tcase_add_test(mem, test_too_large);

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,17 @@ static int make_api(app *a, char *err, size_t errlen)
     return 0;
 }
 
+/* memcached's "shutdown" (cache.memcached_shutdown): the same stop as a signal. main.c takes
+ * SIGTERM and SIGINT in its sigwait (both drain, up to server.shutdown_grace_ms); kill() makes
+ * the signal the process's, where raise() would leave it pending on this loop thread, which
+ * blocks it. memcached's plain "shutdown" is its SIGINT, "shutdown graceful" its SIGUSR1. */
+static void request_stop(void *arg, bool graceful)
+{
+    (void)arg;
+    LOG_INFO("memcached shutdown%s command: stopping", graceful ? " graceful" : "");
+    kill(getpid(), graceful ? SIGTERM : SIGINT);
+}
+
 /* The HTTP server, the cache store (with a memcached server when `memcache`) and the API, on
  * a->net. */
 static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, size_t errlen)
@@ -231,6 +243,13 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
         if (memcache && !(a->mc = memcache_server_new(a->cache, a->net->nloops))) {
             snprintf(err, errlen, "out of memory");
             return EXIT_FAILURE;
+        }
+        if (a->mc) {
+            memcache_options mo;
+            app_memcache_options(c, &mo);
+            if (a->daemon)
+                mo.shutdown = request_stop;
+            memcache_server_set_options(a->mc, &mo);
         }
     }
     return make_api(a, err, errlen);

@@ -61,7 +61,20 @@ void app_cache_config(const cfg *c, cache_store_config *out)
                                 .shards = cc->shards,
                                 .lock = c->snowflake.sync == SF_SYNC_MUTEX ? CACHE_LOCK_MUTEX
                                                                            : CACHE_LOCK_SPIN,
-                                .seed = 0};
+                                .seed = 0,
+                                .no_evictions = !cc->evictions};
+}
+
+void app_memcache_options(const cfg *c, memcache_options *out)
+{
+    const cfg_cache *cc = &c->cache;
+    memcache_options_default(out);
+    out->shutdown_enabled = cc->memcached_shutdown;
+    out->flush_enabled = cc->memcached_flush_all;
+    out->cas_enabled = cc->memcached_cas;
+    out->debug_commands = cc->memcached_debug_commands;
+    out->reqs_per_event = cc->memcached_reqs_per_event;
+    out->item_size_max = cc->max_item_bytes;
 }
 
 void app_log_options(const cfg *c, log_options *out)

@@ -23,6 +23,7 @@
 #include "net/loop.h"
 #include "obs/log.h"
 #include "proto/http.h"
+#include "proto/memcache.h"
 #include "snowflake/clock.h"
 #include "snowflake/generator.h"
 
@@ -40,6 +41,8 @@ void app_http_limits(const cfg *c, http_limits *out);
 /* The cache store (cache.*); its shard lock follows snowflake.sync (mutex or spinlock); hash seed
  * 0 (random). */
 void app_cache_config(const cfg *c, cache_store_config *out);
+/* The memcached listener's switches (cache.memcached_*); shutdown stays NULL: the daemon sets it. */
+void app_memcache_options(const cfg *c, memcache_options *out);
 
 /* The logger (log.*): level, file ("" = stderr), access log; buffers and threads default. */
 void app_log_options(const cfg *c, log_options *out);

@@ -1,6 +1,7 @@
 #include "cache/snapshot.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,8 @@
 
 #define MAGIC   "SFCACHE1"
 #define TRAILER "\0SFEND\0\0" /* starts with klen 0, which no record has */
-#define VERSION 2u /* 2 added the CAS; version 1 files still load */
+#define VERSION 3u /* 2 added the CAS, 3 base64 keys; versions 1 and 2 still load */
+#define CTLEN_KEY_BINARY 0x80u /* in the ctlen byte (content types are <= 127 bytes) */
 
 typedef struct writer {
     fsio_atomic out; /* <path>.tmp until committed; remembers the first write error */
@@ -47,7 +49,9 @@ static int write_item(const cache_item *it, void *arg)
     writer *w = arg;
     size_t ctlen;
     const char *ct = cache_item_ctype(it, &ctlen);
-    unsigned char lens[2] = {(unsigned char)cache_item_klen(it), (unsigned char)ctlen};
+    unsigned char lens[2] = {(unsigned char)cache_item_klen(it),
+                             (unsigned char)(ctlen | (cache_item_key_binary(it) ? CTLEN_KEY_BINARY
+                                                                                 : 0))};
     put(w, lens, 2);
     put_u32(w, (uint32_t)cache_item_vlen(it));
     put_u32(w, cache_item_flags(it));
@@ -141,7 +145,7 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
     if (!get(&r, head, sizeof head) || memcmp(head, MAGIC, 8) != 0)
         return fail(s, now_ms, f, path, "not a snapshot file", err, errlen);
     uint64_t version = le(head + 8, 4);
-    if (version != 1 && version != VERSION)
+    if (version < 1 || version > VERSION)
         return fail(s, now_ms, f, path, "unsupported snapshot version", err, errlen);
     const size_t rec_len = version == 1 ? 18 : 26;
     uint64_t count = 0, loaded = 0, bytes = 0, max_cas = 0;
@@ -161,15 +165,22 @@ int cache_snapshot_load(cache_store *s, const char *path, uint64_t now_ms,
         }
         if (!get(&r, rec + 8, rec_len - 8))
             return fail(s, now_ms, f, path, "truncated", err, errlen);
-        size_t klen = rec[0], ctlen = rec[1];
+        size_t klen = rec[0], ctlen = rec[1] & ~CTLEN_KEY_BINARY;
+        bool key_binary = version >= 3 && (rec[1] & CTLEN_KEY_BINARY);
         uint64_t vlen = le(rec + 2, 4), expiry = le(rec + 10, 8);
         uint64_t cas = version == 1 ? 0 : le(rec + 18, 8);
         uint32_t flags = (uint32_t)le(rec + 6, 4);
-        if (klen == 0 || ctlen > CACHE_CTYPE_MAX || !get(&r, key, klen) || !get(&r, ctype, ctlen) ||
-            !cache_key_valid(key, klen))
+        if (klen == 0 || ctlen > CACHE_CTYPE_MAX || (version < 3 && rec[1] > CACHE_CTYPE_MAX) ||
+            !get(&r, key, klen) || !get(&r, ctype, ctlen))
             return fail(s, now_ms, f, path, "malformed record", err, errlen);
+        /* a key of other bytes than text came in base64: as its item was made (meta N, ma N
+         * and append leave it unmarked, as memcached does) */
+        unsigned marks = key_binary                   ? CACHE_ITEM_KEY_BINARY
+                         : !cache_key_valid(key, klen) ? CACHE_ITEM_KEY_ANY
+                                                       : 0;
         int rc;
-        cache_item *it = cache_item_new(s, key, klen, vlen, flags, expiry, ctype, ctlen, &rc);
+        cache_item *it =
+            cache_item_new_ex(s, key, klen, vlen, flags, expiry, ctype, ctlen, marks, &rc);
         if (!it) {
             /* Too large for this configuration: skip its value (still checksummed). */
             char skip[4096];

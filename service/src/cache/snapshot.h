@@ -4,9 +4,10 @@
  * of its own while the loops run: cache_store_foreach never holds a shard lock during I/O), to
  * <path>.tmp, fsynced, renamed over <path>, and the directory fsynced (util/fsio.h): a crash or a
  * full disk leaves the previous snapshot intact and no tmp file behind. One save at a time (the
- * caller's rule). Read at start before any listener opens. Format (little-endian): "SFCACHE1", u32 version (2), u32 0, u64
- * saved at (ms); records {u8 klen, u8 ctlen, u32 vlen, u32 flags, u64 expiry_ms, u64 cas, key,
- * ctype, value} (version 1, still read, had no cas); trailer "\\0SFEND\\0\\0" (a zero key
+ * caller's rule). Read at start before any listener opens. Format (little-endian): "SFCACHE1", u32 version (3), u32 0, u64
+ * saved at (ms); records {u8 klen, u8 ctlen | 0x80 for a key given in base64 (memcached's meta
+ * b: any bytes), u32 vlen, u32 flags, u64 expiry_ms, u64 cas, key, ctype, value} (version 2,
+ * still read, had no base64 keys; version 1 had no cas either); trailer "\\0SFEND\\0\\0" (a zero key
  * length, which no record has), u64 count, u32 CRC-32 of everything before the trailer, u32 0.
  * Items are reloaded least recent first, so the LRU order survives, with their CAS values
  * (ETags), and every CAS issued after the load is larger. Expired items are skipped on both

@@ -27,6 +27,9 @@
 #define MIGRATE_STEP 8
 /* Evictions per lock hold: bounds the time one store stalls the shard's readers. */
 #define EVICT_BATCH 16
+/* Buckets swept per lock hold, for the same reason. */
+#define SWEEP_BATCH    256
+#define SCAN_VISIT_MAX (16 * SWEEP_BATCH) /* buckets one cache_store_scan call may look at */
 /* Shards whose tail hints one eviction compares: all of them up to this many (so with the
  * default 64 shards eviction follows the global order exactly), a window of them beyond. */
 #define EVICT_SCAN_MAX 64
@@ -36,32 +39,99 @@
 #define BUMP_LOOKAHEAD 8
 /* Tail hint of a shard with nothing to evict. */
 #define HINT_EMPTY UINT64_MAX
-/* Buckets swept per lock hold, for the same reason. */
-#define SWEEP_BATCH 256
 
 struct cache_shard;
 
 /* 64 bytes. No stored hash: chains are short (load factor <= 1), so comparing lengths and keys
- * is as quick, and the hash is recomputed from the key where it is needed (resize, eviction). */
+ * is as quick, and the hash is recomputed from the key where it is needed (resize, eviction).
+ *
+ * The references and the expiry share one atomic word (REF_ONE, EXP_MASK): the expiry is
+ * milliseconds since the epoch, which needs 48 bits until the year 10889, and memcached itself
+ * counts references in 16 bits (with the same ceiling, REFS_MAX). That frees the 32 bits of
+ * `atime`, the last access memcached's meta commands report, and the header stays 64 bytes.
+ * References are taken under the shard's lock (so at most REFS_MAX + 1 at any moment) and
+ * dropped anywhere; the expiry is only changed under the lock, by a compare-and-swap that keeps
+ * the reference count. `atime` and the history bits (fetched, token_sent, stale) change under
+ * the lock and are read under it only (cache_get_meta, cache_item_meta_of); key_binary sits in
+ * its own byte and never changes once the item is made, so it is read without the lock. */
 struct cache_item {
     cache_item *h_next; /* hash chain; free-list link once freed */
     cache_item *lru_prev, *lru_next;
     struct cache_shard *shard;
-    uint64_t cas;               /* also orders items against a flush (flush_cas) */
-    _Atomic uint64_t expiry_ms; /* the one field that changes after storing (touch) */
-    _Atomic uint32_t refs;
+    uint64_t cas;             /* also orders items against a flush (flush_cas) */
+    _Atomic uint64_t ref_exp; /* references << 48 | expiry ms (0 = never) */
+    uint32_t atime;           /* second (now_ms / 1000, modulo 2^32) of the last access */
     uint32_t vlen;
     uint32_t flags;
-    uint8_t klen, ctlen;
-    int8_t cls; /* size class, -1 above the largest (plain malloc) */
+    uint8_t klen;
+    uint8_t ctlen : 7;
+    uint8_t key_binary : 1; /* the key came in base64 (memcached's meta b): k answers in base64 */
+    int8_t cls;             /* size class, -1 above the largest (plain malloc) */
     uint8_t linked : 1, accounted : 1;
-    uint8_t fetched : 1;   /* read at least once since stored: memcached's ITEM_FETCHED */
-    uint8_t active : 1;    /* read again since it last reached the LRU tail (second chance) */
-    uint8_t walk_seen : 1; /* == shard's walk_parity: visited by (or newer than) the last walk */
-    uint8_t bumped : 1;    /* moved to the head by touch or a second chance, not by its store */
-    char data[];           /* key, content type, value */
+    uint8_t active : 1;     /* read again since it last reached the LRU tail (second chance) */
+    uint8_t walk_seen : 1;  /* == shard's walk_parity: visited by (or newer than) the last walk */
+    uint8_t fetched : 1;    /* hit (with an LRU bump) since it was stored: memcached's FETCHED */
+    uint8_t token_sent : 1; /* a recache token (meta W) went out: memcached's TOKEN_SENT */
+    uint8_t stale : 1;      /* invalidated (md I, ms I), served stale: memcached's STALE */
+    uint8_t bumped : 1;     /* moved to the head by touch or a second chance, not by its store */
+    char data[];            /* key, content type, value */
 };
 _Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
+
+#define REF_SHIFT 48
+#define REF_ONE   (UINT64_C(1) << REF_SHIFT)
+#define EXP_MASK  (REF_ONE - 1)
+/* memcached's IT_REFCOUNT_LIMIT: a lookup finding this many references answers a miss rather
+ * than overflow the 16-bit count. Unreachable here (references are held for one command, or
+ * 256 at a time by a walk), but bounded all the same. */
+#define REFS_MAX 60000u
+
+static inline uint64_t item_expiry(const cache_item *it)
+{
+    return atomic_load_explicit(&it->ref_exp, memory_order_relaxed) & EXP_MASK;
+}
+
+static inline unsigned item_refs(const cache_item *it, memory_order mo)
+{
+    return (unsigned)(atomic_load_explicit(&it->ref_exp, mo) >> REF_SHIFT);
+}
+
+/* Under the shard's lock. false (nothing taken) at REFS_MAX. */
+static inline bool ref_take(cache_item *it)
+{
+    uint64_t old = atomic_fetch_add_explicit(&it->ref_exp, REF_ONE, memory_order_relaxed);
+    if ((old >> REF_SHIFT) < REFS_MAX)
+        return true;
+    atomic_fetch_sub_explicit(&it->ref_exp, REF_ONE, memory_order_relaxed);
+    return false;
+}
+
+/* true if that was the last reference. */
+static inline bool ref_drop(cache_item *it)
+{
+    return (atomic_fetch_sub_explicit(&it->ref_exp, REF_ONE, memory_order_acq_rel) >> REF_SHIFT) ==
+           1;
+}
+
+static inline uint64_t clamp_expiry(uint64_t e)
+{
+    return e > EXP_MASK ? EXP_MASK : e;
+}
+
+/* Under the shard's lock (or before the item is published): a new expiry, references kept. */
+static void set_expiry(cache_item *it, uint64_t e)
+{
+    uint64_t old = atomic_load_explicit(&it->ref_exp, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&it->ref_exp, &old,
+                                                  (old & ~EXP_MASK) | clamp_expiry(e),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+static inline uint32_t now_s32(uint64_t now_ms)
+{
+    return (uint32_t)(now_ms / 1000);
+}
 
 typedef struct cache_shard {
     alignas(64) pthread_mutex_t mutex; /* one of the two, by lock_kind */
@@ -81,19 +151,24 @@ typedef struct cache_shard {
     size_t free_bytes;
     cache_item *free_list[MAX_CLASSES];
     uint8_t free_n[MAX_CLASSES];
-    cache_stats stats; /* only the CACHE_STATS_COUNTERS fields */
+    cache_stats stats;                              /* only the CACHE_STATS_COUNTERS fields */
+    cache_class_stats cls_stats[CACHE_CLASSES_MAX]; /* by memcached size class (store.h) */
 } cache_shard;
 
 struct cache_store {
     cache_shard *shards;
     unsigned nshards, shard_bits;
     uint64_t seed;
-    uint64_t id; /* unique per store in the process: names the store in evict_cache */
-    uint64_t max_memory;
+    uint64_t id;                 /* unique per store in the process: names it in evict_cache */
+    _Atomic uint64_t max_memory; /* cache_store_set_memory_limit may change it at any time */
+    bool no_evictions;           /* full: NO_MEMORY instead of evicting (memcached -M) */
     uint32_t max_item;
     size_t free_cap; /* per shard */
     unsigned nclasses;
     uint32_t class_size[MAX_CLASSES];
+    unsigned mc_nclasses;                 /* memcached's size classes, 1..mc_nclasses */
+    uint32_t mc_chunk[CACHE_CLASSES_MAX]; /* their chunk sizes */
+    uint8_t mc_class_of[MAX_CLASSES + 1]; /* our allocation class + 1 -> memcached's class */
     /* Both written by every store (one line: the second write finds it already owned). */
     alignas(64) _Atomic uint64_t used; /* reserved bytes; also written by every final release */
     _Atomic uint64_t cas_seq;          /* the last CAS handed out, store-wide */
@@ -230,6 +305,57 @@ static size_t item_bytes(const cache_item *it)
     return it->cls >= 0 ? s->class_size[it->cls] : raw_size(it->klen, it->ctlen, it->vlen);
 }
 
+/* memcached's slab classes (store.h): slabs_init with chunk_size 48 + its 48-byte header,
+ * factor 1.25, 8-byte alignment, the largest chunk last. */
+static void build_mc_classes(cache_store *s)
+{
+    const double factor = 1.25;
+    uint32_t chunk_max = s->max_item < 512u * 1024u ? s->max_item : 512u * 1024u;
+    unsigned i = 0;
+    uint32_t size = 96;
+    while (++i < CACHE_CLASSES_MAX - 1 && size < chunk_max / factor) {
+        size = (size + 7u) & ~7u;
+        s->mc_chunk[i] = size;
+        size = (uint32_t)(size * factor);
+    }
+    s->mc_chunk[i] = chunk_max;
+    s->mc_nclasses = i;
+}
+
+unsigned cache_store_size_class(const cache_store *s, size_t bytes)
+{
+    unsigned lo = 1, hi = s->mc_nclasses; /* the first class that holds `bytes`, else the last */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (s->mc_chunk[mid] >= bytes)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+unsigned cache_store_size_classes(const cache_store *s)
+{
+    return s->mc_nclasses;
+}
+
+uint32_t cache_store_class_chunk(const cache_store *s, unsigned cls)
+{
+    return cls >= 1 && cls <= s->mc_nclasses ? s->mc_chunk[cls] : 0;
+}
+
+uint32_t cache_store_max_item(const cache_store *s)
+{
+    return s->max_item;
+}
+
+/* The item's memcached class counters in its shard (table lookup: this runs on every link). */
+static inline cache_class_stats *cls_stats(cache_shard *sh, const cache_item *it)
+{
+    return &sh->cls_stats[sh->store->mc_class_of[it->cls + 1]];
+}
+
 /* The shard's free list first, so a steady same-size workload never reaches malloc. */
 static cache_item *item_alloc(cache_shard *sh, int cls, size_t raw)
 {
@@ -273,13 +399,13 @@ static void item_free_locked(cache_shard *sh, cache_item *it)
 
 static void item_unref_locked(cache_shard *sh, cache_item *it)
 {
-    if (atomic_fetch_sub_explicit(&it->refs, 1, memory_order_acq_rel) == 1)
+    if (ref_drop(it))
         item_free_locked(sh, it);
 }
 
 void cache_item_release(cache_item *it)
 {
-    if (!it || atomic_fetch_sub_explicit(&it->refs, 1, memory_order_acq_rel) != 1)
+    if (!it || !ref_drop(it))
         return;
     cache_shard *sh = it->shard;
     lock(sh);
@@ -430,6 +556,9 @@ static cache_item *detach(cache_shard *sh, cache_item **pp)
     it->linked = 0;
     sh->stats.curr_items--;
     sh->stats.bytes -= item_bytes(it);
+    cache_class_stats *cs = cls_stats(sh, it);
+    cs->items--;
+    cs->bytes -= item_bytes(it);
     return it;
 }
 
@@ -457,8 +586,27 @@ static void cas_raise(cache_store *s, uint64_t cas)
     }
 }
 
-static void link_item(cache_shard *sh, cache_item *it, uint64_t h)
+/* A hit that bumps (under the lock): memcached's FETCHED, the second-chance mark and the last
+ * access. Marks instead of relinking (the LRU pointers of 3 items are 3 cache misses). As in
+ * memcached's segmented LRU, the first hit only marks the item fetched and a hit on a fetched
+ * item marks it active (a second chance at the tail), so one read right after a store (a check)
+ * does not keep an item over those stored after it. Each is written only when it changes, so a
+ * hot item read many times a second costs no more stores to its header than the mark alone did:
+ * a read-only check, then at most one store per second for the access time. */
+static inline void hit_mark(cache_item *it, uint64_t now_ms)
 {
+    if (!it->fetched)
+        it->fetched = 1;
+    else if (!it->active)
+        it->active = 1;
+    uint32_t t = now_s32(now_ms);
+    if (it->atime != t)
+        it->atime = t;
+}
+
+static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
+{
+    it->atime = now_s32(now);
     it->cas = next_cas(sh);
     it->bumped = 0;
     it->walk_seen = sh->walk_parity & 1; /* stored after the last walk began: not its business */
@@ -469,12 +617,15 @@ static void link_item(cache_shard *sh, cache_item *it, uint64_t h)
     it->linked = 1;
     sh->stats.curr_items++;
     sh->stats.bytes += item_bytes(it);
+    cache_class_stats *cs = cls_stats(sh, it);
+    cs->items++;
+    cs->bytes += item_bytes(it);
     maybe_grow(sh);
 }
 
 static inline bool is_expired(const cache_item *it, uint64_t now)
 {
-    uint64_t e = atomic_load_explicit(&it->expiry_ms, memory_order_relaxed);
+    uint64_t e = item_expiry(it);
     return e != 0 && now >= e;
 }
 
@@ -503,11 +654,15 @@ static bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
             sh->stats.expired_swept++;
         else
             sh->stats.expired_lazy++;
+        if (!it->fetched)
+            cls_stats(sh, it)->expired_unfetched++;
     } else if (is_flushed(sh, it)) {
         sh->stats.flushed++;
     } else {
         return false;
     }
+    if (swept) /* memory taken back from a dead item no request met (memcached's reclaimed) */
+        cls_stats(sh, it)->reclaimed++;
     detach(sh, pp);
     item_unref_locked(sh, it);
     return true;
@@ -527,18 +682,24 @@ static cache_item **find_live(cache_shard *sh, uint64_t h, const char *key, size
 }
 
 /* Puts `it` (key hash h) in place of *old_pp (NULL: no previous item). */
-static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t h)
+static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t h,
+                           uint64_t now)
 {
     if (old_pp)
         item_unref_locked(sh, detach(sh, old_pp));
-    link_item(sh, it, h);
+    link_item(sh, it, h, now);
 }
 
 /* ---- eviction ------------------------------------------------------------------------------ */
 
+static inline uint64_t memory_limit(const cache_store *s)
+{
+    return atomic_load_explicit(&s->max_memory, memory_order_relaxed);
+}
+
 static inline bool over_limit(cache_store *s)
 {
-    return atomic_load_explicit(&s->used, memory_order_relaxed) > s->max_memory;
+    return atomic_load_explicit(&s->used, memory_order_relaxed) > memory_limit(s);
 }
 
 /* Eviction follows one order across all shards: each shard publishes its tail's age key
@@ -742,6 +903,10 @@ static unsigned evict_oldest(cache_shard *sh, uint64_t upto)
         if (age_key(sh, it) > upto)
             break;
         cache_item **pp = find_link(sh, item_hash(it), it->data, it->klen);
+        cache_class_stats *cs = cls_stats(sh, it);
+        cs->evicted++;
+        cs->evicted_nonzero += cache_item_expiry(it) != 0;
+        cs->evicted_unfetched += !it->fetched;
         item_unref_locked(sh, detach(sh, pp));
         sh->stats.evictions++;
         n++;
@@ -776,11 +941,11 @@ static bool evict_until_fits(cache_store *s, cache_shard *home)
 static int reserve(cache_store *s, cache_item *it)
 {
     size_t bytes = item_bytes(it);
-    if (bytes > s->max_memory)
+    if (bytes > memory_limit(s))
         return CACHE_TOO_LARGE;
     atomic_fetch_add_explicit(&s->used, bytes, memory_order_relaxed);
     it->accounted = 1;
-    if (!over_limit(s) || evict_until_fits(s, it->shard))
+    if (!over_limit(s) || (!s->no_evictions && evict_until_fits(s, it->shard)))
         return CACHE_OK;
     return CACHE_NO_MEMORY;
 }
@@ -849,9 +1014,14 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     s->shard_bits = (unsigned)__builtin_ctz(shards);
     s->seed = c->seed ? c->seed : default_seed(s);
     s->id = atomic_fetch_add_explicit(&store_ids, 1, memory_order_relaxed) + 1;
-    s->max_memory = c->max_memory_bytes;
+    atomic_init(&s->max_memory, c->max_memory_bytes);
+    s->no_evictions = c->no_evictions;
     s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
     s->nclasses = build_classes(s->class_size);
+    build_mc_classes(s);
+    s->mc_class_of[0] = (uint8_t)s->mc_nclasses; /* above our classes: the largest */
+    for (unsigned k = 0; k < s->nclasses; k++)
+        s->mc_class_of[k + 1] = (uint8_t)cache_store_size_class(s, s->class_size[k]);
     uint64_t cap = c->max_memory_bytes / 16 / shards;
     s->free_cap = cap > FREE_CAP_MIN ? (size_t)cap : FREE_CAP_MIN;
     atomic_init(&s->used, 0);
@@ -925,6 +1095,10 @@ size_t cache_item_size(const cache_item *it)
 {
     return item_bytes(it);
 }
+bool cache_item_key_binary(const cache_item *it)
+{
+    return it->key_binary;
+}
 char *cache_item_value_mut(cache_item *it)
 {
     return it->data + it->klen + it->ctlen;
@@ -932,7 +1106,7 @@ char *cache_item_value_mut(cache_item *it)
 
 uint64_t cache_item_expiry(const cache_item *it)
 {
-    return atomic_load_explicit(&it->expiry_ms, memory_order_relaxed);
+    return item_expiry(it);
 }
 
 const char *cache_item_ctype(const cache_item *it, size_t *len)
@@ -947,7 +1121,7 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
                              int *err)
 {
     size_t raw = raw_size(klen, ctlen, vlen);
-    if (vlen > s->max_item || footprint(s, raw) > s->max_memory) {
+    if (vlen > s->max_item || footprint(s, raw) > memory_limit(s)) {
         *err = CACHE_TOO_LARGE;
         return NULL;
     }
@@ -960,8 +1134,7 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
     }
     memset(it, 0, sizeof *it);
     it->shard = sh;
-    atomic_init(&it->expiry_ms, expiry_ms);
-    atomic_init(&it->refs, 1);
+    atomic_init(&it->ref_exp, REF_ONE | clamp_expiry(expiry_ms));
     it->vlen = (uint32_t)vlen;
     it->flags = flags;
     it->klen = (uint8_t)klen;
@@ -974,11 +1147,13 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
     return it;
 }
 
-cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
-                           uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
-                           int *err)
+cache_item *cache_item_new_ex(cache_store *s, const char *key, size_t klen, size_t vlen,
+                              uint32_t flags, uint64_t expiry_ms, const char *ctype,
+                              size_t ctype_len, unsigned marks, int *err)
 {
-    if (!cache_key_valid(key, klen)) {
+    bool binary = marks & CACHE_ITEM_KEY_BINARY;
+    bool any = marks & (CACHE_ITEM_KEY_BINARY | CACHE_ITEM_KEY_ANY);
+    if (any ? klen == 0 || klen > CACHE_KEY_MAX : !cache_key_valid(key, klen)) {
         *err = CACHE_BAD_KEY;
         return NULL;
     }
@@ -986,14 +1161,27 @@ cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t 
         *err = CACHE_BAD_ARG;
         return NULL;
     }
-    return item_make(s, hash_key(s->seed, key, klen), key, klen, vlen, flags, expiry_ms, ctype,
-                     ctype_len, err);
+    cache_item *it = item_make(s, hash_key(s->seed, key, klen), key, klen, vlen, flags, expiry_ms,
+                               ctype, ctype_len, err);
+    if (it) {
+        it->key_binary = binary;
+        it->token_sent = (marks & CACHE_ITEM_TOKEN_SENT) != 0;
+    }
+    return it;
+}
+
+cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
+                           uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
+                           int *err)
+{
+    return cache_item_new_ex(s, key, klen, vlen, flags, expiry_ms, ctype, ctype_len, 0, err);
 }
 
 /* ---- writes -------------------------------------------------------------------------------- */
 
 static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, uint64_t cas_in)
 {
+    cache_class_stats *cs = old ? cls_stats(sh, old) : NULL;
     switch (mode) {
     case CACHE_MODE_SET: return CACHE_STORED;
     case CACHE_MODE_ADD: return old ? CACHE_NOT_STORED : CACHE_STORED;
@@ -1005,9 +1193,11 @@ static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, u
         }
         if (old->cas != cas_in) {
             sh->stats.cas_badval++;
+            cs->cas_badval++;
             return CACHE_EXISTS;
         }
         sh->stats.cas_hits++;
+        cs->cas_hits++;
         return CACHE_STORED;
     default: return CACHE_BAD_ARG;
     }
@@ -1017,14 +1207,16 @@ static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, u
  * the shard's stats) and setting *cas_out under the lock; false if the key changed meanwhile
  * (the caller rebuilds from the newer item). */
 static bool swap_if_current(cache_shard *sh, uint64_t h, cache_item *old, cache_item *n,
-                            uint64_t now, uint64_t *counter, uint64_t *cas_out)
+                            uint64_t now, uint64_t *counter, size_t cls_offset, uint64_t *cas_out)
 {
     lock(sh);
     cache_item **pp = find_live(sh, h, old->data, old->klen, now);
     bool same = pp && *pp == old;
     if (same) {
-        replace_locked(sh, pp, n, h);
+        replace_locked(sh, pp, n, h, now);
         (*counter)++;
+        /* the class counter of the same name (sets, incr_hits, decr_hits) */
+        (*(uint64_t *)((char *)cls_stats(sh, n) + cls_offset))++;
         if (cas_out)
             *cas_out = n->cas;
     }
@@ -1037,9 +1229,7 @@ static cache_item *get_ref(cache_shard *sh, uint64_t h, const char *key, size_t 
 {
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now);
-    cache_item *it = pp ? *pp : NULL;
-    if (it)
-        atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+    cache_item *it = pp && ref_take(*pp) ? *pp : NULL;
     unlock(sh);
     return it;
 }
@@ -1077,7 +1267,8 @@ static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *
         cache_item *n = build_concat(s, h, old, add, append, &rc);
         if (n)
             rc = reserve(s, n);
-        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets, cas_out)) {
+        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets,
+                                              offsetof(cache_class_stats, sets), cas_out)) {
             cache_item_release(old);
             cache_item_release(add);
             return CACHE_STORED;
@@ -1110,12 +1301,25 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
     cache_shard *sh = it->shard;
     uint64_t h = item_hash(it);
     lock(sh);
+    uint64_t dead = sh->stats.expired_lazy + sh->stats.flushed;
     cache_item **pp = find_live(sh, h, it->data, it->klen, now_ms);
-    rc = mode_check(sh, pp ? *pp : NULL, mode, cas_in);
+    if (sh->stats.expired_lazy + sh->stats.flushed != dead) /* the key's item was dead: its */
+        cls_stats(sh, it)->reclaimed++;                     /* place goes to the new one */
+    const cache_item *old = pp ? *pp : NULL;
+    if (mode == CACHE_MODE_CAS_STALE && old && cas_in != 0 && cas_in < old->cas) {
+        /* memcached's ms I with an older CAS: the value goes in, the staleness stays visible */
+        set_expiry(it, item_expiry(old));
+        it->stale = 1;
+        it->token_sent = old->token_sent;
+        sh->stats.cas_hits++;
+        rc = CACHE_STORED;
+    } else {
+        rc = mode_check(sh, old, mode == CACHE_MODE_CAS_STALE ? CACHE_MODE_CAS : mode, cas_in);
+    }
     if (rc == CACHE_STORED) {
         if (replaced)
             *replaced = pp != NULL;
-        replace_locked(sh, pp, it, h);
+        replace_locked(sh, pp, it, h, now_ms);
         if (restore_cas) {
             it->cas = restore_cas; /* later CAS must exceed it */
             cas_raise(s, restore_cas);
@@ -1123,6 +1327,7 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
                 hint_refresh(sh); /* dated by the CAS it was given a moment ago */
         }
         sh->stats.sets++;
+        cls_stats(sh, it)->sets++;
         if (cas_out)
             *cas_out = it->cas;
     }
@@ -1139,7 +1344,7 @@ int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_
         *replaced = mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND;
     if (mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND)
         return store_concat(s, it, mode == CACHE_MODE_APPEND, cas_out, now_ms);
-    if ((unsigned)mode > CACHE_MODE_CAS) {
+    if ((unsigned)mode > CACHE_MODE_CAS_STALE) {
         cache_item_release(it);
         return CACHE_BAD_ARG;
     }
@@ -1175,12 +1380,80 @@ int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, 
     } else if (cas_in && (*pp)->cas != cas_in) {
         rc = CACHE_EXISTS;
     } else {
+        cls_stats(sh, *pp)->delete_hits++;
         item_unref_locked(sh, detach(sh, pp));
         sh->stats.delete_hits++;
         rc = CACHE_DELETED;
     }
     unlock(sh);
     return rc;
+}
+
+int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in, bool set_exp,
+                     uint64_t expiry_ms, uint64_t now_ms)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return CACHE_NOT_FOUND;
+    uint64_t h = hash_key(s->seed, key, klen);
+    cache_shard *sh = shard_for(s, h);
+    for (;;) {
+        lock(sh);
+        cache_item **pp = find_live(sh, h, key, klen, now_ms);
+        if (!pp || (cas_in && (*pp)->cas != cas_in)) {
+            sh->stats.delete_misses++; /* memcached counts both so */
+            unlock(sh);
+            return pp ? CACHE_EXISTS : CACHE_NOT_FOUND;
+        }
+        cache_item *old = *pp;
+        /* Only the table holds it and new references need this lock: nobody can watch the
+         * change (cache_incr's argument), so the item is marked in place. */
+        if (item_refs(old, memory_order_acquire) == 1) {
+            old->stale = 1;
+            old->token_sent = 0; /* the next reader wins the recache */
+            old->cas = next_cas(sh);
+            if (set_exp)
+                set_expiry(old, expiry_ms);
+            unlock(sh);
+            return CACHE_DELETED;
+        }
+        /* Readers hold it: a marked copy takes its place, built outside the lock. */
+        if (!ref_take(old)) {
+            unlock(sh);
+            return CACHE_NO_MEMORY;
+        }
+        unlock(sh);
+        size_t ctlen;
+        const char *ctype = cache_item_ctype(old, &ctlen);
+        int rc;
+        cache_item *n = item_make(s, h, key, klen, old->vlen, old->flags, 0, ctype, ctlen, &rc);
+        if (n) {
+            memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
+            n->key_binary = old->key_binary;
+            n->stale = 1;
+            rc = reserve(s, n);
+        }
+        bool done = false;
+        if (rc == CACHE_OK) {
+            lock(sh);
+            pp = find_live(sh, h, key, klen, now_ms);
+            if (pp && *pp == old) {
+                set_expiry(n, set_exp ? expiry_ms : item_expiry(old));
+                n->fetched = old->fetched;
+                replace_locked(sh, pp, n, h, now_ms);
+                n->atime = old->atime; /* still referenced by us */
+                done = true;
+            }
+            unlock(sh);
+        }
+        if (!done)
+            cache_item_release(n);
+        cache_item_release(old);
+        if (done)
+            return CACHE_DELETED;
+        if (rc != CACHE_OK)
+            return rc;
+        /* replaced or gone meanwhile: decide again on the newer state */
+    }
 }
 
 int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms)
@@ -1192,9 +1465,11 @@ int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     if (pp) {
-        atomic_store_explicit(&(*pp)->expiry_ms, expiry_ms, memory_order_relaxed);
+        set_expiry(*pp, expiry_ms);
+        hit_mark(*pp, now_ms); /* memcached's touch bumps as a fetch does */
         lru_bump(sh, *pp, true);
         sh->stats.touch_hits++;
+        cls_stats(sh, *pp)->touch_hits++;
     } else {
         sh->stats.touch_misses++;
     }
@@ -1258,17 +1533,24 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
         /* Only the table holds it and new references need this lock: nobody can watch the
          * change, so "immutable once stored" still holds for every reader. The acquire pairs
          * with the readers' releases: their reads of the old value come first. */
-        if (len == old->vlen && atomic_load_explicit(&old->refs, memory_order_acquire) == 1) {
+        if (len == old->vlen && item_refs(old, memory_order_acquire) == 1) {
             memcpy(cache_item_value_mut(old), buf, len);
             old->cas = next_cas(sh);
             lru_bump(sh, old, false); /* dated by its new CAS */
             (*hits)++;
+            if (decr)
+                cls_stats(sh, old)->decr_hits++;
+            else
+                cls_stats(sh, old)->incr_hits++;
             unlock(sh);
             *out = v;
             return CACHE_OK;
         }
         /* Length changed, or readers hold the item: build a new one outside the lock. */
-        atomic_fetch_add_explicit(&old->refs, 1, memory_order_relaxed);
+        if (!ref_take(old)) {
+            unlock(sh);
+            return CACHE_NO_MEMORY;
+        }
         unlock(sh);
         size_t ctlen;
         const char *ctype = cache_item_ctype(old, &ctlen);
@@ -1278,7 +1560,10 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
             memcpy(cache_item_value_mut(n), buf, len);
             rc = reserve(s, n);
         }
-        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits, NULL)) {
+        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits,
+                                              decr ? offsetof(cache_class_stats, decr_hits)
+                                                   : offsetof(cache_class_stats, incr_hits),
+                                              NULL)) {
             cache_item_release(old);
             *out = v;
             return CACHE_OK;
@@ -1313,22 +1598,58 @@ cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     cache_item *it = NULL;
-    if (pp) {
+    if (pp && ref_take(*pp)) {
         it = *pp;
-        atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
-        /* Marks instead of relinking (the LRU pointers of 3 items are 3 cache misses), as
-         * memcached's segmented LRU: the first hit only marks the item fetched, a hit on a
-         * fetched item makes it active (a second chance at the tail). So an item read once
-         * right after its store (a check) is not kept over items stored after it. */
-        if (!it->active) {
-            if (it->fetched)
-                it->active = 1;
-            else
-                it->fetched = 1;
-        }
+        hit_mark(it, now_ms);
         sh->stats.get_hits++;
+        cls_stats(sh, it)->get_hits++;
     } else {
         sh->stats.get_misses++;
+    }
+    unlock(sh);
+    return it;
+}
+
+cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const cache_get_opts *o,
+                           cache_item_meta *out, uint64_t now_ms)
+{
+    memset(out, 0, sizeof *out);
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return NULL;
+    uint64_t h = hash_key(s->seed, key, klen);
+    cache_shard *sh = shard_for(s, h);
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now_ms);
+    cache_item *it = NULL;
+    if (pp && ref_take(*pp)) {
+        it = *pp;
+        uint64_t exp = item_expiry(it);
+        int32_t idle = (int32_t)(now_s32(now_ms) - it->atime); /* modulo 2^32: wraps cleanly */
+        out->expiry_ms = exp;
+        out->idle_s = idle > 0 ? (uint32_t)idle : 0;
+        out->fetched = it->fetched;
+        out->token_sent = it->token_sent;
+        out->stale = it->stale;
+        if (o->set_expiry)
+            set_expiry(it, o->expiry_ms);
+        /* R: the expiry rounded up to the second is before the deadline (memcached compares
+         * whole seconds: "R30" right after "T30" does not win) */
+        uint64_t rexp = o->set_expiry && o->recache_sees_new ? item_expiry(it) : exp;
+        bool recache = o->recache_ms && rexp != 0 && rexp + 999 < o->recache_ms;
+        if (!o->no_token && !it->token_sent && (it->stale || recache)) {
+            it->token_sent = 1;
+            out->won = true;
+        }
+        if (!o->no_bump)
+            hit_mark(it, now_ms);
+        if (o->count == CACHE_COUNT_GET)
+            sh->stats.get_hits++;
+        else if (o->count == CACHE_COUNT_TOUCH)
+            sh->stats.touch_hits++;
+    } else if (o->count == CACHE_COUNT_GET) {
+        sh->stats.get_misses++;
+    } else if (o->count == CACHE_COUNT_TOUCH) {
+        sh->stats.touch_misses++;
     }
     unlock(sh);
     return it;
@@ -1380,6 +1701,60 @@ size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64
     return reclaimed;
 }
 
+/* Takes references to the live items of one chain into out[*n..max); false (nothing taken)
+ * when they would not all fit. Dead items met are unlinked, as the sweep does. */
+static bool scan_chain(cache_shard *sh, cache_item **pp, uint64_t now, cache_item **out, size_t *n,
+                       size_t max)
+{
+    sweep_chain(sh, pp, now);
+    size_t len = 0;
+    for (const cache_item *it = *pp; it; it = it->h_next)
+        len++;
+    if (*n + len > max && *n > 0)
+        return false;
+    for (cache_item *it = *pp; it && *n < max; it = it->h_next) /* an overlong chain is cut */
+        if (ref_take(it)) /* an item at REFS_MAX readers is skipped */
+            out[(*n)++] = it;
+    return true;
+}
+
+size_t cache_store_scan(cache_store *s, uint64_t *cursor, cache_item **out, size_t max,
+                        uint64_t now_ms)
+{
+    size_t n = 0, visited = 0;
+    while (*cursor != CACHE_SCAN_DONE && n < max && visited < SCAN_VISIT_MAX) {
+        unsigned shard = (unsigned)(*cursor >> 32);
+        size_t pos = (size_t)(*cursor & UINT32_MAX);
+        if (shard >= s->nshards) {
+            *cursor = CACHE_SCAN_DONE;
+            break;
+        }
+        cache_shard *sh = &s->shards[shard];
+        lock(sh);
+        flush_due(sh, now_ms);
+        size_t nb = sh->mask + 1, on = sh->old ? sh->old_mask + 1 : 0;
+        size_t end = nb > on ? nb : on, k = 0;
+        bool full = false;
+        for (; pos < end && k < SWEEP_BATCH && !full; k++) {
+            size_t before = n;
+            if ((pos < on && !scan_chain(sh, &sh->old[pos], now_ms, out, &n, max)) ||
+                (pos < nb && !scan_chain(sh, &sh->buckets[pos], now_ms, out, &n, max))) {
+                while (n > before) /* this bucket comes whole in the next call */
+                    item_unref_locked(sh, out[--n]);
+                full = true;
+                break;
+            }
+            pos++;
+        }
+        unlock(sh);
+        visited += k + 1;
+        *cursor = pos >= end ? (uint64_t)(shard + 1) << 32 : ((uint64_t)shard << 32) | pos;
+        if (full)
+            break;
+    }
+    return n;
+}
+
 void cache_store_stats(cache_store *s, cache_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -1393,8 +1768,51 @@ void cache_store_stats(cache_store *s, cache_stats *out)
         unlock(sh);
     }
     out->mem_used = atomic_load_explicit(&s->used, memory_order_relaxed);
-    out->mem_limit = s->max_memory;
+    out->mem_limit = memory_limit(s);
     out->mallocs = atomic_load_explicit(&s->mallocs, memory_order_relaxed);
+}
+
+void cache_store_class_stats(cache_store *s, cache_class_stats *out)
+{
+    memset(out, 0, sizeof *out * CACHE_CLASSES_MAX);
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        lock(sh);
+        for (unsigned c = 0; c < CACHE_CLASSES_MAX; c++) {
+#define CACHE_CLASS_ADD(name) out[c].name += sh->cls_stats[c].name;
+            CACHE_CLASS_COUNTERS(CACHE_CLASS_ADD)
+#undef CACHE_CLASS_ADD
+        }
+        unlock(sh);
+    }
+}
+
+void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t now_ms,
+                            int (*fn)(const cache_item *, void *), void *arg)
+{
+    for (unsigned i = 0; i < s->nshards; i++) {
+        cache_shard *sh = &s->shards[i];
+        int rc = 0;
+        size_t seen = 0;
+        lock(sh);
+        flush_due(sh, now_ms);
+        for (cache_item *it = sh->lru_head; it && seen < scan && rc == 0; it = it->lru_next) {
+            if (it == sh->marker)
+                continue;
+            seen++;
+            if (s->mc_class_of[it->cls + 1] == cls && !is_expired(it, now_ms) &&
+                !is_flushed(sh, it))
+                rc = fn(it, arg);
+        }
+        unlock(sh);
+        if (rc)
+            return;
+    }
+}
+
+void cache_store_set_memory_limit(cache_store *s, uint64_t bytes)
+{
+    atomic_store_explicit(&s->max_memory, bytes, memory_order_relaxed);
 }
 
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen)
@@ -1474,10 +1892,8 @@ static size_t walk_chunk(cache_shard *sh, cache_item *marker, uint64_t now, size
             continue;
         }
         it->walk_seen = parity & 1;
-        if (!is_expired(it, now) && !is_flushed(sh, it)) {
-            atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+        if (!is_expired(it, now) && !is_flushed(sh, it) && ref_take(it))
             batch[n++] = it;
-        }
     }
     return n;
 }

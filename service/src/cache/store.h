@@ -29,6 +29,8 @@
  *   APPEND / PREPEND  key present: a new item old+new (old flags, expiry and content type; the
  *            passed item's flags/expiry are ignored) -> STORED, else NOT_STORED
  *   CAS      present and cas matches -> STORED; present, other cas -> EXISTS; absent -> NOT_FOUND
+ *   CAS_STALE  as CAS, except that 0 < cas_in < the item's cas stores too, the new item marked
+ *            stale with the old one's expiry and token mark (memcached's ms I)
  * Any mode may also fail with TOO_LARGE (value > max_item_bytes, or item > max_memory_bytes)
  * or NO_MEMORY (nothing left to evict). Memory is reserved before the mode is checked (eviction
  * must not run under the shard's lock), so under pressure a refused ADD may still have evicted,
@@ -46,6 +48,15 @@
  * CAS values are unique and increase per key: one store-wide sequence (one atomic add per store,
  * on the cache line the memory counter's add already owns), so they also date items across
  * shards for eviction.
+ *
+ * History (memcached's meta commands read it: mg h l t, the recache tokens W Z X, me). Every
+ * item knows the second of its last access (its store, or a hit that bumps: cache_get, touch,
+ * cache_get_meta without no_bump), whether it was hit since it was stored (fetched), whether a
+ * recache token went out for it (token_sent) and whether it was invalidated (stale). Storing
+ * a key starts a new history (except CAS_STALE, above); cache_invalidate marks an item stale
+ * without deleting it. These bits live in the item's 64-byte header; a hit writes the access
+ * second only when it changed (store.c's hit_mark). Expiry times are kept to the millisecond
+ * up to the year 10889 (larger ones are clamped there).
  *
  * Memory. Every item's real allocation size (its size class, or its exact size above 1 MiB) is
  * reserved in a store-wide counter before it is linked and given back when its last reference
@@ -76,6 +87,19 @@
  * Freed items go to a per-shard free list per size class (at most 64 per class and max(max_memory/16/shards, 64 KiB) bytes per shard),
  * and allocation takes from there first: a steady same-size workload does not call malloc.
  * `mallocs` in the stats counts every malloc the store made.
+ *
+ * memcached's size classes (`stats items`, `stats slabs`, mg/me "cls"). The store has no slab
+ * allocator, so memcached's slab classes are accounting buckets here: class 1 holds 96 bytes,
+ * each next class 1.25 times the previous (rounded up to 8), as long as it stays below the
+ * largest chunk / 1.25; the last class is the largest chunk itself, min(512 KiB, max_item_bytes)
+ * (memcached's slab_chunk_max: half its 1 MiB page). An item is counted in the first class that
+ * holds its accounted size (cache_item_size: our header, key, content type, value, rounded to
+ * our allocation class); larger items, which memcached chains from chunks of the largest class,
+ * count in the largest class. The classes are as memcached 1.6.18 builds them with -n 48 -f 1.25
+ * (96, 120, 152, ... 394840, 524288 for 1 MiB items: 39 classes), so an item lands in the
+ * class memcached would put it in give or take our 64-byte header against its 48 to 56. Per class
+ * and shard, under the shard's lock, the store counts items, their bytes, evictions, expiries and
+ * hits (cache_class_stats); cache_store_class_stats sums them.
  *
  * Threads. Every function is thread-safe except cache_store_free, which must come after all
  * other calls and after every reference was released. Failures are results, never errno.
@@ -117,6 +141,9 @@ typedef enum {
     CACHE_MODE_APPEND,
     CACHE_MODE_PREPEND,
     CACHE_MODE_CAS,
+    /* memcached's ms with I and a CAS: as CAS, but a cas_in older (smaller, not 0) than the
+     * item's still stores, marked stale, keeping the old item's expiry and token mark */
+    CACHE_MODE_CAS_STALE,
 } cache_mode;
 
 typedef struct cache_store_config {
@@ -124,7 +151,8 @@ typedef struct cache_store_config {
     uint32_t max_item_bytes;   /* largest value; 0 = CACHE_DEFAULT_ITEM_BYTES */
     uint32_t shards;           /* power of two <= CACHE_MAX_SHARDS; 0 = CACHE_DEFAULT_SHARDS */
     cache_lock_kind lock;
-    uint64_t seed; /* hash seed; 0 = derived from the clock and ASLR */
+    uint64_t seed;     /* hash seed; 0 = derived from the clock and ASLR */
+    bool no_evictions; /* when full, refuse (NO_MEMORY) instead of evicting (memcached -M) */
 } cache_store_config;
 
 /* Per-shard counters (kept under the shard's lock), summed by cache_store_stats. The X-macro
@@ -150,6 +178,26 @@ typedef struct cache_stats {
     uint64_t free_bytes; /* idle bytes in the free lists */
 } cache_stats;
 
+/* Per size class (memcached's slab class ids 1..CACHE_CLASSES_MAX - 1; 0 unused), summed over
+ * the shards by cache_store_class_stats. items/bytes are what is linked now; the rest count events:
+ * evicted (evicted_nonzero: of those, items with an expiry; evicted_unfetched: never read),
+ * expired_unfetched (expired items unlinked that were never read), reclaimed (dead items,
+ * expired or flushed, unlinked without a read meeting them: by the sweep, or by a write of the
+ * same key taking their place), and the hits of each command on items of the
+ * class (sets: items stored in it). */
+#define CACHE_CLASSES_MAX 64 /* memcached's MAX_NUMBER_OF_SLAB_CLASSES */
+/* clang-format off */
+#define CACHE_CLASS_COUNTERS(X)                                                                   \
+    X(items) X(bytes) X(evicted) X(evicted_nonzero) X(evicted_unfetched) X(expired_unfetched)     \
+    X(reclaimed) X(get_hits) X(sets) X(delete_hits) X(incr_hits) X(decr_hits) X(cas_hits)         \
+    X(cas_badval) X(touch_hits)
+/* clang-format on */
+typedef struct cache_class_stats {
+#define CACHE_CLASS_FIELD(name) uint64_t name;
+    CACHE_CLASS_COUNTERS(CACHE_CLASS_FIELD)
+#undef CACHE_CLASS_FIELD
+} cache_class_stats;
+
 typedef struct cache_store cache_store;
 typedef struct cache_item cache_item;
 
@@ -169,6 +217,33 @@ bool cache_key_valid(const char *key, size_t klen);
 cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms);
 void cache_item_release(cache_item *it); /* NULL is fine */
 
+/* cache_get for memcached's meta commands: the item's history before this call (`out`) and
+ * the recache-token decision, all under the shard's lock so two clients never both win.
+ *   no_bump      memcached's u: no second-chance mark, no fetched, no access time
+ *   set_expiry   T: the item's new expiry (expiry_ms), applied before the reference is
+ *                returned (the caller shows the old one from out->expiry_ms where it must)
+ *   recache_ms   R: win the token if no token went out yet and the expiry (the new one when
+ *                recache_sees_new, else the old) is set and, rounded up to the second, before
+ *                recache_ms; 0 = no R
+ *   count        which counters a hit or miss bumps (get_*, touch_*, or none: memcached's me)
+ *   no_token     decide nothing about the token (memcached: an error came first; me)
+ * A stale item whose token has not gone out is always won. Winning marks the token sent. */
+typedef enum { CACHE_COUNT_GET = 0, CACHE_COUNT_TOUCH, CACHE_COUNT_NONE } cache_count;
+typedef struct cache_get_opts {
+    bool no_bump, set_expiry, recache_sees_new, no_token;
+    cache_count count;
+    uint64_t expiry_ms, recache_ms;
+} cache_get_opts;
+typedef struct cache_item_meta {
+    uint64_t expiry_ms;      /* before this call (0 = never) */
+    uint32_t idle_s;         /* seconds since the last access, before this call */
+    bool fetched;            /* hit (with a bump) before this call: memcached's h */
+    bool token_sent, stale;  /* before this call: memcached's Z and X */
+    bool won;                /* this call won the recache token: memcached's W */
+} cache_item_meta;
+cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const cache_get_opts *o,
+                           cache_item_meta *out, uint64_t now_ms);
+
 const char *cache_item_key(const cache_item *it);
 size_t cache_item_klen(const cache_item *it);
 const char *cache_item_value(const cache_item *it);
@@ -178,6 +253,7 @@ uint64_t cache_item_cas(const cache_item *it);                   /* 0 before it 
 uint64_t cache_item_expiry(const cache_item *it);                /* ms since the epoch, 0 = never */
 const char *cache_item_ctype(const cache_item *it, size_t *len); /* len 0 = none */
 size_t cache_item_size(const cache_item *it);                    /* bytes it is accounted for */
+bool cache_item_key_binary(const cache_item *it); /* made with CACHE_ITEM_KEY_BINARY */
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
@@ -186,6 +262,19 @@ size_t cache_item_size(const cache_item *it);                    /* bytes it is 
 cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
                            uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
                            int *err);
+/* cache_item_new with marks (or-ed):
+ *   CACHE_ITEM_KEY_BINARY  the key came base64-encoded (memcached's meta b): any bytes, 1..250
+ *                          of them, and memcached's k answers it encoded again
+ *   CACHE_ITEM_KEY_ANY     any bytes too, but echoed as they are (memcached's mg N and ma N
+ *                          create items so, even from a base64 key)
+ *   CACHE_ITEM_TOKEN_SENT  stored with its recache token already out (meta N: the creator won)
+ * Keys are compared as bytes: a binary key "foo" is the text key "foo". */
+#define CACHE_ITEM_KEY_BINARY 1u
+#define CACHE_ITEM_TOKEN_SENT 2u
+#define CACHE_ITEM_KEY_ANY    4u
+cache_item *cache_item_new_ex(cache_store *s, const char *key, size_t klen, size_t vlen,
+                              uint32_t flags, uint64_t expiry_ms, const char *ctype,
+                              size_t ctype_len, unsigned marks, int *err);
 /* The value buffer to fill, only between cache_item_new and cache_store_item. */
 char *cache_item_value_mut(cache_item *it);
 
@@ -199,6 +288,13 @@ int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_
 
 /* DELETED; NOT_FOUND; EXISTS if cas_in != 0 and differs from the item's. */
 int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms);
+
+/* memcached's md I: marks the item stale, clears its token mark, gives it a new CAS and, with
+ * set_expiry, a new expiry; it stays readable. DELETED (done), NOT_FOUND; EXISTS if cas_in != 0
+ * and differs from the item's. May need room for a copy while readers hold the item:
+ * NO_MEMORY then. */
+int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in,
+                     bool set_expiry, uint64_t expiry_ms, uint64_t now_ms);
 
 /* Sets a new expiry (0 = never) and moves the item to the LRU head: TOUCHED or NOT_FOUND.
  * The CAS is unchanged, as in memcached. */
@@ -230,6 +326,17 @@ void cache_store_raise_cas(cache_store *s, uint64_t cas);
  * passing the same cursor) and unlinks expired and flushed items. Returns how many it unlinked. */
 size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64_t now_ms);
 
+/* A walk in bounded slices, for a caller that must not hold the thread for long (memcached's
+ * "lru_crawler metadump" on an event loop). From *cursor (start with 0), takes references to up
+ * to `max` live items (not expired, not flushed) into out[] bucket by bucket, unlinking the dead
+ * ones it meets, and returns how many; each call looks at a bounded number of buckets, so it may
+ * return 0 before the end. *cursor == CACHE_SCAN_DONE once every shard was walked. The caller
+ * releases each item (cache_item_release). No lock is held between calls: items stored or
+ * deleted meanwhile may or may not be seen, and one moved by a table resize in progress may be
+ * seen twice or missed (the resize moves a few buckets per operation on the shard). */
+#define CACHE_SCAN_DONE UINT64_MAX
+size_t cache_store_scan(cache_store *s, uint64_t *cursor, cache_item **out, size_t max,
+                        uint64_t now_ms);
 void cache_store_stats(cache_store *s, cache_stats *out);
 /* Calls fn for every live item (not expired, not flushed), shard by shard, in LRU order from
  * the least recent (so reloading them in order restores recency). Items are referenced under
@@ -241,6 +348,28 @@ void cache_store_stats(cache_store *s, cache_stats *out);
  * fn must not start another one. */
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg);
+
+/* memcached's size classes (the mapping at the top). cache_store_size_class: the class
+ * (1..cache_store_size_classes) an item accounted for `bytes` (cache_item_size) is counted in;
+ * cache_store_class_chunk: a class's chunk size (0 outside 1..cache_store_size_classes). */
+unsigned cache_store_size_class(const cache_store *s, size_t bytes);
+unsigned cache_store_size_classes(const cache_store *s);
+uint32_t cache_store_class_chunk(const cache_store *s, unsigned cls);
+/* out[0..CACHE_CLASSES_MAX): the counters of every class, summed over the shards. */
+void cache_store_class_stats(cache_store *s, cache_class_stats *out);
+/* `stats cachedump`: calls fn for live items of class cls (cache_store_size_class), most
+ * recently used first, shard after shard, under the shard's lock (fn must be quick and must not
+ * call into the store), until fn returns non-zero. A debugging aid with bounded cost: it looks at
+ * most at the `scan` most recent items of each shard. */
+void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t now_ms,
+                            int (*fn)(const cache_item *, void *), void *arg);
+/* The largest value accepted (max_item_bytes). */
+uint32_t cache_store_max_item(const cache_store *s);
+
+/* Changes max_memory_bytes at run time (memcached's cache_memlimit). Raising it takes effect at
+ * once; lowering it evicts nothing by itself: the next stores evict down to the new limit as
+ * they reserve memory (memcached alike: its pages go back as the slab mover frees them). */
+void cache_store_set_memory_limit(cache_store *s, uint64_t bytes);
 
 /* Bytes an item of these lengths is accounted for (its size class). */
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen);

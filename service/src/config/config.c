@@ -170,6 +170,7 @@ static const char *cfg_log_name(const void *field)
  *   cache.shards                        u32      1..4096                  power of two
  *   cache.memcached_port, echo.tcp_port u32      0..65535                 0 = off
  *   cache.snapshot_interval_s           u32      0..86400 (a day)         0 = only at stop
+ *   cache.memcached_reqs_per_event      u32      1..1000000               memcached -R
  *   auth.token                          string   0..255 bytes             not with token_file
  */
 static const cfg_key cfg_keys[] = {
@@ -228,6 +229,12 @@ static const cfg_key cfg_keys[] = {
     K_BOOL("cache.persist", cache.persist),
     K_STR("cache.snapshot_path", cache.snapshot_path, 0, 0),
     K_U32("cache.snapshot_interval_s", cache.snapshot_interval_s, 0, 86400),
+    K_BOOL("cache.evictions", cache.evictions),
+    K_BOOL("cache.memcached_shutdown", cache.memcached_shutdown),
+    K_BOOL("cache.memcached_flush_all", cache.memcached_flush_all),
+    K_BOOL("cache.memcached_cas", cache.memcached_cas),
+    K_U32("cache.memcached_reqs_per_event", cache.memcached_reqs_per_event, 1, 1000000),
+    K_BOOL("cache.memcached_debug_commands", cache.memcached_debug_commands),
     K_BOOL("echo.http_enabled", echo.http_enabled),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR),
     K_U32("echo.tcp_port", echo.tcp_port, 0, 65535),

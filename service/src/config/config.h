@@ -87,6 +87,13 @@ typedef struct cfg_cache {
     bool persist;            /* snapshot on shutdown (and periodically), load at start */
     char snapshot_path[CFG_PATH_MAX]; /* "" = <data_dir>/cache.snapshot */
     uint32_t snapshot_interval_s;     /* periodic snapshots while running; 0 = only at stop */
+    bool evictions;                   /* false: full = refuse writes (memcached -M) */
+    /* memcached's command-line switches for its listener (proto/memcache.h memcache_options) */
+    bool memcached_shutdown;          /* -A: the "shutdown" command stops the daemon */
+    bool memcached_flush_all;         /* false = -F: flush_all refused */
+    bool memcached_cas;               /* false = -C: CAS values 0 */
+    uint32_t memcached_reqs_per_event; /* -R */
+    bool memcached_debug_commands;    /* memcached-debug's debugtime */
 } cfg_cache;
 
 typedef struct cfg_echo {

@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "net/loop.h"
 #include "net/transport.h"
@@ -295,6 +296,7 @@ static void process(conn *c, const char *data, size_t len)
 void conn_io_read(conn *c, const char *data, size_t n)
 {
     NET_STAT_ADD(c->loop->stats.bytes_in, n);
+    NET_STAT_ADD(c->listener->stats.bytes_in, n);
     c->flags |= CONN_GOT_DATA;
     if (c->phase != CONN_OPEN)
         return; /* ending or lingering: discarded */
@@ -350,6 +352,7 @@ static bool flush(conn *c)
     if (r > 0) {
         obuf_consume(&c->out, (size_t)r);
         NET_STAT_ADD(c->loop->stats.bytes_out, (uint64_t)r);
+        NET_STAT_ADD(c->listener->stats.bytes_out, (uint64_t)r);
     } else if (r < 0 && r != UV_EAGAIN) {
         conn_close(c);
         return false;
@@ -385,6 +388,7 @@ void conn_io_written(conn *c, int status)
     }
     obuf_consume(&c->out, n);
     NET_STAT_ADD(c->loop->stats.bytes_out, n);
+    NET_STAT_ADD(c->listener->stats.bytes_out, n);
     advance(c); /* progress: the rest is written, under a new write timeout */
     if (c->phase == CONN_OPEN && !c->inflight && !c->out.pending)
         restore_wait_timer(c);
@@ -507,6 +511,16 @@ void conn_run_pending(net_loop *loop)
 
 /* ---- opening and closing -------------------------------------------------------------------- */
 
+int conn_fd(conn *c)
+{
+    uv_os_fd_t fd;
+    if (c->fd >= 0)
+        return c->fd; /* raw transport: libuv does not have it yet */
+    if (c->tcp.type == UV_TCP && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        return fd;
+    return -1;
+}
+
 bool conn_draining(const conn *c)
 {
     return c->loop->draining;
@@ -518,6 +532,10 @@ conn *conn_open(net_loop *loop, net_listener *l, const conn_io *io, int fd, void
     if (atomic_fetch_add(&s->open_conns, 1) >= s->cfg.max_connections) {
         atomic_fetch_sub(&s->open_conns, 1);
         NET_STAT_ADD(loop->stats.rejected_at_cap, 1);
+        NET_STAT_ADD(l->stats.rejected_at_cap, 1);
+        const char *why = l->spec->proto->reject_line;
+        if (why && fd >= 0) /* best effort: a fresh socket's buffer takes a line */
+            (void)!send(fd, why, strlen(why), MSG_DONTWAIT | MSG_NOSIGNAL);
         return NULL;
     }
     const proto *p = l->spec->proto;

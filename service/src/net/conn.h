@@ -148,6 +148,8 @@ static inline bool conn_closing(const conn *c)
 {
     return c->phase >= CONN_ENDING || (c->flags & CONN_END_AFTER);
 }
+/* The connection's socket (for getpeername, `stats conns`), or -1 (in-memory transport). */
+int conn_fd(conn *c);
 /* True while the server drains for shutdown: protocols answer with "Connection: close". */
 bool conn_draining(const conn *c);
 

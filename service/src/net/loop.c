@@ -42,7 +42,7 @@ static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
 
 /* A listening socket, options set before bind (SO_REUSEPORT must be). Returns fd or -errno. */
 static int open_listener(const net_config *cfg, const struct sockaddr_storage *ss, socklen_t len,
-                         bool reuseport)
+                         bool reuseport, bool defer_accept)
 {
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -61,8 +61,9 @@ static int open_listener(const net_config *cfg, const struct sockaddr_storage *s
     if (cfg->so_sndbuf &&
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &cfg->so_sndbuf, sizeof cfg->so_sndbuf) != 0)
         goto fail;
-    if (cfg->defer_accept_s && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &cfg->defer_accept_s,
-                                          sizeof cfg->defer_accept_s) != 0)
+    if (defer_accept && cfg->defer_accept_s &&
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &cfg->defer_accept_s,
+                   sizeof cfg->defer_accept_s) != 0)
         goto fail;
     if (bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, cfg->backlog) != 0)
         goto fail;
@@ -103,6 +104,7 @@ static void hand_off(net_loop *from, unsigned listener, int fd);
 static void pause_accepting(net_listener *l)
 {
     NET_STAT_ADD(l->loop->stats.accept_pauses, 1);
+    NET_STAT_ADD(l->stats.accept_pauses, 1);
     listener_poll(l, false);
     uv_timer_start(&l->pause_timer, on_accept_resume, ACCEPT_PAUSE_MS, 0);
 }
@@ -414,11 +416,11 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
     int fds[NET_MAX_LOOPS];
     unsigned nfds = s->reuseport ? s->nloops : 1;
     for (unsigned i = 0; i < nfds; i++) {
-        fds[i] = open_listener(&s->cfg, &ss, len, s->reuseport);
+        fds[i] = open_listener(&s->cfg, &ss, len, s->reuseport, !p->accept_at_connect);
         if (fds[i] == -ENOPROTOOPT && s->reuseport && i == 0) {
             s->reuseport = false; /* kernel without SO_REUSEPORT: one acceptor */
             nfds = 1;
-            fds[i] = open_listener(&s->cfg, &ss, len, false);
+            fds[i] = open_listener(&s->cfg, &ss, len, false, !p->accept_at_connect);
         }
         if (fds[i] < 0) {
             snprintf(err, errlen, "cannot listen on %s:%u: %s", host, port, strerror(-fds[i]));
@@ -510,6 +512,24 @@ void net_server_join(net_server *s)
     }
     free(s->loops);
     s->loops = NULL;
+}
+
+void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
+{
+    const net_server *s = l->loop->server;
+    size_t k = (size_t)(l - l->loop->listeners);
+    uint64_t in = 0, outb = 0, rej = 0, pauses = 0;
+    for (unsigned i = 0; i < s->nloops; i++) {
+        const net_listener_stats *st = &s->loops[i].listeners[k].stats;
+        in += net_stat(&st->bytes_in);
+        outb += net_stat(&st->bytes_out);
+        rej += net_stat(&st->rejected_at_cap);
+        pauses += net_stat(&st->accept_pauses);
+    }
+    atomic_init(&out->bytes_in, in);
+    atomic_init(&out->bytes_out, outb);
+    atomic_init(&out->rejected_at_cap, rej);
+    atomic_init(&out->accept_pauses, pauses);
 }
 
 uint64_t net_server_stat_sum(const net_server *s, size_t offset)

@@ -54,6 +54,11 @@ typedef struct net_stats {
     _Atomic uint64_t open; /* current connections of this loop */
 } net_stats;
 
+/* The same per listener of a loop (one protocol's share of the loop's traffic; single writer). */
+typedef struct net_listener_stats {
+    _Atomic uint64_t bytes_in, bytes_out, rejected_at_cap, accept_pauses;
+} net_listener_stats;
+
 #define NET_STAT_ADD(field, n) counter_add(&(field), (n))
 #define net_stat(f)            counter_get(f)
 
@@ -75,6 +80,7 @@ struct net_listener {
     uv_timer_t pause_timer; /* accept paused after EMFILE/ENFILE */
     pool conns;             /* conn + protocol state */
     bool polling;
+    net_listener_stats stats;
 };
 
 static inline void *net_listener_ctx(const net_listener *l)
@@ -156,6 +162,10 @@ static inline bool net_server_draining(const net_server *s)
 }
 /* Waits for every loop thread to finish (after net_server_drain) and frees everything. */
 void net_server_join(net_server *s);
+
+/* The counters of listener l summed over every loop's copy of it (the same address and
+ * protocol), from any thread: *out gets the sums. */
+void net_listener_stats_sum(const net_listener *l, net_listener_stats *out);
 
 /* Sum of one counter over all loops, from any thread. */
 uint64_t net_server_stat_sum(const net_server *s, size_t offset_in_stats);

@@ -19,6 +19,7 @@
 #ifndef SF_NET_PROTO_H
 #define SF_NET_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -31,6 +32,13 @@ typedef enum { CONN_TIMEOUT_HEADER, CONN_TIMEOUT_IDLE, CONN_TIMEOUT_WRITE } conn
 typedef struct proto {
     const char *name;
     size_t state_size;
+    /* Optional: written (best effort, never waited for) to a connection refused because the
+     * server is at max_connections, before it is closed; NULL closes without a word. */
+    const char *reject_line;
+    /* Accept connections when they are made, not when their first bytes arrive (no
+     * TCP_DEFER_ACCEPT whatever server.tcp_defer_accept_s says): for protocols whose clients
+     * open connections ahead of use, which must count (and be refused at max_connections) then. */
+    bool accept_at_connect;
     void (*on_open)(conn *c);
     ssize_t (*on_data)(conn *c, const char *data, size_t len);
     void (*on_timeout)(conn *c, conn_timeout_kind kind);

@@ -1,18 +1,17 @@
 /* The memcached text protocol (memcache.h): the classic commands (get/gets/gat/gats, the storage
- * commands and their data blocks, delete, incr/decr, touch, flush_all, verbosity, stats), the
- * command dispatch, the line buffer with its long-get streaming, the per-read state machine, and
- * the server object. The meta commands mg, ms, md, ma are in memcache_meta.c; what both files
- * share (connection state, counters, reply and number helpers) is in memcache_int.h. */
+ * commands and their data blocks, delete, incr/decr, touch, flush_all, verbosity), the command
+ * dispatch, the line buffer with its long-get streaming, the per-read state machine, and the
+ * server object. The meta commands mg, ms, md, ma are in memcache_meta.c, "stats" in
+ * memcache_stats.c; what the files share (connection state, counters, reply and number helpers)
+ * is in memcache_int.h. */
 #include "proto/memcache.h"
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "net/conn.h"
@@ -20,18 +19,13 @@
 #include "proto/memcache_int.h"
 #include "snowflake/clock.h"
 #include "util/fmt.h"
-#include "util/version.h"
 
-/* What `version` and `stats` report: the memcached protocol level we implement first (clients
- * and conformance checkers such as memccapable parse it to decide which behaviour to expect),
- * then who we are. */
-#define MEMCACHED_COMPAT "1.6.18"
-#define MC_VERSION       MEMCACHED_COMPAT "-snowflaked-" SF_VERSION
 
 /* Replies are byte-exact with memcached 1.6.18, checked session by session against the real one
  * (test/integration/test_memcache_diff.py). The differences we keep on purpose:
  *  - keys: 1..250 bytes of 0x21..0x7e (cache_key_valid, the rule protocol.txt states); memcached
- *    also takes control and non-ASCII bytes. Storing such a key is a CLIENT_ERROR here.
+ *    also takes control and non-ASCII bytes. Storing such a key with a classic command is a
+ *    CLIENT_ERROR here; in base64 (the meta b flag) any bytes are a key, as in memcached.
  *  - the item size limit counts the value only (cache.max_item_bytes); memcached's 1 MiB
  *    includes its ~50-byte header and the key.
  *  - numbers beyond 32 bits in flags, exptime or a length are refused (mc_parse_u32, mc_parse_i32);
@@ -39,8 +33,9 @@
  *  - incr/decr (the store's cache_incr): the value must be plain digits (memcached's strtoull
  *    also takes " 12" or "12 34"), and a shorter result is stored as is, where memcached pads
  *    it with spaces in place (protocol.txt says clients must not rely on either).
- *  - version is 1.6.18-snowflaked-<ours>; stats answers the general set only (no sub-stats).
- *  - meta commands: see memcache_meta.c (h, l, N, R, I and k with b; no "me"). */
+ *  - version is 1.6.18-snowflaked-<ours>; stats: see memcache_stats.c.
+ *  - meta commands: see memcache_meta.c ("me" reports our item's size and the memcached slab
+ *    class of that size). */
 
 #define MC_TOKENS_MAX   24  /* memcached's tokenizer limit; more is reported as MAX + 1 */
 #define MC_GET_LEAD_MAX 100 /* leading blanks memcached tolerates before a long "get " */
@@ -59,9 +54,9 @@ static void out_value(mc_conn *m, const cache_item *it, bool with_cas)
     n += fmt_u64(hdr + n, cache_item_flags(it));
     hdr[n++] = ' ';
     n += fmt_u64(hdr + n, vlen);
-    if (with_cas) {
+    if (with_cas) { /* memcached -C: every CAS reads 0 */
         hdr[n++] = ' ';
-        n += fmt_u64(hdr + n, cache_item_cas(it));
+        n += fmt_u64(hdr + n, m->srv->opts.cas_enabled ? cache_item_cas(it) : 0);
     }
     hdr[n++] = '\r';
     hdr[n++] = '\n';
@@ -70,12 +65,6 @@ static void out_value(mc_conn *m, const cache_item *it, bool with_cas)
 }
 
 /* ---- parsing helpers ---------------------------------------------------------------------- */
-
-static bool tok_is(const mc_tok *t, const char *s)
-{
-    size_t n = strlen(s);
-    return t->n == n && memcmp(t->p, s, n) == 0;
-}
 
 /* memcached reads numbers with strtoull/strtol (util.c safe_strto*): leading white space, an
  * optional sign, decimal digits, then the end of the token or a white-space byte after which the
@@ -173,11 +162,6 @@ static size_t tokenize(const char *p, size_t n, mc_tok *t)
     return k;
 }
 
-static bool last_is_noreply(const mc_tok *t, size_t nt)
-{
-    return nt > 0 && tok_is(&t[nt - 1], "noreply");
-}
-
 /* ---- retrieval ---------------------------------------------------------------------------- */
 
 typedef enum { GET_DONE, GET_FAILED, GET_PAUSED } get_result;
@@ -209,6 +193,7 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         /* memcached counts so */
         counter_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
         cache_item *it = cache_get(store, key, klen, now);
+        mc_detail_record(m->srv, key, klen, it ? MC_DETAIL_HIT : MC_DETAIL_GET);
         if (!it)
             continue;
         if (m->get_touch)
@@ -311,6 +296,7 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
         return;
     }
     int err = 0;
+    mc_detail_record(m->srv, t[1].p, t[1].n, MC_DETAIL_SET);
     cache_item *it = cache_item_new(m->srv->store, t[1].p, t[1].n, (size_t)vlen, flags,
                                     expiry_ms(exptime, now), NULL, 0, &err);
     if (!it) {
@@ -318,10 +304,13 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
             OUT(m, "CLIENT_ERROR bad command line format");
             return;
         }
-        if (err == CACHE_TOO_LARGE)
+        if (err == CACHE_TOO_LARGE) {
+            counter_add(&m->ml->store_too_large, 1);
             OUT(m, "SERVER_ERROR object too large for cache");
-        else
+        } else {
+            counter_add(&m->ml->store_no_memory, 1);
             OUT(m, "SERVER_ERROR out of memory storing object");
+        }
         /* memcached: a failed set must not leave the old value visible */
         if (mode == CACHE_MODE_SET)
             cache_delete(m->srv->store, t[1].p, t[1].n, 0, now);
@@ -356,7 +345,18 @@ static void store_done(mc_conn *m, uint64_t now)
         mc_meta_ms_done(m, it, now);
         return;
     }
-    int r = cache_store_item(m->srv->store, it, (cache_mode)m->mode, m->cas_in, NULL, now);
+    cache_mode mode = (cache_mode)m->mode;
+    uint64_t cas_in = m->cas_in;
+    bool cas_off = mode == CACHE_MODE_CAS && !m->srv->opts.cas_enabled;
+    if (cas_off) { /* memcached -C: items' CAS are 0; only a cas of 0 matches */
+        if (cas_in == 0)
+            mode = CACHE_MODE_REPLACE;
+        else
+            cas_in = UINT64_MAX; /* never issued: EXISTS when present, NOT_FOUND when absent */
+    }
+    int r = cache_store_item(m->srv->store, it, mode, cas_in, NULL, now);
+    if (cas_off && r == CACHE_NOT_STORED)
+        r = CACHE_NOT_FOUND;
     switch (r) {
     case CACHE_STORED:
         counter_add(&m->ml->total_items, 1);
@@ -419,6 +419,7 @@ static void cmd_delete(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR bad command line format");
         return;
     }
+    mc_detail_record(m->srv, t[1].p, t[1].n, MC_DETAIL_DEL);
     if (cache_delete(m->srv->store, t[1].p, t[1].n, 0, now) == CACHE_DELETED)
         OUT(m, "DELETED");
     else
@@ -491,6 +492,10 @@ static void cmd_flush(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     m->noreply = last_is_noreply(t, nt);
     int64_t delay = 0;
     counter_add(&m->ml->cmd_flush, 1);
+    if (!m->srv->opts.flush_enabled) { /* memcached -F; still counted, as there */
+        OUT(m, "CLIENT_ERROR flush_all not allowed");
+        return;
+    }
     /* memcached reads a delay whenever there is a token besides noreply ("flush_all 5 x" waits
      * 5 s; "flush_all x y" is an error) */
     if (nt != (m->noreply ? 2u : 1u) && !mc_parse_i32(&t[1], &delay)) {
@@ -513,87 +518,9 @@ static void cmd_verbosity(mc_conn *m, const mc_tok *t, size_t nt)
         OUT(m, "CLIENT_ERROR bad command line format");
         return;
     }
-    OUT(m, "OK"); /* the level is accepted and ignored: logging has its own configuration */
-}
-
-static void stat_line(conn *c, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void stat_line(conn *c, const char *name, const char *fmt, ...)
-{
-    char buf[256];
-    int n = snprintf(buf, sizeof buf, "STAT %s ", name);
-    va_list ap;
-    va_start(ap, fmt);
-    n += vsnprintf(buf + n, sizeof buf - (size_t)n - 2, fmt, ap);
-    va_end(ap);
-    buf[n++] = '\r';
-    buf[n++] = '\n';
-    conn_write(c, buf, (size_t)n);
-}
-
-static uint64_t loops_sum(const memcache_server *s, size_t off)
-{
-    uint64_t sum = 0;
-    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
-        const char *l = perloop_at(&s->loops, i);
-        sum += counter_get((const _Atomic uint64_t *)(l + off));
-    }
-    return sum;
-}
-#define SUM(s, field) loops_sum((s), offsetof(mc_loop, field))
-
-static void cmd_stats(mc_conn *m, size_t nt, uint64_t now)
-{
-    if (nt != 1) { /* stats items, slabs, settings... are not kept */
-        conn_write(m->c, "ERROR\r\n", 7);
-        return;
-    }
-    const memcache_server *s = m->srv;
-    conn *c = m->c;
-    cache_stats cs;
-    cache_store_stats(s->store, &cs);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    uint64_t opened = SUM(s, conns_opened), closed = SUM(s, conns_closed);
-    stat_line(c, "pid", "%ld", (long)getpid());
-    stat_line(c, "uptime", "%llu", (unsigned long long)((now - s->started_ms) / 1000));
-    stat_line(c, "time", "%llu", (unsigned long long)(now / 1000));
-    stat_line(c, "version", "%s", MC_VERSION);
-    stat_line(c, "pointer_size", "%d", (int)(8 * sizeof(void *)));
-    stat_line(c, "rusage_user", "%ld.%06ld", (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
-    stat_line(c, "rusage_system", "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
-    stat_line(c, "curr_connections", "%llu", (unsigned long long)(opened - closed));
-    stat_line(c, "total_connections", "%llu", (unsigned long long)opened);
-    stat_line(c, "cmd_get", "%llu", (unsigned long long)SUM(s, cmd_get));
-    stat_line(c, "cmd_set", "%llu", (unsigned long long)SUM(s, cmd_set));
-    stat_line(c, "cmd_flush", "%llu", (unsigned long long)SUM(s, cmd_flush));
-    stat_line(c, "cmd_touch", "%llu", (unsigned long long)SUM(s, cmd_touch));
-#define U(name, v) stat_line(c, name, "%llu", (unsigned long long)(v))
-    U("get_hits", cs.get_hits);
-    U("get_misses", cs.get_misses);
-    U("get_expired", cs.expired_lazy);
-    U("get_flushed", cs.flushed);
-    U("delete_misses", cs.delete_misses);
-    U("delete_hits", cs.delete_hits);
-    U("incr_misses", cs.incr_misses + SUM(s, incr_misses)); /* incr in the store, ma here */
-    U("incr_hits", cs.incr_hits + SUM(s, incr_hits));
-    U("decr_misses", cs.decr_misses + SUM(s, decr_misses));
-    U("decr_hits", cs.decr_hits + SUM(s, decr_hits));
-    U("cas_misses", cs.cas_misses);
-    U("cas_hits", cs.cas_hits);
-    U("cas_badval", cs.cas_badval);
-    U("touch_hits", cs.touch_hits);
-    U("touch_misses", cs.touch_misses);
-    U("limit_maxbytes", cs.mem_limit);
-    U("threads", perloop_count(&s->loops));
-    U("bytes", cs.bytes);
-    U("curr_items", cs.curr_items);
-    U("total_items", SUM(s, total_items));
-    U("expired_unfetched", cs.expired_swept);
-    U("evictions", cs.evictions);
-#undef U
-    conn_write(c, "END\r\n", 5);
+    /* the level is kept for "stats settings" only: logging has its own configuration */
+    atomic_store_explicit(&m->srv->verbosity, level, memory_order_relaxed);
+    OUT(m, "OK");
 }
 
 /* ---- dispatch ----------------------------------------------------------------------------- */
@@ -625,6 +552,32 @@ static bool looks_like_http(const mc_tok *t, size_t nt)
     return last->n >= 5 && memcmp(last->p, "HTTP/", 5) == 0;
 }
 
+static bool is_meta(const mc_tok *c0)
+{
+    return tok_is(c0, "mg") || tok_is(c0, "ms") || tok_is(c0, "md") || tok_is(c0, "ma") ||
+           tok_is(c0, "me") || tok_is(c0, "mn");
+}
+
+/* mg, ms, md, ma, me, mn: counted together in cmd_meta ("number of meta commands", as
+ * protocol.txt defines it; memcached 1.6.18 itself counts only me there). */
+static void meta_command(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
+{
+    counter_add(&m->ml->cmd_meta, 1);
+    const mc_tok *c0 = &t[0];
+    if (tok_is(c0, "mg"))
+        mc_meta_mg(m, t, nt, now);
+    else if (tok_is(c0, "ms"))
+        mc_meta_ms(m, t, nt, now);
+    else if (tok_is(c0, "md"))
+        mc_meta_md(m, t, nt, now);
+    else if (tok_is(c0, "ma"))
+        mc_meta_ma(m, t, nt, now);
+    else if (tok_is(c0, "me"))
+        mc_meta_me(m, t, nt, now);
+    else /* mn: the end of a quiet pipeline, whatever follows it */
+        conn_write(m->c, "MN\r\n", 4);
+}
+
 /* One complete command line (without its "\r\n"). */
 static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
 {
@@ -634,6 +587,7 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         n = (size_t)(nul - line);
     mc_tok t[MC_TOKENS_MAX];
     size_t nt = tokenize(line, n, t);
+    m->last_cmd_ms = now;
     if (nt == 0) {
         conn_write(m->c, "ERROR\r\n", 7);
         return;
@@ -675,22 +629,24 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         conn_write(m->c, "VERSION " MC_VERSION "\r\n", sizeof("VERSION " MC_VERSION "\r\n") - 1);
     else if (tok_is(c0, "verbosity"))
         cmd_verbosity(m, t, nt);
-    else if (tok_is(c0, "shutdown")) /* memcached without -A: whatever the arguments */
-        conn_write(m->c, "ERROR: shutdown not enabled\r\n", 29);
+    else if (tok_is(c0, "shutdown"))
+        mc_admin_shutdown(m, t, nt);
+    else if (tok_is(c0, "slabs"))
+        mc_admin_slabs(m, t, nt);
+    else if (tok_is(c0, "lru"))
+        mc_admin_lru(m, t, nt);
+    else if (tok_is(c0, "lru_crawler"))
+        mc_admin_lru_crawler(m, t, nt, now);
+    else if (tok_is(c0, "cache_memlimit"))
+        mc_admin_memlimit(m, t, nt);
+    else if (tok_is(c0, "debugtime") && m->srv->opts.debug_commands) /* memcached-debug only */
+        mc_admin_debugtime(m, t, nt);
     else if (tok_is(c0, "stats"))
-        cmd_stats(m, nt, now);
+        mc_cmd_stats(m, t, nt, now);
     else if (tok_is(c0, "quit"))
         conn_end_after_flush(m->c);
-    else if (tok_is(c0, "mg"))
-        mc_meta_mg(m, t, nt, now);
-    else if (tok_is(c0, "ms"))
-        mc_meta_ms(m, t, nt, now);
-    else if (tok_is(c0, "md"))
-        mc_meta_md(m, t, nt, now);
-    else if (tok_is(c0, "ma"))
-        mc_meta_ma(m, t, nt, now);
-    else if (tok_is(c0, "mn")) /* the end of a quiet pipeline: whatever follows it */
-        conn_write(m->c, "MN\r\n", 4);
+    else if (c0->n == 2 && c0->p[0] == 'm' && is_meta(c0))
+        meta_command(m, t, nt, now);
     else if (looks_like_http(t, nt))
         conn_close(m->c); /* no reply: a browser tricked into POSTing here cannot drive us */
     else
@@ -749,6 +705,10 @@ static mc_step line_in(mc_conn *m, const char *p, size_t n, uint64_t now, size_t
     if (ln && p[ln - 1] == '\r')
         ln--;
     command(m, p, ln, now);
+    if (m->state == MC_WALK) { /* the "\n" stays until the walk ends: mc_data comes back */
+        *used = (size_t)(nl - p);
+        return MC_STEP_GO;
+    }
     if (m->get_stop) { /* a get paused on a full output: the rest of its line stays (MC_GET_CONT) */
         *used = (size_t)(m->get_stop - p);
         m->get_stop = NULL;
@@ -825,12 +785,16 @@ static void mc_open(conn *c)
     m->srv = net_listener_ctx(c->listener);
     m->ml = perloop_at(&m->srv->loops, conn_loop(c)->index);
     counter_add(&m->ml->conns_opened, 1);
+    /* A fresh connection is idle, not a request in progress: memcached clients open pools
+     * ahead of use (maxconns.t holds a thousand silent ones). The header timeout is for a
+     * command that has started (mc_data). */
+    conn_set_timeout(c, CONN_TIMEOUT_IDLE);
 }
 
 static ssize_t mc_data(conn *c, const char *data, size_t len)
 {
     mc_conn *m = conn_state(c);
-    uint64_t now = sf_clock_now(sf_clock_system());
+    uint64_t now = mc_now(m->srv);
     size_t pos = 0;
     unsigned handled = 0;
     bool yielded = false;
@@ -851,6 +815,14 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
                 m->state = MC_LINE;
                 handled++;
             }
+        } else if (m->state == MC_WALK) {
+            if (!mc_admin_walk(m, now)) {
+                conn_yield(c);
+                yielded = true;
+                break;
+            }
+            pos++; /* the walking command's "\n" */
+            handled++;
         } else if (m->state == MC_SKIP_LINE) {
             const char *nl = memchr(p, '\n', n);
             pos += nl ? (size_t)(nl - p) + 1 : n;
@@ -860,7 +832,9 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             }
         } else {
             /* Fairness and backpressure: the rest waits for a later loop turn. */
-            if (handled >= MEMCACHE_MAX_PIPELINE || conn_output_full(c)) {
+            if (handled >= m->srv->opts.reqs_per_event || conn_output_full(c)) {
+                if (handled >= m->srv->opts.reqs_per_event)
+                    counter_add(&m->ml->conn_yields, 1);
                 conn_yield(c);
                 yielded = true;
                 break;
@@ -868,6 +842,10 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             size_t k = 0;
             mc_step st = m->state == MC_GET_CONT ? get_cont(m, p, n, now, &k)
                                                  : line_in(m, p, n, now, &k);
+            if (m->clock_moved) { /* debugtime: the commands after it see the new time */
+                m->clock_moved = false;
+                now = mc_now(m->srv);
+            }
             if (st == MC_STEP_CLOSE)
                 return PROTO_CLOSE;
             pos += k;
@@ -883,6 +861,8 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
          * command (the write timeout governs a client that stops reading; a header deadline
          * would be stale by the time the output drains). */
         if (partial && yielded && m->state == MC_GET_CONT && memchr(data + pos, '\n', len - pos))
+            partial = false;
+        if (m->state == MC_WALK) /* a walk owes us nothing either: it waits for our output */
             partial = false;
         if (partial) {
             if (!m->in_cmd || handled || resumed) /* a draining get is not a slowloris */
@@ -901,12 +881,15 @@ static void mc_close(conn *c)
     mc_conn *m = conn_state(c);
     cache_item_release(m->item);
     m->item = NULL;
+    mc_admin_close(m);
     counter_add(&m->ml->conns_closed, 1);
 }
 
 const proto memcache_proto = {
     .name = "memcache",
     .state_size = sizeof(mc_conn),
+    .reject_line = "ERROR Too many open connections\r\n", /* memcached at -c, as it writes it */
+    .accept_at_connect = true, /* memcached counts pooled idle connections (curr_connections) */
     .on_open = mc_open,
     .on_data = mc_data,
     .on_timeout = NULL, /* memcached closes idle and stalled connections without a word */
@@ -920,13 +903,36 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
     memcache_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    if (perloop_init(&s->loops, nloops, sizeof(mc_loop)) != 0) {
+    if (perloop_init(&s->loops, nloops, sizeof(mc_loop)) != 0 || !(s->stats = mc_stats_new())) {
+        perloop_free(&s->loops);
         free(s);
         return NULL;
     }
     s->store = store;
     s->started_ms = sf_clock_now(sf_clock_system());
+    memcache_options_default(&s->opts);
+    atomic_init(&s->admin.crawler_enabled, true);
+    atomic_init(&s->admin.crawler_sleep, 100); /* memcached's defaults */
+    atomic_init(&s->admin.crawler_tocrawl, 0);
     return s;
+}
+
+void memcache_options_default(memcache_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->flush_enabled = true;
+    o->cas_enabled = true;
+    o->reqs_per_event = MEMCACHE_MAX_PIPELINE;
+    o->item_size_max = CACHE_DEFAULT_ITEM_BYTES;
+}
+
+void memcache_server_set_options(memcache_server *s, const memcache_options *o)
+{
+    s->opts = *o;
+    if (s->opts.reqs_per_event == 0)
+        s->opts.reqs_per_event = 1;
+    if (s->opts.item_size_max == 0)
+        s->opts.item_size_max = CACHE_DEFAULT_ITEM_BYTES;
 }
 
 void memcache_server_free(memcache_server *s)
@@ -934,5 +940,6 @@ void memcache_server_free(memcache_server *s)
     if (!s)
         return;
     perloop_free(&s->loops);
+    mc_stats_free(s->stats);
     free(s);
 }

@@ -2,7 +2,8 @@
  *
  * memcache_proto plugs into a net listener whose ctx is a memcache_server. Commands: get, gets,
  * gat, gats, set, add, replace, append, prepend, cas, delete, incr, decr, touch, flush_all,
- * version, verbosity, stats, quit, and the meta commands mg, ms, md, ma, mn. Replies and error
+ * version, verbosity, stats, quit, the meta commands mg, ms, md, ma, mn, and the operators'
+ * commands shutdown, slabs, lru, lru_crawler, cache_memlimit, debugtime. Replies and error
  * strings are byte-exact as memcached 1.6.18 (the few deliberate differences are listed at the
  * top of memcache.c; test_memcache_diff.py compares both servers session by session).
  *
@@ -10,10 +11,15 @@
  * parsed and the data bytes are copied into it as they come, so nothing but the command line is
  * ever buffered. A command line longer than 2048 bytes without a newline closes the connection,
  * except get/gets, whose keys are then answered as they arrive (multigets are unbounded, as in
- * memcached). Fairness: at most MEMCACHE_MAX_PIPELINE commands per read, and none while the
+ * memcached). Fairness: at most reqs_per_event commands per read, and none while the
  * output is above the high-water mark; the rest waits for a later loop turn. A get/gets/gat/gats
  * also pauses between keys at the high-water mark and resumes as the output drains, so its
  * answer streams through a bounded buffer whatever its total size.
+ *
+ * "stats" and its subcommands answer as memcached 1.6.18 does (memcache_stats.c). At
+ * max_connections a connection is told "ERROR Too many open connections" and closed, as memcached
+ * does; connections are accepted at connect (pooled idle clients count) and wait under the idle
+ * timeout until a command starts.
  *
  * Threads: the protocol runs on loop threads; memcache_server_new/free on the main thread,
  * before the loops start and after they are joined. Counters are per loop, single writer,
@@ -22,18 +28,41 @@
 #ifndef SF_PROTO_MEMCACHE_H
 #define SF_PROTO_MEMCACHE_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "cache/store.h"
 #include "net/proto.h"
 
-#define MEMCACHE_MAX_PIPELINE 64   /* commands answered per read before yielding */
+#define MEMCACHE_MAX_PIPELINE 20   /* default reqs_per_event: memcached's -R default */
 #define MEMCACHE_LINE_MAX     2048 /* an unterminated command line longer than this closes */
 
 typedef struct memcache_server memcache_server;
 
 extern const proto memcache_proto;
 
-/* NULL when out of memory. nloops = the net server's loop count. */
+/* What memcached sets with command-line flags (memcache_admin.c has the commands they govern). */
+typedef struct memcache_options {
+    bool shutdown_enabled;   /* -A: "shutdown [graceful]" stops the daemon (calls `shutdown`) */
+    bool flush_enabled;      /* false = -F: flush_all answers CLIENT_ERROR flush_all not allowed */
+    bool cas_enabled;        /* false = -C: CAS values read 0, cas compares against 0 */
+    bool debug_commands;     /* memcached-debug's "debugtime" (moves this listener's clock) */
+    uint32_t reqs_per_event; /* -R: commands per read before yielding (counted in conn_yields) */
+    uint32_t item_size_max;  /* -I: memcached's slab classes derive from it (metadump's cls) */
+    /* Called (on a loop thread) by "shutdown" (graceful false) and "shutdown graceful": must
+     * only start the stop, e.g. signal the main thread. NULL: the command is accepted, nothing
+     * stops (in-process graphs). */
+    void (*shutdown)(void *arg, bool graceful);
+    void *shutdown_arg;
+} memcache_options;
+
+/* memcached's defaults: flush and CAS on, the rest off, reqs_per_event MEMCACHE_MAX_PIPELINE. */
+void memcache_options_default(memcache_options *o);
+
+/* NULL when out of memory. nloops = the net server's loop count. Options: the defaults. */
 memcache_server *memcache_server_new(cache_store *store, unsigned nloops);
+/* Before the loops start. */
+void memcache_server_set_options(memcache_server *s, const memcache_options *o);
 void memcache_server_free(memcache_server *s); /* NULL is fine */
 
 #endif

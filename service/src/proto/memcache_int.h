@@ -1,10 +1,14 @@
-/* Internal to the memcached protocol module: included by memcache.c and memcache_meta.c only,
+/* Internal to the memcached protocol module: included by memcache.c, memcache_meta.c and
+ * memcache_stats.c only,
  * never from outside service/src/proto (the public side is memcache.h). It holds what the two
  * files share: the per-loop counters and the server object, the connection state, the tokens,
  * the reply and number helpers, and the meta commands' entry points that dispatch calls.
  *
  * memcache.c: the classic commands, dispatch, the input (parsed in place) and the server object.
  * memcache_meta.c: the meta commands mg, ms, md, ma (mn is answered by dispatch).
+ * memcache_admin.c: the operators' commands (shutdown, slabs, lru, lru_crawler, cache_memlimit,
+ * debugtime) and the listener's clock (mc_now).
+ * memcache_stats.c: "stats" and its subcommands, the reset baselines, "stats detail".
  */
 #ifndef SF_PROTO_MEMCACHE_INT_H
 #define SF_PROTO_MEMCACHE_INT_H
@@ -13,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cache/store.h"
 #include "net/conn.h"
@@ -20,23 +25,52 @@
 #include "proto/memcache.h"
 #include "util/counter.h"
 #include "util/perloop.h"
+#include "util/version.h"
+
+/* What `version` and `stats` report: the memcached protocol level we implement first (clients
+ * and conformance checkers such as memccapable parse it to decide which behaviour to expect),
+ * then who we are. */
+#define MEMCACHED_COMPAT "1.6.18"
+#define MC_VERSION       MEMCACHED_COMPAT "-snowflaked-" SF_VERSION
 
 #define MC_REL_MAX    2592000 /* exptimes up to 30 days are relative */
 #define MC_OPAQUE_MAX 32      /* memcached refuses a meta O(paque) token longer (the O included) */
 
 /* Per-loop counters: single writer (the loop, util/counter.h), summed by "stats". The incr/decr
- * counters are ma's only (incr/decr count in the store); "stats" adds the two. */
+ * counters are ma's only (incr/decr count in the store); "stats" adds the two. store_* count
+ * storage commands refused before their data (memcached's store_too_large / store_no_memory),
+ * conn_yields the reads cut short by opts.reqs_per_event (memcached -R). */
 typedef struct mc_loop {
-    _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, total_items;
-    _Atomic uint64_t conns_opened, conns_closed;
+    _Atomic uint64_t cmd_get, cmd_set, cmd_flush, cmd_touch, cmd_meta, total_items;
+    _Atomic uint64_t conns_opened, conns_closed, conn_yields;
     _Atomic uint64_t incr_hits, incr_misses, decr_hits, decr_misses;
+    _Atomic uint64_t store_too_large, store_no_memory;
 } mc_loop;
+
+/* The settings memcached's admin commands change at run time (memcache_admin.c); any loop may
+ * write them, "stats settings" reads them. */
+typedef struct mc_admin {
+    _Atomic bool crawler_enabled;   /* lru_crawler enable|disable (memcached's default: on) */
+    _Atomic bool walk_busy;         /* a crawl or metadump runs (one at a time, as memcached) */
+    _Atomic uint32_t crawler_sleep; /* lru_crawler sleep: accepted, reported (no pacing here) */
+    _Atomic uint32_t crawler_tocrawl;
+    _Atomic uint32_t slab_automove; /* slabs automove 0|1|2: accepted, reported (no slabs) */
+    _Atomic int64_t clock_offset_ms; /* debugtime N: added to this listener's clock */
+    _Atomic uint64_t clock_paused;   /* debugtime p: the frozen clock (ms), 0 = running */
+} mc_admin;
+
+typedef struct mc_stats mc_stats; /* memcache_stats.c: reset baselines, the detail table */
 
 /* A memcache listener's ctx (memcache_server_new): the store, and one mc_loop per net loop. */
 struct memcache_server {
     cache_store *store;
     uint64_t started_ms;
-    perloop loops; /* mc_loop, one per net loop */
+    perloop loops;              /* mc_loop, one per net loop */
+    memcache_options opts;
+    mc_admin admin;
+    mc_stats *stats;            /* mc_stats_new */
+    _Atomic bool detail_on;     /* "stats detail on": per-prefix counts (mc_detail_record) */
+    _Atomic uint32_t verbosity; /* the last "verbosity" level, shown by "stats settings" */
 };
 
 /* What the bytes of a connection are, in mc_conn.state. */
@@ -47,6 +81,9 @@ typedef enum {
     MC_GET_CONT,  /* the rest of a get line: keys are answered as they arrive, or as the
                    * output drains (the keys not yet answered stay in the input) */
     MC_SKIP_LINE, /* discarding the rest of a failed long get line */
+    MC_WALK,      /* lru_crawler crawl/metadump in slices (memcache_admin.c); the command's
+                   * "\n" stays in the input until it ends, so the connection is offered its
+                   * input again on every loop turn it yields */
 } mc_state;
 
 /* A connection's protocol state (proto.state_size: zeroed at open), used on its loop only. */
@@ -66,6 +103,10 @@ typedef struct mc_conn {
     bool get_any;            /* MC_GET_CONT: the line named a key (else it ends in ERROR) */
     uint64_t get_exp;        /* gat(s): the new expiry */
     const char *get_stop;    /* set by cmd_get when it pauses: the first key not answered */
+    bool walk_dump;          /* MC_WALK: metadump (lines out), else crawl (silent) */
+    bool clock_moved;        /* debugtime ran: mc_data reads the clock again */
+    uint64_t walk_cursor;    /* MC_WALK: cache_store_scan's cursor */
+    uint64_t walk_classes;   /* MC_WALK metadump: bit i = slab class i asked for */
     char tail[2]; /* the two bytes after the value: must be "\r\n" */
     /* ms: what the reply after the data block needs, noted when the line is parsed (memcached
      * stashes the same): the return flags O, k, c in request order, the opaque, b and q. */
@@ -73,6 +114,7 @@ typedef struct mc_conn {
     uint8_t meta_nret, meta_olen;
     char meta_ret[3];
     char meta_opaque[MC_OPAQUE_MAX];
+    uint64_t last_cmd_ms; /* when the last command line was parsed ("stats conns") */
 } mc_conn;
 
 /* A token of a command line: p[0..n), inside the line, not NUL-terminated. */
@@ -80,6 +122,18 @@ typedef struct mc_tok {
     const char *p;
     size_t n;
 } mc_tok;
+
+static inline bool tok_is(const mc_tok *t, const char *s)
+{
+    size_t n = strlen(s);
+    return t->n == n && memcmp(t->p, s, n) == 0;
+}
+
+/* memcached's set_noreply_maybe: the last token is "noreply". */
+static inline bool last_is_noreply(const mc_tok *t, size_t nt)
+{
+    return nt > 0 && tok_is(&t[nt - 1], "noreply");
+}
 
 /* ---- output ------------------------------------------------------------------------------- */
 
@@ -114,10 +168,33 @@ static inline uint64_t expiry_ms(int64_t t, uint64_t now_ms)
     return (uint64_t)t * 1000;
 }
 
+/* ---- stats (memcache_stats.c) ------------------------------------------------------------- */
+
+/* The stats state of a server: NULL when out of memory. */
+mc_stats *mc_stats_new(void);
+void mc_stats_free(mc_stats *st); /* NULL is fine */
+/* "stats ...": t[0..nt) the command line's tokens (t[0] is "stats"); writes the whole reply. */
+void mc_cmd_stats(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
+
+/* "stats detail on": counts a get (hit or miss), a set or a delete of key under its prefix (the
+ * bytes before the first ':'; keys without one are not counted), as memcached. One relaxed load
+ * when detail is off (the default); when on, a short mutex hold per key (memcached: its global
+ * stats lock), a debugging mode. */
+typedef enum { MC_DETAIL_GET, MC_DETAIL_HIT, MC_DETAIL_SET, MC_DETAIL_DEL } mc_detail_kind;
+void mc_detail_record_slow(memcache_server *s, const char *key, size_t klen, mc_detail_kind k);
+static inline void mc_detail_record(memcache_server *s, const char *key, size_t klen,
+                                    mc_detail_kind k)
+{
+    if (atomic_load_explicit(&s->detail_on, memory_order_relaxed))
+        mc_detail_record_slow(s, key, klen, k);
+}
+
 /* ---- meta commands (memcache_meta.c) ------------------------------------------------------ */
 
 /* Each takes the command line's tokens t[0..nt) (t[0] the command name) and writes the reply. */
 
+/* me <key> [b]: memcached's debug line for an item, or EN. */
+void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
 /* mg <key> <flags>*: the whole command. */
 void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
 /* ms <key> <datalen> <flags>*: an error (the data block then swallowed, MC_SWALLOW, once its
@@ -130,5 +207,24 @@ void mc_meta_ms_done(mc_conn *m, cache_item *it, uint64_t now);
 void mc_meta_md(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
 /* ma <key> <flags>*: the whole command. */
 void mc_meta_ma(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
+
+/* ---- operators' commands (memcache_admin.c) ------------------------------------------------ */
+
+/* This listener's clock in ms: the system clock, moved by debugtime when debug commands are on
+ * (HTTP does not see the move). */
+uint64_t mc_now(const memcache_server *s);
+
+/* Each takes the command line's tokens t[0..nt) and writes the reply (memcached's exact lines). */
+void mc_admin_shutdown(mc_conn *m, const mc_tok *t, size_t nt);
+void mc_admin_slabs(mc_conn *m, const mc_tok *t, size_t nt);
+void mc_admin_lru(mc_conn *m, const mc_tok *t, size_t nt);
+void mc_admin_memlimit(mc_conn *m, const mc_tok *t, size_t nt);
+void mc_admin_debugtime(mc_conn *m, const mc_tok *t, size_t nt);
+/* lru_crawler ...: crawl and metadump enter MC_WALK (the caller leaves the line's "\n"). */
+void mc_admin_lru_crawler(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now);
+/* MC_WALK: one bounded slice of the walk. True once it ended (walk_busy released, MC_LINE). */
+bool mc_admin_walk(mc_conn *m, uint64_t now);
+/* A connection closing in MC_WALK gives the walk up. */
+void mc_admin_close(mc_conn *m);
 
 #endif

@@ -1,21 +1,33 @@
-/* The meta commands of the memcached text protocol: mg, ms, md and ma (mn, which only answers
- * "MN", stays in memcache.c's dispatch). Dispatch calls the mc_meta_* entry points declared in
- * memcache_int.h, and memcache.c's store_done hands a finished ms data block to mc_meta_ms_done.
+/* The meta commands of the memcached text protocol: mg, ms, md, ma and me (mn, which only
+ * answers "MN", stays in memcache.c's dispatch). Dispatch calls the mc_meta_* entry points
+ * declared in memcache_int.h, and memcache.c's store_done hands a finished ms data block to
+ * mc_meta_ms_done.
  *
- * memcached 1.6's meta protocol (doc/protocol.txt "Meta Commands"): mg, ms, md, ma, mn. A flag
- * is one letter, its argument glued to it ("T30"); the reply repeats the return flags in request
- * order. Flags are checked first, as memcached does: a repeated flag or one it does not know
- * refuses the command. The flags memcached knows but that need item state our store does not
- * keep are refused the same way ("CLIENT_ERROR invalid flag"), never answered wrongly: mg h (hit
- * before), l (seconds since the last access), N (vivify on miss, with its win/stale tokens W, Z,
- * X) and R (recache); md I and ms I with a CAS (marking an item stale). The key-returning flag k
- * encodes the key in base64 when the request had b (memcached: when the item was stored with b;
- * we keep no such mark). "me" (memcached's debug dump) is not implemented: ERROR. */
+ * memcached 1.6's meta protocol (doc/protocol.txt "Meta Commands"), byte-exact with 1.6.18
+ * (test_memcache_diff.py, memcached's t/metaget.t). A flag is one letter, its argument glued to
+ * it ("T30"); the reply repeats the return flags in request order. Flags are checked first, as
+ * memcached does: a repeated flag or one it does not know refuses the command.
+ *
+ * Item history. mg h (hit before), l (seconds since the last access) and u (no bump), the
+ * recache tokens (N vivify on miss, R recache below a TTL, W won, Z already sent, X stale),
+ * md I and ms I (stale marking) use the history the store keeps per item and decides under the
+ * shard's lock (cache_get_meta, cache_invalidate, CACHE_MODE_CAS_STALE), so of two clients only
+ * one wins a token. An mg N miss creates the empty item by an ADD; a client that loses the race
+ * looks again and sees the winner's item (Z).
+ *
+ * Base64 keys (b): any decoded bytes are a key (our text-key rule is for text keys). k answers
+ * as memcached does: on a hit by how the item was stored (ms b marks it; mg N, ma N and an
+ * append create items without the mark, so k then echoes the decoded bytes), on a miss by the
+ * request's b.
+ *
+ * me <key> [b]: memcached's debug line; exp, la, cas and fetch as memcached computes them, cls
+ * and size from our item (cache_store_size_class of its accounted size). */
 #include "proto/memcache_int.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cache/store.h"
@@ -43,10 +55,10 @@ typedef struct mc_meta {
     const char *key; /* the key token, or kbuf once base64-decoded */
     size_t klen;
     const char *err; /* why parsing failed */
-    bool b, q, v, has_cas, has_ttl, has_viv, stale;
+    bool b, q, v, has_cas, has_ttl, has_viv, stale, no_bump;
     char mode; /* M's letter, 0 without */
     uint32_t client_flags;
-    int64_t ttl, viv_ttl; /* T and N exptimes */
+    int64_t ttl, viv_ttl, recache; /* T, N and R exptimes */
     uint64_t cas, delta, initial;
     char kbuf[CACHE_KEY_MAX];
 } mc_meta;
@@ -156,7 +168,7 @@ static mc_tok flag_arg(const mc_tok *t)
 /* memcached's flag pre-parse over t[first..nt). A repeated flag (or a byte >= 127: memcached says
  * "duplicate" for those too) or an unknown one fails at once; a bad argument is noted and parsing
  * goes on, so the last such error is the one reported (F's has no text of its own). */
-static bool meta_parse(mc_meta *mm, mc_meta_cmd cmd, const mc_tok *t, size_t nt, size_t first)
+static bool meta_parse(mc_meta *mm, const mc_tok *t, size_t nt, size_t first)
 {
     memset(mm, 0, offsetof(mc_meta, kbuf));
     mm->key = t[1].p;
@@ -185,8 +197,6 @@ static bool meta_parse(mc_meta *mm, mc_meta_cmd cmd, const mc_tok *t, size_t nt,
             }
             break;
         case 'N':
-            if (cmd == MC_MG)
-                goto invalid;
             if (!mc_parse_i32(&a, &mm->viv_ttl)) {
                 err = MC_BAD_TOKEN;
                 bad = true;
@@ -201,18 +211,13 @@ static bool meta_parse(mc_meta *mm, mc_meta_cmd cmd, const mc_tok *t, size_t nt,
             mm->has_ttl = true;
             break;
         case 'R':
-            if (cmd == MC_MG)
-                goto invalid;
-            if (!mc_parse_i32(&a, &(int64_t){0})) {
+            if (!mc_parse_i32(&a, &mm->recache)) {
                 err = MC_BAD_TOKEN;
                 bad = true;
             }
             break;
         case 'h':
         case 'l':
-            if (cmd == MC_MG)
-                goto invalid;
-            break;
         case 'O': /* checked where it is echoed, as memcached does */
         case 'P': /* proxy hints: accepted, no effect */
         case 'L':
@@ -220,9 +225,8 @@ static bool meta_parse(mc_meta *mm, mc_meta_cmd cmd, const mc_tok *t, size_t nt,
         case 's':
         case 't':
         case 'c':
-        case 'f':
-        /* u ("no LRU bump") is accepted: our hits always bump, which no reply shows */
-        case 'u': break;
+        case 'f': break;
+        case 'u': mm->no_bump = true; break;
         case 'v': mm->v = true; break;
         case 'q': mm->q = true; break;
         case 'I': mm->stale = true; break;
@@ -259,7 +263,6 @@ static bool meta_parse(mc_meta *mm, mc_meta_cmd cmd, const mc_tok *t, size_t nt,
             mm->delta = u;
             break;
         default:
-        invalid:
             mm->err = "CLIENT_ERROR invalid flag";
             return false;
         }
@@ -334,65 +337,217 @@ static void write_line(mc_conn *m, char *hdr, size_t n)
 
 #define OPAQUE_TOO_LONG "CLIENT_ERROR opaque token too long\r\n"
 
+/* The first O token longer than memcached allows, or nt. memcached meets it while writing the
+ * reply, after the flags before it took effect: T (and N on a created item) up to there apply,
+ * and no recache token is handed out (that comes after the flags). */
+static size_t first_bad_opaque(const mc_tok *t, size_t nt, size_t first)
+{
+    for (size_t i = first; i < nt; i++)
+        if (t[i].p[0] == 'O' && t[i].n > MC_OPAQUE_MAX)
+            return i;
+    return nt;
+}
+
+/* mg's lookup options from the flags before `end`: T, R (and whether a T came first), u. */
+static cache_get_opts mg_opts(const mc_meta *mm, const mc_tok *t, size_t end, uint64_t now)
+{
+    cache_get_opts o = {.no_bump = mm->no_bump};
+    for (size_t i = 2; i < end; i++) {
+        if (t[i].p[0] == 'T') {
+            o.set_expiry = true;
+            o.expiry_ms = expiry_ms(mm->ttl, now);
+            o.count = CACHE_COUNT_TOUCH;
+        } else if (t[i].p[0] == 'R') {
+            o.recache_ms = expiry_ms(mm->recache, now);
+            o.recache_sees_new = o.set_expiry;
+        }
+    }
+    return o;
+}
+
+/* mg N on a miss: memcached creates an empty item (flags 0, the T/N expiry, whichever comes
+ * last) and the creator wins its recache token. An ADD, so of two clients racing only one
+ * creates it; the other goes back to the lookup and sees it (Z). Like memcached, the item does
+ * not remember that its key came in base64 (k then echoes the decoded bytes). CACHE_STORED
+ * with *cas set; CACHE_NOT_STORED when someone else stored the key first; else a failure. */
+static int mg_vivify(mc_conn *m, const mc_meta *mm, const mc_tok *t, size_t end, bool token,
+                     uint64_t *cas, uint64_t now)
+{
+    uint64_t exp = 0;
+    for (size_t i = 2; i < end; i++) {
+        if (t[i].p[0] == 'T')
+            exp = expiry_ms(mm->ttl, now);
+        else if (t[i].p[0] == 'N')
+            exp = expiry_ms(mm->viv_ttl, now);
+    }
+    int e;
+    unsigned marks = (mm->b ? CACHE_ITEM_KEY_ANY : 0) | (token ? CACHE_ITEM_TOKEN_SENT : 0);
+    cache_item *it = cache_item_new_ex(m->srv->store, mm->key, mm->klen, 0, 0, exp, NULL, 0, marks, &e);
+    if (!it)
+        return e;
+    return cache_store_item(m->srv->store, it, CACHE_MODE_ADD, 0, cas, now);
+}
+
+/* What mg answers from: the item (NULL for one it just created) and its history. */
+typedef struct mg_view {
+    const cache_item *it;
+    cache_item_meta h;
+    bool created;
+    uint64_t cas;
+} mg_view;
+
+/* mg's return flags in request order, as memcached writes them: a T before t shows the new TTL,
+ * one after it the old; N shows on a created item only. Then Z, X, W. */
+static size_t mg_flags(char *hdr, size_t n, const mc_meta *mm, const mc_tok *t, size_t nt,
+                       const mg_view *v, uint64_t now)
+{
+    const cache_item *it = v->it;
+    uint64_t exp = v->created ? 0 : v->h.expiry_ms;
+    for (size_t i = 2; i < nt; i++) {
+        switch (t[i].p[0]) {
+        case 'T': exp = expiry_ms(mm->ttl, now); break;
+        case 'N':
+            if (v->created)
+                exp = expiry_ms(mm->viv_ttl, now);
+            break;
+        case 's': n += put_u64_flag(hdr + n, 's', it ? cache_item_vlen(it) : 0); break;
+        case 't': n += put_ttl(hdr + n, exp, now); break;
+        case 'c': n += put_u64_flag(hdr + n, 'c', it ? cache_item_cas(it) : v->cas); break;
+        case 'f': n += put_u64_flag(hdr + n, 'f', it ? cache_item_flags(it) : 0); break;
+        case 'l': n += put_u64_flag(hdr + n, 'l', v->h.idle_s); break;
+        case 'h': n += put_u64_flag(hdr + n, 'h', v->h.fetched); break;
+        case 'k':
+            n += it ? put_key(hdr + n, cache_item_key(it), cache_item_klen(it),
+                              cache_item_key_binary(it))
+                    : put_key(hdr + n, mm->key, mm->klen, false);
+            break;
+        case 'O': n += put_opaque(hdr + n, t[i].p, t[i].n); break;
+        default: break;
+        }
+    }
+    if (v->h.token_sent)
+        n += put_u64_flag(hdr + n, 'Z', 0) - 1; /* " Z" */
+    if (v->h.stale)
+        n += put_u64_flag(hdr + n, 'X', 0) - 1;
+    if (v->h.won)
+        n += put_u64_flag(hdr + n, 'W', 0) - 1;
+    return n;
+}
+
 /* mg <key> <flags>*: HD or VA <len>, the return flags (then the value); EN on a miss. */
 void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 {
     mc_meta mm;
     if (!meta_line_ok(m, MC_MG, nt, t))
         return;
-    if (!meta_parse(&mm, MC_MG, t, nt, 2)) {
+    if (!meta_parse(&mm, t, nt, 2)) {
         conn_write(m->c, mm.err, strlen(mm.err));
         conn_write(m->c, "\r\n", 2);
         return;
     }
-    cache_store *store = m->srv->store;
-    counter_add(mm.has_ttl ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
-    cache_item *it = cache_get(store, mm.key, mm.klen, now);
+    size_t end = first_bad_opaque(t, nt, 2);
+    bool bad_opaque = end < nt;
+    cache_get_opts o = mg_opts(&mm, t, end, now);
+    o.no_token = bad_opaque;
+    /* memcached bumps before the reply unless a flag needs the item locked (N T R h l): then
+     * after it, which an error skips */
+    for (size_t i = 2; bad_opaque && i < nt; i++)
+        o.no_bump |= strchr("NTRhl", t[i].p[0]) != NULL;
+    bool vivify = mm.has_viv; /* decided on all the flags; the expiry on those before `end` */
+    counter_add(o.set_expiry ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
+    mg_view v = {.it = NULL};
+    cache_item *it = NULL;
+    for (int tries = 0; tries < MC_ARITH_TRIES; tries++) {
+        it = cache_get_meta(m->srv->store, mm.key, mm.klen, &o, &v.h, now);
+        if (it || !vivify)
+            break;
+        int r = mg_vivify(m, &mm, t, end, !bad_opaque, &v.cas, now);
+        if (r == CACHE_STORED) {
+            v.created = true;
+            v.h.won = !bad_opaque;
+            break;
+        }
+        if (r != CACHE_NOT_STORED) /* no room: memcached answers the miss */
+            break;
+    }
+    v.it = it;
+    if (bad_opaque) {
+        cache_item_release(it);
+        conn_write(m->c, OPAQUE_TOO_LONG, sizeof OPAQUE_TOO_LONG - 1);
+        return;
+    }
     char hdr[MC_META_HDR_MAX];
     size_t n = 2;
-    if (!it) {
+    if (!it && !v.created) {
         memcpy(hdr, "EN", 2);
-        if (!put_miss_flags(hdr, &n, &mm, t, nt, 2))
-            conn_write(m->c, OPAQUE_TOO_LONG, sizeof OPAQUE_TOO_LONG - 1);
-        else if (!mm.q) /* quiet mode elides a miss (the only reply it elides for mg) */
+        put_miss_flags(hdr, &n, &mm, t, nt, 2);
+        if (!mm.q) /* quiet mode elides a miss (the only reply it elides for mg) */
             write_line(m, hdr, n);
         return;
     }
-    size_t vlen = cache_item_vlen(it);
-    uint64_t exp = cache_item_expiry(it);
+    size_t vlen = it ? cache_item_vlen(it) : 0;
     if (mm.v) {
         memcpy(hdr, "VA ", 3);
         n = 3 + fmt_u64(hdr + 3, vlen);
     } else {
         memcpy(hdr, "HD", 2);
     }
-    /* In request order, as memcached: a T before a t shows the new TTL, one after the old. */
-    for (size_t i = 2; i < nt; i++) {
-        switch (t[i].p[0]) {
-        case 'T':
-            exp = expiry_ms(mm.ttl, now);
-            cache_touch(store, mm.key, mm.klen, exp, now);
-            break;
-        case 's': n += put_u64_flag(hdr + n, 's', vlen); break;
-        case 't': n += put_ttl(hdr + n, exp, now); break;
-        case 'c': n += put_u64_flag(hdr + n, 'c', cache_item_cas(it)); break;
-        case 'f': n += put_u64_flag(hdr + n, 'f', cache_item_flags(it)); break;
-        case 'k': n += put_key(hdr + n, mm.key, mm.klen, mm.b); break;
-        case 'O':
-            if (t[i].n > MC_OPAQUE_MAX) {
-                cache_item_release(it);
-                conn_write(m->c, OPAQUE_TOO_LONG, sizeof OPAQUE_TOO_LONG - 1);
-                return;
-            }
-            n += put_opaque(hdr + n, t[i].p, t[i].n);
-            break;
-        default: break;
-        }
-    }
+    n = mg_flags(hdr, n, &mm, t, nt, &v, now);
     hdr[n++] = '\r';
     hdr[n++] = '\n';
-    if (conn_write(m->c, hdr, n) == 0 && mm.v && conn_write(m->c, cache_item_value(it), vlen) == 0)
+    if (conn_write(m->c, hdr, n) == 0 && mm.v &&
+        (vlen == 0 || conn_write(m->c, cache_item_value(it), vlen) == 0))
         conn_write(m->c, "\r\n", 2);
+    cache_item_release(it);
+}
+
+/* me <key> [b]: memcached's debug line "ME <key> exp=<s> la=<s> cas=<n> fetch=<yes|no> cls=<n>
+ * size=<n>", or EN. exp is memcached's own expression, now minus the expiry (so the seconds
+ * left, negated), -1 for none; la the seconds since the last access; cls the memcached slab
+ * class an item of our item's accounted size would take (cache_store_size_class); size that
+ * size. The lookup changes nothing (no bump, no counters), as memcached's. */
+void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
+{
+    if (nt < 2 || t[1].n > CACHE_KEY_MAX) {
+        OUT(m, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    char kbuf[CACHE_KEY_MAX];
+    const char *key = t[1].p;
+    size_t klen = t[1].n;
+    if (nt >= 3 && t[2].n == 1 && t[2].p[0] == 'b') {
+        klen = b64_decode(t[1].p, t[1].n, kbuf);
+        key = kbuf;
+        if (klen == 0) {
+            OUT(m, "CLIENT_ERROR bad command line format");
+            return;
+        }
+    }
+    cache_get_opts o = {.no_bump = true, .no_token = true, .count = CACHE_COUNT_NONE};
+    cache_item_meta h;
+    cache_item *it = cache_get_meta(m->srv->store, key, klen, &o, &h, now);
+    if (!it) {
+        OUT(m, "EN");
+        return;
+    }
+    char line[MC_META_HDR_MAX];
+    size_t n = 3;
+    memcpy(line, "ME ", 3);
+    if (cache_item_key_binary(it)) {
+        n += b64_encode(cache_item_key(it), cache_item_klen(it), line + n);
+    } else {
+        memcpy(line + n, cache_item_key(it), cache_item_klen(it));
+        n += cache_item_klen(it);
+    }
+    long long exp = -1;
+    if (h.expiry_ms)
+        exp = h.expiry_ms > now ? -(long long)((h.expiry_ms - now + 999) / 1000) : 0;
+    size_t size = cache_item_size(it);
+    n += (size_t)snprintf(line + n, sizeof line - n,
+                          " exp=%lld la=%u cas=%llu fetch=%s cls=%u size=%zu\r\n", exp, h.idle_s,
+                          (unsigned long long)cache_item_cas(it), h.fetched ? "yes" : "no",
+                          cache_store_size_class(m->srv->store, size), size);
+    conn_write(m->c, line, n);
     cache_item_release(it);
 }
 
@@ -417,7 +572,7 @@ void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
         return;
     }
-    if (!meta_parse(&mm, MC_MS, t, nt, 3)) {
+    if (!meta_parse(&mm, t, nt, 3)) {
         ms_refuse(m, mm.err, vlen);
         return;
     }
@@ -449,15 +604,16 @@ void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
      * when it is not 0 (ms_concat_cas) */
     if (mm.has_cas && (mode == CACHE_MODE_SET || mode == CACHE_MODE_REPLACE))
         mode = CACHE_MODE_CAS;
-    if (mm.stale && mode == CACHE_MODE_CAS)
-        err = "CLIENT_ERROR invalid flag"; /* I: a stale item, which the store cannot mark */
+    if (mm.stale && mode == CACHE_MODE_CAS) /* I: an older CAS still stores, marked stale */
+        mode = CACHE_MODE_CAS_STALE;
     if (err) {
         ms_refuse(m, err, vlen);
         return;
     }
     int e = 0;
-    cache_item *it = cache_item_new(m->srv->store, mm.key, mm.klen, (size_t)vlen, mm.client_flags,
-                                    mm.has_ttl ? expiry_ms(mm.ttl, now) : 0, NULL, 0, &e);
+    cache_item *it = cache_item_new_ex(m->srv->store, mm.key, mm.klen, (size_t)vlen,
+                                       mm.client_flags, mm.has_ttl ? expiry_ms(mm.ttl, now) : 0,
+                                       NULL, 0, mm.b ? CACHE_ITEM_KEY_BINARY : 0, &e);
     if (!it) {
         if (e == CACHE_BAD_KEY || e == CACHE_BAD_ARG) { /* our key rule: no control bytes */
             ms_refuse(m, "CLIENT_ERROR bad command line format", vlen);
@@ -499,8 +655,9 @@ static int ms_concat_cas(mc_conn *m, cache_item *it, uint64_t *cas_out, uint64_t
         size_t ovlen = cache_item_vlen(old), ctlen;
         const char *ct = cache_item_ctype(old, &ctlen);
         int e;
-        joined = cache_item_new(s, key, klen, ovlen + vlen, cache_item_flags(old),
-                                cache_item_expiry(old), ct, ctlen, &e);
+        /* memcached's joined item forgets a base64 key's mark (as the store's append does) */
+        joined = cache_item_new_ex(s, key, klen, ovlen + vlen, cache_item_flags(old),
+                                   cache_item_expiry(old), ct, ctlen, CACHE_ITEM_KEY_ANY, &e);
         if (joined) {
             bool append = m->mode == CACHE_MODE_APPEND;
             char *v = cache_item_value_mut(joined);
@@ -564,7 +721,7 @@ void mc_meta_md(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     mc_meta mm;
     if (!meta_line_ok(m, MC_MD, nt, t))
         return;
-    if (!meta_parse(&mm, MC_MD, t, nt, 2) || mm.stale) { /* I: stale marking, not kept */
+    if (!meta_parse(&mm, t, nt, 2)) {
         OUT(m, "CLIENT_ERROR invalid or duplicate flag");
         return;
     }
@@ -577,7 +734,14 @@ void mc_meta_md(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     /* cache_delete takes 0 as "no CAS"; memcached's C0 compares and fails: no item has the
      * largest CAS (the store's counters would need 2^58 writes per shard to reach it) */
     uint64_t cas = mm.has_cas ? (mm.cas ? mm.cas : UINT64_MAX) : 0;
-    int r = cache_delete(m->srv->store, mm.key, mm.klen, cas, now);
+    /* I: marked stale (a new CAS, T's expiry, the token free again) instead of deleted */
+    int r = mm.stale ? cache_invalidate(m->srv->store, mm.key, mm.klen, cas, mm.has_ttl,
+                                        expiry_ms(mm.ttl, now), now)
+                     : cache_delete(m->srv->store, mm.key, mm.klen, cas, now);
+    if (r == CACHE_NO_MEMORY) { /* a copy was needed (readers hold the item) and had no room */
+        OUT(m, "SERVER_ERROR out of memory");
+        return;
+    }
     if (r == CACHE_DELETED && mm.q) /* quiet mode elides HD only */
         return;
     memcpy(hdr, r == CACHE_DELETED ? "HD" : r == CACHE_EXISTS ? "EX" : "NF", 2);
@@ -605,14 +769,14 @@ typedef struct mc_arith {
 /* Stores the number as the item's new value (ADD when creating, else CAS against the one read). */
 static int arith_store(mc_conn *m, const mc_meta *mm, uint64_t v, uint32_t flags, uint64_t exp,
                        const char *ct, size_t ctlen, cache_mode mode, uint64_t cas_in, mc_arith *a,
-                       uint64_t now)
+                       unsigned marks, uint64_t now)
 {
     char num[FMT_U64_MAX];
     size_t len = fmt_u64(num, v);
     int e;
-    cache_item *it =
-        cache_item_new(m->srv->store, mm->key, mm->klen, len, flags, exp, ct, ctlen, &e);
-    if (!it) /* a base64 key the store refuses (control bytes) cannot exist: a miss */
+    cache_item *it = cache_item_new_ex(m->srv->store, mm->key, mm->klen, len, flags, exp, ct,
+                                       ctlen, marks, &e);
+    if (!it)
         return e == CACHE_BAD_KEY ? CACHE_NOT_FOUND : CACHE_NO_MEMORY;
     memcpy(cache_item_value_mut(it), num, len);
     a->value = v;
@@ -633,7 +797,9 @@ static int meta_arith(mc_conn *m, const mc_meta *mm, bool decr, uint64_t viv_exp
             if (!mm->has_viv)
                 return CACHE_NOT_FOUND;
             a->base_exp = 0;
-            int r = arith_store(m, mm, mm->initial, 0, viv_exp, NULL, 0, CACHE_MODE_ADD, 0, a, now);
+            /* memcached's ma N creates the item without its base64 mark, as mg N */
+            int r = arith_store(m, mm, mm->initial, 0, viv_exp, NULL, 0, CACHE_MODE_ADD, 0, a,
+                                mm->b ? CACHE_ITEM_KEY_ANY : 0, now);
             a->created = r == CACHE_STORED;
             if (r == CACHE_STORED)
                 return CACHE_OK;
@@ -655,8 +821,11 @@ static int meta_arith(mc_conn *m, const mc_meta *mm, bool decr, uint64_t viv_exp
         const char *ct = cache_item_ctype(it, &ctlen);
         a->base_exp = cache_item_expiry(it);
         uint64_t exp = mm->has_ttl ? expiry_ms(mm->ttl, now) : a->base_exp;
+        unsigned marks = cache_item_key_binary(it) ? CACHE_ITEM_KEY_BINARY
+                         : mm->b                   ? CACHE_ITEM_KEY_ANY
+                                                   : 0;
         int r = arith_store(m, mm, v, cache_item_flags(it), exp, ct, ctlen, CACHE_MODE_CAS, cas, a,
-                            now);
+                            marks, now);
         cache_item_release(it);
         if (r == CACHE_STORED)
             return CACHE_OK;
@@ -687,7 +856,7 @@ void mc_meta_ma(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     mc_meta mm;
     if (!meta_line_ok(m, MC_MA, nt, t))
         return;
-    if (!meta_parse(&mm, MC_MA, t, nt, 2)) {
+    if (!meta_parse(&mm, t, nt, 2)) {
         OUT(m, "CLIENT_ERROR invalid or duplicate flag");
         return;
     }

@@ -1,0 +1,748 @@
+/* memcached's "stats" and its subcommands (memcache_int.h: mc_cmd_stats), as memcached 1.6.18
+ * built without TLS, extstore and the proxy answers them: the same keys in the same order, the
+ * same errors, values from our own counters.
+ *
+ *   stats                     the general set, 83 keys: what memcached prints without an LRU
+ *                             crawler and LRU maintainer thread (-o no_lru_crawler,
+ *                             no_lru_maintainer), which we do not have (one LRU per shard, an
+ *                             expiry sweep): so no lru_crawler_*, lru_maintainer_juggles, moves_*,
+ *                             evicted_active, direct_reclaims, lru_bumps_dropped, and `stats
+ *                             settings` says lru_crawler / lru_maintainer_thread no. Fields with
+ *                             a counterpart here get it (store counters, the listener's bytes and
+ *                             refusals, the per-loop command counters); memcached internals we do
+ *                             not have print 0: response_obj_*, read_buf_*, auth_*,
+ *                             time_in_listen_disabled_us, slab_reassign_*, slabs_moved,
+ *                             malloc_fails, log_*, unexpected_napi_ids, round_robin_fallback,
+ *                             slab_global_page_pool, crawler_items_checked, lrutail_reflocked.
+ *                             The mapping is in test/memcached_t/README.md.
+ *   stats reset               RESET: the counters memcached resets read 0 afterwards. They are
+ *                             never written here (they are single-writer counters of the loops
+ *                             and the store, and /metrics must stay monotonic): the reset takes
+ *                             a baseline, and this view shows value - baseline.
+ *   stats settings            every key memcached prints, from our configuration where there is
+ *                             one, memcached's default where we have no such setting.
+ *   stats items / slabs       per size class (store.h: memcached's slab classes as accounting
+ *                             buckets). A class appears once it holds an item. Pages are the
+ *                             1 MiB pages memcached would need for the items (ceil(items / chunks
+ *                             per page)), total_malloced the bytes the store holds for items
+ *                             (reserved + its free lists). age and evicted_time are 0: items
+ *                             carry no access time.
+ *   stats sizes[_enable|_disable]  the histogram is not kept: sizes answers "disabled", enabling
+ *                             answers memcached's error form (sizes_status error).
+ *   stats conns               the listening socket and the connections of the asking
+ *                             connection's loop (connections belong to their loop thread and are
+ *                             not read from another one).
+ *   stats detail on|off|dump  per-prefix counts (memcache_int.h: mc_detail_record), at most
+ *                             MC_DETAIL_MAX prefixes (later ones are not counted).
+ *   stats cachedump <cls> <n> "ITEM key [N b; T s]" lines, most recent first, bounded scan.
+ *
+ * Threads: called on loop threads. The baselines and the detail table are shared by the loops
+ * and kept under one mutex, taken by stats commands (rare, short) and by detail recording (off
+ * unless asked for). */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "net/loop.h"
+#include "proto/memcache_int.h"
+#include "util/fmt.h"
+
+#define MC_DETAIL_MAX     256     /* prefixes counted by "stats detail" */
+#define MC_PAGE_BYTES     1048576 /* memcached's slab page (stats slabs' chunks_per_page) */
+#define MC_DUMP_MAX_BYTES (2u * 1024u * 1024u) /* memcached's cachedump reply limit */
+#define MC_DUMP_SCAN      4096 /* cachedump: the most recent items looked at per shard */
+#define MC_STAT_LINE_MAX  (CACHE_KEY_MAX + 128)
+
+/* The counters "stats reset" zeroes (memcached: its thread and slab stats, `stats`, the item
+ * stats), as monotonic raw values. */
+/* clang-format off */
+#define MC_RESETTABLE(X)                                                                          \
+    X(total_connections) X(rejected_connections) X(cmd_get) X(cmd_set) X(cmd_flush) X(cmd_touch)  \
+    X(cmd_meta) X(get_hits) X(get_misses) X(get_expired) X(get_flushed) X(delete_misses)          \
+    X(delete_hits) X(incr_misses) X(incr_hits) X(decr_misses) X(decr_hits) X(cas_misses)          \
+    X(cas_hits) X(cas_badval) X(touch_hits) X(touch_misses) X(store_too_large)                    \
+    X(store_no_memory) X(bytes_read) X(bytes_written) X(listen_disabled_num) X(conn_yields)       \
+    X(total_items) X(expired_unfetched) X(evicted_unfetched) X(evictions) X(reclaimed)
+/* clang-format on */
+typedef struct mc_counts {
+#define MC_COUNT_FIELD(name) uint64_t name;
+    MC_RESETTABLE(MC_COUNT_FIELD)
+#undef MC_COUNT_FIELD
+} mc_counts;
+
+typedef struct mc_prefix {
+    uint64_t get, hit, set, del;
+    uint8_t len;
+    char name[CACHE_KEY_MAX];
+} mc_prefix;
+
+struct mc_stats {
+    pthread_mutex_t mu;
+    mc_counts base;                                /* raw values at the last reset */
+    cache_class_stats base_cls[CACHE_CLASSES_MAX]; /* the same per class (events only) */
+    unsigned nprefix;
+    mc_prefix prefix[MC_DETAIL_MAX]; /* in order of first appearance */
+};
+
+mc_stats *mc_stats_new(void)
+{
+    mc_stats *st = calloc(1, sizeof *st);
+    if (st)
+        pthread_mutex_init(&st->mu, NULL);
+    return st;
+}
+
+void mc_stats_free(mc_stats *st)
+{
+    if (!st)
+        return;
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+static void stat_line(conn *c, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "STAT <name> <value>\r\n" (memcached's APPEND_STAT). */
+static void stat_line(conn *c, const char *name, const char *fmt, ...)
+{
+    char buf[MC_STAT_LINE_MAX];
+    int n = snprintf(buf, sizeof buf, "STAT %s ", name);
+    va_list ap;
+    va_start(ap, fmt);
+    int v = vsnprintf(buf + n, sizeof buf - (size_t)n - 2, fmt, ap);
+    va_end(ap);
+    n += v < (int)(sizeof buf - (size_t)n - 2) ? v : (int)(sizeof buf - (size_t)n - 3);
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    conn_write(c, buf, (size_t)n);
+}
+
+#define WRITE_LIT(c, lit) conn_write((c), lit, sizeof(lit) - 1)
+
+#define STAT_U(c, name, v) stat_line((c), (name), "%llu", (unsigned long long)(v))
+
+/* ---- gathering ---------------------------------------------------------------------------- */
+
+static uint64_t loops_sum(const memcache_server *s, size_t off)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        const char *l = perloop_at(&s->loops, i);
+        sum += counter_get((const _Atomic uint64_t *)(const void *)(l + off));
+    }
+    return sum;
+}
+#define SUM(s, field) loops_sum((s), offsetof(mc_loop, field))
+
+static void class_totals(const cache_class_stats *cls, cache_class_stats *tot)
+{
+    memset(tot, 0, sizeof *tot);
+    for (unsigned k = 0; k < CACHE_CLASSES_MAX; k++) {
+#define CLASS_ADD(name) tot->name += cls[k].name;
+        CACHE_CLASS_COUNTERS(CLASS_ADD)
+#undef CLASS_ADD
+    }
+}
+
+/* The raw (never reset) values of the resettable counters. */
+static void gather(const mc_conn *m, const cache_stats *cs, const cache_class_stats *cls,
+                   mc_counts *out)
+{
+    const memcache_server *s = m->srv;
+    net_listener_stats ls;
+    net_listener_stats_sum(m->c->listener, &ls);
+    cache_class_stats tot;
+    class_totals(cls, &tot);
+    out->total_connections = SUM(s, conns_opened);
+    out->rejected_connections = counter_get(&ls.rejected_at_cap);
+    out->cmd_get = SUM(s, cmd_get);
+    out->cmd_set = SUM(s, cmd_set);
+    out->cmd_flush = SUM(s, cmd_flush);
+    out->cmd_touch = SUM(s, cmd_touch);
+    out->cmd_meta = SUM(s, cmd_meta);
+    out->get_hits = cs->get_hits;
+    out->get_misses = cs->get_misses;
+    out->get_expired = cs->expired_lazy;
+    out->get_flushed = cs->flushed;
+    out->delete_misses = cs->delete_misses;
+    out->delete_hits = cs->delete_hits;
+    out->incr_misses = cs->incr_misses + SUM(s, incr_misses); /* incr in the store, ma here */
+    out->incr_hits = cs->incr_hits + SUM(s, incr_hits);
+    out->decr_misses = cs->decr_misses + SUM(s, decr_misses);
+    out->decr_hits = cs->decr_hits + SUM(s, decr_hits);
+    out->cas_misses = cs->cas_misses;
+    out->cas_hits = cs->cas_hits;
+    out->cas_badval = cs->cas_badval;
+    out->touch_hits = cs->touch_hits;
+    out->touch_misses = cs->touch_misses;
+    out->store_too_large = SUM(s, store_too_large);
+    out->store_no_memory = SUM(s, store_no_memory);
+    out->bytes_read = counter_get(&ls.bytes_in);
+    out->bytes_written = counter_get(&ls.bytes_out);
+    out->listen_disabled_num = counter_get(&ls.accept_pauses);
+    out->conn_yields = SUM(s, conn_yields);
+    out->total_items = SUM(s, total_items);
+    out->expired_unfetched = tot.expired_unfetched;
+    out->evicted_unfetched = tot.evicted_unfetched;
+    out->evictions = cs->evictions;
+    out->reclaimed = tot.reclaimed;
+}
+
+/* v - baseline, as this view shows it (0 if the counter is somehow below its baseline). */
+static inline uint64_t since(uint64_t v, uint64_t base)
+{
+    return v >= base ? v - base : 0;
+}
+
+/* The counters as shown: raw minus the last reset's baseline, per class too (events only). */
+static void shown(const mc_conn *m, mc_counts *out, cache_stats *cs, cache_class_stats *cls)
+{
+    mc_stats *st = m->srv->stats;
+    cache_store_stats(m->srv->store, cs);
+    cache_store_class_stats(m->srv->store, cls);
+    gather(m, cs, cls, out);
+    pthread_mutex_lock(&st->mu);
+#define SHOW(name) out->name = since(out->name, st->base.name);
+    MC_RESETTABLE(SHOW)
+#undef SHOW
+    for (unsigned k = 0; k < CACHE_CLASSES_MAX; k++) {
+        cache_class_stats *c = &cls[k];
+        const cache_class_stats *b = &st->base_cls[k];
+        uint64_t items = c->items, bytes = c->bytes; /* state, not events: never reset */
+#define SHOW_CLS(name) c->name = since(c->name, b->name);
+        CACHE_CLASS_COUNTERS(SHOW_CLS)
+#undef SHOW_CLS
+        c->items = items;
+        c->bytes = bytes;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void stats_reset(mc_conn *m)
+{
+    mc_stats *st = m->srv->stats;
+    cache_stats cs;
+    static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX]; /* 7.5 KiB: off the stack */
+    mc_counts raw;
+    cache_store_stats(m->srv->store, &cs);
+    cache_store_class_stats(m->srv->store, cls);
+    gather(m, &cs, cls, &raw);
+    pthread_mutex_lock(&st->mu);
+    st->base = raw;
+    memcpy(st->base_cls, cls, sizeof st->base_cls);
+    st->nprefix = 0; /* memcached's stats_prefix_clear */
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- stats -------------------------------------------------------------------------------- */
+
+static void hash_info(cache_store *store, uint64_t *buckets, bool *expanding)
+{
+    *buckets = 0;
+    *expanding = false;
+    for (unsigned i = 0; i < cache_store_shards(store); i++) {
+        cache_table_info ti;
+        cache_store_table_info(store, i, &ti);
+        *buckets += ti.buckets;
+        *expanding |= ti.old_buckets != 0;
+    }
+}
+
+static unsigned log2_floor(uint64_t v)
+{
+    return v ? 63u - (unsigned)__builtin_clzll(v) : 0;
+}
+
+/* Descriptors kept for the rest of the process out of RLIMIT_NOFILE (memcached's reserved_fds). */
+static uint64_t reserved_fds(const net_server *ns)
+{
+    struct rlimit rl;
+    if (ns->fd_conn_cap == UINT32_MAX || getrlimit(RLIMIT_NOFILE, &rl) != 0 ||
+        rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < ns->fd_conn_cap)
+        return 0;
+    return (uint64_t)rl.rlim_cur - ns->fd_conn_cap;
+}
+
+static void stats_general(mc_conn *m, uint64_t now)
+{
+    const memcache_server *s = m->srv;
+    conn *c = m->c;
+    const net_server *ns = c->loop->server;
+    cache_stats cs;
+    static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
+    mc_counts v;
+    shown(m, &v, &cs, cls);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t curr = SUM(s, conns_opened) - SUM(s, conns_closed), buckets;
+    bool expanding;
+    hash_info(s->store, &buckets, &expanding);
+
+    stat_line(c, "pid", "%ld", (long)getpid());
+    STAT_U(c, "uptime", (now - s->started_ms) / 1000);
+    STAT_U(c, "time", now / 1000);
+    stat_line(c, "version", "%s", MC_VERSION);
+    stat_line(c, "libevent", "libuv-%s", uv_version_string()); /* our event library */
+    stat_line(c, "pointer_size", "%d", (int)(8 * sizeof(void *)));
+    stat_line(c, "rusage_user", "%ld.%06ld", (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
+    stat_line(c, "rusage_system", "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
+    STAT_U(c, "max_connections", ns->cfg.max_connections);
+    STAT_U(c, "curr_connections", curr);
+    STAT_U(c, "total_connections", v.total_connections);
+    STAT_U(c, "rejected_connections", v.rejected_connections);
+    STAT_U(c, "connection_structures", curr + 1); /* the connections and the listener */
+    STAT_U(c, "response_obj_oom", 0);
+    STAT_U(c, "response_obj_count", 0);
+    STAT_U(c, "response_obj_bytes", 0);
+    STAT_U(c, "read_buf_count", 0);
+    STAT_U(c, "read_buf_bytes", 0);
+    STAT_U(c, "read_buf_bytes_free", 0);
+    STAT_U(c, "read_buf_oom", 0);
+    STAT_U(c, "reserved_fds", reserved_fds(ns));
+    STAT_U(c, "cmd_get", v.cmd_get);
+    STAT_U(c, "cmd_set", v.cmd_set);
+    STAT_U(c, "cmd_flush", v.cmd_flush);
+    STAT_U(c, "cmd_touch", v.cmd_touch);
+    STAT_U(c, "cmd_meta", v.cmd_meta);
+    STAT_U(c, "get_hits", v.get_hits);
+    STAT_U(c, "get_misses", v.get_misses);
+    STAT_U(c, "get_expired", v.get_expired);
+    STAT_U(c, "get_flushed", v.get_flushed);
+    STAT_U(c, "delete_misses", v.delete_misses);
+    STAT_U(c, "delete_hits", v.delete_hits);
+    STAT_U(c, "incr_misses", v.incr_misses);
+    STAT_U(c, "incr_hits", v.incr_hits);
+    STAT_U(c, "decr_misses", v.decr_misses);
+    STAT_U(c, "decr_hits", v.decr_hits);
+    STAT_U(c, "cas_misses", v.cas_misses);
+    STAT_U(c, "cas_hits", v.cas_hits);
+    STAT_U(c, "cas_badval", v.cas_badval);
+    STAT_U(c, "touch_hits", v.touch_hits);
+    STAT_U(c, "touch_misses", v.touch_misses);
+    STAT_U(c, "store_too_large", v.store_too_large);
+    STAT_U(c, "store_no_memory", v.store_no_memory);
+    STAT_U(c, "auth_cmds", 0);
+    STAT_U(c, "auth_errors", 0);
+    STAT_U(c, "bytes_read", v.bytes_read);
+    STAT_U(c, "bytes_written", v.bytes_written);
+    STAT_U(c, "limit_maxbytes", cs.mem_limit);
+    STAT_U(c, "accepting_conns", conn_draining(c) ? 0 : 1);
+    STAT_U(c, "listen_disabled_num", v.listen_disabled_num);
+    STAT_U(c, "time_in_listen_disabled_us", 0);
+    STAT_U(c, "threads", perloop_count(&s->loops));
+    STAT_U(c, "conn_yields", v.conn_yields);
+    STAT_U(c, "hash_power_level", log2_floor(buckets));
+    STAT_U(c, "hash_bytes", buckets * sizeof(void *));
+    STAT_U(c, "hash_is_expanding", expanding ? 1 : 0);
+    static const char *const zeros[] = {
+        "slab_reassign_rescues", "slab_reassign_chunk_rescues", "slab_reassign_evictions_nomem",
+        "slab_reassign_inline_reclaim", "slab_reassign_busy_items", "slab_reassign_busy_deletes",
+        "slab_reassign_running", "slabs_moved", "malloc_fails", "log_worker_dropped",
+        "log_worker_written", "log_watcher_skipped", "log_watcher_sent", "log_watchers",
+        "unexpected_napi_ids", "round_robin_fallback"};
+    for (size_t i = 0; i < sizeof zeros / sizeof *zeros; i++)
+        STAT_U(c, zeros[i], 0);
+    STAT_U(c, "bytes", cs.bytes);
+    STAT_U(c, "curr_items", cs.curr_items);
+    STAT_U(c, "total_items", v.total_items);
+    STAT_U(c, "slab_global_page_pool", 0);
+    STAT_U(c, "expired_unfetched", v.expired_unfetched);
+    STAT_U(c, "evicted_unfetched", v.evicted_unfetched);
+    STAT_U(c, "evictions", v.evictions);
+    STAT_U(c, "reclaimed", v.reclaimed);
+    STAT_U(c, "crawler_reclaimed", 0); /* no LRU crawler: the sweep's work is in reclaimed */
+    STAT_U(c, "crawler_items_checked", 0);
+    STAT_U(c, "lrutail_reflocked", 0);
+    WRITE_LIT(c, "END\r\n");
+}
+
+static void stats_settings(mc_conn *m)
+{
+    const memcache_server *s = m->srv;
+    conn *c = m->c;
+    const net_server *ns = c->loop->server;
+    const net_listener_spec *spec = c->listener->spec;
+    unsigned threads = perloop_count(&s->loops);
+    cache_stats cs;
+    cache_store_stats(s->store, &cs);
+    STAT_U(c, "maxbytes", cs.mem_limit);
+    STAT_U(c, "maxconns", ns->cfg.max_connections);
+    STAT_U(c, "tcpport", spec->port);
+    STAT_U(c, "udpport", 0);
+    stat_line(c, "inter", "%s", spec->host[0] ? spec->host : "NULL");
+    STAT_U(c, "verbosity", atomic_load_explicit(&s->verbosity, memory_order_relaxed));
+    STAT_U(c, "oldest", 0);
+    stat_line(c, "evictions", "on");
+    stat_line(c, "domain_socket", "NULL");
+    stat_line(c, "umask", "700");
+    stat_line(c, "shutdown_command", "no");
+    stat_line(c, "growth_factor", "1.25");
+    stat_line(c, "chunk_size", "48");
+    STAT_U(c, "num_threads", threads);
+    STAT_U(c, "num_threads_per_udp", threads);
+    stat_line(c, "stat_key_prefix", ":");
+    stat_line(c, "detail_enabled", "%s",
+              atomic_load_explicit(&s->detail_on, memory_order_relaxed) ? "yes" : "no");
+    STAT_U(c, "reqs_per_event", MEMCACHE_MAX_PIPELINE);
+    stat_line(c, "cas_enabled", "yes");
+    stat_line(c, "tcp_backlog", "%d", ns->cfg.backlog);
+    stat_line(c, "binding_protocol", "ascii");
+    stat_line(c, "auth_enabled_sasl", "no");
+    stat_line(c, "auth_enabled_ascii", "no");
+    STAT_U(c, "item_size_max", cache_store_max_item(s->store));
+    stat_line(c, "maxconns_fast", "yes");
+    stat_line(c, "hashpower_init", "0");
+    stat_line(c, "slab_reassign", "yes");
+    stat_line(c, "slab_automove", "1");
+    stat_line(c, "slab_automove_ratio", "0.80");
+    stat_line(c, "slab_automove_window", "30");
+    STAT_U(c, "slab_chunk_max",
+           cache_store_class_chunk(s->store, cache_store_size_classes(s->store)));
+    stat_line(c, "lru_crawler", "no");
+    stat_line(c, "lru_crawler_sleep", "100");
+    stat_line(c, "lru_crawler_tocrawl", "0");
+    stat_line(c, "tail_repair_time", "0");
+    stat_line(c, "flush_enabled", "yes");
+    stat_line(c, "dump_enabled", "yes");
+    stat_line(c, "hash_algorithm", "wyhash");
+    stat_line(c, "lru_maintainer_thread", "no");
+    stat_line(c, "lru_segmented", "no");
+    stat_line(c, "hot_lru_pct", "20");
+    stat_line(c, "warm_lru_pct", "40");
+    stat_line(c, "hot_max_factor", "0.20");
+    stat_line(c, "warm_max_factor", "2.00");
+    stat_line(c, "temp_lru", "no");
+    stat_line(c, "temporary_ttl", "61");
+    STAT_U(c, "idle_timeout", ns->cfg.idle_timeout_ms / 1000);
+    stat_line(c, "watcher_logbuf_size", "262144");
+    stat_line(c, "worker_logbuf_size", "65536");
+    stat_line(c, "read_buf_mem_limit", "0");
+    stat_line(c, "track_sizes", "no");
+    stat_line(c, "inline_ascii_response", "no");
+    stat_line(c, "num_napi_ids", "(null)");
+    stat_line(c, "memory_file", "(null)");
+    WRITE_LIT(c, "END\r\n");
+}
+
+/* items:N:<name> (memcached's item_stats), classes that hold items. */
+static void stats_items(mc_conn *m)
+{
+    conn *c = m->c;
+    static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
+    cache_stats cs;
+    mc_counts v;
+    shown(m, &v, &cs, cls);
+    char name[64];
+    for (unsigned k = 1; k < CACHE_CLASSES_MAX; k++) {
+        const cache_class_stats *x = &cls[k];
+        if (x->items == 0)
+            continue;
+#define ITEM(field, val)                                                                         \
+    do {                                                                                         \
+        snprintf(name, sizeof name, "items:%u:%s", k, field);                                    \
+        STAT_U(c, name, val);                                                                    \
+    } while (0)
+        ITEM("number", x->items);
+        ITEM("age", 0);
+        ITEM("mem_requested", x->bytes);
+        ITEM("evicted", x->evicted);
+        ITEM("evicted_nonzero", x->evicted_nonzero);
+        ITEM("evicted_time", 0);
+        ITEM("outofmemory", 0);
+        ITEM("tailrepairs", 0);
+        ITEM("reclaimed", x->reclaimed);
+        ITEM("expired_unfetched", x->expired_unfetched);
+        ITEM("evicted_unfetched", x->evicted_unfetched);
+        ITEM("crawler_reclaimed", 0);
+        ITEM("crawler_items_checked", 0);
+        ITEM("lrutail_reflocked", 0);
+#undef ITEM
+    }
+    WRITE_LIT(c, "END\r\n");
+}
+
+/* N:<name> (memcached's slabs_stats), classes that hold items, then the totals. */
+static void stats_slabs(mc_conn *m)
+{
+    conn *c = m->c;
+    cache_store *store = m->srv->store;
+    static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX];
+    cache_stats cs;
+    mc_counts v;
+    shown(m, &v, &cs, cls);
+    char name[64];
+    unsigned active = 0;
+    for (unsigned k = 1; k <= cache_store_size_classes(store); k++) {
+        const cache_class_stats *x = &cls[k];
+        if (x->items == 0)
+            continue;
+        uint64_t chunk = cache_store_class_chunk(store, k);
+        uint64_t per_page = MC_PAGE_BYTES / chunk;
+        uint64_t pages = (x->items + per_page - 1) / per_page;
+#define SLAB(field, val)                                                                         \
+    do {                                                                                         \
+        snprintf(name, sizeof name, "%u:%s", k, field);                                          \
+        STAT_U(c, name, val);                                                                    \
+    } while (0)
+        SLAB("chunk_size", chunk);
+        SLAB("chunks_per_page", per_page);
+        SLAB("total_pages", pages);
+        SLAB("total_chunks", pages * per_page);
+        SLAB("used_chunks", x->items);
+        SLAB("free_chunks", pages * per_page - x->items);
+        SLAB("free_chunks_end", 0);
+        SLAB("get_hits", x->get_hits);
+        SLAB("cmd_set", x->sets);
+        SLAB("delete_hits", x->delete_hits);
+        SLAB("incr_hits", x->incr_hits);
+        SLAB("decr_hits", x->decr_hits);
+        SLAB("cas_hits", x->cas_hits);
+        SLAB("cas_badval", x->cas_badval);
+        SLAB("touch_hits", x->touch_hits);
+#undef SLAB
+        active++;
+    }
+    STAT_U(c, "active_slabs", active);
+    STAT_U(c, "total_malloced", cs.mem_used + cs.free_bytes);
+    WRITE_LIT(c, "END\r\n");
+}
+
+/* ---- stats conns -------------------------------------------------------------------------- */
+
+/* memcached's "tcp:1.2.3.4:5" / "tcp6:[::1]:5" of a socket address. */
+static void addr_text(const struct sockaddr_storage *sa, char *out, size_t n)
+{
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)sa;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+        snprintf(out, n, "tcp:%s:%u", ip, (unsigned)ntohs(a->sin_port));
+    } else if (sa->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)sa;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+        snprintf(out, n, "tcp6:[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
+    } else {
+        snprintf(out, n, "<AF %d>", (int)sa->ss_family);
+    }
+}
+
+static bool sock_addr(int fd, bool peer, char *out, size_t n)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    memset(&sa, 0, sizeof sa);
+    if (fd < 0 || (peer ? getpeername(fd, (struct sockaddr *)&sa, &len)
+                        : getsockname(fd, (struct sockaddr *)&sa, &len)) != 0)
+        return false;
+    addr_text(&sa, out, n);
+    return true;
+}
+
+/* memcached's state names for what a connection is doing. */
+static const char *conn_state_name(const mc_conn *self, const mc_conn *x)
+{
+    if (x == self)
+        return "conn_parse_cmd"; /* it is running this command */
+    if (x->state == MC_DATA)
+        return "conn_nread";
+    if (x->state == MC_SWALLOW)
+        return "conn_swallow";
+    if (conn_output_pending(x->c))
+        return "conn_mwrite";
+    return x->in_cmd ? "conn_read" : "conn_waiting";
+}
+
+static void stats_conns(mc_conn *m, uint64_t now)
+{
+    conn *self = m->c;
+    net_listener *l = self->listener;
+    char key[64], addr[INET6_ADDRSTRLEN + 16], laddr[INET6_ADDRSTRLEN + 16];
+    int lfd = l->fd >= 0 ? l->fd : l->spec->shared_fd;
+    if (sock_addr(lfd, false, laddr, sizeof laddr)) {
+        snprintf(key, sizeof key, "%d:addr", lfd);
+        stat_line(self, key, "%s", laddr);
+        snprintf(key, sizeof key, "%d:state", lfd);
+        stat_line(self, key, "conn_listening");
+        snprintf(key, sizeof key, "%d:secs_since_last_cmd", lfd);
+        STAT_U(self, key, (now - m->srv->started_ms) / 1000);
+    }
+    for (conn *c = self->loop->conns; c; c = c->next) {
+        if (c->listener != l || conn_closing(c))
+            continue;
+        const mc_conn *x = conn_state(c);
+        int fd = conn_fd(c);
+        if (fd < 0 || !sock_addr(fd, true, addr, sizeof addr) ||
+            !sock_addr(fd, false, laddr, sizeof laddr))
+            continue;
+        snprintf(key, sizeof key, "%d:addr", fd);
+        stat_line(self, key, "%s", addr);
+        snprintf(key, sizeof key, "%d:listen_addr", fd);
+        stat_line(self, key, "%s", laddr);
+        snprintf(key, sizeof key, "%d:state", fd);
+        stat_line(self, key, "%s", conn_state_name(m, x));
+        snprintf(key, sizeof key, "%d:secs_since_last_cmd", fd);
+        uint64_t last = x->last_cmd_ms ? x->last_cmd_ms : now;
+        STAT_U(self, key, now > last ? (now - last) / 1000 : 0);
+    }
+    WRITE_LIT(self, "END\r\n");
+}
+
+/* ---- stats detail ------------------------------------------------------------------------- */
+
+void mc_detail_record_slow(memcache_server *s, const char *key, size_t klen, mc_detail_kind k)
+{
+    const char *colon = memchr(key, ':', klen);
+    if (!colon)
+        return; /* memcached counts only keys with a prefix */
+    size_t len = (size_t)(colon - key);
+    mc_stats *st = s->stats;
+    pthread_mutex_lock(&st->mu);
+    mc_prefix *p = NULL;
+    for (unsigned i = 0; i < st->nprefix && !p; i++)
+        if (st->prefix[i].len == len && memcmp(st->prefix[i].name, key, len) == 0)
+            p = &st->prefix[i];
+    if (!p && st->nprefix < MC_DETAIL_MAX) {
+        p = &st->prefix[st->nprefix++];
+        memset(p, 0, sizeof *p);
+        p->len = (uint8_t)len;
+        memcpy(p->name, key, len);
+    }
+    if (p) {
+        switch (k) {
+        case MC_DETAIL_HIT: p->hit++; /* fall through: a hit is a get */
+        /* FALLTHROUGH */
+        case MC_DETAIL_GET: p->get++; break;
+        case MC_DETAIL_SET: p->set++; break;
+        case MC_DETAIL_DEL: p->del++; break;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void detail_dump(mc_conn *m)
+{
+    mc_stats *st = m->srv->stats;
+    char line[CACHE_KEY_MAX + 4 * FMT_U64_MAX + 48];
+    pthread_mutex_lock(&st->mu);
+    for (unsigned i = 0; i < st->nprefix; i++) {
+        const mc_prefix *p = &st->prefix[i];
+        int n = snprintf(line, sizeof line, "PREFIX %.*s get %llu hit %llu set %llu del %llu\r\n",
+                         (int)p->len, p->name, (unsigned long long)p->get,
+                         (unsigned long long)p->hit, (unsigned long long)p->set,
+                         (unsigned long long)p->del);
+        conn_write(m->c, line, (size_t)n);
+    }
+    pthread_mutex_unlock(&st->mu);
+    WRITE_LIT(m->c, "END\r\n");
+}
+
+static bool tok_eq(const mc_tok *t, const char *s)
+{
+    size_t n = strlen(s);
+    return t->n == n && memcmp(t->p, s, n) == 0;
+}
+
+static void stats_detail(mc_conn *m, const mc_tok *t, size_t nt)
+{
+    if (nt >= 3 && tok_eq(&t[2], "on")) {
+        atomic_store_explicit(&m->srv->detail_on, true, memory_order_relaxed);
+        WRITE_LIT(m->c, "OK\r\n");
+    } else if (nt >= 3 && tok_eq(&t[2], "off")) {
+        atomic_store_explicit(&m->srv->detail_on, false, memory_order_relaxed);
+        WRITE_LIT(m->c, "OK\r\n");
+    } else if (nt >= 3 && tok_eq(&t[2], "dump")) {
+        detail_dump(m);
+    } else {
+        WRITE_LIT(m->c, "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+    }
+}
+
+/* ---- stats cachedump ---------------------------------------------------------------------- */
+
+typedef struct dump_state {
+    conn *c;
+    uint64_t left; /* items still to show; UINT64_MAX: no limit */
+    size_t bytes;  /* written so far */
+} dump_state;
+
+static int dump_one(const cache_item *it, void *arg)
+{
+    dump_state *d = arg;
+    char line[CACHE_KEY_MAX + 2 * FMT_U64_MAX + 32];
+    uint64_t exp = cache_item_expiry(it);
+    int n = snprintf(line, sizeof line, "ITEM %.*s [%zu b; %llu s]\r\n", (int)cache_item_klen(it),
+                     cache_item_key(it), cache_item_vlen(it), (unsigned long long)(exp / 1000));
+    if (d->bytes + (size_t)n + 5 > MC_DUMP_MAX_BYTES)
+        return 1;
+    conn_write(d->c, line, (size_t)n);
+    d->bytes += (size_t)n;
+    return --d->left == 0;
+}
+
+static void stats_cachedump(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
+{
+    uint32_t cls, limit;
+    if (nt < 4) {
+        WRITE_LIT(m->c, "CLIENT_ERROR bad command line\r\n");
+        return;
+    }
+    if (!mc_parse_u32(&t[2], &cls) || !mc_parse_u32(&t[3], &limit)) {
+        WRITE_LIT(m->c, "CLIENT_ERROR bad command line format\r\n");
+        return;
+    }
+    if (cls >= CACHE_CLASSES_MAX) {
+        WRITE_LIT(m->c, "CLIENT_ERROR Illegal slab id\r\n");
+        return;
+    }
+    dump_state d = {m->c, limit ? limit : UINT64_MAX, 0};
+    if (cls >= 1)
+        cache_store_class_dump(m->srv->store, cls, MC_DUMP_SCAN, now, dump_one, &d);
+    WRITE_LIT(m->c, "END\r\n");
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+void mc_cmd_stats(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
+{
+    if (nt == 1) {
+        stats_general(m, now);
+        return;
+    }
+    const mc_tok *sub = &t[1];
+    if (tok_eq(sub, "reset")) {
+        stats_reset(m);
+        WRITE_LIT(m->c, "RESET\r\n");
+    } else if (tok_eq(sub, "detail")) {
+        stats_detail(m, t, nt);
+    } else if (tok_eq(sub, "settings")) {
+        stats_settings(m);
+    } else if (tok_eq(sub, "cachedump")) {
+        stats_cachedump(m, t, nt, now);
+    } else if (tok_eq(sub, "conns")) {
+        stats_conns(m, now);
+    } else if (tok_eq(sub, "items")) {
+        stats_items(m);
+    } else if (tok_eq(sub, "slabs")) {
+        stats_slabs(m);
+    } else if (tok_eq(sub, "sizes")) {
+        WRITE_LIT(m->c, "STAT sizes_status disabled\r\nEND\r\n");
+    } else if (tok_eq(sub, "sizes_enable")) {
+        /* memcached's answer when it cannot keep the histogram (no terminator, as memcached) */
+        WRITE_LIT(m->c, "STAT sizes_status error\r\nSTAT sizes_error not_supported\r\n");
+    } else if (tok_eq(sub, "sizes_disable")) {
+        WRITE_LIT(m->c, "STAT sizes_status disabled\r\n");
+    } else {
+        WRITE_LIT(m->c, "ERROR\r\n");
+    }
+}
