@@ -2,10 +2,10 @@
 """Instructions per request of snowflaked builds, counted by valgrind's callgrind: repeatable
 whatever else the machine does, so a change to a hot path can be compared without timing noise.
 
-    python3 loadtest/bench_instructions.py BUILD_DIR [BUILD_DIR ...] [-t 3]
+    python3 loadtest/bench_instructions.py BUILD_DIR [BUILD_DIR ...] [-t 3] [-w REGEX]
 
 For each build and workload (GET /id keep-alive, GET /id one request per connection, memcached
-get/set, TCP echo): the daemon runs under callgrind with instrumentation off; after a warm-up,
+get/set, memcached sets that evict, TCP echo; -w picks workloads by name): the daemon runs under callgrind with instrumentation off; after a warm-up,
 it is switched on (callgrind_control -i on) for a run of sfload (from the first build
 directory), then off; the instructions counted (all threads) divided by the requests sfload
 completed. One server thread; figures, not a test.
@@ -14,6 +14,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,10 @@ WORKLOADS = [
     ("memcached 90:10 get:set -c 8", "memcache",
      ["--mode", "memcache", "-c", "8", "--keys", "1000", "--value-size", "100"], None),
     ("TCP echo 32 B -c 8", "echo", ["--mode", "echo", "-c", "8", "--msg-size", "32"], None),
+    # 1M keys of 1 KB into 2 MiB: full within the warm-up, then nearly every set evicts.
+    ("memcached sets evicting -c 8", "memcache",
+     ["--mode", "memcache", "-c", "8", "--keys", "1000000", "--value-size", "1000",
+      "--mc-ratio", "0:100"], None, {"SNOWFLAKED_CACHE_MAX_MEMORY_BYTES": "2097152"}),
 ]
 
 
@@ -47,7 +52,7 @@ def instructions(out_dir):
     return total
 
 
-def measure(build, sfload, name, kind, args, path, seconds, work):
+def measure(build, sfload, name, kind, args, path, seconds, work, settings):
     ports = {"http": free_port(), "memcache": free_port(), "echo": free_port()}
     data = tempfile.mkdtemp(dir=work)
     out = tempfile.mkdtemp(dir=work)
@@ -57,6 +62,7 @@ def measure(build, sfload, name, kind, args, path, seconds, work):
                 "SNOWFLAKED_CACHE_MEMCACHED_PORT": str(ports["memcache"]),
                 "SNOWFLAKED_ECHO_TCP_PORT": str(ports["echo"]),
                 "SNOWFLAKED_CACHE_PERSIST": "false", "SNOWFLAKED_LOG_LEVEL": "warn"})
+    env.update(settings)
     argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
             "--callgrind-out-file=%s/callgrind.out.%%p" % out,
             os.path.join(build, "snowflaked")]
@@ -89,6 +95,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("builds", nargs="+")
     ap.add_argument("-t", "--time", type=int, default=3, help="seconds of collected load")
+    ap.add_argument("-w", "--workloads", default="", help="only workloads whose name matches")
     args = ap.parse_args()
     if not shutil.which("valgrind"):
         sys.exit("valgrind is not installed")
@@ -98,10 +105,13 @@ def main():
     print("%-32s %s" % ("instructions per request", " ".join("%14s" % os.path.basename(
         os.path.dirname(b)) for b in builds)))
     try:
-        for name, kind, wargs, path in WORKLOADS:
+        for name, kind, wargs, path, *settings in WORKLOADS:
+            if not re.search(args.workloads, name):
+                continue
             cells = []
             for b in builds:
-                ir, n = measure(b, sfload, name, kind, wargs, path, args.time, work)
+                ir, n = measure(b, sfload, name, kind, wargs, path, args.time, work,
+                                settings[0] if settings else {})
                 cells.append("%14s" % ("%.0f (%d)" % (ir / n, n) if n else "-"))
             print("%-32s %s" % (name, " ".join(cells)), flush=True)
     finally:

@@ -2,6 +2,7 @@
 #include "util/fmt.h"
 #include "cache/store.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
@@ -11,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SMALL_STEP      16u
+#define SMALL_STEP 16u
 /* glibc's malloc adds an 8-byte header and rounds the chunk to 16 bytes: classes of 16k - 8
  * bytes fill their chunks exactly instead of wasting 8 bytes of every one. */
 #define MALLOC_OVERHEAD 8u
@@ -27,8 +28,17 @@
 /* Evictions per lock hold: bounds the time one store stalls the shard's readers. */
 #define EVICT_BATCH 16
 /* Buckets swept per lock hold, for the same reason. */
-#define SWEEP_BATCH 256
+#define SWEEP_BATCH    256
 #define SCAN_VISIT_MAX (16 * SWEEP_BATCH) /* buckets one cache_store_scan call may look at */
+/* Shards whose tail hints one eviction compares: all of them up to this many (so with the
+ * default 64 shards eviction follows the global order exactly), a window of them beyond. */
+#define EVICT_SCAN_MAX 64
+/* Oldest shards a scan remembers (evict_cache): about as many evictions per scan. */
+#define EVICT_CANDIDATES 8
+/* Items a bumped tail looks past (toward the head) for one whose position its CAS dates. */
+#define BUMP_LOOKAHEAD 8
+/* Tail hint of a shard with nothing to evict. */
+#define HINT_EMPTY UINT64_MAX
 
 struct cache_shard;
 
@@ -58,11 +68,12 @@ struct cache_item {
     uint8_t key_binary : 1; /* the key came in base64 (memcached's meta b): k answers in base64 */
     int8_t cls;             /* size class, -1 above the largest (plain malloc) */
     uint8_t linked : 1, accounted : 1;
-    uint8_t active : 1;     /* read since it last reached the LRU tail (second chance) */
+    uint8_t active : 1;     /* read again since it last reached the LRU tail (second chance) */
     uint8_t walk_seen : 1;  /* == shard's walk_parity: visited by (or newer than) the last walk */
     uint8_t fetched : 1;    /* hit (with an LRU bump) since it was stored: memcached's FETCHED */
     uint8_t token_sent : 1; /* a recache token (meta W) went out: memcached's TOKEN_SENT */
     uint8_t stale : 1;      /* invalidated (md I, ms I), served stale: memcached's STALE */
+    uint8_t bumped : 1;     /* moved to the head by touch or a second chance, not by its store */
     char data[];            /* key, content type, value */
 };
 _Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
@@ -133,15 +144,14 @@ typedef struct cache_shard {
     cache_item **old; /* the previous table while a resize is in progress */
     size_t old_mask, migrate_pos;
     cache_item *lru_head, *lru_tail;
-    cache_item *marker; /* a walk's place in the LRU list (cache_store_foreach), or NULL */
+    cache_item *marker;  /* a walk's place in the LRU list (cache_store_foreach), or NULL */
     uint8_t walk_parity; /* flipped when a walk starts: every item present becomes unseen */
-    uint64_t cas_counter;
-    uint64_t flush_at;  /* a flush not applied yet (0 = none): due once now >= flush_at */
-    uint64_t flush_cas; /* applied flushes: items with cas <= flush_cas are dead */
+    uint64_t flush_at;   /* a flush not applied yet (0 = none): due once now >= flush_at */
+    uint64_t flush_cas;  /* applied flushes: items with cas <= flush_cas are dead */
     size_t free_bytes;
     cache_item *free_list[MAX_CLASSES];
     uint8_t free_n[MAX_CLASSES];
-    cache_stats stats; /* only the CACHE_STATS_COUNTERS fields */
+    cache_stats stats;                              /* only the CACHE_STATS_COUNTERS fields */
     cache_class_stats cls_stats[CACHE_CLASSES_MAX]; /* by memcached size class (store.h) */
 } cache_shard;
 
@@ -149,6 +159,7 @@ struct cache_store {
     cache_shard *shards;
     unsigned nshards, shard_bits;
     uint64_t seed;
+    uint64_t id;                 /* unique per store in the process: names it in evict_cache */
     _Atomic uint64_t max_memory; /* cache_store_set_memory_limit may change it at any time */
     bool no_evictions;           /* full: NO_MEMORY instead of evicting (memcached -M) */
     uint32_t max_item;
@@ -158,8 +169,13 @@ struct cache_store {
     unsigned mc_nclasses;                 /* memcached's size classes, 1..mc_nclasses */
     uint32_t mc_chunk[CACHE_CLASSES_MAX]; /* their chunk sizes */
     uint8_t mc_class_of[MAX_CLASSES + 1]; /* our allocation class + 1 -> memcached's class */
-    alignas(64) _Atomic uint64_t used; /* written by every store and final release */
-    alignas(64) _Atomic unsigned evict_rr;
+    /* Both written by every store (one line: the second write finds it already owned). */
+    alignas(64) _Atomic uint64_t used; /* reserved bytes; also written by every final release */
+    _Atomic uint64_t cas_seq;          /* the last CAS handed out, store-wide */
+    /* Per shard, the age key of its LRU tail (tail_key), written under the shard's lock when the
+     * tail changes and read by evictors without any lock: a hint, checked under the lock before
+     * use. Its own array, so a scan reads a few lines instead of one per shard. */
+    alignas(64) _Atomic uint64_t *tail_hint;
     _Atomic(cache_evict_fn) evict_fn; /* cache_store_set_evict_hook; NULL = off */
     void *_Atomic evict_arg;
     pthread_mutex_t walk_mu; /* one cache_store_foreach at a time (one marker per shard) */
@@ -216,6 +232,13 @@ static inline void lock(cache_shard *sh)
         spin_lock(&sh->spin);
     else
         pthread_mutex_lock(&sh->mutex);
+}
+
+static inline bool try_lock(cache_shard *sh)
+{
+    if (sh->lock_kind == CACHE_LOCK_SPIN)
+        return spin_trylock(&sh->spin);
+    return pthread_mutex_trylock(&sh->mutex) == 0;
 }
 
 static inline void unlock(cache_shard *sh)
@@ -394,8 +417,44 @@ void cache_item_release(cache_item *it)
 
 /* ---- table and LRU (caller holds the shard's lock) ---------------------------------------- */
 
+/* The tail eviction would take (a walk's marker is not an item), or NULL. */
+static cache_item *lru_last(const cache_shard *sh)
+{
+    cache_item *it = sh->lru_tail;
+    return it && it == sh->marker ? it->lru_prev : it;
+}
+
+/* The age key by which eviction compares tails across shards (smaller = older). CAS values come
+ * from one store-wide sequence, so an item placed at the head by its store is dated by its CAS.
+ * A bumped item (touch, second chance) went to the head later than its CAS says: it is dated by
+ * the first item toward the head that a store placed there (placed after the bump), or as "now"
+ * if there is none within BUMP_LOOKAHEAD. So a key is never older than the item's last move to
+ * the head: a bumped item may outlive exact LRU a little, it is never evicted before it. */
+static uint64_t age_key(const cache_shard *sh, const cache_item *it)
+{
+    for (unsigned bumped = 0; it && bumped <= BUMP_LOOKAHEAD; it = it->lru_prev) {
+        if (it == sh->marker)
+            continue;
+        if (!it->bumped)
+            return it->cas;
+        bumped++;
+    }
+    return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
+}
+
+/* Publishes the tail's age key for evictors. Called when the tail changes; what changes the key
+ * of an unchanged tail (items ahead of a bumped tail leaving, new ones arriving) only makes it
+ * younger, so a published hint is never younger than the truth and evictors check it. */
+static void hint_refresh(cache_shard *sh)
+{
+    const cache_item *last = lru_last(sh);
+    atomic_store_explicit(&sh->store->tail_hint[sh->index], last ? age_key(sh, last) : HINT_EMPTY,
+                          memory_order_relaxed);
+}
+
 static void lru_remove(cache_shard *sh, cache_item *it)
 {
+    bool was_tail = sh->lru_tail == it;
     if (it->lru_prev)
         it->lru_prev->lru_next = it->lru_next;
     else
@@ -404,24 +463,33 @@ static void lru_remove(cache_shard *sh, cache_item *it)
         it->lru_next->lru_prev = it->lru_prev;
     else
         sh->lru_tail = it->lru_prev;
+    if (was_tail)
+        hint_refresh(sh);
 }
 
 static void lru_push(cache_shard *sh, cache_item *it)
 {
     it->lru_prev = NULL;
     it->lru_next = sh->lru_head;
-    if (sh->lru_head)
-        sh->lru_head->lru_prev = it;
-    else
-        sh->lru_tail = it;
     sh->lru_head = it;
+    if (it->lru_next) {
+        it->lru_next->lru_prev = it;
+    } else {
+        sh->lru_tail = it;
+        hint_refresh(sh);
+    }
 }
 
-static void lru_bump(cache_shard *sh, cache_item *it)
+/* To the head, dated by `bumped` (set: by the bump, per age_key; clear: by its CAS, which the
+ * caller just renewed). */
+static void lru_bump(cache_shard *sh, cache_item *it, bool bumped)
 {
+    it->bumped = bumped;
     if (sh->lru_head != it) {
         lru_remove(sh, it);
         lru_push(sh, it);
+    } else if (sh->lru_tail == it) {
+        hint_refresh(sh); /* alone in the list: its key changed */
     }
 }
 
@@ -496,27 +564,43 @@ static cache_item *detach(cache_shard *sh, cache_item **pp)
     return it;
 }
 
+/* One store-wide sequence (not one per shard): CAS values then also order items by the time they
+ * were stored, across shards, which eviction needs (age_key). Taken under the shard's lock, so
+ * CAS values increase along each shard's LRU list from the tail (except bumped items). */
 static uint64_t next_cas(cache_shard *sh)
 {
-    return (++sh->cas_counter << sh->hshift) | sh->index;
+    return atomic_fetch_add_explicit(&sh->store->cas_seq, 1, memory_order_relaxed) + 1;
 }
 
-/* Every CAS handed out so far is <= this. */
+/* Every CAS handed out so far is <= this (a CAS taken later under the same lock is larger: both
+ * touch one atomic, whose modification order the lock orders). */
 static uint64_t cas_horizon(const cache_shard *sh)
 {
-    return ((sh->cas_counter + 1) << sh->hshift) - 1;
+    return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
 }
 
-/* A hit that bumps (under the lock): the second-chance mark, memcached's FETCHED and the last
- * access. Each is written only when it changes, so a hot item read many times a second costs
- * no more stores to its header than the mark alone did: a read-only check, then at most one
- * store per second for the access time. */
+/* Every CAS handed out from now on exceeds `cas` (restored items keep theirs). */
+static void cas_raise(cache_store *s, uint64_t cas)
+{
+    uint64_t cur = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
+    while (cur < cas && !atomic_compare_exchange_weak_explicit(
+                            &s->cas_seq, &cur, cas, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+/* A hit that bumps (under the lock): memcached's FETCHED, the second-chance mark and the last
+ * access. Marks instead of relinking (the LRU pointers of 3 items are 3 cache misses). As in
+ * memcached's segmented LRU, the first hit only marks the item fetched and a hit on a fetched
+ * item marks it active (a second chance at the tail), so one read right after a store (a check)
+ * does not keep an item over those stored after it. Each is written only when it changes, so a
+ * hot item read many times a second costs no more stores to its header than the mark alone did:
+ * a read-only check, then at most one store per second for the access time. */
 static inline void hit_mark(cache_item *it, uint64_t now_ms)
 {
-    if (!it->active) /* instead of relinking: the LRU pointers of 3 items are 3 cache misses */
-        it->active = 1;
     if (!it->fetched)
         it->fetched = 1;
+    else if (!it->active)
+        it->active = 1;
     uint32_t t = now_s32(now_ms);
     if (it->atime != t)
         it->atime = t;
@@ -526,6 +610,7 @@ static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
 {
     it->atime = now_s32(now);
     it->cas = next_cas(sh);
+    it->bumped = 0;
     it->walk_seen = sh->walk_parity & 1; /* stored after the last walk began: not its business */
     cache_item **b = &sh->buckets[(h >> sh->hshift) & sh->mask];
     it->h_next = *b;
@@ -619,12 +704,6 @@ static inline bool over_limit(cache_store *s)
     return atomic_load_explicit(&s->used, memory_order_relaxed) > memory_limit(s);
 }
 
-/* Evicts LRU tails of one shard while the store is over its limit. A tail read since it last
- * got there is not evicted but gets a second chance: its mark is cleared and it moves to the
- * head (so a hit only sets a bit instead of relinking the list, and a full pass ends at the
- * latest once every mark is cleared). Returns evictions + second chances: 0 means this shard
- * has nothing left to give. An evicted item still referenced by a reader keeps its memory
- * until released, so this may unlink several items without getting under the limit. */
 /* An eviction notice's copy of its item, taken under the shard's lock. */
 typedef struct evict_note {
     cache_evicted e;
@@ -649,23 +728,208 @@ void cache_store_set_evict_hook(cache_store *s, cache_evict_fn fn, void *arg)
     atomic_store_explicit(&s->evict_fn, fn, memory_order_release);
 }
 
-static unsigned evict_from(cache_shard *sh)
+/* Eviction follows one order across all shards: each shard publishes its tail's age key
+ * (tail_hint); an evictor reads the hints without locks, takes the shard with the oldest, checks
+ * the key under that shard's lock, and evicts that shard's tails down to the next oldest hint.
+ * One shard lock at a time, so stores in different shards cannot deadlock, and a get still
+ * takes nothing but its own shard's lock. */
+
+/* The oldest hint among n from `first` (branch-free: the scan is most of an eviction's cost),
+ * its shard's index in *best; HINT_EMPTY if all are. */
+static uint64_t oldest_hint(const cache_store *s, unsigned first, unsigned n, unsigned *best)
+{
+    uint64_t b = HINT_EMPTY;
+    unsigned at = first;
+    for (unsigned k = first; k < first + n; k++) {
+        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
+        bool older = h < b;
+        at = older ? k : at;
+        b = older ? h : b;
+    }
+    *best = at;
+    return b;
+}
+
+/* The same, passing over one shard (busy with another evictor). Off the common path. */
+static uint64_t oldest_hint_except(const cache_store *s, unsigned first, unsigned n,
+                                   unsigned except, unsigned *best)
+{
+    uint64_t b = HINT_EMPTY;
+    unsigned at = first;
+    for (unsigned k = first; k < first + n; k++) {
+        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
+        bool older = h < b && k != except;
+        at = older ? k : at;
+        b = older ? h : b;
+    }
+    *best = at;
+    return b;
+}
+
+/* The shard whose tail hint is the oldest (its hint in *hint), or NULL if every hint says
+ * empty; with `except` < nshards, the oldest other than that one. Stores of more than
+ * EVICT_SCAN_MAX shards: that many from the writer's own shard on (an approximation, as redis'
+ * sampled LRU; the whole store when they are all empty). */
+static cache_shard *scan_oldest(cache_store *s, const cache_shard *home, unsigned except,
+                                uint64_t *hint)
+{
+    unsigned best, n = s->nshards;
+    unsigned first = 0, len = n, wrap = 0; /* [first, first + len) then [0, wrap) */
+    if (n > EVICT_SCAN_MAX) {
+        first = home->index;
+        len = n - first < EVICT_SCAN_MAX ? n - first : EVICT_SCAN_MAX;
+        wrap = EVICT_SCAN_MAX - len;
+    }
+    for (;;) {
+        *hint = except < n ? oldest_hint_except(s, first, len, except, &best)
+                           : oldest_hint(s, first, len, &best);
+        if (wrap) {
+            unsigned b2;
+            uint64_t h = except < n ? oldest_hint_except(s, 0, wrap, except, &b2)
+                                    : oldest_hint(s, 0, wrap, &b2);
+            if (h < *hint) {
+                *hint = h;
+                best = b2;
+            }
+        }
+        if (*hint != HINT_EMPTY)
+            return &s->shards[best];
+        if (len == n)
+            return NULL;
+        first = 0; /* the window was empty: look at every shard */
+        len = n;
+        wrap = 0;
+    }
+}
+
+/* What this thread's last scan of a store of up to EVICT_SCAN_MAX shards found: the
+ * EVICT_CANDIDATES shards with the oldest tails, and `bound`, an age than which every other
+ * shard's tail is no older. A shard's tail only grows younger (the tail leaves: the next one was
+ * placed later; a bumped tail's dating item is replaced by a later one; an empty shard receives
+ * an item younger than any age seen in the scan), so as long as the oldest candidate is not
+ * younger than `bound`, it is the oldest shard, without a scan: one scan serves about
+ * EVICT_CANDIDATES evictions. Per thread, so nothing is shared or locked; `store_id` says whose
+ * it is. (Restored items keep old CAS values and may break the rule; eviction is then only
+ * approximately ordered until the next scan.) */
+typedef struct evict_cache {
+    uint64_t store_id;
+    uint64_t bound;
+    unsigned n;
+    unsigned shard[EVICT_CANDIDATES];
+} evict_cache;
+
+static _Thread_local evict_cache tl_evict;
+static _Atomic uint64_t store_ids; /* the last store id handed out */
+
+/* Keeps the EVICT_CANDIDATES + 1 oldest hints, unsorted, with the position of the youngest of
+ * them (the one to replace): a hint older than that one is rare after the first few. */
+static void scan_candidates(cache_store *s, evict_cache *c)
+{
+    enum { KEEP = EVICT_CANDIDATES + 1 };
+    uint64_t key[KEEP];
+    unsigned idx[KEEP], m = 0, worst = 0;
+    /* Items placed from now on are younger than this, whatever shard they land in. */
+    uint64_t horizon = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
+    for (unsigned k = 0; k < s->nshards; k++) {
+        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
+        if (h == HINT_EMPTY || (m == KEEP && h >= key[worst]))
+            continue;
+        unsigned at = m < KEEP ? m++ : worst;
+        key[at] = h;
+        idx[at] = k;
+        if (m == KEEP) {
+            worst = 0;
+            for (unsigned i = 1; i < KEEP; i++)
+                worst = key[i] > key[worst] ? i : worst;
+        }
+    }
+    c->store_id = s->id;
+    c->n = 0;
+    for (unsigned i = 0; i < m; i++)
+        if (m < KEEP || i != worst)
+            c->shard[c->n++] = idx[i];
+    c->bound = m == KEEP && key[worst] < horizon ? key[worst] : horizon;
+}
+
+/* The candidate with the oldest tail, other than `except`, if it is provably the oldest shard
+ * (not younger than the bound; `fresh`: the scan just ran, so it is); else NULL. */
+static cache_shard *pick_candidate(cache_store *s, const evict_cache *c, unsigned except,
+                                   bool fresh, uint64_t *hint)
+{
+    uint64_t b = HINT_EMPTY;
+    unsigned at = 0;
+    for (unsigned i = 0; i < c->n; i++) {
+        uint64_t h = atomic_load_explicit(&s->tail_hint[c->shard[i]], memory_order_relaxed);
+        bool older = h < b && c->shard[i] != except;
+        at = older ? c->shard[i] : at;
+        b = older ? h : b;
+    }
+    if (b == HINT_EMPTY || (b > c->bound && !fresh))
+        return NULL;
+    *hint = b;
+    return &s->shards[at];
+}
+
+/* The oldest shard (its hint in *hint), from this thread's candidates or a new scan; NULL if
+ * nothing is left. `except` as for scan_oldest. */
+static cache_shard *find_oldest(cache_store *s, const cache_shard *home, unsigned except,
+                                uint64_t *hint)
+{
+    if (s->nshards > EVICT_SCAN_MAX)
+        return scan_oldest(s, home, except, hint);
+    evict_cache *c = &tl_evict;
+    if (c->store_id == s->id) {
+        cache_shard *sh = pick_candidate(s, c, except, false, hint);
+        if (sh)
+            return sh;
+    }
+    scan_candidates(s, c);
+    return pick_candidate(s, c, except, true, hint);
+}
+
+/* The oldest shard, locked, with its hint in *hint; NULL if there is nothing to evict. If
+ * another evictor holds it, the next oldest (whose tail is about as old) if that one is free:
+ * concurrent evictors, which all find the same oldest shard, spread instead of queueing. */
+static cache_shard *lock_oldest(cache_store *s, const cache_shard *home, uint64_t *hint)
+{
+    cache_shard *sh = find_oldest(s, home, UINT_MAX, hint);
+    if (!sh || try_lock(sh))
+        return sh;
+    uint64_t next_hint;
+    cache_shard *next = find_oldest(s, home, sh->index, &next_hint);
+    if (next && try_lock(next)) {
+        *hint = next_hint;
+        return next;
+    }
+    lock(sh);
+    return sh;
+}
+
+/* Evicts the shard's tails while the store is over its limit and their keys are not younger than
+ * `upto` (the hint that chose the shard: ties go too, and the next scan finds the next oldest).
+ * Called with the shard's lock held; releases it. A
+ * tail read since it last got there is not evicted but gets a second chance: its mark is cleared
+ * and it moves to the head (so a hit only sets a bit instead of relinking the list). Returns
+ * evictions + second chances; 0 when the shard is empty or its hint was stale (it is refreshed: the
+ * caller scans again). An evicted item still referenced by a reader keeps its memory until
+ * released, so this may unlink several items without getting under the limit. */
+static unsigned evict_oldest(cache_shard *sh, uint64_t upto)
 {
     unsigned n = 0, spared = 0, noted = 0;
     cache_evict_fn notify = atomic_load_explicit(&sh->store->evict_fn, memory_order_acquire);
     evict_note notes[EVICT_BATCH]; /* filled only while notices are on */
-    lock(sh);
-    while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && sh->lru_tail &&
-           over_limit(sh->store)) {
-        cache_item *it = sh->lru_tail;
-        if (it == sh->marker && !(it = it->lru_prev))
+    while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && over_limit(sh->store)) {
+        cache_item *it = lru_last(sh);
+        if (!it)
             break;
-        if (it->active) {
+        if (it->active) { /* whatever its age: to the head is where a read item belongs */
             it->active = 0;
-            lru_bump(sh, it);
+            lru_bump(sh, it, true);
             spared++;
             continue;
         }
+        if (age_key(sh, it) > upto)
+            break;
         cache_item **pp = find_link(sh, item_hash(it), it->data, it->klen);
         cache_class_stats *cs = cls_stats(sh, it);
         cs->evicted++;
@@ -677,6 +941,8 @@ static unsigned evict_from(cache_shard *sh)
         sh->stats.evictions++;
         n++;
     }
+    if (n + spared == 0)
+        hint_refresh(sh);
     unlock(sh);
     void *arg = atomic_load_explicit(&sh->store->evict_arg, memory_order_relaxed);
     for (unsigned i = 0; i < noted; i++)
@@ -684,25 +950,23 @@ static unsigned evict_from(cache_shard *sh)
     return n + spared;
 }
 
-/* Own shard first (its LRU order is the most meaningful for the key being written), then the
- * others round robin. One lock at a time, so stores in different shards cannot deadlock. */
 static bool evict_until_fits(cache_store *s, cache_shard *home)
 {
-    while (over_limit(s) && evict_from(home) > 0) {
+    unsigned fruitless = 0;
+    while (over_limit(s)) {
+        uint64_t hint;
+        cache_shard *sh = lock_oldest(s, home, &hint);
+        if (!sh)
+            return false; /* nothing linked: everything left is pinned by readers, or in flight */
+        /* Hints that keep moving under us (other evictors, writers): stop comparing. */
+        if (fruitless >= s->nshards)
+            hint = HINT_EMPTY;
+        if (evict_oldest(sh, hint) > 0)
+            fruitless = 0;
+        else if (++fruitless > 2 * s->nshards + 2)
+            return !over_limit(s);
     }
-    for (;;) {
-        bool progress = false;
-        for (unsigned i = 0; i < s->nshards; i++) {
-            if (!over_limit(s))
-                return true;
-            unsigned k = atomic_fetch_add_explicit(&s->evict_rr, 1, memory_order_relaxed);
-            progress |= evict_from(&s->shards[k & (s->nshards - 1)]) > 0;
-        }
-        if (!over_limit(s))
-            return true;
-        if (!progress)
-            return false; /* everything left is pinned by readers, or in flight */
-    }
+    return true;
 }
 
 /* Reserves the item's bytes; on failure the item is still marked accounted, so releasing it
@@ -766,16 +1030,23 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     }
     cache_store *s = aligned_alloc(64, sizeof *s);
     cache_shard *sh = aligned_alloc(64, sizeof *sh * shards);
-    if (!s || !sh) {
+    size_t hint_bytes = (sizeof(uint64_t) * shards + 63) & ~(size_t)63;
+    _Atomic uint64_t *hints = aligned_alloc(64, hint_bytes);
+    if (!s || !sh || !hints) {
         free(s);
         free(sh);
+        free(hints);
         snprintf(err, errlen, "cache: out of memory");
         return NULL;
     }
     memset(s, 0, sizeof *s);
     s->shards = sh;
+    s->tail_hint = hints;
+    for (unsigned i = 0; i < shards; i++)
+        atomic_init(&hints[i], HINT_EMPTY);
     s->shard_bits = (unsigned)__builtin_ctz(shards);
     s->seed = c->seed ? c->seed : default_seed(s);
+    s->id = atomic_fetch_add_explicit(&store_ids, 1, memory_order_relaxed) + 1;
     atomic_init(&s->max_memory, c->max_memory_bytes);
     s->no_evictions = c->no_evictions;
     s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
@@ -787,7 +1058,7 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     uint64_t cap = c->max_memory_bytes / 16 / shards;
     s->free_cap = cap > FREE_CAP_MIN ? (size_t)cap : FREE_CAP_MIN;
     atomic_init(&s->used, 0);
-    atomic_init(&s->evict_rr, 0);
+    atomic_init(&s->cas_seq, 0);
     atomic_init(&s->evict_fn, NULL);
     atomic_init(&s->evict_arg, NULL);
     atomic_init(&s->mallocs, 0);
@@ -824,6 +1095,7 @@ void cache_store_free(cache_store *s)
         pthread_mutex_destroy(&sh->mutex);
     }
     free(s->shards);
+    free(s->tail_hint);
     pthread_mutex_destroy(&s->walk_mu);
     free(s);
 }
@@ -1031,7 +1303,7 @@ static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *
         if (n)
             rc = reserve(s, n);
         if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets,
-                                             offsetof(cache_class_stats, sets), cas_out)) {
+                                              offsetof(cache_class_stats, sets), cas_out)) {
             cache_item_release(old);
             cache_item_release(add);
             return CACHE_STORED;
@@ -1067,7 +1339,7 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
     uint64_t dead = sh->stats.expired_lazy + sh->stats.flushed;
     cache_item **pp = find_live(sh, h, it->data, it->klen, now_ms);
     if (sh->stats.expired_lazy + sh->stats.flushed != dead) /* the key's item was dead: its */
-        cls_stats(sh, it)->reclaimed++;                      /* place goes to the new one */
+        cls_stats(sh, it)->reclaimed++;                     /* place goes to the new one */
     const cache_item *old = pp ? *pp : NULL;
     if (mode == CACHE_MODE_CAS_STALE && old && cas_in != 0 && cas_in < old->cas) {
         /* memcached's ms I with an older CAS: the value goes in, the staleness stays visible */
@@ -1084,9 +1356,10 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
             *replaced = pp != NULL;
         replace_locked(sh, pp, it, h, now_ms);
         if (restore_cas) {
-            it->cas = restore_cas; /* later CAS of this shard must exceed it */
-            if ((restore_cas >> sh->hshift) > sh->cas_counter)
-                sh->cas_counter = restore_cas >> sh->hshift;
+            it->cas = restore_cas; /* later CAS must exceed it */
+            cas_raise(s, restore_cas);
+            if (lru_last(sh) == it)
+                hint_refresh(sh); /* dated by the CAS it was given a moment ago */
         }
         sh->stats.sets++;
         cls_stats(sh, it)->sets++;
@@ -1123,15 +1396,8 @@ int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t n
 
 void cache_store_raise_cas(cache_store *s, uint64_t cas)
 {
-    if (cas >= CACHE_CAS_RESTORE_MAX)
-        cas = 0;
-    for (unsigned i = 0; i < s->nshards; i++) {
-        cache_shard *sh = &s->shards[i];
-        lock(sh);
-        if ((cas >> sh->hshift) > sh->cas_counter)
-            sh->cas_counter = cas >> sh->hshift;
-        unlock(sh);
-    }
+    if (cas < CACHE_CAS_RESTORE_MAX)
+        cas_raise(s, cas);
 }
 
 int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms)
@@ -1158,8 +1424,8 @@ int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, 
     return rc;
 }
 
-int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in,
-                     bool set_exp, uint64_t expiry_ms, uint64_t now_ms)
+int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in, bool set_exp,
+                     uint64_t expiry_ms, uint64_t now_ms)
 {
     if (klen == 0 || klen > CACHE_KEY_MAX)
         return CACHE_NOT_FOUND;
@@ -1235,8 +1501,8 @@ int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     if (pp) {
         set_expiry(*pp, expiry_ms);
-        lru_bump(sh, *pp);
         hit_mark(*pp, now_ms); /* memcached's touch bumps as a fetch does */
+        lru_bump(sh, *pp, true);
         sh->stats.touch_hits++;
         cls_stats(sh, *pp)->touch_hits++;
     } else {
@@ -1305,7 +1571,7 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
         if (len == old->vlen && item_refs(old, memory_order_acquire) == 1) {
             memcpy(cache_item_value_mut(old), buf, len);
             old->cas = next_cas(sh);
-            lru_bump(sh, old);
+            lru_bump(sh, old, false); /* dated by its new CAS */
             (*hits)++;
             if (decr)
                 cls_stats(sh, old)->decr_hits++;
@@ -1330,9 +1596,9 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
             rc = reserve(s, n);
         }
         if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits,
-                                             decr ? offsetof(cache_class_stats, decr_hits)
-                                                  : offsetof(cache_class_stats, incr_hits),
-                                             NULL)) {
+                                              decr ? offsetof(cache_class_stats, decr_hits)
+                                                   : offsetof(cache_class_stats, incr_hits),
+                                              NULL)) {
             cache_item_release(old);
             *out = v;
             return CACHE_OK;
@@ -1472,8 +1738,8 @@ size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64
 
 /* Takes references to the live items of one chain into out[*n..max); false (nothing taken)
  * when they would not all fit. Dead items met are unlinked, as the sweep does. */
-static bool scan_chain(cache_shard *sh, cache_item **pp, uint64_t now, cache_item **out,
-                       size_t *n, size_t max)
+static bool scan_chain(cache_shard *sh, cache_item **pp, uint64_t now, cache_item **out, size_t *n,
+                       size_t max)
 {
     sweep_chain(sh, pp, now);
     size_t len = 0;

@@ -7,6 +7,7 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -28,6 +29,13 @@ static inline void spin_lock(_Atomic int *lock)
                 sched_yield();
         }
     }
+}
+
+/* Takes the lock if it is free: true if taken. */
+static inline bool spin_trylock(_Atomic int *lock)
+{
+    return !atomic_load_explicit(lock, memory_order_relaxed) &&
+           !atomic_exchange_explicit(lock, 1, memory_order_acquire);
 }
 
 static inline void spin_unlock(_Atomic int *lock)
