@@ -7,6 +7,8 @@ PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check python3
 # Real memcached clients for the protocol tests (memccapable, memcslap, pymemcache), and memcached
 # itself: test_memcache_diff.py runs it and compares its replies with ours.
 PACKAGES="$PACKAGES libmemcached-tools python3-pymemcache memcached"
+# memcached's own t/*.t files (test/memcached_t): prove (perl), apt-get source (dpkg-dev).
+PACKAGES="$PACKAGES perl dpkg-dev"
 PACKAGES="$PACKAGES ${SNOWFLAKED_EXTRA_PACKAGES:-}"
 
 missing=""

@@ -144,6 +144,14 @@ while read -r name nums reason; do
     expected_why[$name]=$reason
 done < <([ "$server_kind" = snowflaked ] && cat "$here/expected-failures.txt") # ours only
 
+# --- Files not passing yet (the work is open): "file what is missing..." per line.
+declare -A pending=()
+while read -r name reason; do
+    case "$name" in ''|'#'*) continue ;; esac
+    [ -n "$reason" ] || die "pending.txt: $name has no reason"
+    pending[$name]=$reason
+done < <([ "$server_kind" = snowflaked ] && cat "$here/pending.txt") # ours only
+
 if [ $# -gt 0 ]; then
     files=("$@")
 else
@@ -209,7 +217,16 @@ for f in "${files[@]}"; do
     [ -n "$list" ] && note="${note}failed: $list; "
     [ -n "$errs" ] && note="${note}$errs; "
     [ -s "$tmp/refused" ] && note="${note}a server flag was refused (FILE.server.log); "
-    [ "$result" = pass ] || failed=$((failed + 1))
+    # A pending file's failure is shown but does not fail the run; its pass does (the list must
+    # shrink as the work lands).
+    if [ -n "${pending[$f]:-}" ]; then
+        if [ "$result" = pass ]; then
+            result=FAIL; note="${note}passes but is listed in pending.txt: remove its line; "
+        else
+            result="pending"; note="${note}pending: ${pending[$f]}; "
+        fi
+    fi
+    case "$result" in pass|pending) ;; *) failed=$((failed + 1)) ;; esac
     printf '%-28s %-8s %-9s %s\n' "$f" "$result" "$(( ${ran:-0} - ${nfail:-0} ))/${ran:-?}" "$note" |
         tee -a "$logs/summary.txt"
     [ -s "$tmp/refused" ] && tee -a "$logs/summary.txt" <"$tmp/refused"

@@ -663,8 +663,11 @@ static bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
     } else {
         return false;
     }
-    if (swept) /* freed by the background walk, our LRU crawler (memcached's crawler_reclaimed) */
+    if (swept) { /* memory of a dead item taken back for reuse (reclaimed), by the background
+                  * walk, our LRU crawler (crawler_reclaimed: the part the crawler took) */
+        cls_stats(sh, it)->reclaimed++;
         cls_stats(sh, it)->crawler_reclaimed++;
+    }
     detach(sh, pp);
     item_unref_locked(sh, it);
     return true;
