@@ -106,10 +106,12 @@ static void ring_put(mc_watch *w, mc_watch_ring *r, ev *e)
     memcpy(words, e, n * 8);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     slot *s = &r->slots[h & (MC_WATCH_RING_SLOTS - 1)];
+    /* Seqlock without fences (which ThreadSanitizer cannot model): the data words are release
+     * stores and the reader's are acquire loads, so a reader that sees any word of this write
+     * also sees the odd stamp before it, and its second stamp check fails. Plain moves on x86. */
     atomic_store_explicit(&s->stamp, 2 * h + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
     for (size_t i = 0; i < n; i++)
-        atomic_store_explicit(&s->w[i], words[i], memory_order_relaxed);
+        atomic_store_explicit(&s->w[i], words[i], memory_order_release);
     atomic_store_explicit(&s->stamp, 2 * h + 2, memory_order_release);
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
     counter_add(&r->written, 1);
@@ -126,12 +128,11 @@ static int ring_get(mc_watch_ring *r, uint64_t i, ev *e)
         return s1 < want ? 0 : -1;
     uint64_t words[EV_WORDS];
     for (size_t k = 0; k < EV_HEAD_WORDS; k++)
-        words[k] = atomic_load_explicit(&s->w[k], memory_order_relaxed);
+        words[k] = atomic_load_explicit(&s->w[k], memory_order_acquire);
     memcpy(e, words, EV_HEAD_WORDS * 8);
     size_t n = ev_words(e); /* from a possibly torn header: bounded all the same (asserted) */
     for (size_t k = EV_HEAD_WORDS; k < n; k++)
-        words[k] = atomic_load_explicit(&s->w[k], memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
+        words[k] = atomic_load_explicit(&s->w[k], memory_order_acquire);
     if (atomic_load_explicit(&s->stamp, memory_order_relaxed) != s1)
         return -1;
     memcpy(e, words, n * 8);
