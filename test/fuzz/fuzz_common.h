@@ -202,8 +202,11 @@ static inline int fuzz_store_walk_fn(const cache_item *it, void *arg)
     fuzz_store_walk *w = arg;
     w->items++;
     w->bytes += cache_item_size(it);
-    FUZZ_CHECK(cache_key_valid(cache_item_key(it), cache_item_klen(it)),
-               "a stored key is invalid (klen %zu)", cache_item_klen(it));
+    /* Keys are 1..250 bytes. Their bytes may be any since the meta commands take base64 keys
+     * (memcached's b: the store keeps the decoded bytes, marked or not, and snapshots carry them);
+     * the classic commands and HTTP still refuse control bytes before the store. */
+    size_t klen = cache_item_klen(it);
+    FUZZ_CHECK(klen >= 1 && klen <= CACHE_KEY_MAX, "a stored key of %zu bytes", klen);
     size_t ctl;
     cache_item_ctype(it, &ctl);
     FUZZ_CHECK(ctl <= CACHE_CTYPE_MAX, "stored content type of %zu bytes", ctl);
