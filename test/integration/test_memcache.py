@@ -1008,19 +1008,26 @@ class MemcacheStreaming(unittest.TestCase):
         c.close()
 
 
+def start_server(test, *sets):
+    """A server with these settings (its memcached listener on a free port, nothing persisted)
+    and a client, both stopped at the end of the test: (server, port, client)."""
+    port = free_port()
+    args = ["--set", "cache.memcached_port=%d" % port, "--set", "cache.persist=false"]
+    for s in sets:
+        args += ["--set", s]
+    srv = Server(*args)
+    test.addCleanup(lambda: srv.proc.poll() is None and srv.stop())
+    c = Client(port)
+    test.addCleanup(c.close)
+    return srv, port, c
+
+
 class MemcacheAdmin(unittest.TestCase):
     """The operators' commands (memcache_admin.c) and memcached's command-line switches
     (cache.memcached_*, cache.evictions), each server started with the settings under test."""
 
     def server(self, *sets):
-        port = free_port()
-        args = ["--set", "cache.memcached_port=%d" % port, "--set", "cache.persist=false"]
-        for s in sets:
-            args += ["--set", s]
-        srv = Server(*args)
-        self.addCleanup(lambda: srv.proc.poll() is None and srv.stop())
-        c = Client(port)
-        self.addCleanup(c.close)
+        srv, _, c = start_server(self, *sets)
         return srv, c
 
     def stats(self, c):
@@ -1256,14 +1263,7 @@ class MemcacheWatch(unittest.TestCase):
 
     def server(self, *sets):
         """A server with these settings: its memcached port and a client."""
-        port = free_port()
-        args = ["--set", "cache.memcached_port=%d" % port, "--set", "cache.persist=false"]
-        for s in sets:
-            args += ["--set", s]
-        srv = Server(*args)
-        self.addCleanup(lambda: srv.proc.poll() is None and srv.stop())
-        c = Client(port)
-        self.addCleanup(c.close)
+        _, port, c = start_server(self, *sets)
         return port, c
 
     @staticmethod

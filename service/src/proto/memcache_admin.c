@@ -14,9 +14,9 @@
  *    requesting connection in bounded slices across loop turns (cache_store_scan), one walk at a
  *    time per server (BUSY as memcached); commands pipelined behind them wait for the end. A
  *    crawl of some classes walks the whole store all the same (expired items of any size go). A
- *    metadump line's "la" is the walk's time (no last-access time is kept), "fetch" is "no",
- *    "size" is memcached's item size for the key and value (ITEM_ntotal) and "cls" its slab
- *    class, computed as memcached's slabs_init lays them out.
+ *    metadump line's "la" is the walk's time and "fetch" is "no" (the item's history is not read
+ *    here yet), "size" is the item's accounted size and "cls" the memcached size class the
+ *    store counts it in (cache_store_size_class: the same as stats items and me).
  *  - debugtime (memcached-debug only, behind memcache_options.debug_commands): moves this
  *    listener's clock (mc_now), which expiry is computed and checked against; HTTP keeps the
  *    system clock, so an item set here with a relative exptime may expire at a different moment
