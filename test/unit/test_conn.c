@@ -5,6 +5,7 @@
  * The protocol ("tp"), one command per line:
  *   echo X    answers "X\n"
  *   big N     answers N bytes of 'x' and "\n"
+ *   stall MS  blocks the loop thread MS milliseconds (what arrives meanwhile waits in sockets)
  *   end       the connection ends after the queued output (conn_close_after_flush)
  *   quit      the same, as a peer's own request to close (conn_end_after_flush)
  *   close     PROTO_CLOSE
@@ -136,6 +137,11 @@ static ssize_t tp_data(conn *c, const char *data, size_t len)
         } else if (is(line, n, "big ")) {
             if (write_big(c, strtoul(line + 4, NULL, 10)) != 0)
                 return PROTO_CLOSE;
+        } else if (is(line, n, "stall ")) {
+            unsigned long ms = strtoul(line + 6, NULL, 10);
+            nanosleep(&(struct timespec){.tv_sec = (time_t)(ms / 1000),
+                                         .tv_nsec = (long)(ms % 1000) * 1000000},
+                      NULL);
         } else if (is(line, n, "end")) {
             conn_close_after_flush(c);
         } else if (is(line, n, "quit")) {
@@ -555,7 +561,9 @@ START_TEST(test_write_timeout_closes_with_a_write_in_flight)
 END_TEST
 
 /* max_pipeline: a connection with many requests queued yields after each batch, and a request
- * of another connection arriving meanwhile is served before the long pipeline is done. */
+ * of another connection arriving meanwhile is served before the long pipeline is done. The
+ * pipeline starts with a stall, so b's request is surely waiting by the time the rest of a's
+ * is served (without it, on a loaded machine a's 1000 lines could all run before b's arrives). */
 START_TEST(test_pipelining_yields_to_other_connections)
 {
     g_pipeline = 1;
@@ -563,7 +571,7 @@ START_TEST(test_pipelining_yields_to_other_connections)
     start(&nc);
     int a = dial(0), b = dial(0);
     char req[12000];
-    size_t n = 0;
+    size_t n = (size_t)snprintf(req, sizeof req, "stall 300\n");
     for (int i = 0; i < 1000; i++)
         n += (size_t)snprintf(req + n, sizeof req - n, "echo a%03d\n", i);
     ck_assert_int_eq(send(a, req, n, 0), (ssize_t)n);
