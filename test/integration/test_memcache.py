@@ -1056,8 +1056,8 @@ class MemcacheAdmin(unittest.TestCase):
         self.assertEqual(c.ask(b"set a%20b 0 0 1\r\nx\r\n"), b"STORED\r\n")
         self.assertEqual(c.ask(b"set e 5 100 2\r\nyy\r\n"), b"STORED\r\n")
         lines = sorted(self.dump(c))
-        self.assertRegex(lines[0], rb"^key=a%2520b exp=-1 la=\d+ cas=\d+ fetch=no cls=1 size=72$")
-        self.assertRegex(lines[1], rb"^key=e exp=\d+ la=\d+ cas=\d+ fetch=no cls=1 size=72$")
+        self.assertRegex(lines[0], rb"^key=a%2520b exp=-1 la=\d+ cas=\d+ fetch=no cls=1 size=64$")
+        self.assertRegex(lines[1], rb"^key=e exp=\d+ la=\d+ cas=\d+ fetch=no cls=1 size=64$")
         self.assertEqual(self.dump(c, b"2"), [])  # class 2 holds none of them
         # Many items stream in slices through a bounded output; every key comes exactly once.
         n = 20000

@@ -1115,30 +1115,41 @@ START_TEST(test_foreach_exactly_once)
 }
 END_TEST
 
-/* Classes of 16k - 8 bytes (a glibc chunk filled exactly): 16-byte steps to 1 KiB, then at most
- * ~1.25x waste up to 1 MiB, exact sizes beyond. The header is 64 bytes. */
+/* Slab classes (no per-chunk overhead): 8-byte steps to 1 KiB, then ~1.25x steps to 4904; then
+ * malloc'ed classes of 16k - 16 bytes (glibc's chunk filled exactly, the store's address before
+ * the item) up to 1 MiB, exact sizes beyond. The header is 52 bytes; nonzero client flags take 4
+ * more, after the value. */
 START_TEST(test_size_classes)
 {
     cache_store *s = mk(64 * MiB, 1, CACHE_LOCK_MUTEX);
-    const size_t hdr = 64 + 1; /* header + the 1-byte key */
-    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, 0), 72);
-    ck_assert_uint_eq(cache_store_item_size(s, 32, 0, 100), 200); /* the 1M-item benchmark */
+    const size_t hdr = 52 + 1; /* header + the 1-byte key */
+    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, 0), 64);
+    ck_assert_uint_eq(cache_store_item_size(s, 32, 0, 100), 184); /* the 1M-item benchmark */
+    /* The same item with client flags: 188 bytes, in the 192-byte class. */
+    cache_item *it = cache_item_new(s, "0123456789abcdef0123456789abcdef", 32, 100, 7, 0, NULL, 0,
+                                    &(int){0});
+    ck_assert_ptr_nonnull(it);
+    ck_assert_uint_eq(cache_item_size(it), 192);
+    ck_assert_uint_eq(cache_item_flags(it), 7);
+    cache_item_release(it);
     size_t prev = 0;
     int bad = 0;
-    for (size_t v = 0; v < 2 * MiB; v = v < 4096 ? v + 1 : v + 997) {
+    for (size_t v = 0; v < 2 * MiB; v = v < 8192 ? v + 1 : v + 997) {
         size_t sz = cache_store_item_size(s, 1, 0, v), raw = hdr + v;
         bad += sz < prev || sz < raw;
-        if (raw <= 1016)
-            bad += sz % 16 != 8 || sz >= raw + 16;
-        else if (raw <= MiB - 8)
-            bad += sz % 16 != 8 || sz > raw + raw / 4 + 16;
+        if (raw <= 1024) /* 64: the smallest class */
+            bad += sz % 8 != 0 || (sz >= raw + 8 && sz != 64);
+        else if (raw <= 4904)
+            bad += sz % 8 != 0 || sz > raw + raw / 4 + 8;
+        else if (raw <= MiB - 16)
+            bad += sz % 16 != 0 || sz > raw + raw / 4 + 16;
         else
             bad += sz != raw; /* plain malloc: the exact size */
         prev = sz;
     }
     ck_assert_int_eq(bad, 0);
-    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, MiB - 8 - hdr), MiB - 8);
-    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, MiB - 7 - hdr), MiB - 7);
+    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, MiB - 16 - hdr), MiB - 16);
+    ck_assert_uint_eq(cache_store_item_size(s, 1, 0, MiB - 15 - hdr), MiB - 15);
     cache_store_free(s);
 }
 END_TEST

@@ -1,5 +1,6 @@
 #include "util/spinlock.h"
 #include "util/fmt.h"
+#include "cache/slab.h"
 #include "cache/store.h"
 
 #include <limits.h>
@@ -10,21 +11,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
-#define SMALL_STEP 16u
-/* glibc's malloc adds an 8-byte header and rounds the chunk to 16 bytes: classes of 16k - 8
- * bytes fill their chunks exactly instead of wasting 8 bytes of every one. */
-#define MALLOC_OVERHEAD 8u
+/* Allocation classes (store.h): ids [0, SLAB_CLASSES) are slab chunks (slab.h), 8-byte steps
+ * from SLAB_MIN to SMALL_MAX then ~1.25x steps; ids [SLAB_CLASSES, nclasses) are malloc'ed, with
+ * the store's address in a word before the item (slab chunks find it through their page), in
+ * classes of 16k - 16 bytes that fill glibc's chunks (an 8-byte header, 16-byte rounding)
+ * exactly; CLS_EXACT is an item above them all, malloc'ed at its exact size. */
+#define SLAB_MIN        64u
+#define SLAB_STEP       8u
 #define SMALL_MAX       1024u
+#define SLAB_CLASSES    128u
+#define MALLOC_STEP     16u
+#define MALLOC_OVERHEAD 16u /* glibc's header + the store's address */
 #define LARGE_MAX       (1024u * 1024u)
-#define MAX_CLASSES     112
+#define MAX_CLASSES     256
+#define CLS_EXACT       255u
+#define MC_FAST_MAX     8192u /* memcached sizes up to this find their class in a table */
 #define FREE_PER_CLASS  64
 #define FREE_CAP_MIN    (64u * 1024u)
 #define INITIAL_BUCKETS 16
 /* Buckets moved per operation while resizing: a table of n buckets starts growing at n + 1
  * items and is done after n / MIGRATE_STEP operations, long before it must grow again. */
 #define MIGRATE_STEP 8
+#define TABLE_MMAP_MIN 4096u /* table_new */
 /* Evictions per lock hold: bounds the time one store stalls the shard's readers. */
 #define EVICT_BATCH 16
 /* Buckets swept per lock hold, for the same reason. */
@@ -42,13 +53,19 @@
 
 struct cache_shard;
 
-/* 64 bytes. No stored hash: chains are short (load factor <= 1), so comparing lengths and keys
- * is as quick, and the hash is recomputed from the key where it is needed (resize, eviction).
+/* 52 bytes before the data (the struct's size, 56, counts the padding the data starts in). No
+ * stored hash: chains are short (load factor <= 1), so comparing lengths and keys
+ * is as quick, and the hash is recomputed from the key where it is needed (resize, eviction, the
+ * last release). No store or shard pointer: the store is found through the item's slab page or
+ * the word before a malloc'ed item (item_store), the shard from the key's hash. Client flags,
+ * zero for most items, take 4 bytes after the value only when they are not (has_flags): with
+ * them in the header, the 1M-item benchmark's items (32-byte key, 100-byte value) would be
+ * 188 bytes, in the 192-byte class, instead of 184 in the 184-byte one.
  *
  * The references and the expiry share one atomic word (REF_ONE, EXP_MASK): the expiry is
  * milliseconds since the epoch, which needs 48 bits until the year 10889, and memcached itself
  * counts references in 16 bits (with the same ceiling, REFS_MAX). That frees the 32 bits of
- * `atime`, the last access memcached's meta commands report, and the header stays 64 bytes.
+ * `atime`, the last access memcached's meta commands report.
  * References are taken under the shard's lock (so at most REFS_MAX + 1 at any moment) and
  * dropped anywhere; the expiry is only changed under the lock, by a compare-and-swap that keeps
  * the reference count. `atime` and the history bits (fetched, token_sent, stale) change under
@@ -57,16 +74,15 @@ struct cache_shard;
 struct cache_item {
     cache_item *h_next; /* hash chain; free-list link once freed */
     cache_item *lru_prev, *lru_next;
-    struct cache_shard *shard;
     uint64_t cas;             /* also orders items against a flush (flush_cas) */
     _Atomic uint64_t ref_exp; /* references << 48 | expiry ms (0 = never) */
     uint32_t atime;           /* second (now_ms / 1000, modulo 2^32) of the last access */
-    uint32_t vlen;
-    uint32_t flags;
+    uint32_t vlen : 31;       /* max_item_bytes <= 1 GiB */
+    uint32_t has_flags : 1;   /* nonzero client flags, after the value (item_flags) */
     uint8_t klen;
     uint8_t ctlen : 7;
     uint8_t key_binary : 1; /* the key came in base64 (memcached's meta b): k answers in base64 */
-    int8_t cls;             /* size class, -1 above the largest (plain malloc) */
+    uint8_t cls;            /* allocation class (SLAB_CLASSES, CLS_EXACT) */
     uint8_t linked : 1, accounted : 1;
     uint8_t active : 1;     /* read again since it last reached the LRU tail (second chance) */
     uint8_t walk_seen : 1;  /* == shard's walk_parity: visited by (or newer than) the last walk */
@@ -74,9 +90,11 @@ struct cache_item {
     uint8_t token_sent : 1; /* a recache token (meta W) went out: memcached's TOKEN_SENT */
     uint8_t stale : 1;      /* invalidated (md I, ms I), served stale: memcached's STALE */
     uint8_t bumped : 1;     /* moved to the head by touch or a second chance, not by its store */
-    char data[];            /* key, content type, value */
+    char data[];            /* key, content type, value, client flags if has_flags */
 };
-_Static_assert(sizeof(cache_item) == 64, "the item header is part of every item's footprint");
+#define ITEM_HEADER offsetof(cache_item, data)
+_Static_assert(ITEM_HEADER == 52, "the item header is part of every item's footprint");
+_Static_assert(sizeof(cache_item) <= 64, "an item fits the smallest class");
 
 #define REF_SHIFT 48
 #define REF_ONE   (UINT64_C(1) << REF_SHIFT)
@@ -85,6 +103,14 @@ _Static_assert(sizeof(cache_item) == 64, "the item header is part of every item'
  * than overflow the 16-bit count. Unreachable here (references are held for one command, or
  * 256 at a time by a walk), but bounded all the same. */
 #define REFS_MAX 60000u
+
+static inline uint32_t item_flags(const cache_item *it)
+{
+    uint32_t f = 0;
+    if (it->has_flags)
+        memcpy(&f, it->data + it->klen + it->ctlen + it->vlen, sizeof f);
+    return f;
+}
 
 static inline uint64_t item_expiry(const cache_item *it)
 {
@@ -164,11 +190,12 @@ struct cache_store {
     bool no_evictions;           /* full: NO_MEMORY instead of evicting (memcached -M) */
     uint32_t max_item;
     size_t free_cap; /* per shard */
+    slab_arena *slab; /* the slab classes' chunks */
     unsigned nclasses;
     uint32_t class_size[MAX_CLASSES];
     unsigned mc_nclasses;                 /* memcached's size classes, 1..mc_nclasses */
     uint32_t mc_chunk[CACHE_CLASSES_MAX]; /* their chunk sizes */
-    uint8_t mc_class_of[MAX_CLASSES + 1]; /* our allocation class + 1 -> memcached's class */
+    uint8_t mc_class_by8[MC_FAST_MAX / 8 + 1]; /* memcached size / 8, rounded up -> its class */
     /* Both written by every store (one line: the second write finds it already owned). */
     alignas(64) _Atomic uint64_t used; /* reserved bytes; also written by every final release */
     _Atomic uint64_t cas_seq;          /* the last CAS handed out, store-wide */
@@ -254,32 +281,55 @@ static inline cache_shard *shard_for(const cache_store *s, uint64_t h)
     return &s->shards[h & (s->nshards - 1)];
 }
 
-static inline uint64_t item_hash(const cache_item *it)
+static inline uint64_t item_hash(const cache_store *s, const cache_item *it)
 {
-    return hash_key(it->shard->store->seed, it->data, it->klen);
+    return hash_key(s->seed, it->data, it->klen);
+}
+
+static inline cache_shard *item_shard(const cache_store *s, const cache_item *it)
+{
+    return shard_for(s, item_hash(s, it));
+}
+
+/* The store an item belongs to, from the item alone (cache_item_release, cache_item_size). */
+static inline cache_store *item_store(const cache_item *it)
+{
+    if (it->cls < SLAB_CLASSES)
+        return slab_owner(it);
+    cache_store *s;
+    memcpy(&s, (const char *)it - sizeof s, sizeof s);
+    return s;
 }
 
 /* ---- sizes and memory --------------------------------------------------------------------- */
 
+/* Returns the number of classes, 0 if the slab classes do not come to SLAB_CLASSES. */
 static unsigned build_classes(uint32_t *sz)
 {
     unsigned n = 0;
-    for (uint32_t c = SMALL_STEP; c <= SMALL_MAX; c += SMALL_STEP)
-        sz[n++] = c - MALLOC_OVERHEAD;
-    for (uint32_t c = SMALL_MAX; c < LARGE_MAX;) {
-        c = (c + c / 4 + SMALL_STEP - 1) & ~(SMALL_STEP - 1);
+    uint32_t c;
+    for (c = SLAB_MIN; c <= SMALL_MAX; c += SLAB_STEP)
+        sz[n++] = c;
+    for (c = SMALL_MAX; n < SLAB_CLASSES;) {
+        c = (c + c / 4 + SLAB_STEP - 1) & ~(SLAB_STEP - 1);
+        sz[n++] = c;
+    }
+    if (n != SLAB_CLASSES || c > (SLAB_PAGE_BYTES - SLAB_PAGE_HEADER) / 8)
+        return 0;
+    while (c < LARGE_MAX) {
+        c = (c + c / 4 + MALLOC_STEP - 1) & ~(MALLOC_STEP - 1);
         sz[n++] = (c < LARGE_MAX ? c : LARGE_MAX) - MALLOC_OVERHEAD;
     }
-    return n;
+    return n < CLS_EXACT ? n : 0;
 }
 
-static int class_of(const cache_store *s, size_t size)
+static unsigned class_of(const cache_store *s, size_t size)
 {
-    if (size <= SMALL_MAX - MALLOC_OVERHEAD)
-        return (int)((size + MALLOC_OVERHEAD + SMALL_STEP - 1) / SMALL_STEP) - 1;
+    if (size <= SMALL_MAX)
+        return size <= SLAB_MIN ? 0 : (unsigned)((size - SLAB_MIN + SLAB_STEP - 1) / SLAB_STEP);
     if (size > s->class_size[s->nclasses - 1])
-        return -1;
-    unsigned lo = SMALL_MAX / SMALL_STEP, hi = s->nclasses - 1; /* first class >= size */
+        return CLS_EXACT;
+    unsigned lo = (SMALL_MAX - SLAB_MIN) / SLAB_STEP + 1, hi = s->nclasses - 1; /* first >= */
     while (lo < hi) {
         unsigned mid = (lo + hi) / 2;
         if (s->class_size[mid] >= size)
@@ -287,24 +337,24 @@ static int class_of(const cache_store *s, size_t size)
         else
             lo = mid + 1;
     }
-    return (int)lo;
+    return lo;
 }
 
-static inline size_t raw_size(size_t klen, size_t ctlen, size_t vlen)
+static inline size_t raw_size(size_t klen, size_t ctlen, size_t vlen, uint32_t flags)
 {
-    return sizeof(cache_item) + klen + ctlen + vlen;
+    return ITEM_HEADER + klen + ctlen + vlen + (flags ? sizeof flags : 0);
 }
 
 static size_t footprint(const cache_store *s, size_t raw)
 {
-    int cls = class_of(s, raw);
-    return cls >= 0 ? s->class_size[cls] : raw;
+    unsigned cls = class_of(s, raw);
+    return cls != CLS_EXACT ? s->class_size[cls] : raw;
 }
 
-static size_t item_bytes(const cache_item *it)
+static size_t item_bytes(const cache_store *s, const cache_item *it)
 {
-    const cache_store *s = it->shard->store;
-    return it->cls >= 0 ? s->class_size[it->cls] : raw_size(it->klen, it->ctlen, it->vlen);
+    return it->cls != CLS_EXACT ? s->class_size[it->cls]
+                                : raw_size(it->klen, it->ctlen, it->vlen, it->has_flags);
 }
 
 /* memcached's slab classes (store.h): slabs_init with chunk_size 48 + its 48-byte header,
@@ -337,6 +387,12 @@ unsigned cache_store_size_class(const cache_store *s, size_t bytes)
     return lo;
 }
 
+size_t cache_mc_item_size(size_t klen, size_t vlen, uint32_t flags)
+{
+    /* memcached's item header (48) and CAS (8), the key's NUL, the value's CRLF. */
+    return 48 + 8 + klen + 1 + vlen + 2 + (flags ? sizeof flags : 0);
+}
+
 unsigned cache_store_size_classes(const cache_store *s)
 {
     return s->mc_nclasses;
@@ -352,17 +408,33 @@ uint32_t cache_store_max_item(const cache_store *s)
     return s->max_item;
 }
 
-/* The item's memcached class counters in its shard (table lookup: this runs on every link). */
-static inline cache_class_stats *cls_stats(cache_shard *sh, const cache_item *it)
+/* The item's memcached class (a table lookup: its counters are updated on every link). */
+static inline size_t mc_size(const cache_item *it)
 {
-    return &sh->cls_stats[sh->store->mc_class_of[it->cls + 1]];
+    return cache_mc_item_size(it->klen, it->vlen, it->has_flags);
 }
 
-/* The shard's free list first, so a steady same-size workload never reaches malloc. */
-static cache_item *item_alloc(cache_shard *sh, int cls, size_t raw)
+static inline unsigned mc_class(const cache_store *s, const cache_item *it)
+{
+    size_t x = mc_size(it);
+    return x <= MC_FAST_MAX ? s->mc_class_by8[(x + 7) / 8] : cache_store_size_class(s, x);
+}
+
+unsigned cache_item_class(const cache_item *it)
+{
+    return mc_class(item_store(it), it);
+}
+
+static inline cache_class_stats *cls_stats(cache_shard *sh, const cache_item *it)
+{
+    return &sh->cls_stats[mc_class(sh->store, it)];
+}
+
+/* The shard's free list first, so a steady same-size workload never reaches the allocators. */
+static cache_item *item_alloc(cache_shard *sh, unsigned cls, size_t raw)
 {
     cache_store *s = sh->store;
-    if (cls >= 0) {
+    if (cls != CLS_EXACT) {
         lock(sh);
         cache_item *it = sh->free_list[cls];
         if (it) {
@@ -374,10 +446,22 @@ static cache_item *item_alloc(cache_shard *sh, int cls, size_t raw)
         if (it)
             return it;
     }
-    cache_item *it = malloc(cls >= 0 ? s->class_size[cls] : raw);
-    if (it)
-        atomic_fetch_add_explicit(&s->mallocs, 1, memory_order_relaxed);
-    return it;
+    if (cls < SLAB_CLASSES)
+        return slab_alloc(s->slab, cls);
+    char *m = malloc(sizeof s + (cls != CLS_EXACT ? s->class_size[cls] : raw));
+    if (!m)
+        return NULL;
+    atomic_fetch_add_explicit(&s->mallocs, 1, memory_order_relaxed);
+    memcpy(m, &s, sizeof s);
+    return (cache_item *)(m + sizeof s);
+}
+
+static void item_dealloc(cache_item *it)
+{
+    if (it->cls < SLAB_CLASSES)
+        slab_free(it);
+    else
+        free((char *)it - sizeof(cache_store *));
 }
 
 /* Last reference gone (caller holds sh's lock): give back the reservation, keep the memory
@@ -385,18 +469,19 @@ static cache_item *item_alloc(cache_shard *sh, int cls, size_t raw)
 static void item_free_locked(cache_shard *sh, cache_item *it)
 {
     cache_store *s = sh->store;
-    size_t bytes = item_bytes(it);
+    size_t bytes = item_bytes(s, it);
     if (it->accounted)
         atomic_fetch_sub_explicit(&s->used, bytes, memory_order_relaxed);
-    int cls = it->cls;
-    if (cls >= 0 && sh->free_n[cls] < FREE_PER_CLASS && sh->free_bytes + bytes <= s->free_cap) {
+    unsigned cls = it->cls;
+    if (cls != CLS_EXACT && sh->free_n[cls] < FREE_PER_CLASS &&
+        sh->free_bytes + bytes <= s->free_cap) {
         it->h_next = sh->free_list[cls];
         sh->free_list[cls] = it;
         sh->free_n[cls]++;
         sh->free_bytes += bytes;
         return;
     }
-    free(it);
+    item_dealloc(it);
 }
 
 static void item_unref_locked(cache_shard *sh, cache_item *it)
@@ -409,7 +494,7 @@ void cache_item_release(cache_item *it)
 {
     if (!it || !ref_drop(it))
         return;
-    cache_shard *sh = it->shard;
+    cache_shard *sh = item_shard(item_store(it), it);
     lock(sh);
     item_free_locked(sh, it);
     unlock(sh);
@@ -493,6 +578,25 @@ static void lru_bump(cache_shard *sh, cache_item *it, bool bumped)
     }
 }
 
+/* Bucket arrays of TABLE_MMAP_MIN bytes and more are mapped on their own, so the one a resize
+ * leaves behind goes back to the kernel: from malloc's heap it would stay in the RSS. */
+static cache_item **table_new(size_t n)
+{
+    if (n * sizeof(cache_item *) < TABLE_MMAP_MIN)
+        return calloc(n, sizeof(cache_item *));
+    void *p = mmap(NULL, n * sizeof(cache_item *), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void table_free(cache_item **t, size_t n)
+{
+    if (n * sizeof(cache_item *) < TABLE_MMAP_MIN)
+        free(t);
+    else if (t)
+        munmap(t, n * sizeof(cache_item *));
+}
+
 /* Moves the next few buckets of the old table; frees it when the last one has moved. */
 static void migrate_step(cache_shard *sh)
 {
@@ -504,7 +608,7 @@ static void migrate_step(cache_shard *sh)
     for (size_t i = sh->migrate_pos; i < end; i++) {
         for (cache_item *it = sh->old[i], *next; it; it = next) {
             next = it->h_next;
-            cache_item **b = &sh->buckets[(item_hash(it) >> sh->hshift) & sh->mask];
+            cache_item **b = &sh->buckets[(item_hash(sh->store, it) >> sh->hshift) & sh->mask];
             it->h_next = *b;
             *b = it;
         }
@@ -512,7 +616,7 @@ static void migrate_step(cache_shard *sh)
     }
     sh->migrate_pos = end;
     if (end == n) {
-        free(sh->old);
+        table_free(sh->old, sh->old_mask + 1);
         sh->old = NULL;
     }
 }
@@ -522,7 +626,7 @@ static void maybe_grow(cache_shard *sh)
     if (sh->old || sh->stats.curr_items <= sh->mask + 1)
         return;
     size_t n = (sh->mask + 1) * 2;
-    cache_item **b = calloc(n, sizeof *b);
+    cache_item **b = table_new(n);
     if (!b)
         return; /* longer chains for now; retried on the next insert */
     atomic_fetch_add_explicit(&sh->store->mallocs, 1, memory_order_relaxed);
@@ -557,10 +661,10 @@ static cache_item *detach(cache_shard *sh, cache_item **pp)
     lru_remove(sh, it);
     it->linked = 0;
     sh->stats.curr_items--;
-    sh->stats.bytes -= item_bytes(it);
+    sh->stats.bytes -= item_bytes(sh->store, it);
     cache_class_stats *cs = cls_stats(sh, it);
     cs->items--;
-    cs->bytes -= item_bytes(it);
+    cs->bytes -= item_bytes(sh->store, it);
     return it;
 }
 
@@ -618,10 +722,10 @@ static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
     lru_push(sh, it);
     it->linked = 1;
     sh->stats.curr_items++;
-    sh->stats.bytes += item_bytes(it);
+    sh->stats.bytes += item_bytes(sh->store, it);
     cache_class_stats *cs = cls_stats(sh, it);
     cs->items++;
-    cs->bytes += item_bytes(it);
+    cs->bytes += item_bytes(sh->store, it);
     maybe_grow(sh);
 }
 
@@ -719,7 +823,7 @@ static void note_evicted(evict_note *n, const cache_item *it)
     n->e = (cache_evicted){.key = n->key,
                            .klen = it->klen,
                            .vlen = it->vlen,
-                           .flags = it->flags,
+                           .flags = item_flags(it),
                            .expiry_ms = item_expiry(it),
                            .atime_s = it->atime,
                            .fetched = it->fetched};
@@ -933,7 +1037,7 @@ static unsigned evict_oldest(cache_shard *sh, uint64_t upto)
         }
         if (age_key(sh, it) > upto)
             break;
-        cache_item **pp = find_link(sh, item_hash(it), it->data, it->klen);
+        cache_item **pp = find_link(sh, item_hash(sh->store, it), it->data, it->klen);
         cache_class_stats *cs = cls_stats(sh, it);
         cs->evicted++;
         cs->evicted_nonzero += cache_item_expiry(it) != 0;
@@ -976,12 +1080,12 @@ static bool evict_until_fits(cache_store *s, cache_shard *home)
  * gives the reservation back. */
 static int reserve(cache_store *s, cache_item *it)
 {
-    size_t bytes = item_bytes(it);
+    size_t bytes = item_bytes(s, it);
     if (bytes > memory_limit(s))
         return CACHE_TOO_LARGE;
     atomic_fetch_add_explicit(&s->used, bytes, memory_order_relaxed);
     it->accounted = 1;
-    if (!over_limit(s) || (!s->no_evictions && evict_until_fits(s, it->shard)))
+    if (!over_limit(s) || (!s->no_evictions && evict_until_fits(s, item_shard(s, it))))
         return CACHE_OK;
     return CACHE_NO_MEMORY;
 }
@@ -998,7 +1102,7 @@ static uint64_t default_seed(const void *p)
 static int shard_init(cache_store *s, cache_shard *sh, unsigned index, cache_lock_kind kind)
 {
     memset(sh, 0, sizeof *sh);
-    sh->buckets = calloc(INITIAL_BUCKETS, sizeof *sh->buckets);
+    sh->buckets = table_new(INITIAL_BUCKETS);
     if (!sh->buckets)
         return -1;
     atomic_fetch_add_explicit(&s->mallocs, 1, memory_order_relaxed);
@@ -1054,10 +1158,17 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     s->no_evictions = c->no_evictions;
     s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
     s->nclasses = build_classes(s->class_size);
+    s->slab = s->nclasses ? slab_arena_new(s->class_size, SLAB_CLASSES, s) : NULL;
+    if (!s->slab) {
+        free(s);
+        free(sh);
+        free(hints);
+        snprintf(err, errlen, "cache: out of memory (or the size classes are inconsistent)");
+        return NULL;
+    }
     build_mc_classes(s);
-    s->mc_class_of[0] = (uint8_t)s->mc_nclasses; /* above our classes: the largest */
-    for (unsigned k = 0; k < s->nclasses; k++)
-        s->mc_class_of[k + 1] = (uint8_t)cache_store_size_class(s, s->class_size[k]);
+    for (unsigned k = 0; k <= MC_FAST_MAX / 8; k++) /* memcached's chunks are multiples of 8 */
+        s->mc_class_by8[k] = (uint8_t)cache_store_size_class(s, k * 8);
     uint64_t cap = c->max_memory_bytes / 16 / shards;
     s->free_cap = cap > FREE_CAP_MIN ? (size_t)cap : FREE_CAP_MIN;
     atomic_init(&s->used, 0);
@@ -1084,21 +1195,25 @@ void cache_store_free(cache_store *s)
         return;
     for (unsigned i = 0; i < s->nshards; i++) {
         cache_shard *sh = &s->shards[i];
+        /* Slab chunks go with the arena; malloc'ed items one by one. */
         for (cache_item *it = sh->lru_head, *next; it; it = next) {
             next = it->lru_next;
-            free(it);
+            if (it != sh->marker && it->cls >= SLAB_CLASSES)
+                item_dealloc(it);
         }
-        for (unsigned c = 0; c < MAX_CLASSES; c++)
+        for (unsigned c = SLAB_CLASSES; c < MAX_CLASSES; c++)
             for (cache_item *it = sh->free_list[c], *next; it; it = next) {
                 next = it->h_next;
-                free(it);
+                item_dealloc(it);
             }
-        free(sh->buckets);
-        free(sh->old);
+        table_free(sh->buckets, sh->mask + 1);
+        if (sh->old)
+            table_free(sh->old, sh->old_mask + 1);
         pthread_mutex_destroy(&sh->mutex);
     }
     free(s->shards);
     free(s->tail_hint);
+    slab_arena_free(s->slab);
     pthread_mutex_destroy(&s->walk_mu);
     free(s);
 }
@@ -1123,7 +1238,7 @@ size_t cache_item_vlen(const cache_item *it)
 }
 uint32_t cache_item_flags(const cache_item *it)
 {
-    return it->flags;
+    return item_flags(it);
 }
 uint64_t cache_item_cas(const cache_item *it)
 {
@@ -1131,7 +1246,7 @@ uint64_t cache_item_cas(const cache_item *it)
 }
 size_t cache_item_size(const cache_item *it)
 {
-    return item_bytes(it);
+    return item_bytes(item_store(it), it);
 }
 bool cache_item_key_binary(const cache_item *it)
 {
@@ -1158,29 +1273,31 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
                              uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctlen,
                              int *err)
 {
-    size_t raw = raw_size(klen, ctlen, vlen);
+    size_t raw = raw_size(klen, ctlen, vlen, flags);
     if (vlen > s->max_item || footprint(s, raw) > memory_limit(s)) {
         *err = CACHE_TOO_LARGE;
         return NULL;
     }
     cache_shard *sh = shard_for(s, h);
-    int cls = class_of(s, raw);
+    unsigned cls = class_of(s, raw);
     cache_item *it = item_alloc(sh, cls, raw);
     if (!it) {
         *err = CACHE_NO_MEMORY;
         return NULL;
     }
     memset(it, 0, sizeof *it);
-    it->shard = sh;
     atomic_init(&it->ref_exp, REF_ONE | clamp_expiry(expiry_ms));
-    it->vlen = (uint32_t)vlen;
-    it->flags = flags;
+    it->vlen = (uint32_t)vlen & 0x7fffffffu;
     it->klen = (uint8_t)klen;
     it->ctlen = (uint8_t)ctlen;
-    it->cls = (int8_t)cls;
+    it->cls = (uint8_t)cls;
     memcpy(it->data, key, klen);
     if (ctlen)
         memcpy(it->data + klen, ctype, ctlen);
+    if (flags) {
+        it->has_flags = 1;
+        memcpy(it->data + klen + ctlen + vlen, &flags, sizeof flags);
+    }
     *err = CACHE_OK;
     return it;
 }
@@ -1278,7 +1395,7 @@ static cache_item *build_concat(cache_store *s, uint64_t h, const cache_item *ol
     size_t ctlen;
     const char *ctype = cache_item_ctype(old, &ctlen);
     size_t ov = old->vlen, av = add->vlen;
-    cache_item *n = item_make(s, h, old->data, old->klen, ov + av, old->flags,
+    cache_item *n = item_make(s, h, old->data, old->klen, ov + av, item_flags(old),
                               cache_item_expiry(old), ctype, ctlen, err);
     if (n) {
         char *v = cache_item_value_mut(n);
@@ -1293,8 +1410,8 @@ static cache_item *build_concat(cache_store *s, uint64_t h, const cache_item *ol
 static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *cas_out,
                         uint64_t now)
 {
-    cache_shard *sh = add->shard;
-    uint64_t h = item_hash(add);
+    uint64_t h = item_hash(s, add);
+    cache_shard *sh = shard_for(s, h);
     for (;;) {
         cache_item *old = get_ref(sh, h, add->data, add->klen, now);
         if (!old) {
@@ -1336,8 +1453,8 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
         cache_item_release(it);
         return rc;
     }
-    cache_shard *sh = it->shard;
-    uint64_t h = item_hash(it);
+    uint64_t h = item_hash(s, it);
+    cache_shard *sh = shard_for(s, h);
     lock(sh);
     uint64_t dead = sh->stats.expired_lazy + sh->stats.flushed;
     cache_item **pp = find_live(sh, h, it->data, it->klen, now_ms);
@@ -1463,7 +1580,7 @@ int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_
         size_t ctlen;
         const char *ctype = cache_item_ctype(old, &ctlen);
         int rc;
-        cache_item *n = item_make(s, h, key, klen, old->vlen, old->flags, 0, ctype, ctlen, &rc);
+        cache_item *n = item_make(s, h, key, klen, old->vlen, item_flags(old), 0, ctype, ctlen, &rc);
         if (n) {
             memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
             n->key_binary = old->key_binary;
@@ -1593,7 +1710,7 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
         size_t ctlen;
         const char *ctype = cache_item_ctype(old, &ctlen);
         cache_item *n =
-            item_make(s, h, key, klen, len, old->flags, cache_item_expiry(old), ctype, ctlen, &rc);
+            item_make(s, h, key, klen, len, item_flags(old), cache_item_expiry(old), ctype, ctlen, &rc);
         if (n) {
             memcpy(cache_item_value_mut(n), buf, len);
             rc = reserve(s, n);
@@ -1807,7 +1924,11 @@ void cache_store_stats(cache_store *s, cache_stats *out)
     }
     out->mem_used = atomic_load_explicit(&s->used, memory_order_relaxed);
     out->mem_limit = memory_limit(s);
-    out->mallocs = atomic_load_explicit(&s->mallocs, memory_order_relaxed);
+    slab_stats ss;
+    slab_get_stats(s->slab, &ss);
+    out->mallocs = atomic_load_explicit(&s->mallocs, memory_order_relaxed) + ss.pages_taken;
+    out->slab_page_bytes = ss.pages_in_use * SLAB_PAGE_BYTES;
+    out->slab_free_chunk_bytes = ss.free_chunk_bytes;
 }
 
 void cache_store_class_stats(cache_store *s, cache_class_stats *out)
@@ -1838,7 +1959,7 @@ void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t 
             if (it == sh->marker)
                 continue;
             seen++;
-            if (s->mc_class_of[it->cls + 1] == cls && !is_expired(it, now_ms) &&
+            if (mc_class(s, it) == cls && !is_expired(it, now_ms) &&
                 !is_flushed(sh, it))
                 rc = fn(it, arg);
         }
@@ -1855,7 +1976,7 @@ void cache_store_set_memory_limit(cache_store *s, uint64_t bytes)
 
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen)
 {
-    return footprint(s, raw_size(klen, ctype_len, vlen));
+    return footprint(s, raw_size(klen, ctype_len, vlen, 0));
 }
 
 unsigned cache_store_shard_of(const cache_store *s, const char *key, size_t klen)

@@ -54,7 +54,7 @@
  * cache_get_meta without no_bump), whether it was hit since it was stored (fetched), whether a
  * recache token went out for it (token_sent) and whether it was invalidated (stale). Storing
  * a key starts a new history (except CAS_STALE, above); cache_invalidate marks an item stale
- * without deleting it. These bits live in the item's 64-byte header; a hit writes the access
+ * without deleting it. These bits live in the item's 52-byte header; a hit writes the access
  * second only when it changed (store.c's hit_mark). Expiry times are kept to the millisecond
  * up to the year 10889 (larger ones are clamped there).
  *
@@ -80,24 +80,34 @@
  * one at a time. If nothing can be evicted (everything left is pinned by readers) the store
  * answers NO_MEMORY. Not counted: items allocated but not yet
  * stored, bucket arrays (~8-16 bytes per item), idle free-list memory (bounded, below).
- * Size classes are 16k - 8 bytes (16-byte steps to 1 KiB, then ~1.25x steps to 1 MiB) because
- * glibc's malloc puts an 8-byte header before each chunk and rounds chunks to 16: such a class
- * fills its chunk exactly. The header is 64 bytes, so 1,000,000 items of 32-byte keys and
- * 100-byte values take 200 bytes each (208 with malloc's header) plus ~12 of buckets.
- * Freed items go to a per-shard free list per size class (at most 64 per class and max(max_memory/16/shards, 64 KiB) bytes per shard),
- * and allocation takes from there first: a steady same-size workload does not call malloc.
- * `mallocs` in the stats counts every malloc the store made.
+ * Allocation. Items up to 4904 bytes are chunks of a slab class (slab.h: 64 KiB pages, no
+ * per-chunk header), in 8-byte steps to 1 KiB and ~1.25x steps beyond; larger ones are malloc'ed
+ * in classes of 16k - 16 bytes (glibc's 8-byte chunk header and 16-byte rounding, and the store's
+ * address in a word before the item: a slab chunk finds it through its page) up to 1 MiB, and at
+ * their exact size beyond. The header is 52 bytes (client flags, when not 0, 4 more after the
+ * value), so 1,000,000 items of 32-byte keys and 100-byte values take 184 bytes each plus ~8.4
+ * of buckets (memcached 1.6.18: 192-byte chunks, ~200 bytes an item in all;
+ * loadtest/bench_cache_memory.py). What the limit does not see is
+ * fragmentation: chunks freed back to slab pages that still hold a live item of their class,
+ * after the workload moved to other sizes (at most the limit again, in the worst case; the
+ * stats say how much: slab_free_chunk_bytes). Empty pages go back to a pool shared by every
+ * class, their memory to the kernel beyond 1 MiB of them.
+ * Freed items go to a per-shard free list per size class (at most 64 per class and
+ * max(max_memory/16/shards, 64 KiB) bytes per shard), and allocation takes from there first: a
+ * steady same-size workload touches neither the slab classes' locks nor malloc. `mallocs` in
+ * the stats counts every malloc the store made and every slab page it took.
  *
- * memcached's size classes (`stats items`, `stats slabs`, mg/me "cls"). The store has no slab
- * allocator, so memcached's slab classes are accounting buckets here: class 1 holds 96 bytes,
+ * memcached's size classes (`stats items`, `stats slabs`, mg/me "cls"). Our slab classes are not
+ * memcached's (finer steps, a smaller header), so memcached's are accounting buckets here:
+ * class 1 holds 96 bytes,
  * each next class 1.25 times the previous (rounded up to 8), as long as it stays below the
  * largest chunk / 1.25; the last class is the largest chunk itself, min(512 KiB, max_item_bytes)
  * (memcached's slab_chunk_max: half its 1 MiB page). An item is counted in the first class that
- * holds its accounted size (cache_item_size: our header, key, content type, value, rounded to
- * our allocation class); larger items, which memcached chains from chunks of the largest class,
- * count in the largest class. The classes are as memcached 1.6.18 builds them with -n 48 -f 1.25
- * (96, 120, 152, ... 394840, 524288 for 1 MiB items: 39 classes), so an item lands in the
- * class memcached would put it in give or take our 64-byte header against its 48 to 56. Per class
+ * holds the size memcached 1.6.18 gives it (cache_mc_item_size: its 48-byte header, the CAS, key
+ * and NUL, value and CRLF, the client flags when not 0); larger items, which memcached chains
+ * from chunks of the largest class, count in the largest class. The classes are as memcached
+ * 1.6.18 builds them with -n 48 -f 1.25 (96, 120, 152, ... 394840, 524288 for 1 MiB items: 39
+ * classes), so an item lands in the class memcached would put it in. Per class
  * and shard, under the shard's lock, the store counts items, their bytes, evictions, expiries and
  * hits (cache_class_stats); cache_store_class_stats sums them.
  *
@@ -174,8 +184,11 @@ typedef struct cache_stats {
      * items unlinked because of a flush (lazily or by the sweep). */
     uint64_t mem_used;   /* reserved bytes: linked items + unlinked ones still referenced */
     uint64_t mem_limit;  /* max_memory_bytes */
-    uint64_t mallocs;    /* every malloc/calloc the store made (items and bucket arrays) */
+    uint64_t mallocs;    /* every malloc/calloc the store made (items, bucket arrays) and every
+                          * slab page its classes took from the page pool */
     uint64_t free_bytes; /* idle bytes in the free lists */
+    uint64_t slab_page_bytes;       /* slab pages holding a class's chunks */
+    uint64_t slab_free_chunk_bytes; /* chunks freed back to those pages (fragmentation) */
 } cache_stats;
 
 /* Per size class (memcached's slab class ids 1..CACHE_CLASSES_MAX - 1; 0 unused), summed over
@@ -349,10 +362,13 @@ void cache_store_stats(cache_store *s, cache_stats *out);
 int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
                         void *arg);
 
-/* memcached's size classes (the mapping at the top). cache_store_size_class: the class
- * (1..cache_store_size_classes) an item accounted for `bytes` (cache_item_size) is counted in;
- * cache_store_class_chunk: a class's chunk size (0 outside 1..cache_store_size_classes). */
+/* memcached's size classes (the mapping at the top). cache_mc_item_size: the size memcached
+ * 1.6.18 gives an item (ITEM_ntotal); cache_store_size_class: the class (1..
+ * cache_store_size_classes) an item of memcached size `bytes` is counted in; cache_item_class:
+ * an item's; cache_store_class_chunk: a class's chunk size (0 outside the classes). */
+size_t cache_mc_item_size(size_t klen, size_t vlen, uint32_t flags);
 unsigned cache_store_size_class(const cache_store *s, size_t bytes);
+unsigned cache_item_class(const cache_item *it);
 unsigned cache_store_size_classes(const cache_store *s);
 uint32_t cache_store_class_chunk(const cache_store *s, unsigned cls);
 /* out[0..CACHE_CLASSES_MAX): the counters of every class, summed over the shards. */
@@ -386,7 +402,8 @@ void cache_store_set_evict_hook(cache_store *s, cache_evict_fn fn, void *arg);
  * they reserve memory (memcached alike: its pages go back as the slab mover frees them). */
 void cache_store_set_memory_limit(cache_store *s, uint64_t bytes);
 
-/* Bytes an item of these lengths is accounted for (its size class). */
+/* Bytes an item of these lengths and client flags 0 is accounted for (its size class; nonzero
+ * flags take 4 bytes more). */
 size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen);
 unsigned cache_store_shard_of(const cache_store *s, const char *key, size_t klen);
 unsigned cache_store_shards(const cache_store *s);

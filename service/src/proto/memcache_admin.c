@@ -4,7 +4,8 @@
  * process_lru_crawler_command), checked against the real one in test_memcache_diff.py.
  *
  * What we answer without memcached's machinery behind it:
- *  - slabs: there are no slab pages to move (store.h: one allocation per item). "slabs reassign"
+ *  - slabs: our slab pages are not memcached's (slab.h: 64 KiB, an empty one goes back to a pool
+ *    every class takes from), so there is nothing to move by hand. "slabs reassign"
  *    validates as memcached and then answers what memcached answers when the source class has
  *    no spare page (NOSPARE); "slabs automove" is accepted and only reported.
  *  - lru tune|mode|temp_ttl: validated and accepted; our LRU is one CLOCK list per shard, not
@@ -16,7 +17,7 @@
  *    crawl of some classes walks the whole store all the same (expired items of any size go). A
  *    metadump line's "la" is the walk's time and "fetch" is "no" (the item's history is not read
  *    here yet), "size" is the item's accounted size and "cls" the memcached size class the
- *    store counts it in (cache_store_size_class: the same as stats items and me).
+ *    store counts it in (cache_item_class: the same as stats items and me).
  *  - debugtime (memcached-debug only, behind memcache_options.debug_commands): moves this
  *    listener's clock (mc_now), which expiry is computed and checked against; HTTP keeps the
  *    system clock, so an item set here with a relative exptime may expire at a different moment
@@ -90,7 +91,7 @@ void mc_admin_shutdown(mc_conn *m, const mc_tok *t, size_t nt)
 
 /* ---- slabs ----------------------------------------------------------------------------------- */
 
-/* The classes are memcached's, as the store counts items in them (cache_store_size_class:
+/* The classes are memcached's, as the store counts items in them (cache_item_class:
  * "stats items", "stats slabs", "me" and metadump all name the same class for an item). */
 static unsigned largest_class(const memcache_server *s)
 {
@@ -99,8 +100,7 @@ static unsigned largest_class(const memcache_server *s)
 
 unsigned mc_slab_clsid(const memcache_server *s, size_t klen, size_t vlen, uint32_t flags)
 {
-    (void)flags; /* our accounted size has no suffix for them */
-    return cache_store_size_class(s->store, cache_store_item_size(s->store, klen, 0, vlen));
+    return cache_store_size_class(s->store, cache_mc_item_size(klen, vlen, flags));
 }
 
 /* memcached's safe_strtod: a number, then the end or white space. */
@@ -356,7 +356,7 @@ void mc_admin_lru_crawler(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 static void dump_line(mc_conn *m, const cache_item *it, uint64_t now)
 {
     size_t total = cache_item_size(it);
-    unsigned cls = cache_store_size_class(m->srv->store, total);
+    unsigned cls = cache_item_class(it);
     if (!(m->walk_classes & (UINT64_C(1) << cls)))
         return;
     char key[3 * CACHE_KEY_MAX + 1], line[3 * CACHE_KEY_MAX + 256];

@@ -21,7 +21,7 @@
  * request's b.
  *
  * me <key> [b]: memcached's debug line; exp, la, cas and fetch as memcached computes them, cls
- * and size from our item (cache_store_size_class of its accounted size). */
+ * the memcached class the store counts the item in (cache_item_class), size our item's. */
 #include "proto/memcache_int.h"
 
 #include <stdbool.h>
@@ -506,8 +506,7 @@ void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 /* me <key> [b]: memcached's debug line "ME <key> exp=<s> la=<s> cas=<n> fetch=<yes|no> cls=<n>
  * size=<n>", or EN. exp is memcached's own expression, now minus the expiry (so the seconds
  * left, negated), -1 for none; la the seconds since the last access; cls the memcached slab
- * class an item of our item's accounted size would take (cache_store_size_class); size that
- * size. The lookup changes nothing (no bump, no counters), as memcached's. */
+ * class memcached would store the item in (cache_item_class); size our accounted size. The lookup changes nothing (no bump, no counters), as memcached's. */
 void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 {
     if (nt < 2 || t[1].n > CACHE_KEY_MAX) {
@@ -548,7 +547,7 @@ void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     n += (size_t)snprintf(line + n, sizeof line - n,
                           " exp=%lld la=%u cas=%llu fetch=%s cls=%u size=%zu\r\n", exp, h.idle_s,
                           (unsigned long long)cache_item_cas(it), h.fetched ? "yes" : "no",
-                          cache_store_size_class(m->srv->store, size), size);
+                          cache_item_class(it), size);
     conn_write(m->c, line, n);
     cache_item_release(it);
 }

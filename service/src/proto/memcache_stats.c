@@ -542,7 +542,7 @@ static void stats_slabs(mc_conn *m)
         active++;
     }
     STAT_U(c, "active_slabs", active);
-    STAT_U(c, "total_malloced", cs.mem_used + cs.free_bytes);
+    STAT_U(c, "total_malloced", cs.mem_used + cs.free_bytes + cs.slab_free_chunk_bytes);
     WRITE_LIT(c, "END\r\n");
 }
 
