@@ -2,14 +2,16 @@
  * built without TLS, extstore and the proxy answers them: the same keys in the same order, the
  * same errors, values from our own counters.
  *
- *   stats                     the general set, 83 keys (84 with cache.memcached_idle_timeout_s,
- *                             memcached's -o idle_timeout: idle_kicks): what memcached prints
- *                             without an LRU
- *                             crawler and LRU maintainer thread (-o no_lru_crawler,
- *                             no_lru_maintainer), which we do not have (one LRU per shard, an
- *                             expiry sweep): so no lru_crawler_*, lru_maintainer_juggles, moves_*,
- *                             evicted_active, direct_reclaims, lru_bumps_dropped, and `stats
- *                             settings` says lru_maintainer_thread no; its lru_crawler is whether
+ *   stats                     the general set as memcached prints it without its LRU crawler
+ *                             thread: 90 keys (83 with cache.lru_segmented=false, as memcached
+ *                             -o no_lru_crawler,no_lru_maintainer; one more, idle_kicks, with
+ *                             cache.memcached_idle_timeout_s). The segmented LRU's keys
+ *                             (lru_maintainer_juggles, evicted_active, moves_*) come from the
+ *                             store, whose juggling runs inline (store.h "Segments"), so
+ *                             `stats settings` says lru_maintainer_thread yes while segmented;
+ *                             direct_reclaims and lru_bumps_dropped are 0 (eviction is inline,
+ *                             bumps are never queued). No lru_crawler_* keys: we have no crawler
+ *                             thread (an expiry sweep); its lru_crawler is whether
  *                             lru_crawler crawl/metadump run (memcache_options.lru_crawler,
  *                             lru_crawler enable|disable). Fields with
  *                             a counterpart here get it (store counters, the listener's bytes and
@@ -30,8 +32,10 @@
  *                             slabs once it has held one (memcached keeps its pages). Pages are the
  *                             1 MiB pages memcached would need for the items (ceil(items / chunks
  *                             per page)), total_malloced the bytes the store holds for items
- *                             (reserved + its free lists). age and evicted_time are 0: items
- *                             carry no access time.
+ *                             (reserved + its free lists). items: number_hot/warm/cold/temp and
+ *                             moves_* / hits_to_* from the store's segments; age_hot, age_warm
+ *                             and age are the idle seconds of the oldest HOT/WARM/COLD shard
+ *                             tail that is an item of the class; evicted_time is 0.
  *   stats sizes[_enable|_disable]  the histogram is not kept: sizes answers "disabled", enabling
  *                             answers memcached's error form (sizes_status error).
  *   stats conns               the listening socket and the connections of the asking
