@@ -515,9 +515,12 @@ class Memcache(unittest.TestCase):
             self.assertIn(parts[0], ("STAT", "ITEM"), ln)
             out[parts[1]] = parts[2]
 
-    def test_stats_general_has_memcacheds_83_keys(self):
+    def test_stats_general_has_memcacheds_90_keys(self):
         stats = self.stats()
-        self.assertEqual(len(stats), 83)  # memcached 1.6.18 without LRU crawler and maintainer
+        # memcached 1.6.18 without LRU crawler (83 keys), with its segmented LRU's 7:
+        # lru_maintainer_juggles, evicted_active, moves_*, direct_reclaims, lru_bumps_dropped
+        self.assertEqual(len(stats), 90)
+        self.assertIn("lru_maintainer_juggles", stats)
         self.assertEqual(stats["accepting_conns"], "1")
         self.assertEqual(stats["max_connections"], self.stats(b" settings")["maxconns"])
         self.assertGreater(int(stats["bytes_read"]), 0)  # the listener's own bytes
@@ -1204,6 +1207,42 @@ class MemcacheAdmin(unittest.TestCase):
         self.assertEqual(slabs["active_slabs"], "1")
         self.assertEqual(c.ask(b"stats items\r\n"), b"END\r\n")
 
+    def stats_sub(self, c, sub):
+        """{name: value} of "stats <sub>" up to END."""
+        c.send(b"stats " + sub + b"\r\n")
+        out = {}
+        while True:
+            ln = c.line()
+            if ln == b"END\r\n":
+                return out
+            _, k, v = ln.decode().split()
+            out[k] = v
+
+    def test_lru_flat(self):
+        # memcached -o no_lru_maintainer: one LRU, none of the maintainer's keys (stats.t's 83)
+        _, c = self.server("cache.lru_segmented=false")
+        self.assertEqual(c.ask(b"set f 0 0 1\r\nx\r\n"), b"STORED\r\n")
+        self.assertEqual(len(self.stats(c)), 83)
+        settings = self.stats_sub(c, b"settings")
+        self.assertEqual(settings["lru_maintainer_thread"], "no")
+        self.assertEqual(settings["lru_segmented"], "no")
+        items = self.stats_sub(c, b"items")
+        self.assertFalse([k for k in items if "number_hot" in k or "moves_" in k], items)
+
+    def test_lru_temporary_ttl(self):
+        # memcached -o temporary_ttl=61: TTLs up to 61 s go to the TEMP LRU, longer ones to HOT
+        _, c = self.server("cache.memcached_temporary_ttl_s=61")
+        settings = self.stats_sub(c, b"settings")
+        self.assertEqual((settings["temp_lru"], settings["temporary_ttl"]), ("yes", "61"))
+        self.assertEqual(c.ask(b"set t 0 30 1\r\nx\r\n"), b"STORED\r\n")
+        items = self.stats_sub(c, b"items")
+        self.assertEqual((items["items:1:number_temp"], items["items:1:number_hot"]), ("1", "0"))
+        self.assertEqual(c.ask(b"set h 0 3600 1\r\nx\r\n"), b"STORED\r\n")
+        items = self.stats_sub(c, b"items")
+        self.assertEqual(int(items["items:1:number_hot"]) + int(items["items:1:number_cold"]), 1)
+        self.assertEqual(items["items:1:number_temp"], "1")
+        self.assertGreater(int(self.stats(c)["lru_maintainer_juggles"]), 0)
+
     def test_idle_timeout_kicks(self):
         _, c = self.server("cache.memcached_idle_timeout_s=1", "server.idle_timeout_ms=60000")
         c.send(b"stats\r\n")
@@ -1213,9 +1252,9 @@ class MemcacheAdmin(unittest.TestCase):
             if ln == b"END\r\n":
                 break
             names.append(ln.split()[1])
-        # memcached's place for it (printed only with -o idle_timeout), 84 keys in all
+        # memcached's place for it (printed only with -o idle_timeout), 91 keys in all
         self.assertEqual(names[names.index(b"auth_errors") + 1], b"idle_kicks")
-        self.assertEqual(len(names), 84)
+        self.assertEqual(len(names), 91)
         self.assertEqual(self.stats(c)["idle_kicks"], "0")
         c.send(b"stats settings\r\n")
         settings = {}

@@ -103,13 +103,16 @@ def seconds_or_off(v):
     return str(int(v)) if int(v) else None  # memcached's 0 = off: keep our default
 
 
-# -o name[=value] options: name -> (setting, converter), or None (accepted, no effect: why).
+# -o name[=value] options: name -> (setting, converter), a list of them, or None (accepted,
+# no effect: why).
 OPTIONS = {
     "idle_timeout": ("cache.memcached_idle_timeout_s", seconds_or_off),
     "relaxed_privileges": None,  # memcached's seccomp sandbox; we have none to relax
     "modern": None,  # memcached's preset of its own internals (segmented LRU, crawler, ...)
-    # no_modern also starts memcached without its LRU crawler (lru_crawler enable needed)
-    "no_modern": ("cache.memcached_lru_crawler", lambda v: "false"),
+    # no_modern also starts memcached without its LRU crawler (lru_crawler enable needed) and
+    # with one LRU per class (lru_segmented no)
+    "no_modern": [("cache.memcached_lru_crawler", lambda v: "false"),
+                  ("cache.lru_segmented", lambda v: "false")],
     "slab_chunk_max": None,  # slab page geometry: we have no slab pages (size classes are accounting)
     "slab_reassign": None,  # moving slab pages between classes: no pages to move
     "slab_automove": None,
@@ -118,8 +121,13 @@ OPTIONS = {
     # enable` (our expiry sweep runs either way)
     "lru_crawler": ("cache.memcached_lru_crawler", lambda v: "true"),
     "no_lru_crawler": ("cache.memcached_lru_crawler", lambda v: "false"),
-    "lru_maintainer": None,  # memcached's segmented-LRU maintainer thread; our LRU is CLOCK-like
-    "no_lru_maintainer": None,
+    # memcached's maintainer thread juggles the HOT/WARM/COLD segments; our store does the same
+    # juggling inline (store.h), so the option is whether the LRU is segmented
+    "lru_maintainer": ("cache.lru_segmented", lambda v: "true"),
+    "no_lru_maintainer": ("cache.lru_segmented", lambda v: "false"),
+    # memcached's temporary TTL LRU (it also sets temp_lru): items stored with a TTL up to it
+    # are never evicted
+    "temporary_ttl": ("cache.memcached_temporary_ttl_s", seconds_or_off),
     "watcher_logbuf_size": None,  # the size of memcached's watcher log buffer
 }
 
@@ -158,13 +166,21 @@ def translate(args):
                 if name not in OPTIONS:
                     raise Refused("-o %s: no counterpart in snowflaked" % opt)
                 mapped = OPTIONS[name]
-                if mapped and mapped[1](value) is not None:
-                    settings[mapped[0]] = mapped[1](value)
-                else:
+                pairs = mapped if isinstance(mapped, list) else [mapped] if mapped else []
+                applied = False
+                for key, conv in pairs:
+                    if conv(value) is not None:
+                        settings[key] = conv(value)
+                        applied = True
+                if not applied:
                     notes.append("-o %s: memcached internal, no effect here" % opt)
             i += 2
             continue
         raise Refused("%s: no counterpart in snowflaked" % a)
+    # memcached: "temporary_ttl requires lru_maintainer to be enabled" (exit 64 as it does)
+    if settings.get("cache.memcached_temporary_ttl_s") and \
+            settings.get("cache.lru_segmented") == "false":
+        raise Refused("-o temporary_ttl requires lru_maintainer to be enabled")
     # memcached's -l sets the address of every listener; ours has the HTTP API beside it.
     if settings["cache.memcached_host"] == "localhost":
         settings["cache.memcached_host"] = "127.0.0.1"

@@ -708,8 +708,9 @@ START_TEST(test_evict_order_sampled)
 END_TEST
 
 /* A key written first, then touched (_i = 0) or read twice (_i = 1, memcached's ACTIVE), outlives
- * every key written before that: while any of them is present, so is it. It is evicted soon after
- * (its own shard dates it by the next key stored there). Read once (_i = 2) it is only marked
+ * every key written before that: while any of them is present, so is it. Touched, it is evicted
+ * soon after (its own shard dates it by the next key stored there); read twice, it is in WARM
+ * and stays until memcached's age rule sends it to COLD. Read once (_i = 2) it is only marked
  * fetched and goes first, as in memcached. */
 START_TEST(test_evict_keeps_recently_used)
 {
@@ -754,12 +755,179 @@ START_TEST(test_evict_keeps_recently_used)
         key_n(key, sizeof key, i);
         ck_assert_msg(!stored_quietly(s, key, 3), "key %u, older than the touch, survived it", i);
     }
-    /* Dated by the next key stored in its shard: gone well before another CAP keys. */
+    if (_i == 0) {
+        /* Touched: in HOT, then COLD, dated by the next key stored in its shard: gone well
+         * before another CAP keys. */
+        for (unsigned i = 2 * CAP - 1; i < 3 * CAP; i++) {
+            key_n(key, sizeof key, i);
+            ck_assert_int_eq(put_n(s, key, 100, 4), CACHE_STORED);
+        }
+        ck_assert(!stored_quietly(s, first, 4));
+        cache_store_free(s);
+        return;
+    }
+    /* Read twice: in WARM (memcached's segmented LRU), which eviction leaves alone while COLD
+     * has items, so another CAP keys in the same second leave it there... */
     for (unsigned i = 2 * CAP - 1; i < 3 * CAP; i++) {
         key_n(key, sizeof key, i);
         ck_assert_int_eq(put_n(s, key, 100, 4), CACHE_STORED);
     }
-    ck_assert(!stored_quietly(s, first, 4));
+    ck_assert(stored_quietly(s, first, 4));
+    /* ...until it is idle for more than warm_max_factor (2) times its shard's COLD tail: keys
+     * stored 100 s later make the COLD tails young once the CAP older keys are gone: it goes
+     * down to COLD at its shard's next store, dated there by the keys moved down after it, and
+     * is evicted within another CAP keys. */
+    for (unsigned i = 3 * CAP; i < 6 * CAP; i++) {
+        key_n(key, sizeof key, i);
+        ck_assert_int_eq(put_n(s, key, 100, 100000), CACHE_STORED);
+    }
+    ck_assert(!stored_quietly(s, first, 100000));
+    cache_store_free(s);
+}
+END_TEST
+
+/* ---- memcached's segments (store.h "Segments") --------------------------------------------- */
+
+/* The segment gauges and move counters, summed over the classes. */
+static cache_class_stats seg_totals(cache_store *s, uint64_t now)
+{
+    static cache_class_stats cls[CACHE_CLASSES_MAX];
+    cache_class_stats t;
+    memset(&t, 0, sizeof t);
+    cache_store_class_stats(s, cls, now);
+    for (unsigned k = 0; k < CACHE_CLASSES_MAX; k++) {
+#define SEG_ADD(name) t.name += cls[k].name;
+        CACHE_CLASS_COUNTERS(SEG_ADD)
+        CACHE_CLASS_GAUGES(SEG_ADD)
+#undef SEG_ADD
+        t.age_hot = cls[k].age_hot > t.age_hot ? cls[k].age_hot : t.age_hot;
+        t.age_warm = cls[k].age_warm > t.age_warm ? cls[k].age_warm : t.age_warm;
+    }
+    return t;
+}
+
+static cache_store *mk_seg(uint64_t mem, bool flat, uint32_t temp_ttl_s)
+{
+    cache_store_config c = {.max_memory_bytes = mem, .shards = 1, .seed = 42, .flat_lru = flat,
+                            .temporary_ttl_s = temp_ttl_s};
+    char err[128];
+    cache_store *s = cache_store_new(&c, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    return s;
+}
+
+/* New items go to HOT, whose tails go down to COLD past 20 % of the shard's bytes; an item read
+ * twice in COLD goes to WARM; an active WARM tail stays in WARM; HOT and WARM tails idle longer
+ * than 0.2 / 2 times the COLD tail go down by age. Every step is a juggle the stats count. */
+START_TEST(test_lru_segments)
+{
+    cache_store *s = mk_seg(64 * MiB, false, 0);
+    char key[16];
+    for (unsigned i = 0; i < 10; i++) {
+        snprintf(key, sizeof key, "s%u", i);
+        ck_assert_int_eq(put100(s, key, 1000), CACHE_STORED);
+    }
+    cache_class_stats t = seg_totals(s, 1000);
+    ck_assert_uint_eq(t.number_hot, 2); /* 20 % of 10 equal items */
+    ck_assert_uint_eq(t.number_cold, 8);
+    ck_assert_uint_eq(t.number_warm + t.number_temp, 0);
+    ck_assert_uint_eq(t.moves_to_cold, 8);
+    ck_assert_uint_eq(stats(s).lru_juggles, 10);
+    ck_assert(has(s, "s0", 1000)); /* fetched */
+    ck_assert_uint_eq(seg_totals(s, 1000).number_warm, 0);
+    ck_assert(has(s, "s0", 1000)); /* active, in COLD: to WARM */
+    t = seg_totals(s, 1000);
+    ck_assert_uint_eq(t.number_warm, 1);
+    ck_assert_uint_eq(t.moves_to_warm, 1);
+    ck_assert_uint_eq(t.hits_to_cold, 2);
+    ck_assert(has(s, "s0", 1000)); /* fetched: active again, a mark only in WARM */
+    ck_assert(has(s, "s0", 1000));
+    ck_assert_uint_eq(seg_totals(s, 1000).hits_to_warm, 2);
+    ck_assert_int_eq(put100(s, "s10", 1000), CACHE_STORED); /* the juggle rescues it in WARM */
+    t = seg_totals(s, 1000);
+    ck_assert_uint_eq(t.moves_within_lru, 1);
+    ck_assert_uint_eq(t.number_warm, 1);
+    /* 10 s on: the COLD tail (s1) is 10 s idle; s0 (idle 10 s) is not idle more than twice
+     * that, the HOT tails (10 s) are more than 0.2 times: HOT empties into COLD */
+    unsigned cursor = 0;
+    cache_store_sweep(s, &cursor, 1, 11000);
+    t = seg_totals(s, 11000);
+    ck_assert_uint_eq(t.number_hot, 0);
+    ck_assert_uint_eq(t.number_warm, 1);
+    ck_assert_uint_eq(t.age_warm, 10);
+    /* a fresh COLD tail: s0 is idle more than twice its age and goes down */
+    for (unsigned i = 1; i < 11; i++) {
+        snprintf(key, sizeof key, "s%u", i);
+        ck_assert_int_eq(cache_delete(s, key, strlen(key), 0, 11000), CACHE_DELETED);
+    }
+    uint64_t down = seg_totals(s, 11000).moves_to_cold;
+    ck_assert_int_eq(put100(s, "n1", 11000), CACHE_STORED);
+    ck_assert_int_eq(put100(s, "n2", 11000), CACHE_STORED); /* n1 to COLD, then s0 */
+    t = seg_totals(s, 11000);
+    ck_assert_uint_eq(t.number_warm, 0);
+    ck_assert_uint_eq(t.number_cold, 2);
+    ck_assert_uint_eq(t.number_hot, 1);
+    ck_assert_uint_eq(t.moves_to_cold, down + 2);
+    cache_store_free(s);
+}
+END_TEST
+
+/* flat_lru: one list (COLD), no moves, no juggles; a read item gets a second chance. */
+START_TEST(test_lru_flat)
+{
+    cache_store *s = mk_seg(64 * MiB, true, 0);
+    ck_assert_int_eq(put100(s, "a", 1000), CACHE_STORED);
+    ck_assert_int_eq(put100(s, "b", 1000), CACHE_STORED);
+    ck_assert(has(s, "a", 1000));
+    ck_assert(has(s, "a", 1000));
+    cache_class_stats t = seg_totals(s, 1000);
+    ck_assert_uint_eq(t.number_cold, 2);
+    ck_assert_uint_eq(t.number_hot + t.number_warm + t.number_temp, 0);
+    ck_assert_uint_eq(t.moves_to_cold + t.moves_to_warm + t.moves_within_lru, 0);
+    ck_assert_uint_eq(stats(s).lru_juggles, 0);
+    cache_store_free(s);
+}
+END_TEST
+
+/* temporary_ttl: an item stored with a TTL within it goes to TEMP and is never evicted, however
+ * old; once only TEMP items are left, a store answers NO_MEMORY. */
+START_TEST(test_lru_temp)
+{
+    size_t sz;
+    cache_store *tmp = mk_items(1, 1, &sz);
+    cache_store_free(tmp);
+    cache_store *s = mk_seg(4 * sz, false, 61);
+    char v[101];
+    memset(v, 'v', 100);
+    v[100] = 0;
+    ck_assert_int_eq(put_full(s, "tmp", v, 0, 1000 + 30000, CACHE_MODE_SET, 0, NULL, 1000),
+                     CACHE_STORED); /* TTL 30 s <= 61 */
+    ck_assert_int_eq(put_full(s, "long", v, 0, 1000 + 3600000, CACHE_MODE_SET, 0, NULL, 1000),
+                     CACHE_STORED);
+    cache_class_stats t = seg_totals(s, 1000);
+    ck_assert_uint_eq(t.number_temp, 1);
+    ck_assert_uint_eq(t.number_hot + t.number_cold, 1);
+    char key[16];
+    for (unsigned i = 0; i < 20; i++) {
+        snprintf(key, sizeof key, "k%u", i);
+        ck_assert_int_eq(put_full(s, key, v, 0, 0, CACHE_MODE_SET, 0, NULL, 2000), CACHE_STORED);
+    }
+    ck_assert_uint_eq(stats(s).evictions, 18);
+    ck_assert_uint_eq(seg_totals(s, 2000).number_temp, 1);
+    ck_assert(has(s, "tmp", 2000)); /* unread, oldest, kept */
+    /* all TEMP now: nothing evictable */
+    for (unsigned i = 0; i < 3; i++) {
+        snprintf(key, sizeof key, "t%u", i);
+        ck_assert_int_eq(put_full(s, key, v, 0, 3000 + 10000, CACHE_MODE_SET, 0, NULL, 3000),
+                         CACHE_STORED);
+    }
+    ck_assert_uint_eq(seg_totals(s, 3000).number_temp, 4);
+    ck_assert_int_eq(put_full(s, "more", v, 0, 0, CACHE_MODE_SET, 0, NULL, 3000),
+                     CACHE_NO_MEMORY);
+    /* TEMP items still expire */
+    unsigned cursor = 0;
+    ck_assert_uint_eq(cache_store_sweep(s, &cursor, 1u << 20, 40000), 4);
+    ck_assert_int_eq(put_full(s, "more", v, 0, 0, CACHE_MODE_SET, 0, NULL, 40000), CACHE_STORED);
     cache_store_free(s);
 }
 END_TEST
@@ -1578,7 +1746,7 @@ START_TEST(test_reclaim_counters)
     unsigned cursor = 0;
     ck_assert_uint_eq(cache_store_sweep(s, &cursor, 1u << 20, 3000), 1); /* b */
     static cache_class_stats cls[CACHE_CLASSES_MAX];
-    cache_store_class_stats(s, cls);
+    cache_store_class_stats(s, cls, 3000);
     uint64_t reclaimed = 0, crawler = 0;
     for (unsigned k = 0; k < CACHE_CLASSES_MAX; k++) {
         reclaimed += cls[k].reclaimed;
@@ -1653,6 +1821,9 @@ int main(void)
     tcase_add_test(mem, test_evict_order_sampled);
     tcase_add_loop_test(mem, test_evict_keeps_recently_used, 0, 3);
     tcase_add_test(mem, test_evict_spares_appended_key);
+    tcase_add_test(mem, test_lru_segments);
+    tcase_add_test(mem, test_lru_flat);
+    tcase_add_test(mem, test_lru_temp);
     tcase_add_test(mem, test_size_classes);
     tcase_add_test(mem, test_restore_keeps_cas);
     tcase_add_test(mem, test_foreach_reenters);

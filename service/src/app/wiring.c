@@ -62,7 +62,9 @@ void app_cache_config(const cfg *c, cache_store_config *out)
                                 .lock = c->snowflake.sync == SF_SYNC_MUTEX ? CACHE_LOCK_MUTEX
                                                                            : CACHE_LOCK_SPIN,
                                 .seed = 0,
-                                .no_evictions = !cc->evictions};
+                                .no_evictions = !cc->evictions,
+                                .flat_lru = !cc->lru_segmented,
+                                .temporary_ttl_s = cc->memcached_temporary_ttl_s};
 }
 
 void app_memcache_options(const cfg *c, memcache_options *out)

@@ -50,6 +50,24 @@
 #define BUMP_LOOKAHEAD 8
 /* Tail hint of a shard with nothing to evict. */
 #define HINT_EMPTY UINT64_MAX
+/* Juggling passes (HOT, WARM and COLD tails looked at once each) per store and per shard the
+ * sweep visits: a store adds one item to HOT, so two passes keep up with it and with the hits
+ * that mark items active, and a store never pays for a backlog (memcached's maintainer thread
+ * runs up to 500 per class and wakeup). */
+#define JUGGLE_PASSES 2
+
+/* memcached's segmented LRU (store.h: "Segments"). The order is memcached's LRU ids
+ * (HOT_LRU 0, WARM_LRU 64, COLD_LRU 128, TEMP_LRU 192, shifted). */
+enum { SEG_HOT = 0, SEG_WARM, SEG_COLD, SEG_TEMP, SEG_COUNT };
+/* memcached's defaults (hot_lru_pct, warm_lru_pct, hot_max_factor, warm_max_factor): HOT and WARM
+ * keep at most these shares of a shard's HOT + WARM + COLD bytes; their tails older than these
+ * multiples of the COLD tail's age go to COLD. */
+#define HOT_LRU_PCT          20
+#define WARM_LRU_PCT         40
+#define HOT_MAX_FACTOR_DIV   5 /* hot_max_factor 0.2 */
+#define WARM_MAX_FACTOR_MULT 2 /* warm_max_factor 2.0 */
+/* The access second is kept modulo 2^30 (34 years), compared modulo 2^30. */
+#define ATIME_MASK ((UINT32_C(1) << 30) - 1)
 
 struct cache_shard;
 
@@ -76,7 +94,8 @@ struct cache_item {
     cache_item *lru_prev, *lru_next;
     uint64_t cas;             /* also orders items against a flush (flush_cas) */
     _Atomic uint64_t ref_exp; /* references << 48 | expiry ms (0 = never) */
-    uint32_t atime;           /* second (now_ms / 1000, modulo 2^32) of the last access */
+    uint32_t atime : 30;      /* second (now_ms / 1000, modulo 2^30) of the last access */
+    uint32_t seg : 2;         /* the LRU segment whose list holds it (SEG_*) */
     uint32_t vlen : 31;       /* max_item_bytes <= 1 GiB */
     uint32_t has_flags : 1;   /* nonzero client flags, after the value (item_flags) */
     uint8_t klen;
@@ -84,12 +103,12 @@ struct cache_item {
     uint8_t key_binary : 1; /* the key came in base64 (memcached's meta b): k answers in base64 */
     uint8_t cls;            /* allocation class (SLAB_CLASSES, CLS_EXACT) */
     uint8_t linked : 1, accounted : 1;
-    uint8_t active : 1;     /* read again since it last reached the LRU tail (second chance) */
+    uint8_t active : 1;     /* hit while fetched: memcached's ACTIVE (rescued at its list's tail) */
     uint8_t walk_seen : 1;  /* == shard's walk_parity: visited by (or newer than) the last walk */
     uint8_t fetched : 1;    /* hit (with an LRU bump) since it was stored: memcached's FETCHED */
     uint8_t token_sent : 1; /* a recache token (meta W) went out: memcached's TOKEN_SENT */
     uint8_t stale : 1;      /* invalidated (md I, ms I), served stale: memcached's STALE */
-    uint8_t bumped : 1;     /* moved to the head by touch or a second chance, not by its store */
+    uint8_t bumped : 1;     /* moved to a head by touch or a rescue, not by its store (age_key) */
     char data[];            /* key, content type, value, client flags if has_flags */
 };
 #define ITEM_HEADER offsetof(cache_item, data)
@@ -154,9 +173,17 @@ static void set_expiry(cache_item *it, uint64_t e)
     }
 }
 
-static inline uint32_t now_s32(uint64_t now_ms)
+static inline uint32_t now_s30(uint64_t now_ms)
 {
-    return (uint32_t)(now_ms / 1000);
+    return (uint32_t)(now_ms / 1000) & ATIME_MASK;
+}
+
+/* Seconds since the item's last access (modulo 2^30: a clean wrap); 0 for an access a loop
+ * whose clock runs a little ahead stamped "in the future". */
+static inline uint32_t idle_s(const cache_item *it, uint32_t now_s)
+{
+    uint32_t d = (now_s - it->atime) & ATIME_MASK;
+    return d > ATIME_MASK / 2 ? 0 : d;
 }
 
 typedef struct cache_shard {
@@ -169,8 +196,9 @@ typedef struct cache_shard {
     size_t mask;
     cache_item **old; /* the previous table while a resize is in progress */
     size_t old_mask, migrate_pos;
-    cache_item *lru_head, *lru_tail;
-    cache_item *marker;  /* a walk's place in the LRU list (cache_store_foreach), or NULL */
+    cache_item *seg_head[SEG_COUNT], *seg_tail[SEG_COUNT]; /* most recent at the head */
+    uint64_t seg_bytes[SEG_COUNT];
+    cache_item *marker;  /* a walk's place in an LRU list (cache_store_foreach), or NULL */
     uint8_t walk_parity; /* flipped when a walk starts: every item present becomes unseen */
     uint64_t flush_at;   /* a flush not applied yet (0 = none): due once now >= flush_at */
     uint64_t flush_cas;  /* applied flushes: items with cas <= flush_cas are dead */
@@ -188,6 +216,8 @@ struct cache_store {
     uint64_t id;                 /* unique per store in the process: names it in evict_cache */
     _Atomic uint64_t max_memory; /* cache_store_set_memory_limit may change it at any time */
     bool no_evictions;           /* full: NO_MEMORY instead of evicting (memcached -M) */
+    bool flat;                   /* one LRU (COLD) per shard: memcached without lru_segmented */
+    uint64_t temp_ttl_ms;        /* items whose TTL at store time is <= it go to TEMP; 0 = off */
     uint32_t max_item;
     size_t free_cap; /* per shard */
     slab_arena *slab; /* the slab classes' chunks */
@@ -430,6 +460,12 @@ static inline cache_class_stats *cls_stats(cache_shard *sh, const cache_item *it
     return &sh->cls_stats[mc_class(sh->store, it)];
 }
 
+/* The per-class count of the item's segment (number_hot, ..., number_temp: adjacent). */
+static inline uint64_t *seg_number(cache_shard *sh, const cache_item *it)
+{
+    return &cls_stats(sh, it)->number_hot + it->seg;
+}
+
 /* The shard's free list first, so a steady same-size workload never reaches the allocators. */
 static cache_item *item_alloc(cache_shard *sh, unsigned cls, size_t raw)
 {
@@ -502,19 +538,44 @@ void cache_item_release(cache_item *it)
 
 /* ---- table and LRU (caller holds the shard's lock) ---------------------------------------- */
 
-/* The tail eviction would take (a walk's marker is not an item), or NULL. */
-static cache_item *lru_last(const cache_shard *sh)
+/* The last item of a segment's list (a walk's marker is not an item), or NULL. */
+static inline cache_item *seg_last(const cache_shard *sh, unsigned seg)
 {
-    cache_item *it = sh->lru_tail;
+    cache_item *it = sh->seg_tail[seg];
     return it && it == sh->marker ? it->lru_prev : it;
 }
 
-/* The age key by which eviction compares tails across shards (smaller = older). CAS values come
- * from one store-wide sequence, so an item placed at the head by its store is dated by its CAS.
- * A bumped item (touch, second chance) went to the head later than its CAS says: it is dated by
- * the first item toward the head that a store placed there (placed after the bump), or as "now"
- * if there is none within BUMP_LOOKAHEAD. So a key is never older than the item's last move to
- * the head: a bumped item may outlive exact LRU a little, it is never evicted before it. */
+/* What eviction takes next in this shard: COLD's tail, else HOT's (memcached pulls HOT into
+ * COLD when COLD is empty), else WARM's (memcached's maintainer would drain it to COLD; we have
+ * no thread to wait for). TEMP is never evicted. NULL if there is nothing. */
+static inline cache_item *evict_candidate(const cache_shard *sh)
+{
+    cache_item *it = seg_last(sh, SEG_COLD);
+    if (!it)
+        it = seg_last(sh, SEG_HOT);
+    if (!it)
+        it = seg_last(sh, SEG_WARM);
+    return it;
+}
+
+/* Whether the tail of `seg` is (or just became) the shard's eviction candidate: a change there
+ * changes the published hint. */
+static inline bool seg_evicts_first(const cache_shard *sh, unsigned seg)
+{
+    switch (seg) {
+    case SEG_COLD: return true;
+    case SEG_HOT: return !seg_last(sh, SEG_COLD);
+    case SEG_WARM: return !seg_last(sh, SEG_COLD) && !seg_last(sh, SEG_HOT);
+    default: return false;
+    }
+}
+
+/* The age key by which eviction compares candidates across shards (smaller = older). CAS values
+ * come from one store-wide sequence, so an item placed at a head by its store is dated by its
+ * CAS. A bumped item (touch, a rescue into WARM or HOT) went to its head later than its CAS says:
+ * it is dated by the first item toward the head of its list that a store placed (placed after
+ * the bump), or as "now" if there is none within BUMP_LOOKAHEAD. Items keep their mark when
+ * they move down to COLD, where they are dated the same way by the items moved there after them. */
 static uint64_t age_key(const cache_shard *sh, const cache_item *it)
 {
     for (unsigned bumped = 0; it && bumped <= BUMP_LOOKAHEAD; it = it->lru_prev) {
@@ -527,54 +588,138 @@ static uint64_t age_key(const cache_shard *sh, const cache_item *it)
     return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
 }
 
-/* Publishes the tail's age key for evictors. Called when the tail changes; what changes the key
- * of an unchanged tail (items ahead of a bumped tail leaving, new ones arriving) only makes it
- * younger, so a published hint is never younger than the truth and evictors check it. */
+/* Publishes the candidate's age key for evictors. Called when the candidate changes; what changes
+ * the key of an unchanged candidate (items ahead of a bumped one leaving, new ones arriving) only
+ * makes it younger, so a published hint is never younger than the truth and evictors check it. */
 static void hint_refresh(cache_shard *sh)
 {
-    const cache_item *last = lru_last(sh);
-    atomic_store_explicit(&sh->store->tail_hint[sh->index], last ? age_key(sh, last) : HINT_EMPTY,
+    const cache_item *c = evict_candidate(sh);
+    atomic_store_explicit(&sh->store->tail_hint[sh->index], c ? age_key(sh, c) : HINT_EMPTY,
                           memory_order_relaxed);
+}
+
+/* List surgery only (items and a walk's marker); true if `it` was the tail. */
+static bool list_unlink(cache_shard *sh, cache_item *it)
+{
+    unsigned seg = it->seg;
+    bool was_tail = sh->seg_tail[seg] == it;
+    if (it->lru_prev)
+        it->lru_prev->lru_next = it->lru_next;
+    else
+        sh->seg_head[seg] = it->lru_next;
+    if (it->lru_next)
+        it->lru_next->lru_prev = it->lru_prev;
+    else
+        sh->seg_tail[seg] = it->lru_prev;
+    return was_tail;
 }
 
 static void lru_remove(cache_shard *sh, cache_item *it)
 {
-    bool was_tail = sh->lru_tail == it;
-    if (it->lru_prev)
-        it->lru_prev->lru_next = it->lru_next;
-    else
-        sh->lru_head = it->lru_next;
-    if (it->lru_next)
-        it->lru_next->lru_prev = it->lru_prev;
-    else
-        sh->lru_tail = it->lru_prev;
-    if (was_tail)
+    unsigned seg = it->seg;
+    sh->seg_bytes[seg] -= item_bytes(sh->store, it);
+    (*seg_number(sh, it))--;
+    if (list_unlink(sh, it) && seg_evicts_first(sh, seg))
         hint_refresh(sh);
 }
 
-static void lru_push(cache_shard *sh, cache_item *it)
+static void lru_push(cache_shard *sh, cache_item *it, unsigned seg)
 {
+    it->seg = seg & 3u;
     it->lru_prev = NULL;
-    it->lru_next = sh->lru_head;
-    sh->lru_head = it;
+    it->lru_next = sh->seg_head[seg];
+    sh->seg_head[seg] = it;
+    sh->seg_bytes[seg] += item_bytes(sh->store, it);
+    (*seg_number(sh, it))++;
     if (it->lru_next) {
         it->lru_next->lru_prev = it;
     } else {
-        sh->lru_tail = it;
-        hint_refresh(sh);
+        sh->seg_tail[seg] = it;
+        if (seg_evicts_first(sh, seg))
+            hint_refresh(sh);
     }
 }
 
-/* To the head, dated by `bumped` (set: by the bump, per age_key; clear: by its CAS, which the
- * caller just renewed). */
-static void lru_bump(cache_shard *sh, cache_item *it, bool bumped)
+/* To the head of `seg`, dated by `bumped` (set: by the move, per age_key; clear: by its CAS,
+ * which the caller just renewed). */
+static void lru_move(cache_shard *sh, cache_item *it, unsigned seg, bool bumped)
 {
     it->bumped = bumped;
-    if (sh->lru_head != it) {
+    if (sh->seg_head[seg] != it) {
         lru_remove(sh, it);
-        lru_push(sh, it);
-    } else if (sh->lru_tail == it) {
-        hint_refresh(sh); /* alone in the list: its key changed */
+        lru_push(sh, it, seg);
+    } else if (sh->seg_tail[seg] == it && seg_evicts_first(sh, seg)) {
+        hint_refresh(sh); /* alone in its list: its key changed */
+    }
+}
+
+/* Where a touch, an incr in place or a rescue during a walk puts an item: HOT (COLD when flat),
+ * TEMP items staying in TEMP. A walk visits HOT last, so nothing it has not visited lands
+ * behind it (cache_store_foreach). */
+static inline unsigned bump_seg(const cache_shard *sh, const cache_item *it)
+{
+    if (it->seg == SEG_TEMP)
+        return SEG_TEMP;
+    return sh->store->flat ? SEG_COLD : SEG_HOT;
+}
+
+/* memcached's lru_pull_tail for HOT and WARM without evicting: an active tail is rescued (HOT's
+ * to WARM, WARM's to WARM's head), an inactive one goes to COLD if its segment is over its share
+ * of the shard's bytes (and holds more than that item: a shard's share may be smaller than one
+ * large item, where memcached's per-class lists hold many) or it is older than max_age seconds.
+ * true if it moved something. */
+static bool juggle_tail(cache_shard *sh, unsigned seg, uint64_t limit, uint32_t max_age,
+                        uint32_t now_s)
+{
+    cache_item *it = seg_last(sh, seg);
+    if (!it)
+        return false;
+    cache_class_stats *cs = cls_stats(sh, it);
+    if (it->active) {
+        it->active = 0;
+        if (seg == SEG_WARM)
+            cs->moves_within_lru++;
+        else
+            cs->moves_to_warm++;
+        lru_move(sh, it, SEG_WARM, true);
+        return true;
+    }
+    bool crowded = sh->seg_bytes[seg] > limit && it->lru_prev && it->lru_prev != sh->marker;
+    if (crowded || idle_s(it, now_s) > max_age) {
+        cs->moves_to_cold++;
+        lru_move(sh, it, SEG_COLD, it->bumped);
+        return true;
+    }
+    return false;
+}
+
+/* memcached's lru_maintainer_juggle, inline and bounded (there is no maintainer thread): up to
+ * JUGGLE_PASSES passes over the HOT, WARM and COLD tails (an active COLD tail goes to WARM),
+ * fewer when one moves nothing. Counted in lru_juggles (memcached's lru_maintainer_juggles).
+ * Not while a walk is under way (items would move behind its marker) nor in flat mode. */
+static void juggle(cache_shard *sh, uint64_t now_ms)
+{
+    if (sh->store->flat || sh->marker)
+        return;
+    sh->stats.lru_juggles++;
+    uint32_t now_s = now_s30(now_ms);
+    uint64_t total = sh->seg_bytes[SEG_HOT] + sh->seg_bytes[SEG_WARM] + sh->seg_bytes[SEG_COLD];
+    const cache_item *cold = seg_last(sh, SEG_COLD);
+    uint32_t cold_age = cold ? idle_s(cold, now_s) : 0;
+    for (unsigned pass = 0; pass < JUGGLE_PASSES; pass++) {
+        bool moved = juggle_tail(sh, SEG_HOT, total * HOT_LRU_PCT / 100,
+                                 cold_age / HOT_MAX_FACTOR_DIV, now_s);
+        moved |= juggle_tail(sh, SEG_WARM, total * WARM_LRU_PCT / 100,
+                             cold_age * WARM_MAX_FACTOR_MULT, now_s);
+        cache_item *c = seg_last(sh, SEG_COLD);
+        if (c && c->active) {
+            c->active = 0;
+            cls_stats(sh, c)->moves_to_warm++;
+            lru_move(sh, c, SEG_WARM, true);
+            moved = true;
+        }
+        if (!moved)
+            break;
     }
 }
 
@@ -699,27 +844,46 @@ static void cas_raise(cache_store *s, uint64_t cas)
  * does not keep an item over those stored after it. Each is written only when it changes, so a
  * hot item read many times a second costs no more stores to its header than the mark alone did:
  * a read-only check, then at most one store per second for the access time. */
-static inline void hit_mark(cache_item *it, uint64_t now_ms)
+static inline void hit_mark(cache_shard *sh, cache_item *it, uint64_t now_ms)
 {
-    if (!it->fetched)
+    if (!it->fetched) {
         it->fetched = 1;
-    else if (!it->active)
+    } else if (!it->active) {
         it->active = 1;
-    uint32_t t = now_s32(now_ms);
+        /* memcached's do_item_bump: an item turning active in COLD goes to WARM (memcached
+         * hands it to its maintainer thread; here the move is done at once: O(1), once per
+         * stay in COLD). Elsewhere the mark is enough: the juggle rescues it at its tail. */
+        if (it->seg == SEG_COLD && !sh->store->flat && !sh->marker) {
+            it->active = 0;
+            cls_stats(sh, it)->moves_to_warm++;
+            lru_move(sh, it, SEG_WARM, true);
+        }
+    }
+    uint32_t t = now_s30(now_ms);
     if (it->atime != t)
         it->atime = t;
 }
 
+/* The segment a new item starts in: TEMP if its TTL is within the temporary TTL (memcached's
+ * exptime - current_time <= temporary_ttl), else HOT (COLD when flat). */
+static inline unsigned link_seg(const cache_shard *sh, const cache_item *it, uint64_t now)
+{
+    uint64_t e = item_expiry(it), ttl = sh->store->temp_ttl_ms;
+    if (ttl && e != 0 && e <= now + ttl)
+        return SEG_TEMP;
+    return sh->store->flat ? SEG_COLD : SEG_HOT;
+}
+
 static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
 {
-    it->atime = now_s32(now);
+    it->atime = now_s30(now);
     it->cas = next_cas(sh);
     it->bumped = 0;
     it->walk_seen = sh->walk_parity & 1; /* stored after the last walk began: not its business */
     cache_item **b = &sh->buckets[(h >> sh->hshift) & sh->mask];
     it->h_next = *b;
     *b = it;
-    lru_push(sh, it);
+    lru_push(sh, it, link_seg(sh, it, now));
     it->linked = 1;
     sh->stats.curr_items++;
     sh->stats.bytes += item_bytes(sh->store, it);
@@ -727,6 +891,7 @@ static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
     cs->items++;
     cs->bytes += item_bytes(sh->store, it);
     maybe_grow(sh);
+    juggle(sh, now);
 }
 
 static inline bool is_expired(const cache_item *it, uint64_t now)
@@ -825,7 +990,7 @@ static void note_evicted(evict_note *n, const cache_item *it)
                            .vlen = it->vlen,
                            .flags = item_flags(it),
                            .expiry_ms = item_expiry(it),
-                           .atime_s = it->atime,
+                           .atime_s = it->atime, /* modulo 2^30 */
                            .fetched = it->fetched};
 }
 
@@ -1026,12 +1191,21 @@ static unsigned evict_oldest(cache_shard *sh, uint64_t upto)
     cache_evict_fn notify = atomic_load_explicit(&sh->store->evict_fn, memory_order_acquire);
     evict_note notes[EVICT_BATCH]; /* filled only while notices are on */
     while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && over_limit(sh->store)) {
-        cache_item *it = lru_last(sh);
+        cache_item *it = evict_candidate(sh);
         if (!it)
             break;
-        if (it->active) { /* whatever its age: to the head is where a read item belongs */
+        if (it->active) { /* whatever its age: rescued, as memcached's lru_pull_tail does */
             it->active = 0;
-            lru_bump(sh, it, true);
+            if (sh->store->flat || sh->marker) { /* to a head a walk has still to visit */
+                lru_move(sh, it, bump_seg(sh, it), true);
+            } else {
+                cache_class_stats *cs = cls_stats(sh, it);
+                if (it->seg == SEG_WARM)
+                    cs->moves_within_lru++;
+                else
+                    cs->moves_to_warm++;
+                lru_move(sh, it, SEG_WARM, true);
+            }
             spared++;
             continue;
         }
@@ -1156,6 +1330,8 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     s->id = atomic_fetch_add_explicit(&store_ids, 1, memory_order_relaxed) + 1;
     atomic_init(&s->max_memory, c->max_memory_bytes);
     s->no_evictions = c->no_evictions;
+    s->flat = c->flat_lru;
+    s->temp_ttl_ms = (uint64_t)c->temporary_ttl_s * 1000;
     s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
     s->nclasses = build_classes(s->class_size);
     s->slab = s->nclasses ? slab_arena_new(s->class_size, SLAB_CLASSES, s) : NULL;
@@ -1196,11 +1372,12 @@ void cache_store_free(cache_store *s)
     for (unsigned i = 0; i < s->nshards; i++) {
         cache_shard *sh = &s->shards[i];
         /* Slab chunks go with the arena; malloc'ed items one by one. */
-        for (cache_item *it = sh->lru_head, *next; it; it = next) {
-            next = it->lru_next;
-            if (it != sh->marker && it->cls >= SLAB_CLASSES)
-                item_dealloc(it);
-        }
+        for (unsigned seg = 0; seg < SEG_COUNT; seg++)
+            for (cache_item *it = sh->seg_head[seg], *next; it; it = next) {
+                next = it->lru_next;
+                if (it != sh->marker && it->cls >= SLAB_CLASSES)
+                    item_dealloc(it);
+            }
         for (unsigned c = SLAB_CLASSES; c < MAX_CLASSES; c++)
             for (cache_item *it = sh->free_list[c], *next; it; it = next) {
                 next = it->h_next;
@@ -1478,7 +1655,7 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
         if (restore_cas) {
             it->cas = restore_cas; /* later CAS must exceed it */
             cas_raise(s, restore_cas);
-            if (lru_last(sh) == it)
+            if (evict_candidate(sh) == it)
                 hint_refresh(sh); /* dated by the CAS it was given a moment ago */
         }
         sh->stats.sets++;
@@ -1621,8 +1798,8 @@ int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     if (pp) {
         set_expiry(*pp, expiry_ms);
-        hit_mark(*pp, now_ms); /* memcached's touch bumps as a fetch does */
-        lru_bump(sh, *pp, true);
+        hit_mark(sh, *pp, now_ms); /* memcached's touch bumps as a fetch does */
+        lru_move(sh, *pp, bump_seg(sh, *pp), true);
         sh->stats.touch_hits++;
         cls_stats(sh, *pp)->touch_hits++;
     } else {
@@ -1691,7 +1868,7 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
         if (len == old->vlen && item_refs(old, memory_order_acquire) == 1) {
             memcpy(cache_item_value_mut(old), buf, len);
             old->cas = next_cas(sh);
-            lru_bump(sh, old, false); /* dated by its new CAS */
+            lru_move(sh, old, bump_seg(sh, old), false); /* dated by its new CAS */
             (*hits)++;
             if (decr)
                 cls_stats(sh, old)->decr_hits++;
@@ -1755,9 +1932,11 @@ cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now
     cache_item *it = NULL;
     if (pp && ref_take(*pp)) {
         it = *pp;
-        hit_mark(it, now_ms);
+        cache_class_stats *cs = cls_stats(sh, it);
+        (&cs->hits_to_hot)[it->seg]++; /* the segment it was hit in */
+        hit_mark(sh, it, now_ms);
         sh->stats.get_hits++;
-        cls_stats(sh, it)->get_hits++;
+        cs->get_hits++;
     } else {
         sh->stats.get_misses++;
     }
@@ -1779,9 +1958,8 @@ cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const c
     if (pp && ref_take(*pp)) {
         it = *pp;
         uint64_t exp = item_expiry(it);
-        int32_t idle = (int32_t)(now_s32(now_ms) - it->atime); /* modulo 2^32: wraps cleanly */
         out->expiry_ms = exp;
-        out->idle_s = idle > 0 ? (uint32_t)idle : 0;
+        out->idle_s = idle_s(it, now_s30(now_ms));
         out->fetched = it->fetched;
         out->token_sent = it->token_sent;
         out->stale = it->stale;
@@ -1796,7 +1974,7 @@ cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const c
             out->won = true;
         }
         if (!o->no_bump)
-            hit_mark(it, now_ms);
+            hit_mark(sh, it, now_ms);
         if (o->count == CACHE_COUNT_GET)
             sh->stats.get_hits++;
         else if (o->count == CACHE_COUNT_TOUCH)
@@ -1837,6 +2015,7 @@ size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64
         size_t k = 0;
         lock(sh);
         flush_due(sh, now_ms);
+        juggle(sh, now_ms); /* the age rules move items without traffic too */
         size_t n = sh->mask + 1, on = sh->old ? sh->old_mask + 1 : 0;
         size_t end = n > on ? n : on;
         for (; pos < end && k < budget && k < SWEEP_BATCH; pos++, k++) {
@@ -1931,19 +2110,42 @@ void cache_store_stats(cache_store *s, cache_stats *out)
     out->slab_free_chunk_bytes = ss.free_chunk_bytes;
 }
 
-void cache_store_class_stats(cache_store *s, cache_class_stats *out)
+void cache_store_class_stats(cache_store *s, cache_class_stats *out, uint64_t now_ms)
 {
     memset(out, 0, sizeof *out * CACHE_CLASSES_MAX);
+    uint32_t now_s = now_s30(now_ms);
     for (unsigned i = 0; i < s->nshards; i++) {
         cache_shard *sh = &s->shards[i];
         lock(sh);
         for (unsigned c = 0; c < CACHE_CLASSES_MAX; c++) {
 #define CACHE_CLASS_ADD(name) out[c].name += sh->cls_stats[c].name;
             CACHE_CLASS_COUNTERS(CACHE_CLASS_ADD)
+            CACHE_CLASS_GAUGES(CACHE_CLASS_ADD)
 #undef CACHE_CLASS_ADD
+        }
+        /* ages: of the segment tails, each counted in its item's class (the oldest wins) */
+        static const unsigned segs[3] = {SEG_HOT, SEG_WARM, SEG_COLD};
+        for (unsigned k = 0; k < 3; k++) {
+            const cache_item *t = seg_last(sh, segs[k]);
+            if (!t)
+                continue;
+            cache_class_stats *x = &out[mc_class(s, t)];
+            uint32_t *age = k == 0 ? &x->age_hot : k == 1 ? &x->age_warm : &x->age;
+            uint32_t a = idle_s(t, now_s);
+            *age = a > *age ? a : *age;
         }
         unlock(sh);
     }
+}
+
+bool cache_store_segmented(const cache_store *s)
+{
+    return !s->flat;
+}
+
+uint32_t cache_store_temporary_ttl(const cache_store *s)
+{
+    return (uint32_t)(s->temp_ttl_ms / 1000);
 }
 
 void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t now_ms,
@@ -1955,14 +2157,16 @@ void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t 
         size_t seen = 0;
         lock(sh);
         flush_due(sh, now_ms);
-        for (cache_item *it = sh->lru_head; it && seen < scan && rc == 0; it = it->lru_next) {
-            if (it == sh->marker)
-                continue;
-            seen++;
-            if (mc_class(s, it) == cls && !is_expired(it, now_ms) &&
-                !is_flushed(sh, it))
-                rc = fn(it, arg);
-        }
+        /* most recent first: HOT, WARM, COLD, then TEMP, each from its head */
+        for (unsigned seg = 0; seg < SEG_COUNT; seg++)
+            for (cache_item *it = sh->seg_head[seg]; it && seen < scan && rc == 0;
+                 it = it->lru_next) {
+                if (it == sh->marker)
+                    continue;
+                seen++;
+                if (mc_class(s, it) == cls && !is_expired(it, now_ms) && !is_flushed(sh, it))
+                    rc = fn(it, arg);
+            }
         unlock(sh);
         if (rc)
             return;
@@ -2012,18 +2216,26 @@ void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *ou
 #define WALK_CHUNK      256 /* steps (visits or skips) per lock hold */
 #define WALK_SKIP_RATIO 8   /* skips allowed per item present at the start */
 
+/* The order a walk takes the segments in: TEMP, COLD, WARM, HOT, least recent first within
+ * each. Nothing the walk has not visited may enter a list behind it, so while a walk is under
+ * way on a shard its items do not change segment except toward HOT (bump_seg; TEMP items stay
+ * in TEMP), which comes last: the juggle waits and rescues go to HOT. */
+static const uint8_t walk_order[SEG_COUNT] = {SEG_TEMP, SEG_COLD, SEG_WARM, SEG_HOT};
+
+/* Puts the marker in front of x (toward the head) in list m->seg; x NULL: behind its tail. */
 static void marker_insert_before(cache_shard *sh, cache_item *m, cache_item *x)
 {
+    unsigned seg = m->seg;
     m->lru_next = x;
-    m->lru_prev = x ? x->lru_prev : sh->lru_tail;
+    m->lru_prev = x ? x->lru_prev : sh->seg_tail[seg];
     if (m->lru_prev)
         m->lru_prev->lru_next = m;
     else
-        sh->lru_head = m;
+        sh->seg_head[seg] = m;
     if (x)
         x->lru_prev = m;
     else
-        sh->lru_tail = m;
+        sh->seg_tail[seg] = m;
 }
 
 /* Up to WALK_CHUNK steps of the walk; references the live unseen items in batch. Returns how
@@ -2036,11 +2248,20 @@ static size_t walk_chunk(cache_shard *sh, cache_item *marker, uint64_t now, size
     flush_due(sh, now);
     for (unsigned step = 0; step < WALK_CHUNK; step++) {
         cache_item *it = marker->lru_prev;
-        if (!it) {
-            *done = true;
-            break;
+        if (!it) { /* the head of this list: on to the next segment's tail */
+            unsigned k = 0;
+            while (walk_order[k] != marker->seg)
+                k++;
+            if (k + 1 == SEG_COUNT) {
+                *done = true;
+                break;
+            }
+            list_unlink(sh, marker);
+            marker->seg = walk_order[k + 1];
+            marker_insert_before(sh, marker, NULL);
+            continue;
         }
-        lru_remove(sh, marker);
+        list_unlink(sh, marker);
         marker_insert_before(sh, marker, it); /* `it` is now behind the marker */
         if (it->walk_seen == parity) {
             if ((*skips)-- == 0) {
@@ -2069,6 +2290,7 @@ int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_i
         lock(sh);
         sh->walk_parity ^= 1; /* every item present is unseen now */
         size_t skips = WALK_SKIP_RATIO * (sh->stats.curr_items + WALK_CHUNK);
+        marker.seg = walk_order[0];
         marker_insert_before(sh, &marker, NULL); /* behind the tail: everything is ahead */
         sh->marker = &marker;
         bool done = false;
@@ -2082,7 +2304,7 @@ int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_i
             }
             lock(sh);
         }
-        lru_remove(sh, &marker);
+        list_unlink(sh, &marker);
         sh->marker = NULL;
         unlock(sh);
     }

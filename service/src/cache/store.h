@@ -3,15 +3,29 @@
  *
  * Shape. Keys hash (seeded 64-bit hash) to one of `shards` shards (a power of two). Each shard
  * has its own lock (mutex, or a test-and-test-and-set spinlock with PAUSE and a sched_yield every
- * 1024 spins), its own chained hash table and its own LRU list (most recent at the head). Writes
- * and touch move an item to the head; a hit only marks it, and eviction moves marked tails to
- * the head instead of evicting them (second chance, CLOCK-like), which keeps list surgery and
- * its cache misses off the read path. As in memcached's segmented LRU, the first hit marks an
- * item fetched and only a hit on a fetched item marks it active (worth a second chance), so one
- * read right after a store does not keep an item over newer ones. Eviction order across shards:
- * "Memory" below. Tables double at load factor 1 by INCREMENTAL resize: old and new bucket
+ * 1024 spins), its own chained hash table and its own LRU lists, memcached's segments (below).
+ * Eviction order across shards: "Memory" below. Tables double at load factor 1 by INCREMENTAL resize: old and new bucket
  * arrays live side by side and every operation on the shard moves a few buckets, so no call ever
  * pays for a whole rehash. Tables never shrink.
+ *
+ * Segments (memcached 1.6's segmented LRU, per shard instead of per size class). Each shard has
+ * four lists, most recent at the head: HOT, WARM, COLD and TEMP. A stored item goes to HOT, or
+ * to TEMP when temporary_ttl_s is set and its TTL is at most that (memcached's -o temporary_ttl:
+ * TEMP items are never evicted, only expired, flushed or deleted; when nothing else is left a
+ * store answers NO_MEMORY). The first hit marks an item fetched, a hit on a fetched item marks it
+ * active: an item turning active in COLD moves to WARM at once (moves_to_warm; O(1), once per
+ * stay in COLD), elsewhere the mark is all a hit writes. memcached's maintainer thread is done
+ * inline ("juggling", counted in lru_juggles): each store into a shard, and the expiry sweep in
+ * each shard it visits, look at the HOT, WARM and COLD tails up to twice: an active HOT tail goes
+ * to WARM (moves_to_warm), an active WARM tail to WARM's head (moves_within_lru), an active COLD
+ * tail to WARM; an inactive HOT or WARM tail goes to COLD (moves_to_cold) when its segment holds
+ * more than 20 % / 40 % of the shard's HOT+WARM+COLD bytes (memcached's hot_lru_pct,
+ * warm_lru_pct; and more than that one item: a shard's share may be smaller than one large item)
+ * or it is idle longer than 0.2 / 2 times the COLD tail (hot_max_factor, warm_max_factor). While
+ * a walk (cache_store_foreach) is in a shard, items there change segment only toward HOT, which
+ * the walk visits last. Touch and incr move an item to HOT's head (TEMP items stay in TEMP).
+ * flat_lru (memcached without lru_segmented) keeps one list, COLD: items stored there, hits only
+ * mark them, and eviction gives an active tail a second chance at the head (CLOCK-like).
  *
  * Items. One allocation each: header, key (1..250 bytes of 0x21..0x7e, the memcached rule:
  * cache_key_valid), optional content type (<= 127 bytes, for HTTP), value (<= max_item_bytes).
@@ -55,24 +69,31 @@
  * recache token went out for it (token_sent) and whether it was invalidated (stale). Storing
  * a key starts a new history (except CAS_STALE, above); cache_invalidate marks an item stale
  * without deleting it. These bits live in the item's 52-byte header; a hit writes the access
- * second only when it changed (store.c's hit_mark). Expiry times are kept to the millisecond
+ * second only when it changed (store.c's hit_mark). The access second is kept modulo 2^30 (34
+ * years; the header's other 2 bits name the item's segment) and compared modulo 2^30. Expiry
+ * times are kept to the millisecond
  * up to the year 10889 (larger ones are clamped there).
  *
  * Memory. Every item's real allocation size (its size class, or its exact size above 1 MiB) is
  * reserved in a store-wide counter before it is linked and given back when its last reference
  * goes, so items still held by readers after unlinking count until released. Over
  * max_memory_bytes, the store evicts in one LRU order across shards, as memcached (whose LRU is
- * global) does: every shard publishes the age of its LRU tail in a small array (an item's age is
- * its CAS; for an item bumped by touch or a second chance, the CAS of the next item stored in
- * its shard after the bump); the writer that must evict compares the shards' tail ages without
+ * global per class) does. Each shard's eviction candidate is its COLD tail, else its HOT tail
+ * (memcached pulls HOT into COLD when COLD is empty), else its WARM tail (memcached's maintainer
+ * would drain WARM to COLD); an active candidate is rescued to WARM instead (memcached's
+ * lru_pull_tail). Every shard publishes the age of its candidate in a small array (an item's age
+ * is its CAS; for an item moved by touch or a rescue, the CAS of the next item a store placed
+ * ahead of it in its list, which for an item moved down to COLD is one moved down after it); the
+ * writer that must evict compares the shards' candidate ages without
  * locks, locks the shard with the oldest (the next oldest if another evictor holds it), checks
- * the age there and evicts. A tail's age only grows younger, so each thread remembers the 8
+ * the age there and evicts. A candidate's age only grows younger, so each thread remembers the 8
  * oldest shards its last comparison found and the age all others are younger than, and compares
  * all shards again only once those 8 are used up (about one comparison per 8 evictions). So,
  * with up to 64 shards (the default) and stores one after another: an item
  * stored, appended to or touched later than another is never evicted first, and one read twice
  * or touched outlives every item stored before that (it may outlive exact LRU by the few stores
- * until its shard receives the next item). With more shards an eviction compares a window of 64
+ * until its shard receives the next item; read twice, it stays in WARM until the rules above
+ * move it down). With more shards an eviction compares a window of 64
  * (from the writer's shard, as redis samples): with 1024 shards, 99.3 % of the evicted items
  * were older than the oldest survivor (test_store's test_evict_order_sampled asserts that >= 95 %
  * of the most recent ones stay). Concurrent stores are ordered as their CAS additions were.
@@ -163,6 +184,10 @@ typedef struct cache_store_config {
     cache_lock_kind lock;
     uint64_t seed;     /* hash seed; 0 = derived from the clock and ASLR */
     bool no_evictions; /* when full, refuse (NO_MEMORY) instead of evicting (memcached -M) */
+    bool flat_lru;     /* one LRU per shard instead of HOT/WARM/COLD (memcached without
+                        * lru_segmented: -o no_lru_maintainer, no_modern) */
+    uint32_t temporary_ttl_s; /* items stored with a TTL <= this go to TEMP, never evicted
+                               * (memcached's -o temporary_ttl with temp_lru); 0 = off */
 } cache_store_config;
 
 /* Per-shard counters (kept under the shard's lock), summed by cache_store_stats. The X-macro
@@ -173,7 +198,7 @@ typedef struct cache_store_config {
     X(delete_hits) X(delete_misses) X(touch_hits) X(touch_misses)                                 \
     X(incr_hits) X(incr_misses) X(decr_hits) X(decr_misses)                                       \
     X(evictions) X(expired_lazy) X(expired_swept) X(flushed) X(resizes) X(curr_items) X(bytes)    \
-    X(walks_cut_short)
+    X(walks_cut_short) X(lru_juggles)
 /* clang-format on */
 
 typedef struct cache_stats {
@@ -203,12 +228,20 @@ typedef struct cache_stats {
 #define CACHE_CLASS_COUNTERS(X)                                                                   \
     X(items) X(bytes) X(evicted) X(evicted_nonzero) X(evicted_unfetched) X(expired_unfetched)     \
     X(reclaimed) X(crawler_reclaimed) X(get_hits) X(sets) X(delete_hits) X(incr_hits) X(decr_hits) X(cas_hits)         \
-    X(cas_badval) X(touch_hits)
+    X(cas_badval) X(touch_hits) X(evicted_active) X(moves_to_cold) X(moves_to_warm)              \
+    X(moves_within_lru) X(hits_to_hot) X(hits_to_warm) X(hits_to_cold) X(hits_to_temp)
+/* Items linked now in each LRU segment (adjacent, in segment order: the store indexes them). */
+#define CACHE_CLASS_GAUGES(X) X(number_hot) X(number_warm) X(number_cold) X(number_temp)
 /* clang-format on */
 typedef struct cache_class_stats {
 #define CACHE_CLASS_FIELD(name) uint64_t name;
     CACHE_CLASS_COUNTERS(CACHE_CLASS_FIELD)
+    CACHE_CLASS_GAUGES(CACHE_CLASS_FIELD)
 #undef CACHE_CLASS_FIELD
+    /* seconds since the last access of the oldest HOT, WARM and COLD tail of the class (the
+     * tails of the shards' lists that are items of this class; memcached's age_hot, age_warm,
+     * age): filled by cache_store_class_stats */
+    uint32_t age_hot, age_warm, age;
 } cache_class_stats;
 
 typedef struct cache_store cache_store;
@@ -226,7 +259,7 @@ bool cache_key_valid(const char *key, size_t klen);
 /* ---- reading ----------------------------------------------------------------------------- */
 
 /* A referenced item, or NULL on a miss (expired and flushed items met are unlinked). The item is
- * marked recently used (a second chance at eviction time). Release with cache_item_release. */
+ * marked as hit (fetched, then active: see Segments). Release with cache_item_release. */
 cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms);
 void cache_item_release(cache_item *it); /* NULL is fine */
 
@@ -309,8 +342,8 @@ int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, 
 int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in,
                      bool set_expiry, uint64_t expiry_ms, uint64_t now_ms);
 
-/* Sets a new expiry (0 = never) and moves the item to the LRU head: TOUCHED or NOT_FOUND.
- * The CAS is unchanged, as in memcached. */
+/* Sets a new expiry (0 = never) and moves the item to the head of HOT (TEMP items stay in
+ * TEMP): TOUCHED or NOT_FOUND. The CAS is unchanged, as in memcached. */
 int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms);
 
 /* memcached incr/decr: the value must be 1..20 decimal digits <= 2^64-1 (else NOT_NUMERIC);
@@ -352,7 +385,8 @@ size_t cache_store_scan(cache_store *s, uint64_t *cursor, cache_item **out, size
                         uint64_t now_ms);
 void cache_store_stats(cache_store *s, cache_stats *out);
 /* Calls fn for every live item (not expired, not flushed), shard by shard, in LRU order from
- * the least recent (so reloading them in order restores recency). Items are referenced under
+ * the least recent (TEMP, COLD, WARM, HOT, each from its tail: reloading them in order restores
+ * recency). Items are referenced under
  * the shard's lock 256 at a time (tens of microseconds per hold, whatever the shard's size) and
  * fn runs without any shard lock held: it may call into the store, and slow work in fn stalls nobody.
  * Every item present in a shard when the walk reaches it is visited exactly once (unless
@@ -372,7 +406,10 @@ unsigned cache_item_class(const cache_item *it);
 unsigned cache_store_size_classes(const cache_store *s);
 uint32_t cache_store_class_chunk(const cache_store *s, unsigned cls);
 /* out[0..CACHE_CLASSES_MAX): the counters of every class, summed over the shards. */
-void cache_store_class_stats(cache_store *s, cache_class_stats *out);
+void cache_store_class_stats(cache_store *s, cache_class_stats *out, uint64_t now_ms);
+/* Whether the store keeps HOT/WARM/COLD segments (not flat_lru), and its temporary TTL. */
+bool cache_store_segmented(const cache_store *s);
+uint32_t cache_store_temporary_ttl(const cache_store *s);
 /* `stats cachedump`: calls fn for live items of class cls (cache_store_size_class), most
  * recently used first, shard after shard, under the shard's lock (fn must be quick and must not
  * call into the store), until fn returns non-zero. A debugging aid with bounded cost: it looks at
@@ -391,7 +428,7 @@ typedef struct cache_evicted {
     size_t klen;
     uint32_t vlen, flags;
     uint64_t expiry_ms; /* 0 = never */
-    uint32_t atime_s;   /* the second of its last access (now_ms / 1000) */
+    uint32_t atime_s;   /* the second of its last access (now_ms / 1000, modulo 2^30) */
     bool fetched;       /* hit since it was stored */
 } cache_evicted;
 typedef void (*cache_evict_fn)(void *arg, const cache_evicted *e);

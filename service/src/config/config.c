@@ -172,6 +172,7 @@ static const char *cfg_log_name(const void *field)
  *   cache.snapshot_interval_s           u32      0..86400 (a day)         0 = only at stop
  *   cache.memcached_reqs_per_event      u32      1..1000000               memcached -R
  *   cache.memcached_idle_timeout_s      u32      0..86400 (a day)         memcached -o idle_timeout
+ *   cache.memcached_temporary_ttl_s     u32      0..2592000 (30 days)     memcached -o temporary_ttl
  *   auth.token                          string   0..255 bytes             not with token_file
  */
 static const cfg_key cfg_keys[] = {
@@ -239,6 +240,8 @@ static const cfg_key cfg_keys[] = {
     K_BOOL("cache.memcached_watch", cache.memcached_watch),
     K_U32("cache.memcached_idle_timeout_s", cache.memcached_idle_timeout_s, 0, 86400),
     K_BOOL("cache.memcached_lru_crawler", cache.memcached_lru_crawler),
+    K_BOOL("cache.lru_segmented", cache.lru_segmented),
+    K_U32("cache.memcached_temporary_ttl_s", cache.memcached_temporary_ttl_s, 0, 86400 * 30),
     K_BOOL("echo.http_enabled", echo.http_enabled),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR),
     K_U32("echo.tcp_port", echo.tcp_port, 0, 65535),

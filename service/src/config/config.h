@@ -97,6 +97,8 @@ typedef struct cfg_cache {
     bool memcached_watch;             /* false = -W: the watch command refused */
     uint32_t memcached_idle_timeout_s; /* -o idle_timeout; 0 = server.idle_timeout_ms applies */
     bool memcached_lru_crawler;        /* false = -o no_lru_crawler: lru_crawler starts disabled */
+    bool lru_segmented;                /* HOT/WARM/COLD per shard; false = one LRU (store.h) */
+    uint32_t memcached_temporary_ttl_s; /* -o temporary_ttl: TTLs <= it never evicted; 0 = off */
 } cfg_cache;
 
 typedef struct cfg_echo {

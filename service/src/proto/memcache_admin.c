@@ -8,8 +8,10 @@
  *    every class takes from), so there is nothing to move by hand. "slabs reassign"
  *    validates as memcached and then answers what memcached answers when the source class has
  *    no spare page (NOSPARE); "slabs automove" is accepted and only reported.
- *  - lru tune|mode|temp_ttl: validated and accepted; our LRU is one CLOCK list per shard, not
- *    memcached's hot/warm/cold segments, so the values change nothing.
+ *  - lru tune|mode|temp_ttl: validated and accepted, but the values change nothing: the store's
+ *    segments (HOT/WARM/COLD/TEMP, store.h) keep memcached's default tuning, and whether they
+ *    exist and the temporary TTL are set at start (cache.lru_segmented,
+ *    cache.memcached_temporary_ttl_s).
  *  - lru_crawler crawl: a walk of the whole store that unlinks what has expired (the loops'
  *    sweep does the same a little at a time); metadump: one line per live item. Both run on the
  *    requesting connection in bounded slices across loop turns (cache_store_scan), one walk at a

@@ -2,14 +2,16 @@
  * built without TLS, extstore and the proxy answers them: the same keys in the same order, the
  * same errors, values from our own counters.
  *
- *   stats                     the general set, 83 keys (84 with cache.memcached_idle_timeout_s,
- *                             memcached's -o idle_timeout: idle_kicks): what memcached prints
- *                             without an LRU
- *                             crawler and LRU maintainer thread (-o no_lru_crawler,
- *                             no_lru_maintainer), which we do not have (one LRU per shard, an
- *                             expiry sweep): so no lru_crawler_*, lru_maintainer_juggles, moves_*,
- *                             evicted_active, direct_reclaims, lru_bumps_dropped, and `stats
- *                             settings` says lru_maintainer_thread no; its lru_crawler is whether
+ *   stats                     the general set as memcached prints it without its LRU crawler
+ *                             thread: 90 keys (83 with cache.lru_segmented=false, as memcached
+ *                             -o no_lru_crawler,no_lru_maintainer; one more, idle_kicks, with
+ *                             cache.memcached_idle_timeout_s). The segmented LRU's keys
+ *                             (lru_maintainer_juggles, evicted_active, moves_*) come from the
+ *                             store, whose juggling runs inline (store.h "Segments"), so
+ *                             `stats settings` says lru_maintainer_thread yes while segmented;
+ *                             direct_reclaims and lru_bumps_dropped are 0 (eviction is inline,
+ *                             bumps are never queued). No lru_crawler_* keys: we have no crawler
+ *                             thread (an expiry sweep); its lru_crawler is whether
  *                             lru_crawler crawl/metadump run (memcache_options.lru_crawler,
  *                             lru_crawler enable|disable). Fields with
  *                             a counterpart here get it (store counters, the listener's bytes and
@@ -30,8 +32,10 @@
  *                             slabs once it has held one (memcached keeps its pages). Pages are the
  *                             1 MiB pages memcached would need for the items (ceil(items / chunks
  *                             per page)), total_malloced the bytes the store holds for items
- *                             (reserved + its free lists). age and evicted_time are 0: items
- *                             carry no access time.
+ *                             (reserved + its free lists). items: number_hot/warm/cold/temp and
+ *                             moves_* / hits_to_* from the store's segments; age_hot, age_warm
+ *                             and age are the idle seconds of the oldest HOT/WARM/COLD shard
+ *                             tail that is an item of the class; evicted_time is 0.
  *   stats sizes[_enable|_disable]  the histogram is not kept: sizes answers "disabled", enabling
  *                             answers memcached's error form (sizes_status error).
  *   stats conns               the listening socket and the connections of the asking
@@ -76,7 +80,7 @@
     X(cas_hits) X(cas_badval) X(touch_hits) X(touch_misses) X(store_too_large)                    \
     X(store_no_memory) X(bytes_read) X(bytes_written) X(listen_disabled_num) X(conn_yields)       \
     X(total_items) X(expired_unfetched) X(evicted_unfetched) X(evictions) X(reclaimed)         \
-    X(crawler_reclaimed) X(idle_kicks)
+    X(crawler_reclaimed) X(idle_kicks) X(lru_maintainer_juggles)
 /* clang-format on */
 typedef struct mc_counts {
 #define MC_COUNT_FIELD(name) uint64_t name;
@@ -205,6 +209,7 @@ static void gather(const mc_conn *m, const cache_stats *cs, const cache_class_st
     out->reclaimed = tot.reclaimed;
     out->crawler_reclaimed = tot.crawler_reclaimed;
     out->idle_kicks = SUM(s, idle_kicks);
+    out->lru_maintainer_juggles = cs->lru_juggles;
 }
 
 /* v - baseline, as this view shows it (0 if the counter is somehow below its baseline). */
@@ -221,7 +226,7 @@ static void shown(const mc_conn *m, mc_counts *out, cache_stats *cs, cache_class
 {
     mc_stats *st = m->srv->stats;
     cache_store_stats(m->srv->store, cs);
-    cache_store_class_stats(m->srv->store, cls);
+    cache_store_class_stats(m->srv->store, cls, mc_now(m->srv));
     gather(m, cs, cls, out);
     if (used) {
         *used = 0;
@@ -236,8 +241,8 @@ static void shown(const mc_conn *m, mc_counts *out, cache_stats *cs, cache_class
     for (unsigned k = 0; k < CACHE_CLASSES_MAX; k++) {
         cache_class_stats *c = &cls[k];
         const cache_class_stats *b = &st->base_cls[k];
-        uint64_t items = c->items, bytes = c->bytes; /* state, not events: never reset */
-#define SHOW_CLS(name) c->name = since(c->name, b->name);
+        uint64_t items = c->items, bytes = c->bytes; /* state, not events: never reset (nor */
+#define SHOW_CLS(name) c->name = since(c->name, b->name); /* the gauges and ages) */
         CACHE_CLASS_COUNTERS(SHOW_CLS)
 #undef SHOW_CLS
         c->items = items;
@@ -253,7 +258,7 @@ static void stats_reset(mc_conn *m)
     static _Thread_local cache_class_stats cls[CACHE_CLASSES_MAX]; /* 7.5 KiB: off the stack */
     mc_counts raw;
     cache_store_stats(m->srv->store, &cs);
-    cache_store_class_stats(m->srv->store, cls);
+    cache_store_class_stats(m->srv->store, cls, mc_now(m->srv));
     gather(m, &cs, cls, &raw);
     pthread_mutex_lock(&st->mu);
     st->base = raw;
@@ -367,9 +372,13 @@ static void stats_general(mc_conn *m, uint64_t now)
     static const char *const zeros[] = {
         "slab_reassign_rescues", "slab_reassign_chunk_rescues", "slab_reassign_evictions_nomem",
         "slab_reassign_inline_reclaim", "slab_reassign_busy_items", "slab_reassign_busy_deletes",
-        "slab_reassign_running", "slabs_moved", "malloc_fails"};
+        "slab_reassign_running", "slabs_moved"};
     for (size_t i = 0; i < sizeof zeros / sizeof *zeros; i++)
         STAT_U(c, zeros[i], 0);
+    bool segmented = cache_store_segmented(s->store);
+    if (segmented) /* our maintainer: the juggling on the store path and in the sweep */
+        STAT_U(c, "lru_maintainer_juggles", v.lru_maintainer_juggles);
+    STAT_U(c, "malloc_fails", 0);
     mc_watch_stats ws; /* watch (memcache_watch.c); not reset by "stats reset" */
     mc_watch_stats_get(&s->watch, &ws);
     STAT_U(c, "log_worker_dropped", ws.worker_dropped);
@@ -385,11 +394,22 @@ static void stats_general(mc_conn *m, uint64_t now)
     STAT_U(c, "slab_global_page_pool", 0);
     STAT_U(c, "expired_unfetched", v.expired_unfetched);
     STAT_U(c, "evicted_unfetched", v.evicted_unfetched);
+    cache_class_stats tot;
+    class_totals(cls, &tot);
+    if (segmented)
+        STAT_U(c, "evicted_active", tot.evicted_active);
     STAT_U(c, "evictions", v.evictions);
     STAT_U(c, "reclaimed", v.reclaimed);
     STAT_U(c, "crawler_reclaimed", v.crawler_reclaimed); /* the expiry sweep: our crawler */
     STAT_U(c, "crawler_items_checked", 0);
     STAT_U(c, "lrutail_reflocked", 0);
+    if (segmented) {
+        STAT_U(c, "moves_to_cold", tot.moves_to_cold);
+        STAT_U(c, "moves_to_warm", tot.moves_to_warm);
+        STAT_U(c, "moves_within_lru", tot.moves_within_lru);
+        STAT_U(c, "direct_reclaims", 0);   /* no allocation loop retries: eviction is inline */
+        STAT_U(c, "lru_bumps_dropped", 0); /* bumps are never queued, so never dropped */
+    }
     WRITE_LIT(c, "END\r\n");
 }
 
@@ -442,14 +462,17 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "flush_enabled", s->opts.flush_enabled ? "yes" : "no");
     stat_line(c, "dump_enabled", "yes");
     stat_line(c, "hash_algorithm", "wyhash");
-    stat_line(c, "lru_maintainer_thread", "no");
-    stat_line(c, "lru_segmented", "no");
+    /* no thread, but the juggling it does runs inline whenever the LRU is segmented */
+    bool segmented = cache_store_segmented(s->store);
+    uint32_t temp_ttl = cache_store_temporary_ttl(s->store);
+    stat_line(c, "lru_maintainer_thread", segmented ? "yes" : "no");
+    stat_line(c, "lru_segmented", segmented ? "yes" : "no");
     stat_line(c, "hot_lru_pct", "20");
     stat_line(c, "warm_lru_pct", "40");
     stat_line(c, "hot_max_factor", "0.20");
     stat_line(c, "warm_max_factor", "2.00");
-    stat_line(c, "temp_lru", "no");
-    stat_line(c, "temporary_ttl", "61");
+    stat_line(c, "temp_lru", temp_ttl ? "yes" : "no");
+    STAT_U(c, "temporary_ttl", temp_ttl ? temp_ttl : 61); /* memcached's default when off */
     STAT_U(c, "idle_timeout",
            s->opts.idle_timeout_s ? s->opts.idle_timeout_s : ns->cfg.idle_timeout_ms / 1000);
     stat_line(c, "watcher_logbuf_size", "262144");
@@ -471,6 +494,8 @@ static void stats_items(mc_conn *m)
     mc_counts v;
     shown(m, &v, &cs, cls, NULL);
     char name[64];
+    bool segmented = cache_store_segmented(m->srv->store);
+    bool temp = cache_store_temporary_ttl(m->srv->store) != 0;
     for (unsigned k = 1; k < CACHE_CLASSES_MAX; k++) {
         const cache_class_stats *x = &cls[k];
         if (x->items == 0)
@@ -481,7 +506,16 @@ static void stats_items(mc_conn *m)
         STAT_U(c, name, val);                                                                    \
     } while (0)
         ITEM("number", x->items);
-        ITEM("age", 0);
+        if (segmented) {
+            ITEM("number_hot", x->number_hot);
+            ITEM("number_warm", x->number_warm);
+            ITEM("number_cold", x->number_cold);
+            if (temp)
+                ITEM("number_temp", x->number_temp);
+            ITEM("age_hot", x->age_hot);
+            ITEM("age_warm", x->age_warm);
+        }
+        ITEM("age", x->age);
         ITEM("mem_requested", x->bytes);
         ITEM("evicted", x->evicted);
         ITEM("evicted_nonzero", x->evicted_nonzero);
@@ -491,9 +525,21 @@ static void stats_items(mc_conn *m)
         ITEM("reclaimed", x->reclaimed);
         ITEM("expired_unfetched", x->expired_unfetched);
         ITEM("evicted_unfetched", x->evicted_unfetched);
+        if (segmented)
+            ITEM("evicted_active", x->evicted_active);
         ITEM("crawler_reclaimed", x->crawler_reclaimed);
         ITEM("crawler_items_checked", 0);
         ITEM("lrutail_reflocked", 0);
+        if (segmented) {
+            ITEM("moves_to_cold", x->moves_to_cold);
+            ITEM("moves_to_warm", x->moves_to_warm);
+            ITEM("moves_within_lru", x->moves_within_lru);
+            ITEM("direct_reclaims", 0);
+            ITEM("hits_to_hot", x->hits_to_hot);
+            ITEM("hits_to_warm", x->hits_to_warm);
+            ITEM("hits_to_cold", x->hits_to_cold);
+            ITEM("hits_to_temp", x->hits_to_temp);
+        }
 #undef ITEM
     }
     WRITE_LIT(c, "END\r\n");

@@ -316,7 +316,7 @@ void mc_watch_evicted(void *arg, const cache_evicted *x)
     ev_key(&e, x->key, x->klen);
     e.clsid = mc_slab_clsid(s, x->klen, x->vlen, x->flags);
     e.ttl = x->expiry_ms ? secs_left(x->expiry_ms, now) : -1;
-    e.la = (int32_t)((uint32_t)(now / 1000) - x->atime_s);
+    e.la = (int32_t)(((uint32_t)(now / 1000) - x->atime_s) & ((UINT32_C(1) << 30) - 1));
     ring_put(&s->watch, perloop_at(&s->watch.rings, tl_loop), &e);
 }
 
