@@ -4,7 +4,7 @@ memcached text protocol into snowflaked and into memcached, RSS measured from /p
 after. Prints bytes per item for both and their ratio. Loopback only; both servers are started
 here and stopped by PID.
 
-    loadtest/bench_cache_memory.py [-n ITEMS] [-b build_dir]
+    loadtest/bench_cache_memory.py [-n ITEMS] [-b build_dir] [-r ROUNDS]
 """
 import argparse
 import os
@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import statistics
 import tempfile
 import time
 
@@ -68,6 +69,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=1000000)
     ap.add_argument("-b", default="build")
+    ap.add_argument("-r", type=int, default=1, help="alternating rounds (medians compared)")
     a = ap.parse_args()
     memcached = shutil.which("memcached") or "/usr/bin/memcached"
     if not os.path.exists(memcached):
@@ -75,17 +77,23 @@ def main():
                        env=dict(os.environ, SNOWFLAKED_EXTRA_PACKAGES="memcached"))
     print("%d items, 32-byte keys, 100-byte values, memcached protocol, noreply sets" % a.n)
     mem_mb = str(max(64, a.n * 400 // (1 << 20)))
-    port = free_port()
-    with tempfile.TemporaryDirectory() as d:
-        ours = measure("snowflaked", [os.path.join(ROOT, a.b, "snowflaked"), "-p",
-                                      str(free_port()), "-t", "1", "--set",
-                                      "cache.memcached_port=%d" % port, "--set",
-                                      "cache.max_memory_bytes=%d" % (int(mem_mb) << 20),
-                                      "--set", "cache.persist=false"],
-                       port, a.n, cwd=d)
-    port = free_port()
-    theirs = measure("memcached", [memcached, "-p", str(port), "-U", "0", "-l", "127.0.0.1",
-                                   "-m", mem_mb, "-t", "1", "-u", "nobody"], port, a.n)
+    ours_runs, theirs_runs = [], []
+    for _ in range(a.r):
+        port = free_port()
+        with tempfile.TemporaryDirectory() as d:
+            ours_runs.append(measure(
+                "snowflaked", [os.path.join(ROOT, a.b, "snowflaked"), "-p", str(free_port()),
+                               "-t", "1", "--set", "cache.memcached_port=%d" % port, "--set",
+                               "cache.max_memory_bytes=%d" % (int(mem_mb) << 20), "--set",
+                               "cache.persist=false"], port, a.n, cwd=d))
+        port = free_port()
+        theirs_runs.append(measure("memcached", [memcached, "-p", str(port), "-U", "0", "-l",
+                                                 "127.0.0.1", "-m", mem_mb, "-t", "1", "-u",
+                                                 "nobody"], port, a.n))
+    ours, theirs = statistics.median(ours_runs), statistics.median(theirs_runs)
+    if a.r > 1:
+        print("medians of %d rounds: snowflaked %.1f, memcached %.1f bytes/item" %
+              (a.r, ours, theirs))
     print("ratio snowflaked/memcached: %.2f" % (ours / theirs))
 
 

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,8 +30,25 @@ def cpu_ticks(pid):
 
 
 
+def server_stats(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"stats\r\n")
+        buf = b""
+        while not buf.endswith(b"END\r\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return {f[1]: f[2] for f in (ln.split(" ") for ln in buf.decode().split("\r\n"))
+            if len(f) == 3 and f[0] == "STAT"}
+
+
 def slap(port, test, execute, conc, pid):
-    before = cpu_ticks(pid)
+    """One memcslap run: (operations of the test per second of its phase, server CPU-us per
+    request of the whole run, hit ratio of its gets). memcslap's "Time to get N keys" counts
+    the hits, not the gets, so the counts come from the server's own stats; memcslap -t get
+    first loads its keys with sets, and that CPU is spread over all requests."""
+    before, st0 = cpu_ticks(pid), server_stats(port)
     t0 = time.time()
     r = subprocess.run(["memcslap", "-s", "127.0.0.1:%d" % port, "-c", str(conc), "-e",
                         str(execute), "-t", test], capture_output=True, text=True, timeout=300)
@@ -38,10 +56,15 @@ def slap(port, test, execute, conc, pid):
     ticks = cpu_ticks(pid) - before
     if r.returncode != 0:
         sys.exit("memcslap failed: " + r.stdout + r.stderr)
-    m = re.search(r"Time to %s\s+(\d+) keys by\s+\d+ threads:\s+([\d.]+) seconds" % test,
+    st1 = server_stats(port)
+    delta = {k: int(st1[k]) - int(st0[k]) for k in ("cmd_get", "cmd_set", "get_hits")}
+    m = re.search(r"Time to %s\s+\d+ keys(?: by\s+\d+ threads)?:\s+([\d.]+) seconds" % test,
                   r.stdout)
-    ops, took = (int(m.group(1)), float(m.group(2))) if m else (execute * conc, secs)
-    return ops / took, ticks * 1e6 / os.sysconf("SC_CLK_TCK") / ops
+    took = float(m.group(1)) if m else secs
+    ops = delta["cmd_get"] if test == "get" else delta["cmd_set"]
+    requests = delta["cmd_get"] + delta["cmd_set"]
+    hits = delta["get_hits"] / delta["cmd_get"] if delta["cmd_get"] else 0.0
+    return ops / took, ticks * 1e6 / os.sysconf("SC_CLK_TCK") / max(requests, 1), hits
 
 
 def main():
@@ -76,14 +99,18 @@ def main():
                                           ("memcached", theirs_port, theirs)):
                         res.setdefault((test, name), []).append(slap(port, test, a.e, a.c,
                                                                      p.pid))
-            print("%-5s | %12s %12s %6s | %9s %9s %6s" % ("op", "ours ops/s", "mc ops/s",
-                                                           "ratio", "ours us", "mc us", "ratio"))
+            print("%-5s | %12s %12s %6s | %9s %9s %6s | %8s %8s" % (
+                "op", "ours ops/s", "mc ops/s", "ratio", "ours us", "mc us", "ratio",
+                "ours hit", "mc hit"))
             for test in ("set", "get"):
                 o = sorted(res[(test, "ours")])[a.r // 2]
                 m = sorted(res[(test, "memcached")])[a.r // 2]
-                print("%-5s | %12.0f %12.0f %6.2f | %9.2f %9.2f %6.2f" %
-                      (test, o[0], m[0], o[0] / m[0], o[1], m[1], o[1] / m[1]))
-            print("(median by ops/s; us = server CPU microseconds per operation)")
+                hit = ("%7.1f%% %7.1f%%" % (o[2] * 100, m[2] * 100)) if test == "get" else ""
+                print("%-5s | %12.0f %12.0f %6.2f | %9.2f %9.2f %6.2f | %s" %
+                      (test, o[0], m[0], o[0] / m[0], o[1], m[1], o[1] / m[1], hit))
+            print("(median by ops/s; ops/s: the test's requests over its phase's time, as the "
+                  "servers count them; us = server CPU microseconds per request of the whole run, "
+                  "memcslap's key loading included; hit: get hits / gets, both 64 MiB)")
         finally:
             for p in (ours, theirs):
                 p.send_signal(signal.SIGTERM)

@@ -12,7 +12,7 @@
 #include "cache/slab.h"
 #include "check_main.h"
 
-static const uint32_t sizes[] = {64, 72, 184, 1024, 4904};
+static const uint32_t sizes[] = {64, 72, 184, 1024, 7936};
 #define NCLS (sizeof sizes / sizeof sizes[0])
 
 static slab_arena *mk(void *owner)
@@ -82,7 +82,7 @@ START_TEST(test_pages_move_between_classes)
     ck_assert_uint_eq(st.pages_in_use, 1);
     ck_assert_uint_eq(st.pages_pooled, SLAB_REGION_PAGES - 1);
     ck_assert_uint_eq(st.free_chunk_bytes, (uint64_t)per_page(64) * 64);
-    unsigned m = per_page(4904) * (SLAB_REGION_PAGES - 1);
+    unsigned m = per_page(7936) * (SLAB_REGION_PAGES - 1);
     for (unsigned i = 0; i < m; i++)
         ck_assert_ptr_nonnull(p[i] = slab_alloc(a, 4));
     slab_get_stats(a, &st);

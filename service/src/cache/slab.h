@@ -23,7 +23,7 @@
 #define SLAB_PAGE_HEADER   64u /* at the start of every page */
 #define SLAB_REGION_PAGES  32u /* pages per mapping: 2 MiB */
 #define SLAB_POOL_RESIDENT 16u /* pooled pages kept resident (1 MiB) */
-#define SLAB_CLASSES_MAX   160u
+#define SLAB_CLASSES_MAX   192u
 
 typedef struct slab_arena slab_arena;
 

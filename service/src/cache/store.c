@@ -15,14 +15,17 @@
 #include <time.h>
 
 /* Allocation classes (store.h): ids [0, SLAB_CLASSES) are slab chunks (slab.h), 8-byte steps
- * from SLAB_MIN to SMALL_MAX then ~1.25x steps; ids [SLAB_CLASSES, nclasses) are malloc'ed, with
+ * from SLAB_MIN to SMALL_MAX, then steps of 1/16 of each power of two (64 bytes to 2 KiB, 128 to
+ * 4 KiB, 256 up to the largest chunk with 8 to a page): at most ~6 % rounding where 1.25x steps
+ * waste ~11 % on average; ids [SLAB_CLASSES, nclasses) are malloc'ed, with
  * the store's address in a word before the item (slab chunks find it through their page), in
  * classes of 16k - 16 bytes that fill glibc's chunks (an 8-byte header, 16-byte rounding)
  * exactly; CLS_EXACT is an item above them all, malloc'ed at its exact size. */
 #define SLAB_MIN        64u
 #define SLAB_STEP       8u
 #define SMALL_MAX       1024u
-#define SLAB_CLASSES    128u
+#define SLAB_CLASSES    168u
+#define SLAB_CHUNK_MAX  ((SLAB_PAGE_BYTES - SLAB_PAGE_HEADER) / 8) /* 8184 */
 #define MALLOC_STEP     16u
 #define MALLOC_OVERHEAD 16u /* glibc's header + the store's address */
 #define LARGE_MAX       (1024u * 1024u)
@@ -340,11 +343,12 @@ static unsigned build_classes(uint32_t *sz)
     uint32_t c;
     for (c = SLAB_MIN; c <= SMALL_MAX; c += SLAB_STEP)
         sz[n++] = c;
-    for (c = SMALL_MAX; n < SLAB_CLASSES;) {
-        c = (c + c / 4 + SLAB_STEP - 1) & ~(SLAB_STEP - 1);
-        sz[n++] = c;
-    }
-    if (n != SLAB_CLASSES || c > (SLAB_PAGE_BYTES - SLAB_PAGE_HEADER) / 8)
+    for (uint32_t pow2 = SMALL_MAX; pow2 < SLAB_CHUNK_MAX; pow2 *= 2)
+        for (c = pow2 + pow2 / 16; c <= 2 * pow2 && c <= SLAB_CHUNK_MAX && n < MAX_CLASSES;
+             c += pow2 / 16)
+            sz[n++] = c;
+    c = sz[n - 1];
+    if (n != SLAB_CLASSES)
         return 0;
     while (c < LARGE_MAX) {
         c = (c + c / 4 + MALLOC_STEP - 1) & ~(MALLOC_STEP - 1);
@@ -674,9 +678,9 @@ static bool juggle_tail(cache_shard *sh, unsigned seg, uint64_t limit, uint32_t 
     cache_item *it = seg_last(sh, seg);
     if (!it)
         return false;
-    cache_class_stats *cs = cls_stats(sh, it);
     if (it->active) {
         it->active = 0;
+        cache_class_stats *cs = cls_stats(sh, it);
         if (seg == SEG_WARM)
             cs->moves_within_lru++;
         else
@@ -686,7 +690,7 @@ static bool juggle_tail(cache_shard *sh, unsigned seg, uint64_t limit, uint32_t 
     }
     bool crowded = sh->seg_bytes[seg] > limit && it->lru_prev && it->lru_prev != sh->marker;
     if (crowded || idle_s(it, now_s) > max_age) {
-        cs->moves_to_cold++;
+        cls_stats(sh, it)->moves_to_cold++;
         lru_move(sh, it, SEG_COLD, it->bumped);
         return true;
     }
@@ -857,6 +861,17 @@ static inline void hit_mark(cache_shard *sh, cache_item *it, uint64_t now_ms)
             it->active = 0;
             cls_stats(sh, it)->moves_to_warm++;
             lru_move(sh, it, SEG_WARM, true);
+            /* What memcached's maintainer would do soon after: keep WARM within its share (a
+             * read-only phase never stores, so the juggle on stores would not; without this,
+             * WARM grew to ~75 % of a shard and kept yesterday's hot items over today's). */
+            uint64_t total =
+                sh->seg_bytes[SEG_HOT] + sh->seg_bytes[SEG_WARM] + sh->seg_bytes[SEG_COLD];
+            uint64_t limit = total * WARM_LRU_PCT / 100;
+            /* memcached's lru_pull_tail looks at up to 5 tails: active ones are rescued within
+             * WARM on the way to one that goes to COLD. */
+            for (unsigned k = 0; k < 5 && sh->seg_bytes[SEG_WARM] > limit; k++)
+                if (!juggle_tail(sh, SEG_WARM, limit, UINT32_MAX, now_s30(now_ms)))
+                    break;
         }
     }
     uint32_t t = now_s30(now_ms);
@@ -1252,14 +1267,14 @@ static bool evict_until_fits(cache_store *s, cache_shard *home)
 
 /* Reserves the item's bytes; on failure the item is still marked accounted, so releasing it
  * gives the reservation back. */
-static int reserve(cache_store *s, cache_item *it)
+static int reserve(cache_store *s, cache_shard *home, cache_item *it)
 {
     size_t bytes = item_bytes(s, it);
     if (bytes > memory_limit(s))
         return CACHE_TOO_LARGE;
     atomic_fetch_add_explicit(&s->used, bytes, memory_order_relaxed);
     it->accounted = 1;
-    if (!over_limit(s) || (!s->no_evictions && evict_until_fits(s, item_shard(s, it))))
+    if (!over_limit(s) || (!s->no_evictions && evict_until_fits(s, home)))
         return CACHE_OK;
     return CACHE_NO_MEMORY;
 }
@@ -1451,12 +1466,12 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
                              int *err)
 {
     size_t raw = raw_size(klen, ctlen, vlen, flags);
-    if (vlen > s->max_item || footprint(s, raw) > memory_limit(s)) {
+    unsigned cls = class_of(s, raw);
+    if (vlen > s->max_item || (cls != CLS_EXACT ? s->class_size[cls] : raw) > memory_limit(s)) {
         *err = CACHE_TOO_LARGE;
         return NULL;
     }
     cache_shard *sh = shard_for(s, h);
-    unsigned cls = class_of(s, raw);
     cache_item *it = item_alloc(sh, cls, raw);
     if (!it) {
         *err = CACHE_NO_MEMORY;
@@ -1598,7 +1613,7 @@ static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *
         int rc;
         cache_item *n = build_concat(s, h, old, add, append, &rc);
         if (n)
-            rc = reserve(s, n);
+            rc = reserve(s, sh, n);
         if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets,
                                               offsetof(cache_class_stats, sets), cas_out)) {
             cache_item_release(old);
@@ -1625,13 +1640,13 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
                        uint64_t *cas_out, bool *replaced, uint64_t now_ms, uint64_t restore_cas)
 {
     /* Reserve first (eviction takes other shards' locks, never with ours held), then decide. */
-    int rc = reserve(s, it);
+    uint64_t h = item_hash(s, it);
+    cache_shard *sh = shard_for(s, h);
+    int rc = reserve(s, sh, it);
     if (rc != CACHE_OK) {
         cache_item_release(it);
         return rc;
     }
-    uint64_t h = item_hash(s, it);
-    cache_shard *sh = shard_for(s, h);
     lock(sh);
     uint64_t dead = sh->stats.expired_lazy + sh->stats.flushed;
     cache_item **pp = find_live(sh, h, it->data, it->klen, now_ms);
@@ -1762,7 +1777,7 @@ int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_
             memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
             n->key_binary = old->key_binary;
             n->stale = 1;
-            rc = reserve(s, n);
+            rc = reserve(s, sh, n);
         }
         bool done = false;
         if (rc == CACHE_OK) {
@@ -1890,7 +1905,7 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
             item_make(s, h, key, klen, len, item_flags(old), cache_item_expiry(old), ctype, ctlen, &rc);
         if (n) {
             memcpy(cache_item_value_mut(n), buf, len);
-            rc = reserve(s, n);
+            rc = reserve(s, sh, n);
         }
         if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits,
                                               decr ? offsetof(cache_class_stats, decr_hits)

@@ -14,7 +14,9 @@
  * TEMP items are never evicted, only expired, flushed or deleted; when nothing else is left a
  * store answers NO_MEMORY). The first hit marks an item fetched, a hit on a fetched item marks it
  * active: an item turning active in COLD moves to WARM at once (moves_to_warm; O(1), once per
- * stay in COLD), elsewhere the mark is all a hit writes. memcached's maintainer thread is done
+ * stay in COLD), and if WARM then holds more than its share, up to 5 of its tails are looked at
+ * as below (a read-only phase never stores, and WARM would otherwise fill the shard with what
+ * was read then); elsewhere the mark is all a hit writes. memcached's maintainer thread is done
  * inline ("juggling", counted in lru_juggles): each store into a shard, and the expiry sweep in
  * each shard it visits, look at the HOT, WARM and COLD tails up to twice: an active HOT tail goes
  * to WARM (moves_to_warm), an active WARM tail to WARM's head (moves_within_lru), an active COLD
@@ -101,8 +103,9 @@
  * one at a time. If nothing can be evicted (everything left is pinned by readers) the store
  * answers NO_MEMORY. Not counted: items allocated but not yet
  * stored, bucket arrays (~8-16 bytes per item), idle free-list memory (bounded, below).
- * Allocation. Items up to 4904 bytes are chunks of a slab class (slab.h: 64 KiB pages, no
- * per-chunk header), in 8-byte steps to 1 KiB and ~1.25x steps beyond; larger ones are malloc'ed
+ * Allocation. Items up to 7936 bytes are chunks of a slab class (slab.h: 64 KiB pages, no
+ * per-chunk header), in 8-byte steps to 1 KiB, then in steps of 1/16 of each power of two (at
+ * most ~6 % rounding, ~2 % on average); larger ones are malloc'ed
  * in classes of 16k - 16 bytes (glibc's 8-byte chunk header and 16-byte rounding, and the store's
  * address in a word before the item: a slab chunk finds it through its page) up to 1 MiB, and at
  * their exact size beyond. The header is 52 bytes (client flags, when not 0, 4 more after the
