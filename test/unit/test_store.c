@@ -707,6 +707,44 @@ START_TEST(test_evict_order_sampled)
 }
 END_TEST
 
+/* A working set read in one phase (each key read twice: WARM) and then no longer read gives way
+ * to the next one: after 3 * CAP stores of new keys, few of the old keys are left and nearly all
+ * of the newest CAP are. Items leaving WARM are dated by their CAS; dated by their move, they
+ * outlived newer items of every other shard (memcslap's rounds of new keys: hits fell from 50 %
+ * to 21 % over four rounds). */
+START_TEST(test_evict_old_working_set)
+{
+    enum { CAP = 2000, SHARDS = 64 };
+    cache_store *s = mk_fit(CAP, SHARDS, 7, 100);
+    char key[16];
+    uint64_t now = 1000;
+    for (unsigned i = 0; i < CAP; i++) {
+        key_n(key, sizeof key, i);
+        ck_assert_int_eq(put_n(s, key, 100, now), CACHE_STORED);
+    }
+    for (unsigned r = 0; r < 2; r++)
+        for (unsigned i = 0; i < CAP; i++) {
+            key_n(key, sizeof key, i);
+            has(s, key, now += 1);
+        }
+    for (unsigned i = CAP; i < 4 * CAP; i++) {
+        key_n(key, sizeof key, i);
+        ck_assert_int_eq(put_n(s, key, 100, now += 1), CACHE_STORED);
+    }
+    unsigned old = 0, recent = 0;
+    for (unsigned i = 0; i < CAP; i++) {
+        key_n(key, sizeof key, i);
+        old += stored_quietly(s, key, now);
+        key_n(key, sizeof key, 3 * CAP + i);
+        recent += stored_quietly(s, key, now);
+    }
+    printf("old working set: %u of %u left; newest %u: %u left\n", old, CAP, CAP, recent);
+    ck_assert_uint_le(old, CAP / 20);
+    ck_assert_uint_ge(recent, CAP * 90 / 100);
+    cache_store_free(s);
+}
+END_TEST
+
 /* A key written first, then touched (_i = 0) or read twice (_i = 1, memcached's ACTIVE), outlives
  * every key written before that: while any of them is present, so is it. Touched, it is evicted
  * soon after (its own shard dates it by the next key stored there); read twice, it is in WARM
@@ -1821,6 +1859,7 @@ int main(void)
     tcase_add_loop_test(mem, test_evict_global_order, 0, 3);
     tcase_add_test(mem, test_evict_order_sampled);
     tcase_add_loop_test(mem, test_evict_keeps_recently_used, 0, 3);
+    tcase_add_test(mem, test_evict_old_working_set);
     tcase_add_test(mem, test_evict_spares_appended_key);
     tcase_add_test(mem, test_lru_segments);
     tcase_add_test(mem, test_lru_flat);
