@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """memcached protocol throughput, side by side: memcslap (libmemcached-tools) set and get runs
 against snowflaked's memcached listener and against memcached, alternating, same client, same
-machine. Prints ops/s and server CPU-µs per operation (utime+stime from /proc). Loopback only.
+machine. Prints ops/s and server CPU-µs per operation (utime+stime from /proc) and the hit ratio
+of the gets. By default both servers run 1 thread on core 0 and memcslap runs on core 1 (on 2
+cores, unpinned runs mostly measure how the scheduler shares them). Loopback only.
 
     loadtest/bench_memcache.py [-e EXECUTE_NUMBER] [-c CONCURRENCY] [-r ROUNDS] [-t THREADS]
+                               [--no-pin]
 """
 import argparse
 import os
@@ -30,6 +33,9 @@ def cpu_ticks(pid):
 
 
 
+CLIENT_PIN = []  # taskset for memcslap, set in main
+
+
 def server_stats(port):
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(b"stats\r\n")
@@ -50,7 +56,7 @@ def slap(port, test, execute, conc, pid):
     first loads its keys with sets, and that CPU is spread over all requests."""
     before, st0 = cpu_ticks(pid), server_stats(port)
     t0 = time.time()
-    r = subprocess.run(["memcslap", "-s", "127.0.0.1:%d" % port, "-c", str(conc), "-e",
+    r = subprocess.run(CLIENT_PIN + ["memcslap", "-s", "127.0.0.1:%d" % port, "-c", str(conc), "-e",
                         str(execute), "-t", test], capture_output=True, text=True, timeout=300)
     secs = time.time() - t0
     ticks = cpu_ticks(pid) - before
@@ -72,7 +78,9 @@ def main():
     ap.add_argument("-e", type=int, default=50000, help="operations per memcslap thread")
     ap.add_argument("-c", type=int, default=4, help="memcslap threads")
     ap.add_argument("-r", type=int, default=3, help="alternating rounds (median shown)")
-    ap.add_argument("-t", type=int, default=2, help="server threads, both servers")
+    ap.add_argument("-t", type=int, default=1, help="server threads, both servers")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not pin the servers to core 0 and memcslap to core 1")
     ap.add_argument("-b", default="build")
     a = ap.parse_args()
     if not shutil.which("memcslap") or not shutil.which("memcached"):
@@ -80,18 +88,22 @@ def main():
                        env=dict(os.environ, SNOWFLAKED_EXTRA_PACKAGES="memcached"))
     ours_port, theirs_port = free_port(), free_port()
     with tempfile.TemporaryDirectory() as d:
-        ours = subprocess.Popen([os.path.join(ROOT, a.b, "snowflaked"), "-p", str(free_port()),
+        server_pin = [] if a.no_pin or os.cpu_count() < 2 else ["taskset", "-c", "0"]
+        if server_pin:
+            CLIENT_PIN[:] = ["taskset", "-c", "1"]
+        ours = subprocess.Popen(server_pin + [os.path.join(ROOT, a.b, "snowflaked"), "-p", str(free_port()),
                                  "-t", str(a.t), "--set", "cache.memcached_port=%d" % ours_port,
                                  "--set", "cache.persist=false"], cwd=d,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        theirs = subprocess.Popen(["memcached", "-p", str(theirs_port), "-U", "0", "-l",
+        theirs = subprocess.Popen(server_pin + ["memcached", "-p", str(theirs_port), "-U", "0", "-l",
                                    "127.0.0.1", "-m", "64", "-t", str(a.t), "-u", "nobody"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_port(ours_port)
             wait_port(theirs_port)
-            print("memcslap -c %d -e %d (set, then get), %d server threads each, %d rounds" %
-                  (a.c, a.e, a.t, a.r))
+            print("memcslap -c %d -e %d (set, then get), %d server threads each, %d rounds%s" %
+                  (a.c, a.e, a.t, a.r,
+                   ", servers on core 0, memcslap on core 1" if server_pin else ""))
             res = {}
             for test in ("set", "get"):
                 for _ in range(a.r):
