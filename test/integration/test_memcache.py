@@ -69,6 +69,20 @@ class Client(Reader):
             cas = int(parts[4]) if len(parts) > 4 else None
             found[parts[1].decode()] = (int(parts[2]), value[:-2], cas)
 
+    def stats(self, sub=b""):
+        """{name: value} of "stats<sub>" (sub with its leading space) up to END, STAT and
+        cachedump's ITEM lines."""
+        self.send(b"stats" + sub + b"\r\n")
+        out = {}
+        while True:
+            ln = self.line()
+            if ln == b"END\r\n":
+                return out
+            parts = ln.decode().rstrip("\r\n").split(" ", 2)
+            if parts[0] not in ("STAT", "ITEM"):
+                raise AssertionError("unexpected %r" % ln)
+            out[parts[1]] = parts[2]
+
 
 class Memcache(unittest.TestCase):
     @classmethod
@@ -504,16 +518,7 @@ class Memcache(unittest.TestCase):
         self.assertEqual(int(stats["threads"]), 2)
 
     def stats(self, sub=b""):
-        """{name: value} of "stats<sub>" up to END (ITEM lines of cachedump too)."""
-        self.c.send(b"stats" + sub + b"\r\n")
-        out = {}
-        while True:
-            ln = self.c.line()
-            if ln == b"END\r\n":
-                return out
-            parts = ln.decode().rstrip("\r\n").split(" ", 2)
-            self.assertIn(parts[0], ("STAT", "ITEM"), ln)
-            out[parts[1]] = parts[2]
+        return self.c.stats(sub)
 
     def test_stats_general_has_memcacheds_90_keys(self):
         stats = self.stats()
@@ -762,14 +767,7 @@ class MemcacheMaxConnections(unittest.TestCase):
         cls.srv.stop()
 
     def stats(self, c):
-        c.send(b"stats\r\n")
-        out = {}
-        while True:
-            ln = c.line()
-            if ln == b"END\r\n":
-                return out
-            _, k, v = ln.decode().split()
-            out[k] = v
+        return c.stats()
 
     def test_refused_with_memcacheds_line(self):
         first = Client(self.port)
@@ -1034,14 +1032,7 @@ class MemcacheAdmin(unittest.TestCase):
         return srv, c
 
     def stats(self, c):
-        c.send(b"stats\r\n")
-        out = {}
-        while True:
-            ln = c.line()
-            if ln == b"END\r\n":
-                return out
-            _, k, v = ln.decode().split()
-            out[k] = v
+        return c.stats()
 
     def dump(self, c, what=b"all"):
         c.send(b"lru_crawler metadump " + what + b"\r\n")
@@ -1207,38 +1198,28 @@ class MemcacheAdmin(unittest.TestCase):
         self.assertEqual(slabs["active_slabs"], "1")
         self.assertEqual(c.ask(b"stats items\r\n"), b"END\r\n")
 
-    def stats_sub(self, c, sub):
-        """{name: value} of "stats <sub>" up to END."""
-        c.send(b"stats " + sub + b"\r\n")
-        out = {}
-        while True:
-            ln = c.line()
-            if ln == b"END\r\n":
-                return out
-            _, k, v = ln.decode().split()
-            out[k] = v
 
     def test_lru_flat(self):
         # memcached -o no_lru_maintainer: one LRU, none of the maintainer's keys (stats.t's 83)
         _, c = self.server("cache.lru_segmented=false")
         self.assertEqual(c.ask(b"set f 0 0 1\r\nx\r\n"), b"STORED\r\n")
         self.assertEqual(len(self.stats(c)), 83)
-        settings = self.stats_sub(c, b"settings")
+        settings = c.stats(b" settings")
         self.assertEqual(settings["lru_maintainer_thread"], "no")
         self.assertEqual(settings["lru_segmented"], "no")
-        items = self.stats_sub(c, b"items")
+        items = c.stats(b" items")
         self.assertFalse([k for k in items if "number_hot" in k or "moves_" in k], items)
 
     def test_lru_temporary_ttl(self):
         # memcached -o temporary_ttl=61: TTLs up to 61 s go to the TEMP LRU, longer ones to HOT
         _, c = self.server("cache.memcached_temporary_ttl_s=61")
-        settings = self.stats_sub(c, b"settings")
+        settings = c.stats(b" settings")
         self.assertEqual((settings["temp_lru"], settings["temporary_ttl"]), ("yes", "61"))
         self.assertEqual(c.ask(b"set t 0 30 1\r\nx\r\n"), b"STORED\r\n")
-        items = self.stats_sub(c, b"items")
+        items = c.stats(b" items")
         self.assertEqual((items["items:1:number_temp"], items["items:1:number_hot"]), ("1", "0"))
         self.assertEqual(c.ask(b"set h 0 3600 1\r\nx\r\n"), b"STORED\r\n")
-        items = self.stats_sub(c, b"items")
+        items = c.stats(b" items")
         self.assertEqual(int(items["items:1:number_hot"]) + int(items["items:1:number_cold"]), 1)
         self.assertEqual(items["items:1:number_temp"], "1")
         self.assertGreater(int(self.stats(c)["lru_maintainer_juggles"]), 0)
