@@ -709,9 +709,9 @@ END_TEST
 
 /* A working set read in one phase (each key read twice: WARM) and then no longer read gives way
  * to the next one: after 3 * CAP stores of new keys, few of the old keys are left and nearly all
- * of the newest CAP are. Items leaving WARM are dated by their CAS; dated by their move, they
- * outlived newer items of every other shard (memcslap's rounds of new keys: hits fell from 50 %
- * to 21 % over four rounds). */
+ * of the newest CAP are. A run of items leaving WARM is dated by the newest CAS among them (age_key);
+ * dated "now" at every look, they outlived newer items of every other shard (memcslap's rounds of
+ * new keys: hits fell from 50 % to 21 % over four rounds). */
 START_TEST(test_evict_old_working_set)
 {
     enum { CAP = 2000, SHARDS = 64 };
