@@ -99,6 +99,10 @@ struct cache_item {
     _Atomic uint64_t ref_exp; /* references << 48 | expiry ms (0 = never) */
     uint32_t atime : 30;      /* second (now_ms / 1000, modulo 2^30) of the last access */
     uint32_t seg : 2;         /* the LRU segment whose list holds it (SEG_*) */
+    /* A memory location of its own (C11 6.7.2.1): atime and seg change under the lock while
+     * vlen and has_flags, fixed since the item was made, are read without it. Adjacent, the four
+     * would be one location, and writing seg a race with reading vlen (TSan saw it). */
+    uint32_t : 0;
     uint32_t vlen : 31;       /* max_item_bytes <= 1 GiB */
     uint32_t has_flags : 1;   /* nonzero client flags, after the value (item_flags) */
     uint8_t klen;
