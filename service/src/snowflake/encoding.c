@@ -49,8 +49,7 @@ size_t sf_enc_format(sf_encoding enc, uint64_t id, char *buf)
     }
 }
 
-/* Digit value of c in the encoding, or -1. */
-static int digit_value(sf_encoding enc, unsigned char c)
+int sf_enc_digit(sf_encoding enc, unsigned char c)
 {
     switch (enc) {
     case SF_ENC_DEC: return c >= '0' && c <= '9' ? c - '0' : -1;
@@ -81,6 +80,16 @@ static int digit_value(sf_encoding enc, unsigned char c)
     }
 }
 
+char sf_enc_digit_char(sf_encoding enc, unsigned v)
+{
+    switch (enc) {
+    case SF_ENC_HEX: return hex_digits[v & 15];
+    case SF_ENC_BASE62: return base62_digits[v % 62];
+    case SF_ENC_BASE32: return base32_digits[v & 31];
+    default: return (char)('0' + v % 10);
+    }
+}
+
 static const unsigned max_digits[SF_ENC_COUNT] = {20, 16, 11, 13};
 static const unsigned radix[SF_ENC_COUNT] = {10, 16, 62, 32};
 
@@ -90,7 +99,7 @@ int sf_enc_parse(sf_encoding enc, const char *s, size_t len, uint64_t *out)
         return -1;
     uint64_t v = 0, base = radix[enc];
     for (size_t i = 0; i < len; i++) {
-        int d = digit_value(enc, (unsigned char)s[i]);
+        int d = sf_enc_digit(enc, (unsigned char)s[i]);
         if (d < 0)
             return -1;
         if (v > (UINT64_MAX - (uint64_t)d) / base)

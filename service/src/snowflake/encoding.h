@@ -30,4 +30,9 @@ size_t sf_enc_format(sf_encoding enc, uint64_t id, char *buf);
 /* Parses exactly len bytes. Returns 0, or -1 if s is not a valid value in that encoding. */
 int sf_enc_parse(sf_encoding enc, const char *s, size_t len, uint64_t *out);
 
+/* One digit: its value in the encoding (hex and base32 in either case, base32 with Crockford's
+ * aliases), or -1; and the digit of value v (below the encoding's radix). */
+int sf_enc_digit(sf_encoding enc, unsigned char c);
+char sf_enc_digit_char(sf_encoding enc, unsigned v);
+
 #endif
