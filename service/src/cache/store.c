@@ -383,16 +383,20 @@ static inline size_t raw_size(size_t klen, size_t ctlen, size_t vlen, uint32_t f
     return ITEM_HEADER + klen + ctlen + vlen + (flags ? sizeof flags : 0);
 }
 
+/* The bytes an item of class cls and raw size raw takes (and is accounted for). */
+static inline size_t class_bytes(const cache_store *s, unsigned cls, size_t raw)
+{
+    return cls != CLS_EXACT ? s->class_size[cls] : raw;
+}
+
 static size_t footprint(const cache_store *s, size_t raw)
 {
-    unsigned cls = class_of(s, raw);
-    return cls != CLS_EXACT ? s->class_size[cls] : raw;
+    return class_bytes(s, class_of(s, raw), raw);
 }
 
 static size_t item_bytes(const cache_store *s, const cache_item *it)
 {
-    return it->cls != CLS_EXACT ? s->class_size[it->cls]
-                                : raw_size(it->klen, it->ctlen, it->vlen, it->has_flags);
+    return class_bytes(s, it->cls, raw_size(it->klen, it->ctlen, it->vlen, it->has_flags));
 }
 
 /* memcached's slab classes (store.h): slabs_init with chunk_size 48 + its 48-byte header,
@@ -492,7 +496,7 @@ static cache_item *item_alloc(cache_shard *sh, unsigned cls, size_t raw)
     }
     if (cls < SLAB_CLASSES)
         return slab_alloc(s->slab, cls);
-    char *m = malloc(sizeof s + (cls != CLS_EXACT ? s->class_size[cls] : raw));
+    char *m = malloc(sizeof s + class_bytes(s, cls, raw));
     if (!m)
         return NULL;
     atomic_fetch_add_explicit(&s->mallocs, 1, memory_order_relaxed);
@@ -678,6 +682,12 @@ static inline unsigned bump_seg(const cache_shard *sh, const cache_item *it)
     return sh->store->flat ? SEG_COLD : SEG_HOT;
 }
 
+/* The bytes HOT and WARM take their shares of (memcached's total_bytes: TEMP not counted). */
+static inline uint64_t juggled_bytes(const cache_shard *sh)
+{
+    return sh->seg_bytes[SEG_HOT] + sh->seg_bytes[SEG_WARM] + sh->seg_bytes[SEG_COLD];
+}
+
 /* memcached's lru_pull_tail for HOT and WARM without evicting: an active tail is rescued (HOT's
  * to WARM, WARM's to WARM's head), an inactive one goes to COLD if its segment is over its share
  * of the shard's bytes (and holds more than that item: a shard's share may be smaller than one
@@ -718,7 +728,7 @@ static void juggle(cache_shard *sh, uint64_t now_ms)
         return;
     sh->stats.lru_juggles++;
     uint32_t now_s = now_s30(now_ms);
-    uint64_t total = sh->seg_bytes[SEG_HOT] + sh->seg_bytes[SEG_WARM] + sh->seg_bytes[SEG_COLD];
+    uint64_t total = juggled_bytes(sh);
     const cache_item *cold = seg_last(sh, SEG_COLD);
     uint32_t cold_age = cold ? idle_s(cold, now_s) : 0;
     for (unsigned pass = 0; pass < JUGGLE_PASSES; pass++) {
@@ -875,9 +885,7 @@ static inline void hit_mark(cache_shard *sh, cache_item *it, uint64_t now_ms)
             /* What memcached's maintainer would do soon after: keep WARM within its share (a
              * read-only phase never stores, so the juggle on stores would not; without this,
              * WARM grew to ~75 % of a shard and kept yesterday's hot items over today's). */
-            uint64_t total =
-                sh->seg_bytes[SEG_HOT] + sh->seg_bytes[SEG_WARM] + sh->seg_bytes[SEG_COLD];
-            uint64_t limit = total * WARM_LRU_PCT / 100;
+            uint64_t limit = juggled_bytes(sh) * WARM_LRU_PCT / 100;
             /* memcached's lru_pull_tail looks at up to 5 tails: active ones are rescued within
              * WARM on the way to one that goes to COLD. */
             for (unsigned k = 0; k < 5 && sh->seg_bytes[SEG_WARM] > limit; k++)
@@ -1478,7 +1486,7 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
 {
     size_t raw = raw_size(klen, ctlen, vlen, flags);
     unsigned cls = class_of(s, raw);
-    if (vlen > s->max_item || (cls != CLS_EXACT ? s->class_size[cls] : raw) > memory_limit(s)) {
+    if (vlen > s->max_item || class_bytes(s, cls, raw) > memory_limit(s)) {
         *err = CACHE_TOO_LARGE;
         return NULL;
     }
