@@ -101,6 +101,27 @@ run "reload the printed config" "$bin" --check-config -c "$tmp/reloaded.json"
 expect_rc 0
 expect_in out '"port": 8080'
 
+# A named layout's printed config reloads: its widths are printed and equal the preset's.
+run "--check-config --set snowflake.layout=sonyflake" "$bin" --check-config \
+    --set snowflake.layout=sonyflake
+expect_rc 0
+expect_in out '"layout": "sonyflake"' '"timestamp_bits": 39' '"node_bits_low": true' \
+    '"epoch": "2014-09-01T00:00:00Z"' '"layout_name": "sonyflake"' '"id_bits": 63' \
+    '"json_safe": false' '"lifetime_ends": "2188-11-16T03:28:58.880Z"'
+awk '/^  "resolved": \{/ { sub(/,$/, "", prev); print prev; print "}"; done = 1; exit }
+     NR > 1 { print prev } { prev = $0 }
+     END { if (!done) exit 1 }' "$tmp/out" >"$tmp/sonyflake.json" ||
+    { what="strip resolved (sonyflake)"; fail "no \"resolved\" object in the printed config"; }
+run "reload the printed sonyflake config" "$bin" --check-config -c "$tmp/sonyflake.json"
+expect_rc 0
+expect_in out '"layout_name": "sonyflake"' '"sequence_bits": 8'
+
+run "js53 with JSON numbers" env SNOWFLAKED_SNOWFLAKE_LAYOUT=js53 "$bin" --check-config \
+    --set snowflake.json_ids=number
+expect_rc 0
+expect_in out '"json_ids": "number"' '"id_bits": 53' '"json_safe": true' \
+    '"id_cap_per_second": 102400'
+
 run "--version" "$bin" --version
 expect_rc 0
 grep -E -q '[0-9]+\.[0-9]+' "$tmp/out" || fail "no version number on stdout"
@@ -118,8 +139,14 @@ expect_config_error unknown_top.json '{"sever": {}}' 'sever' 'unknown key'
 expect_config_error bad_port.json '{"server": {"port": 70000}}' \
     'server.port' '1..65535' '70000'
 expect_config_error port_type.json '{"server": {"port": "8080"}}' 'server.port' 'integer'
-expect_config_error bits_sum.json '{"snowflake": {"timestamp_bits": 40}}' \
-    'snowflake' 'timestamp_bits' '63'
+expect_config_error bits_sum.json '{"snowflake": {"timestamp_bits": 43}}' \
+    'snowflake' 'timestamp_bits' 'at most 63'
+expect_config_error layout_name.json '{"snowflake": {"layout": "snowflake"}}' \
+    'snowflake.layout' 'custom|twitter|sonyflake|js53' '"snowflake"'
+expect_config_error layout_fixed.json '{"snowflake": {"layout": "sonyflake", "sequence_bits": 12}}' \
+    'snowflake.sequence_bits' 'layout sonyflake fixes it at 8, got 12'
+expect_config_error json_numbers.json '{"snowflake": {"json_ids": "number"}}' \
+    'snowflake.json_ids' 'at most 53 bits (this one has 63)'
 expect_config_error bad_worker.json '{"snowflake": {"worker_id": 99}}' \
     'snowflake.worker_id' '0..31'
 expect_config_error worker_word.json '{"snowflake": {"worker_id": "leader"}}' \

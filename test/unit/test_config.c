@@ -209,6 +209,12 @@ static void check_default_values(const cfg *c)
     ck_assert_int_eq(c->snowflake.default_encoding, SF_ENC_DEC);
     ck_assert_uint_eq(c->snowflake.layout.worker_max, 31);
     ck_assert_uint_eq(c->snowflake.layout.timestamp_shift, 22);
+    ck_assert_ptr_null(c->snowflake.layout_preset); /* "custom": the width keys */
+    ck_assert(!c->snowflake.node_bits_low && !c->snowflake.layout.node_bits_low);
+    ck_assert_uint_eq(c->snowflake.layout.id_bits, 63);
+    ck_assert(!c->snowflake.json_numbers);
+    ck_assert_uint_eq(c->snowflake.lifetime_warning_years, 20);
+    ck_assert_str_eq(c->snowflake.lifetime_warning, "");
     ck_assert(c->cache.enabled && c->cache.persist);
     ck_assert_uint_eq(c->cache.max_memory_bytes, 67108864);
     ck_assert_uint_eq(c->cache.max_item_bytes, 1048576);
@@ -458,8 +464,7 @@ static const bad_case bad_files[] = {
     /* booleans */
     {"{\"server\":{\"tcp_nodelay\":\"yes\"}}", "server.tcp_nodelay", "expected true or false"},
     {"{\"server\":{\"reuseport\":1}}", "server.reuseport", "expected true or false, got 1"},
-    {"{\"server\":{\"output_high_water_bytes\":1024}}", "server.output_high_water_bytes",
-     "4096"},
+    {"{\"server\":{\"output_high_water_bytes\":1024}}", "server.output_high_water_bytes", "4096"},
     {"{\"server\":{\"linger_ms\":0}}", "server.linger_ms", "1..60000"},
     {"{\"server\":{\"output_limit_bytes\":1048576}}", "server.output_limit_bytes",
      "must be at least output_high_water_bytes + the largest response (1327104)"},
@@ -526,7 +531,7 @@ static const bad_case bad_files[] = {
     {"{\"snowflake\":{\"worker_id\":true}}", "snowflake.worker_id", "expected an integer"},
     {"{\"snowflake\":{\"worker_id\":\"\\u001b[31mred\"}}", "snowflake.worker_id", "?[31mred"},
     /* cross-field rules */
-    {"{\"snowflake\":{\"timestamp_bits\":40}}", "snowflake", "must be 63"},
+    {"{\"snowflake\":{\"timestamp_bits\":43}}", "snowflake", "must be at most 63"},
     {"{\"snowflake\":{\"timestamp_bits\":42}}", "snowflake", "got 42+5+5+12"},
     {"{\"snowflake\":{\"timestamp_bits\":46,\"sequence_bits\":7}}", "snowflake",
      "sequence_bits must be at least 8"},
@@ -538,6 +543,48 @@ static const bad_case bad_files[] = {
     {"{\"snowflake\":{\"epoch\":\"1970-01-01T00:00:00Z\",\"timestamp_bits\":40,"
      "\"sequence_bits\":13}}",
      "snowflake", "runs out of timestamps"},
+    /* named layouts: the names, a preset's fixed widths, JSON numbers */
+    {"{\"snowflake\":{\"layout\":\"foo\"}}", "snowflake.layout",
+     "must be one of custom|twitter|sonyflake|js53, got \"foo\""},
+    {"{\"snowflake\":{\"layout\":\"Twitter\"}}", "snowflake.layout", "got \"Twitter\""},
+    {"{\"snowflake\":{\"layout\":53}}", "snowflake.layout", "expected one of custom|twitter"},
+    {"{\"snowflake\":{\"layout\":\"sonyflake\",\"sequence_bits\":12}}", "snowflake.sequence_bits",
+     "layout sonyflake fixes it at 8, got 12"},
+    {"{\"snowflake\":{\"layout\":\"js53\",\"time_unit_ms\":1}}", "snowflake.time_unit_ms",
+     "layout js53 fixes it at 10, got 1"},
+    {"{\"snowflake\":{\"layout\":\"js53\",\"timestamp_bits\":41}}", "snowflake.timestamp_bits",
+     "layout js53 fixes it at 38, got 41"},
+    {"{\"snowflake\":{\"layout\":\"twitter\",\"datacenter_bits\":4,\"worker_bits\":6}}",
+     "snowflake.datacenter_bits", "layout twitter fixes it at 5, got 4"},
+    {"{\"snowflake\":{\"layout\":\"twitter\",\"node_bits_low\":true}}", "snowflake.node_bits_low",
+     "layout twitter fixes it at false, got true"},
+    {"{\"snowflake\":{\"layout\":\"sonyflake\",\"node_bits_low\":false}}",
+     "snowflake.node_bits_low", "layout sonyflake fixes it at true, got false"},
+    {"{\"snowflake\":{\"layout\":\"js53\",\"worker_id\":32}}", "snowflake.worker_id", "0..31"},
+    {"{\"snowflake\":{\"layout\":\"js53\",\"datacenter_id\":1}}", "snowflake.datacenter_id",
+     "must be 0..0"},
+    {"{\"snowflake\":{\"layout\":\"sonyflake\",\"epoch\":\"2030-01-01T00:00:00Z\"}}", "snowflake",
+     "in the future"},
+    {"{\"snowflake\":{\"json_ids\":\"numbers\"}}", "snowflake.json_ids",
+     "must be one of string|number, got \"numbers\""},
+    {"{\"snowflake\":{\"json_ids\":\"number\"}}", "snowflake.json_ids",
+     "number needs a layout of at most 53 bits (this one has 63)"},
+    {"{\"snowflake\":{\"layout\":\"sonyflake\",\"json_ids\":\"number\"}}", "snowflake.json_ids",
+     "(this one has 63)"},
+    {"{\"snowflake\":{\"timestamp_bits\":40,\"sequence_bits\":4,\"worker_bits\":4,"
+     "\"time_unit_ms\":10,\"json_ids\":\"number\"}}",
+     "snowflake", "sequence_bits must be at least 8"},
+    {"{\"snowflake\":{\"timestamp_bits\":38,\"datacenter_bits\":1,\"worker_bits\":5,"
+     "\"sequence_bits\":10,\"time_unit_ms\":10,\"json_ids\":\"number\"}}",
+     "snowflake.json_ids", "(this one has 54)"},
+    {"{\"snowflake\":{\"layout\":\"js53\",\"json_ids\":\"number\",\"default_encoding\":\"hex\"}}",
+     "snowflake.json_ids", "number needs default_encoding dec, got hex"},
+    {"{\"snowflake\":{\"lifetime_warning_years\":9}}", "snowflake.lifetime_warning_years",
+     "must be an integer 10..1000, got 9"},
+    {"{\"snowflake\":{\"lifetime_warning_years\":1001}}", "snowflake.lifetime_warning_years",
+     "got 1001"},
+    {"{\"snowflake\":{\"node_bits_low\":\"yes\"}}", "snowflake.node_bits_low",
+     "expected true or false"},
     {"{\"snowflake\":{\"datacenter_id\":32}}", "snowflake.datacenter_id",
      "does not fit datacenter_bits=5: must be 0..31"},
     {"{\"snowflake\":{\"worker_id\":32}}", "snowflake.worker_id",
@@ -1073,8 +1120,8 @@ START_TEST(test_flag_errors)
     EXPECT_ERR(rc, err, "flag --set: server: unknown key");
     rc = load_argv(&c, err, sizeof err, "--set", "log.level=", (char *)NULL);
     EXPECT_ERR(rc, err, "flag --set: log.level: ", "got \"\"");
-    rc = load_argv(&c, err, sizeof err, "--set", "snowflake.timestamp_bits=40", (char *)NULL);
-    EXPECT_ERR(rc, err, "flag --set: snowflake: ", "must be 63");
+    rc = load_argv(&c, err, sizeof err, "--set", "snowflake.timestamp_bits=43", (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: snowflake: ", "must be at most 63");
     rc = load_argv(&c, err, sizeof err, "--set", "auth.token=a=b", (char *)NULL);
     EXPECT_OK(rc, err); /* only the first '=' splits */
     ck_assert_str_eq(c.auth.token, "a=b");
@@ -1248,6 +1295,172 @@ START_TEST(test_print_forms)
 }
 END_TEST
 
+/* ---- named layouts -------------------------------------------------------------------------- */
+
+static void expect_widths(const cfg *c, unsigned ts, unsigned dc, unsigned w, unsigned seq,
+                          uint32_t unit, bool low)
+{
+    const cfg_snowflake *s = &c->snowflake;
+    ck_assert_uint_eq(s->timestamp_bits, ts);
+    ck_assert_uint_eq(s->datacenter_bits, dc);
+    ck_assert_uint_eq(s->worker_bits, w);
+    ck_assert_uint_eq(s->sequence_bits, seq);
+    ck_assert_uint_eq(s->time_unit_ms, unit);
+    ck_assert(s->node_bits_low == low);
+    ck_assert_uint_eq(s->layout.timestamp_bits, ts);
+    ck_assert_uint_eq(s->layout.id_bits, ts + dc + w + seq);
+    ck_assert_uint_eq(s->layout.unit_ms, unit);
+    ck_assert(s->layout.node_bits_low == low);
+}
+
+START_TEST(test_layout_presets)
+{
+    cfg c;
+    char err[512];
+    /* a preset sets widths, unit, order and (as a default) the epoch */
+    int rc = load_json("{\"snowflake\":{\"layout\":\"sonyflake\",\"datacenter_id\":255,"
+                       "\"worker_id\":255}}",
+                       &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.snowflake.layout_preset->name, "sonyflake");
+    expect_widths(&c, 39, 8, 8, 8, 10, true);
+    ck_assert_uint_eq(c.snowflake.epoch_ms, UINT64_C(1409529600000)); /* 2014-09-01 */
+    ck_assert_uint_eq(c.snowflake.layout.sequence_shift, 16);
+    ck_assert_uint_eq(c.snowflake.layout.timestamp_shift, 24);
+    /* an explicit epoch wins; explicit widths equal to the preset's pass */
+    rc = load_json("{\"snowflake\":{\"layout\":\"sonyflake\",\"epoch\":\"2020-01-01T00:00:00Z\","
+                   "\"timestamp_bits\":39,\"datacenter_bits\":8,\"worker_bits\":8,"
+                   "\"sequence_bits\":8,\"time_unit_ms\":10,\"node_bits_low\":true}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.snowflake.epoch_ms, SF_DEFAULT_EPOCH_MS);
+    expect_widths(&c, 39, 8, 8, 8, 10, true);
+    rc = load_json("{\"snowflake\":{\"layout\":\"js53\",\"json_ids\":\"number\",\"worker_id\":31}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    expect_widths(&c, 38, 0, 5, 10, 10, false);
+    ck_assert_uint_eq(c.snowflake.layout.id_max, UINT64_C(9007199254740991));
+    ck_assert(c.snowflake.json_numbers);
+    ck_assert_uint_eq(c.snowflake.epoch_ms, SF_DEFAULT_EPOCH_MS);
+    rc = load_json("{\"snowflake\":{\"layout\":\"twitter\"}}", &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    expect_widths(&c, 41, 5, 5, 12, 1, false);
+    /* custom: any widths summing to at most 63, either order */
+    rc = load_json("{\"snowflake\":{\"timestamp_bits\":40,\"node_bits_low\":true}}", &c, err,
+                   sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_ptr_null(c.snowflake.layout_preset);
+    expect_widths(&c, 40, 5, 5, 12, 1, true);
+    ck_assert_uint_eq(c.snowflake.layout.sequence_shift, 10);
+    /* JSON numbers on a custom layout of 53 bits */
+    rc = load_json("{\"snowflake\":{\"timestamp_bits\":41,\"datacenter_bits\":0,\"worker_bits\":4,"
+                   "\"sequence_bits\":8,\"json_ids\":\"number\"}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.snowflake.layout.id_bits, 53);
+    /* the layer that set the contradicting key is named, whichever layer chose the preset */
+    const char *path = write_file("w.json", "{\"snowflake\":{\"sequence_bits\":12}}");
+    setenv("SNOWFLAKED_SNOWFLAKE_LAYOUT", "js53", 1);
+    rc = load_argv(&c, err, sizeof err, "-c", (char *)path, (char *)NULL);
+    EXPECT_ERR(rc, err, path, ": snowflake.sequence_bits: layout js53 fixes it at 10, got 12");
+    rc = load_argv(&c, err, sizeof err, "--set", "snowflake.worker_bits=6", (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: snowflake.worker_bits: layout js53 fixes it at 5, got 6");
+    rc = load_argv(&c, err, sizeof err, "--set", "snowflake.worker_bits=5", (char *)NULL);
+    EXPECT_OK(rc, err);
+    unsetenv("SNOWFLAKED_SNOWFLAKE_LAYOUT");
+}
+END_TEST
+
+/* A preset's --check-config output reloads (every width printed, equal to the preset's), and
+ * "resolved" describes the layout. */
+START_TEST(test_layout_print_round_trip)
+{
+    static const struct {
+        const char *json, *name, *ends;
+        unsigned bits;
+        bool safe;
+        double cap, years;
+    } cases[] = {
+        {"{\"snowflake\":{\"layout\":\"sonyflake\"}}", "sonyflake", "2188-11-16T03:28:58.880Z", 63,
+         false, 25600, 164.5},
+        {"{\"snowflake\":{\"layout\":\"js53\",\"json_ids\":\"number\"}}", "js53",
+         "2107-02-08T13:44:29.440Z", 53, true, 102400, 82.7},
+        {"{}", "custom", "2089-09-06T15:47:35.552Z", 63, false, 4096000, 65.3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cfg c, c2;
+        char err[512];
+        int rc = load_json(cases[i].json, &c, err, sizeof err);
+        EXPECT_OK(rc, err);
+        char *out = print_to_string(&c);
+        cJSON *root = cJSON_Parse(out);
+        ck_assert_msg(root != NULL, "not JSON:\n%s", out);
+        cJSON *res = cJSON_GetObjectItemCaseSensitive(root, "resolved");
+        ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(res, "layout_name")->valuestring,
+                         cases[i].name);
+        ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(res, "id_bits")->valueint,
+                         (int)cases[i].bits);
+        ck_assert(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(res, "json_safe")));
+        ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "json_safe")) ==
+                  cases[i].safe);
+        ck_assert(cJSON_GetObjectItemCaseSensitive(res, "id_cap_per_second")->valuedouble ==
+                  cases[i].cap);
+        ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(res, "lifetime_ends")->valuestring,
+                         cases[i].ends);
+        ck_assert_msg(cJSON_GetObjectItemCaseSensitive(res, "lifetime_years_left")->valuedouble ==
+                          cases[i].years,
+                      "%s", out);
+        ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(res, "warnings")), 0);
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "resolved");
+        char *sections = cJSON_Print(root);
+        const char *path2 = write_file("round.json", sections);
+        rc = load_argv(&c2, err, sizeof err, "-c", (char *)path2, (char *)NULL);
+        EXPECT_OK(rc, err);
+        char *out2 = print_to_string(&c2);
+        *strstr(out, "\"resolved\"") = '\0';
+        *strstr(out2, "\"resolved\"") = '\0';
+        ck_assert_str_eq(out, out2);
+        cJSON_Delete(root);
+        free(sections);
+        free(out);
+        free(out2);
+    }
+}
+END_TEST
+
+/* snowflake.lifetime_warning_years: a warning (not an error) when the layout ends sooner. */
+START_TEST(test_lifetime_warning)
+{
+    cfg c;
+    char err[512];
+    int rc = load_json("{\"snowflake\":{\"lifetime_warning_years\":66}}", &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.snowflake.lifetime_warning,
+                     "layout runs out of timestamps at 2089-09-06T15:47:35.552Z (65.3 years): "
+                     "below snowflake.lifetime_warning_years=66; plan a new epoch or layout "
+                     "before then, after it every ID request is refused");
+    char *out = print_to_string(&c);
+    cJSON *root = cJSON_Parse(out);
+    ck_assert_msg(root != NULL, "not JSON:\n%s", out);
+    cJSON *w = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "resolved"),
+                                                "warnings");
+    ck_assert_int_eq(cJSON_GetArraySize(w), 1);
+    ck_assert_str_eq(cJSON_GetArrayItem(w, 0)->valuestring, c.snowflake.lifetime_warning);
+    cJSON_Delete(root);
+    free(out);
+    rc = load_json("{\"snowflake\":{\"lifetime_warning_years\":65}}", &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.snowflake.lifetime_warning, "");
+    /* 12 years left: above the hard floor (10), below the default warning (20) */
+    rc = load_json("{\"snowflake\":{\"epoch\":\"2002-01-01T00:00:00Z\",\"timestamp_bits\":40,"
+                   "\"sequence_bits\":13}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_msg(strstr(c.snowflake.lifetime_warning, "(12.4 years)") != NULL, "%s",
+                  c.snowflake.lifetime_warning);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -1281,6 +1494,9 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_parse_args_too_many_sets);
     tcase_add_test(tc, test_usage);
     tcase_add_test(tc, test_print_forms);
+    tcase_add_test(tc, test_layout_presets);
+    tcase_add_test(tc, test_layout_print_round_trip);
+    tcase_add_test(tc, test_lifetime_warning);
     suite_add_tcase(s, tc);
     return s;
 }

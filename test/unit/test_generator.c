@@ -1,5 +1,6 @@
 /* Generator: uniqueness and order under every sync mode, per-thread worker ids, sequence
- * exhaustion, clock regressions, batches across ticks, lease guard, sealing, lifetime end. */
+ * exhaustion, clock regressions, batches across ticks, lease guard, sealing, lifetime end,
+ * Sonyflake field order. */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -330,6 +331,77 @@ START_TEST(test_batch_across_tick_boundary)
 }
 END_TEST
 
+/* Sonyflake order (sequence above the node, snowflake.node_bits_low): the same reservations,
+ * composed differently. One node's IDs still increase strictly when the clock moves on mid-tick,
+ * when a full tick rolls over into the next (singly and within a batch), and each reads back
+ * the way sony/sonyflake decomposes it: id >> 24 time, id >> 16 & 0xff sequence, id & 0xffff
+ * machine. */
+START_TEST(test_node_bits_low_strictly_increasing)
+{
+    const sf_layout_preset *p = sf_layout_preset_find("sonyflake");
+    sf_layout l;
+    char err[256];
+    ck_assert_int_eq(sf_layout_init(&l, p->timestamp_bits, p->datacenter_bits, p->worker_bits,
+                                    p->sequence_bits, p->epoch_ms, p->unit_ms, T0, err, sizeof err),
+                     0);
+    sf_layout_set_node_bits_low(&l, true);
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    sf_gen_config cfg = {.layout = l,
+                         .datacenter = 0xc0,
+                         .worker = 0xa8,
+                         .sync = (sf_sync_mode)_i,
+                         .max_backward_ms = 5,
+                         .max_batch = 4096,
+                         .clock = &clk.base};
+    ck_assert_msg(sf_gen_init(&g, &cfg, err, sizeof err) == 0, "%s", err);
+    const uint64_t k = (T0 - SF_SONYFLAKE_EPOCH_MS) / 10; /* the tick of T0 */
+    enum { N = 200 + 256 + 1 + 1000 };
+    static uint64_t ids[N];
+    size_t n = 0;
+    for (int i = 0; i < 200; i++) /* tick k, sequence 0..199 */
+        ck_assert_int_eq(sf_gen_next(&g, &ids[n++]), SF_OK);
+    sf_fake_clock_set(&clk, T0 + 10); /* the clock moves on: tick k+1 from 0, filled */
+    for (int i = 0; i < 256; i++)
+        ck_assert_int_eq(sf_gen_next(&g, &ids[n++]), SF_OK);
+    /* Full: the next ID waits for tick k+2. The clock advances 10 ms every second read: the
+     * reservation's read still sees k+1, the wait's read k+2. */
+    clk.step_every = 2;
+    clk.step_ms = 10;
+    ck_assert_int_eq(sf_gen_next(&g, &ids[n++]), SF_OK);
+    ck_assert_int_eq(sf_gen_batch(&g, ids + n, 1000), SF_OK); /* k+2 (255 more) .. k+5 */
+    n += 1000;
+    size_t bad_order = 0, bad_machine = 0, bad_seq = 0, full_ticks = 0, new_ticks = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t tick = ids[i] >> 24, seq = (ids[i] >> 16) & 0xff;
+        bad_machine += (ids[i] & 0xffff) != 0xc0a8;
+        if (i == 0) {
+            bad_seq += seq != 0;
+            continue;
+        }
+        uint64_t prev_tick = ids[i - 1] >> 24, prev_seq = (ids[i - 1] >> 16) & 0xff;
+        bad_order += ids[i] <= ids[i - 1];
+        if (tick == prev_tick) {
+            bad_seq += seq != prev_seq + 1;
+        } else {
+            bad_seq += seq != 0 || tick != prev_tick + 1;
+            new_ticks++;
+            full_ticks += prev_seq == 255;
+        }
+    }
+    ck_assert_uint_eq(bad_order, 0);
+    ck_assert_uint_eq(bad_machine, 0);
+    ck_assert_uint_eq(bad_seq, 0);
+    ck_assert_uint_eq(new_ticks, 5); /* k -> k+1 by the clock, then 4 full ticks */
+    ck_assert_uint_eq(full_ticks, 4);
+    ck_assert_uint_eq(ids[0] >> 24, k);
+    ck_assert_uint_eq(ids[n - 1] >> 24, k + 5);
+    ck_assert_uint_ge(atomic_load(&clk.now), T0 + 50); /* nothing issued from the future */
+    sf_gen_destroy(&g);
+}
+END_TEST
+
 START_TEST(test_lease_guard)
 {
     sf_fake_clock clk;
@@ -452,6 +524,7 @@ static Suite *generator_suite(void)
     tcase_add_loop_test(tc, test_clock_behind_small_gap_waits, 0, 3);
     tcase_add_loop_test(tc, test_clock_behind_one_hour_errors, 0, 3);
     tcase_add_loop_test(tc, test_batch_across_tick_boundary, 0, 3);
+    tcase_add_loop_test(tc, test_node_bits_low_strictly_increasing, 0, 3);
     tcase_add_loop_test(tc, test_lease_guard, 0, 3);
     tcase_add_loop_test(tc, test_min_tick_and_seal, 0, 3);
     tcase_add_test(tc, test_lifetime_end);

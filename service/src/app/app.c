@@ -335,6 +335,8 @@ static void log_listening(const app *a)
              s->datacenter_id, s->worker_id, s->per_thread_worker_ids ? "+loop" : "",
              s->worker_origin, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
              s->sequence_bits, sf_sync_mode_name(s->sync), a->lease_path);
+    if (s->lifetime_warning[0])
+        LOG_WARN("%s", s->lifetime_warning);
     uint64_t retry = sf_gen_retry_after_ms(a->gen_ptrs[0]);
     if (retry > 0)
         LOG_WARN("clock is behind the stored lease; IDs are refused for about %llu ms",

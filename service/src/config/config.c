@@ -85,6 +85,30 @@ static const char *cfg_enc_name(const void *field)
 {
     return sf_enc_name(*(const sf_encoding *)field);
 }
+static int cfg_layout_parse(const char *s, void *field)
+{
+    const sf_layout_preset *p = sf_layout_preset_find(s);
+    if (!p && strcmp(s, "custom") != 0)
+        return -1;
+    *(const sf_layout_preset **)field = p;
+    return 0;
+}
+static const char *cfg_layout_name(const void *field)
+{
+    const sf_layout_preset *p = *(const sf_layout_preset *const *)field;
+    return p ? p->name : "custom";
+}
+static int cfg_json_ids_parse(const char *s, void *field)
+{
+    if (strcmp(s, "number") != 0 && strcmp(s, "string") != 0)
+        return -1;
+    *(bool *)field = s[0] == 'n';
+    return 0;
+}
+static const char *cfg_json_ids_name(const void *field)
+{
+    return *(const bool *)field ? "number" : "string";
+}
 static const char *cfg_log_level_name(cfg_log_level l)
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
@@ -156,15 +180,19 @@ static const char *cfg_log_name(const void *field)
  *   server.linger_ms                    u32      1..60000                 half-close drain
  *   server.read_buffer_bytes            u32      4 KiB..1 MiB             per loop
  *   server.pool_idle_max                u32      0..1000000               per pool per loop
+ *   snowflake.layout                    enum     custom|twitter|sonyflake|js53  presets fix widths
  *   snowflake.epoch                     epoch    1970..9999, not after now  checked by layout
  *   snowflake.time_unit_ms              u32      1..1000
- *   snowflake.*_bits                    u32      0..63 each               sum 63, sequence >= 8
+ *   snowflake.*_bits                    u32      0..63 each               sum <= 63, sequence >= 8
+ *   snowflake.node_bits_low             bool                              Sonyflake order
  *   snowflake.datacenter_id             u32      fits datacenter_bits
  *   snowflake.worker_id                 worker   fits worker_bits         number|ordinal|env:NAME
  *   snowflake.max_backward_ms           u32      0..1000
  *   snowflake.max_batch                 u32      1..65536
  *   snowflake.peer_timeout_ms           u32      50..60000                per peer at start
  *   snowflake.lease_ms                  u32      100..600000              >= 2 x run-ahead
+ *   snowflake.json_ids                  enum     string|number            number: <= 53 bits, dec
+ *   snowflake.lifetime_warning_years    u32      10..1000                 >= the hard floor 10
  *   cache.max_memory_bytes              u64      1 MiB..1 TiB
  *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
  *   cache.shards                        u32      1..4096                  power of two
@@ -202,6 +230,8 @@ static const cfg_key cfg_keys[] = {
     K_U32("server.linger_ms", server.linger_ms, 1, 60000),
     K_U32("server.read_buffer_bytes", server.read_buffer_bytes, 4096, CFG_MIB),
     K_U32("server.pool_idle_max", server.pool_idle_max, 0, 1000000),
+    K_ENUM("snowflake.layout", snowflake.layout_preset, cfg_layout_parse, cfg_layout_name,
+           "custom|twitter|sonyflake|js53"),
     {"snowflake.epoch", CFG_T_EPOCH, CFG_AT(snowflake.epoch_ms, 8), 0, CFG_EPOCH_MAX_MS, 0, NULL,
      NULL, NULL},
     K_U32("snowflake.time_unit_ms", snowflake.time_unit_ms, 1, 1000),
@@ -209,6 +239,7 @@ static const cfg_key cfg_keys[] = {
     K_U32("snowflake.datacenter_bits", snowflake.datacenter_bits, 0, 63),
     K_U32("snowflake.worker_bits", snowflake.worker_bits, 0, 63),
     K_U32("snowflake.sequence_bits", snowflake.sequence_bits, 0, 63),
+    K_BOOL("snowflake.node_bits_low", snowflake.node_bits_low),
     K_U32("snowflake.datacenter_id", snowflake.datacenter_id, 0, UINT32_MAX),
     {"snowflake.worker_id", CFG_T_WORKER, CFG_AT(snowflake.worker_id, 4), 0, UINT32_MAX, 0, NULL,
      NULL, NULL},
@@ -222,6 +253,10 @@ static const cfg_key cfg_keys[] = {
     K_U32("snowflake.lease_ms", snowflake.lease_ms, 100, 600000),
     K_ENUM("snowflake.default_encoding", snowflake.default_encoding, cfg_enc_parse, cfg_enc_name,
            "dec|hex|base62|base32"),
+    K_ENUM("snowflake.json_ids", snowflake.json_numbers, cfg_json_ids_parse, cfg_json_ids_name,
+           "string|number"),
+    K_U32("snowflake.lifetime_warning_years", snowflake.lifetime_warning_years,
+          SF_MIN_LIFETIME_YEARS, 1000),
     K_BOOL("cache.enabled", cache.enabled),
     K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB),
     K_U32("cache.max_item_bytes", cache.max_item_bytes, 1, CFG_GIB),
@@ -1051,18 +1086,120 @@ static int cfg_check_limits(cfg_ctx *ctx)
     return 0;
 }
 
+/* The first ms the layout's timestamps cannot reach, as ISO-8601 (or "after 9999-..."). */
+static void cfg_layout_end_text(const sf_layout *l, char *out, size_t outlen)
+{
+    uint64_t ticks = l->tick_max + 1, unit = l->unit_ms ? l->unit_ms : 1;
+    if (l->epoch_ms <= CFG_EPOCH_MAX_MS && ticks <= (CFG_EPOCH_MAX_MS - l->epoch_ms) / unit)
+        cfg_format_iso(l->epoch_ms + ticks * unit, out, outlen);
+    else
+        snprintf(out, outlen, "after 9999-12-31T23:59:59.999Z");
+}
+
+/* A preset fixes widths, unit and order. A key set above the defaults to another value
+ * contradicts it and is refused (the operator has to pick one); an equal value passes, so
+ * --check-config output, which prints every key, loads again. Keys left at their defaults take
+ * the preset's values; the epoch is only a default the preset changes. */
+static int cfg_apply_preset(cfg_ctx *ctx)
+{
+    cfg_snowflake *s = &ctx->c->snowflake;
+    const sf_layout_preset *p = s->layout_preset;
+    char src[CFG_PATH_MAX + 32];
+    if (!p)
+        return 0;
+    const struct {
+        const char *key;
+        uint32_t *field;
+        uint32_t fixed;
+    } fixed[] = {
+        {"snowflake.time_unit_ms", &s->time_unit_ms, p->unit_ms},
+        {"snowflake.timestamp_bits", &s->timestamp_bits, p->timestamp_bits},
+        {"snowflake.datacenter_bits", &s->datacenter_bits, p->datacenter_bits},
+        {"snowflake.worker_bits", &s->worker_bits, p->worker_bits},
+        {"snowflake.sequence_bits", &s->sequence_bits, p->sequence_bits},
+    };
+    for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++) {
+        size_t i = cfg_key_index_of(fixed[k].key);
+        if (ctx->layer[i] != CFG_L_DEFAULT && *fixed[k].field != fixed[k].fixed) {
+            cfg_origin_label(ctx, i, src, sizeof src);
+            return cfg_fail(ctx, src, fixed[k].key, "layout %s fixes it at %u, got %u", p->name,
+                            fixed[k].fixed, *fixed[k].field);
+        }
+        *fixed[k].field = fixed[k].fixed;
+    }
+    size_t i = cfg_key_index_of("snowflake.node_bits_low");
+    if (ctx->layer[i] != CFG_L_DEFAULT && s->node_bits_low != p->node_bits_low) {
+        cfg_origin_label(ctx, i, src, sizeof src);
+        return cfg_fail(ctx, src, "snowflake.node_bits_low", "layout %s fixes it at %s, got %s",
+                        p->name, p->node_bits_low ? "true" : "false",
+                        s->node_bits_low ? "true" : "false");
+    }
+    s->node_bits_low = p->node_bits_low;
+    if (ctx->layer[cfg_key_index_of("snowflake.epoch")] == CFG_L_DEFAULT)
+        s->epoch_ms = p->epoch_ms;
+    return 0;
+}
+
+/* JSON numbers are exact in JavaScript only up to 2^53 - 1, and only decimal IDs are numbers. */
+static int cfg_check_json_ids(cfg_ctx *ctx)
+{
+    cfg_snowflake *s = &ctx->c->snowflake;
+    char src[CFG_PATH_MAX + 32];
+    if (!s->json_numbers)
+        return 0;
+    if (s->layout.id_bits > SF_JSON_SAFE_BITS) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.json_ids", "snowflake.layout",
+                        "snowflake.timestamp_bits", "snowflake.datacenter_bits",
+                        "snowflake.worker_bits", "snowflake.sequence_bits", (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.json_ids",
+                        "number needs a layout of at most %d bits (this one has %u): larger "
+                        "JSON numbers lose digits in JavaScript; use layout js53 or string",
+                        SF_JSON_SAFE_BITS, (unsigned)s->layout.id_bits);
+    }
+    if (s->default_encoding != SF_ENC_DEC) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.json_ids", "snowflake.default_encoding",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.json_ids", "number needs default_encoding dec, got %s",
+                        sf_enc_name(s->default_encoding));
+    }
+    return 0;
+}
+
+/* Not an error (the hard floor is SF_MIN_LIFETIME_YEARS), but time to plan a new epoch. */
+static void cfg_lifetime_warning(cfg_snowflake *s, uint64_t now_ms)
+{
+    char ends[64];
+    s->lifetime_years_left = sf_layout_years_left(&s->layout, now_ms);
+    s->lifetime_warning[0] = '\0';
+    if (s->lifetime_years_left >= s->lifetime_warning_years)
+        return;
+    cfg_layout_end_text(&s->layout, ends, sizeof ends);
+    snprintf(s->lifetime_warning, sizeof s->lifetime_warning,
+             "layout runs out of timestamps at %s (%.1f years): below "
+             "snowflake.lifetime_warning_years=%u; plan a new epoch or layout before then, "
+             "after it every ID request is refused",
+             ends, s->lifetime_years_left, s->lifetime_warning_years);
+}
+
 static int cfg_check_layout(cfg_ctx *ctx, uint64_t now_ms)
 {
     cfg_snowflake *s = &ctx->c->snowflake;
     char why[256], src[CFG_PATH_MAX + 32];
+    if (cfg_apply_preset(ctx) != 0)
+        return -1;
     if (sf_layout_init(&s->layout, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
                        s->sequence_bits, s->epoch_ms, s->time_unit_ms, now_ms, why,
                        sizeof why) != 0) {
-        cfg_cross_label(ctx, src, sizeof src, "snowflake.epoch", "snowflake.time_unit_ms",
-                        "snowflake.timestamp_bits", "snowflake.datacenter_bits",
-                        "snowflake.worker_bits", "snowflake.sequence_bits", (const char *)NULL);
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.layout", "snowflake.epoch",
+                        "snowflake.time_unit_ms", "snowflake.timestamp_bits",
+                        "snowflake.datacenter_bits", "snowflake.worker_bits",
+                        "snowflake.sequence_bits", (const char *)NULL);
         return cfg_fail(ctx, src, "snowflake", "%s", why);
     }
+    sf_layout_set_node_bits_low(&s->layout, s->node_bits_low);
+    if (cfg_check_json_ids(ctx) != 0)
+        return -1;
+    cfg_lifetime_warning(s, now_ms);
     /* The lease must cover how far IDs may run ahead of the clock, with room to renew. */
     uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch);
     if (s->lease_ms < 2 * ahead) {
@@ -1474,19 +1611,26 @@ void cfg_print_json(const cfg *c, FILE *out)
     if (open_len)
         fputs("\n  }", out);
 
-    const sf_layout *l = &c->snowflake.layout;
+    const cfg_snowflake *s = &c->snowflake;
+    const sf_layout *l = &s->layout;
     char ends[64];
-    uint64_t ticks = l->tick_max + 1, unit = l->unit_ms ? l->unit_ms : 1;
-    if (l->epoch_ms <= CFG_EPOCH_MAX_MS && ticks <= (CFG_EPOCH_MAX_MS - l->epoch_ms) / unit)
-        cfg_format_iso(l->epoch_ms + ticks * unit, ends, sizeof ends);
-    else
-        snprintf(ends, sizeof ends, "after 9999-12-31T23:59:59.999Z");
+    cfg_layout_end_text(l, ends, sizeof ends);
     fputs(",\n  \"resolved\": {\n    \"source\": ", out);
     cfg_print_str(out, c->source);
-    fprintf(out, ",\n    \"worker_id\": %u,\n    \"worker_id_origin\": ", c->snowflake.worker_id);
-    cfg_print_str(out, c->snowflake.worker_origin);
+    fprintf(out, ",\n    \"worker_id\": %u,\n    \"worker_id_origin\": ", s->worker_id);
+    cfg_print_str(out, s->worker_origin);
     fprintf(out,
-            ",\n    \"threads\": %u,\n    \"id_cap_per_second\": %.0f,\n"
-            "    \"lifetime_ends\": \"%s\"\n  }\n}\n",
-            c->server.threads, l->unit_ms ? sf_layout_cap_per_second(l) : 0.0, ends);
+            ",\n    \"threads\": %u,\n    \"layout_name\": \"%s\",\n    \"id_bits\": %u,\n"
+            "    \"json_safe\": %s,\n    \"id_cap_per_second\": %.0f,\n"
+            "    \"lifetime_ends\": \"%s\",\n    \"lifetime_years_left\": %.1f,\n"
+            "    \"warnings\": [",
+            c->server.threads, cfg_layout_name(&s->layout_preset), (unsigned)l->id_bits,
+            l->id_bits <= SF_JSON_SAFE_BITS ? "true" : "false",
+            l->unit_ms ? sf_layout_cap_per_second(l) : 0.0, ends, s->lifetime_years_left);
+    if (s->lifetime_warning[0]) {
+        fputs("\n      ", out);
+        cfg_print_str(out, s->lifetime_warning);
+        fputs("\n    ", out);
+    }
+    fputs("]\n  }\n}\n", out);
 }

@@ -7,7 +7,8 @@
  * Precedence therefore: flag > env > file > default.
  *
  * Every key is checked for type and range, unknown keys are errors, and cross-field rules
- * (layout bits sum to 63, ids fit their bits, ...) run on the merged result. Errors are one line:
+ * (a preset's fixed widths, layout bits sum to at most 63, ids fit their bits, ...) run on the
+ * merged result. Errors are one line:
  * "<source>: <key path>: <reason>", where source is the file name, "environment NAME",
  * "flag --x" or, for cross-field rules, the highest layer that set one of the keys involved
  * (or "defaults").
@@ -58,9 +59,13 @@ typedef struct cfg_server {
 typedef enum { CFG_WORKER_NUMBER = 0, CFG_WORKER_ORDINAL, CFG_WORKER_ENV } cfg_worker_source;
 
 typedef struct cfg_snowflake {
+    /* "layout": NULL = "custom" (the width keys below), else a preset that fixes widths, unit
+     * and order (a width key set to another value is an error) and defaults the epoch */
+    const sf_layout_preset *layout_preset;
     uint64_t epoch_ms; /* "epoch": ISO-8601 UTC string or integer ms */
     uint32_t time_unit_ms;
     uint32_t timestamp_bits, datacenter_bits, worker_bits, sequence_bits;
+    bool node_bits_low; /* Sonyflake order: time | sequence | node */
     uint32_t datacenter_id;
     cfg_worker_source worker_source; /* "worker_id": number | "ordinal" | "env:NAME" */
     char worker_env[128];            /* NAME for CFG_WORKER_ENV */
@@ -72,9 +77,13 @@ typedef struct cfg_snowflake {
     bool per_thread_worker_ids;      /* loop i uses worker_id + i */
     uint32_t max_backward_ms;
     uint32_t max_batch;
-    uint32_t lease_ms;            /* lease window */
-    sf_encoding default_encoding; /* "dec" | "hex" | "base62" | "base32" */
-    sf_layout layout;             /* derived and validated */
+    uint32_t lease_ms;               /* lease window */
+    sf_encoding default_encoding;    /* "dec" | "hex" | "base62" | "base32" */
+    bool json_numbers;               /* "json_ids": "number" (needs <= 53 bits, dec) | "string" */
+    uint32_t lifetime_warning_years; /* warn at start when the layout ends sooner */
+    sf_layout layout;                /* derived and validated */
+    double lifetime_years_left;      /* derived: from the load time to the layout's end */
+    char lifetime_warning[256];      /* derived: "" or the warning to log at start */
 } cfg_snowflake;
 
 typedef struct cfg_cache {

@@ -258,7 +258,7 @@ int sf_gen_next(sf_gen *g, uint64_t *id)
     reservation r;
     int rc = reserve_sync(g, 1, &r);
     if (rc == SF_OK)
-        *id = (r.first_tick << g->layout.timestamp_shift) | g->node_bits | r.first_seq;
+        *id = sf_layout_compose(&g->layout, r.first_tick, g->node_bits, r.first_seq);
     return rc;
 }
 
@@ -270,11 +270,10 @@ int sf_gen_batch(sf_gen *g, uint64_t *ids, uint32_t n)
     int rc = reserve_sync(g, n, &r);
     if (rc != SF_OK)
         return rc;
-    const unsigned shift = g->layout.timestamp_shift;
     const uint64_t seq_max = g->layout.sequence_max;
     uint64_t tick = r.first_tick, seq = r.first_seq;
     for (uint32_t i = 0; i < n; i++) {
-        ids[i] = (tick << shift) | g->node_bits | seq;
+        ids[i] = sf_layout_compose(&g->layout, tick, g->node_bits, seq);
         if (seq == seq_max) {
             seq = 0;
             tick++;

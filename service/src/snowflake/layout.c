@@ -1,6 +1,7 @@
 #include "snowflake/layout.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bits,
                    unsigned worker_bits, unsigned sequence_bits, uint64_t epoch_ms,
@@ -8,10 +9,10 @@ int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bi
 {
     unsigned sum = timestamp_bits + datacenter_bits + worker_bits + sequence_bits;
     if (timestamp_bits > 63 || datacenter_bits > 63 || worker_bits > 63 || sequence_bits > 63 ||
-        sum != 63) {
+        sum > 63) {
         snprintf(err, errlen,
-                 "timestamp_bits + datacenter_bits + worker_bits + sequence_bits must be 63 "
-                 "(the sign bit stays 0), got %u+%u+%u+%u",
+                 "timestamp_bits + datacenter_bits + worker_bits + sequence_bits must be at most "
+                 "63 (the sign bit and any unused high bits stay 0), got %u+%u+%u+%u",
                  timestamp_bits, datacenter_bits, worker_bits, sequence_bits);
         return -1;
     }
@@ -61,21 +62,59 @@ int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bi
     l->sequence_bits = (uint8_t)sequence_bits;
     l->unit_ms = unit_ms;
     l->epoch_ms = epoch_ms;
-    l->worker_shift = (uint8_t)sequence_bits;
-    l->datacenter_shift = (uint8_t)(sequence_bits + worker_bits);
     l->timestamp_shift = (uint8_t)(sequence_bits + worker_bits + datacenter_bits);
+    l->id_bits = (uint8_t)sum;
     l->sequence_max = (UINT64_C(1) << sequence_bits) - 1;
     l->worker_max = (UINT64_C(1) << worker_bits) - 1;
     l->datacenter_max = (UINT64_C(1) << datacenter_bits) - 1;
     l->tick_max = (UINT64_C(1) << timestamp_bits) - 1;
+    l->id_max = (UINT64_C(1) << sum) - 1;
+    sf_layout_set_node_bits_low(l, false);
     return 0;
+}
+
+void sf_layout_set_node_bits_low(sf_layout *l, bool low)
+{
+    l->node_bits_low = low;
+    if (low) { /* time | sequence | datacenter | worker */
+        l->worker_shift = 0;
+        l->datacenter_shift = l->worker_bits;
+        l->sequence_shift = (uint8_t)(l->worker_bits + l->datacenter_bits);
+    } else { /* time | datacenter | worker | sequence */
+        l->sequence_shift = 0;
+        l->worker_shift = l->sequence_bits;
+        l->datacenter_shift = (uint8_t)(l->sequence_bits + l->worker_bits);
+    }
+}
+
+/* Widths, order and default epoch as the originals define them: twitter is today's default
+ * (Twitter's 41/5/5/12 of 1 ms, our 2020 epoch); sonyflake is sony/sonyflake's toID
+ * (39 bits of 10 ms, 8-bit sequence, 16-bit machine id below it, from 2014-09-01); js53 keeps
+ * every ID at most 2^53 - 1 (38 bits of 10 ms, 32 workers, 1024 per tick). */
+const sf_layout_preset sf_layout_presets[] = {
+    {"twitter", 41, 5, 5, 12, false, 1, SF_DEFAULT_EPOCH_MS},
+    {"sonyflake", 39, 8, 8, 8, true, 10, SF_SONYFLAKE_EPOCH_MS},
+    {"js53", 38, 0, 5, 10, false, 10, SF_DEFAULT_EPOCH_MS},
+};
+const size_t sf_layout_npresets = sizeof sf_layout_presets / sizeof sf_layout_presets[0];
+
+const sf_layout_preset *sf_layout_preset_find(const char *name)
+{
+    for (size_t i = 0; i < sf_layout_npresets; i++)
+        if (strcmp(sf_layout_presets[i].name, name) == 0)
+            return &sf_layout_presets[i];
+    return NULL;
 }
 
 int sf_layout_unpack(const sf_layout *l, uint64_t id, uint64_t now_ms, uint64_t slack_ms,
                      sf_id_parts *out, char *err, size_t errlen)
 {
-    if (id >> 63) {
-        snprintf(err, errlen, "sign bit set: not a snowflake ID");
+    if (id > l->id_max) {
+        if (l->id_bits == 63)
+            snprintf(err, errlen, "sign bit set: not a snowflake ID");
+        else
+            snprintf(err, errlen, "bits above bit %u set: not an ID of this %u-bit layout",
+                     l->id_bits - 1u, (unsigned)l->id_bits);
         return -1;
     }
     uint64_t tick = id >> l->timestamp_shift;
@@ -88,11 +127,21 @@ int sf_layout_unpack(const sf_layout *l, uint64_t id, uint64_t now_ms, uint64_t 
     out->timestamp_ms = ms;
     out->datacenter = (uint32_t)((id >> l->datacenter_shift) & l->datacenter_max);
     out->worker = (uint32_t)((id >> l->worker_shift) & l->worker_max);
-    out->sequence = (uint32_t)(id & l->sequence_max);
+    out->sequence = (uint32_t)((id >> l->sequence_shift) & l->sequence_max);
     return 0;
 }
 
 double sf_layout_cap_per_second(const sf_layout *l)
 {
     return (double)(l->sequence_max + 1) * 1000.0 / (double)l->unit_ms;
+}
+
+double sf_layout_end_ms(const sf_layout *l)
+{
+    return (double)l->epoch_ms + (double)(l->tick_max + 1) * (double)l->unit_ms;
+}
+
+double sf_layout_years_left(const sf_layout *l, uint64_t now_ms)
+{
+    return (sf_layout_end_ms(l) - (double)now_ms) / SF_MS_PER_YEAR;
 }

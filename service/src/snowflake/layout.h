@@ -1,9 +1,14 @@
-/* Snowflake ID layout: how the 63 usable bits of an ID are split.
+/* Snowflake ID layout: how the usable bits of an ID are split.
  *
- *   bit 63        : sign, always 0 (IDs stay positive in signed 64-bit languages)
- *   timestamp_bits: ticks since the custom epoch (one tick = unit_ms milliseconds)
+ *   bits id_bits..63: always 0 (bit 63 is the sign: IDs stay positive in signed 64-bit languages;
+ *                     a layout of at most 53 bits fits a JavaScript Number exactly)
+ *   timestamp_bits  : ticks since the custom epoch (one tick = unit_ms milliseconds), on top
  *   datacenter_bits, worker_bits: the node that issued the ID
- *   sequence_bits : counter within one tick
+ *   sequence_bits   : counter within one tick
+ *
+ * id_bits is the sum of the widths, at most 63. Below the timestamp the order is node | sequence
+ * (Twitter's), or with node_bits_low sequence | node (Sonyflake's: time<<24 | seq<<16 | machine).
+ * Either way IDs of one node sort by (tick, sequence), i.e. in issue order.
  *
  * Pure functions, no I/O, callable from any thread. sf_layout_init() validates and precomputes
  * shifts and masks; everything else assumes a layout that passed it.
@@ -21,11 +26,15 @@
 
 typedef struct sf_layout {
     uint8_t timestamp_bits, datacenter_bits, worker_bits, sequence_bits;
-    uint32_t unit_ms;  /* tick length */
-    uint64_t epoch_ms; /* custom epoch, ms since the Unix epoch */
+    bool node_bits_low; /* Sonyflake order: the sequence above the node
+                           (sf_layout_set_node_bits_low) */
+    uint32_t unit_ms;   /* tick length */
+    uint64_t epoch_ms;  /* custom epoch, ms since the Unix epoch */
     /* derived */
-    uint8_t worker_shift, datacenter_shift, timestamp_shift;
+    uint8_t worker_shift, datacenter_shift, sequence_shift, timestamp_shift;
+    uint8_t id_bits; /* sum of the widths (<= 63): every ID is below 2^id_bits */
     uint64_t sequence_max, worker_max, datacenter_max, tick_max;
+    uint64_t id_max; /* 2^id_bits - 1, the largest ID */
 } sf_layout;
 
 typedef struct sf_id_parts {
@@ -34,27 +43,66 @@ typedef struct sf_id_parts {
     uint32_t datacenter, worker, sequence;
 } sf_id_parts;
 
-/* Validates the widths (sum 63, sequence >= 8, at least one node bit), the epoch (not after
- * now_ms) and the lifetime (at least SF_MIN_LIFETIME_YEARS of ticks left after now_ms, the end
- * within 63-bit milliseconds), then fills *l.
+/* Validates the widths (sum at most 63, sequence >= 8, at least one node bit, each at most 31
+ * but the timestamp), the epoch (not after now_ms) and the lifetime (at least
+ * SF_MIN_LIFETIME_YEARS of ticks left after now_ms, the end within 63-bit milliseconds), then
+ * fills *l in Twitter order (node above sequence).
  * Returns 0, or -1 with a one-line reason in err (naming the offending field). */
 int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bits,
                    unsigned worker_bits, unsigned sequence_bits, uint64_t epoch_ms,
                    uint32_t unit_ms, uint64_t now_ms, char *err, size_t errlen);
 
+/* Chooses the order below the timestamp of a layout sf_layout_init() filled: low = Sonyflake's
+ * time | sequence | datacenter | worker, otherwise Twitter's time | datacenter | worker |
+ * sequence. Only the shifts move; widths, limits and the state a generator keeps do not. */
+void sf_layout_set_node_bits_low(sf_layout *l, bool low);
+
 /* The Twitter layout 41/5/5/12, epoch 2020-01-01T00:00:00Z, 1 ms ticks. */
 #define SF_DEFAULT_EPOCH_MS UINT64_C(1577836800000)
+/* Sonyflake's default StartTime, 2014-09-01T00:00:00Z. */
+#define SF_SONYFLAKE_EPOCH_MS UINT64_C(1409529600000)
+/* The largest integer a JSON number read into an IEEE double (JavaScript) keeps exactly is
+ * 2^53 - 1 (Number.MAX_SAFE_INTEGER): layouts of at most this many bits are "JSON safe". */
+#define SF_JSON_SAFE_BITS 53
 
-/* Compose an ID; fields must be within their maxima (asserted in debug builds). */
+/* Named layouts (snowflake.layout). The epoch is a default a configured epoch overrides. */
+typedef struct sf_layout_preset {
+    const char *name;
+    uint8_t timestamp_bits, datacenter_bits, worker_bits, sequence_bits;
+    bool node_bits_low;
+    uint32_t unit_ms;
+    uint64_t epoch_ms;
+} sf_layout_preset;
+
+extern const sf_layout_preset sf_layout_presets[];
+extern const size_t sf_layout_npresets;
+/* The preset called name (NUL-terminated), or NULL. */
+const sf_layout_preset *sf_layout_preset_find(const char *name);
+
+/* An ID from its fields, the node already in place (sf_layout_node): the one composition both
+ * orders share, used by the generator's hot path. */
+static inline uint64_t sf_layout_compose(const sf_layout *l, uint64_t tick, uint64_t node,
+                                         uint64_t sequence)
+{
+    return (tick << l->timestamp_shift) | node | (sequence << l->sequence_shift);
+}
+
+/* The node fields in place. */
+static inline uint64_t sf_layout_node(const sf_layout *l, uint32_t datacenter, uint32_t worker)
+{
+    return ((uint64_t)datacenter << l->datacenter_shift) | ((uint64_t)worker << l->worker_shift);
+}
+
+/* Compose an ID; fields must be within their maxima. */
 static inline uint64_t sf_layout_pack(const sf_layout *l, uint64_t tick, uint32_t datacenter,
                                       uint32_t worker, uint32_t sequence)
 {
-    return (tick << l->timestamp_shift) | ((uint64_t)datacenter << l->datacenter_shift) |
-           ((uint64_t)worker << l->worker_shift) | sequence;
+    return sf_layout_compose(l, tick, sf_layout_node(l, datacenter, worker), sequence);
 }
 
-/* Decompose an ID. Returns 0, or -1 (reason in err) if the sign bit is set or, when now_ms is
- * non-zero, if the ID's tick starts after now_ms + slack_ms (an ID from the future). */
+/* Decompose an ID. Returns 0, or -1 (reason in err) if a bit at or above id_bits is set (the
+ * sign bit, or bits a narrower layout never uses) or, when now_ms is non-zero, if the ID's tick
+ * starts after now_ms + slack_ms (an ID from the future). */
 int sf_layout_unpack(const sf_layout *l, uint64_t id, uint64_t now_ms, uint64_t slack_ms,
                      sf_id_parts *out, char *err, size_t errlen);
 
@@ -72,5 +120,11 @@ static inline uint64_t sf_layout_ms_of(const sf_layout *l, uint64_t tick)
 
 /* Maximum IDs per second one worker can issue: 2^sequence_bits per tick. */
 double sf_layout_cap_per_second(const sf_layout *l);
+
+/* The first ms (since the Unix epoch) the timestamp field can no longer hold: the layout's end,
+ * as a double since it may lie beyond 64-bit ms for wide layouts. */
+double sf_layout_end_ms(const sf_layout *l);
+/* Years (of 365.2425 days) from now_ms to the layout's end; negative once it has passed. */
+double sf_layout_years_left(const sf_layout *l, uint64_t now_ms);
 
 #endif
