@@ -30,6 +30,7 @@ typedef struct api_loop {
 typedef struct api_options {
     sf_layout layout;                  /* /id/{id} decodes with it; the info metric shows it */
     sf_encoding default_encoding;      /* IDs without ?encoding= */
+    bool json_numbers;                 /* without ?json_ids=: decimal IDs as JSON numbers */
     uint32_t max_batch;                /* /ids?count= at most */
     uint32_t datacenter_id, worker_id; /* the info metric (worker_id: loop 0's) */
     bool per_thread_worker_ids;        /* the info metric */

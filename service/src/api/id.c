@@ -61,6 +61,52 @@ static int output_options(http_request *r, const api_ctx *a, sf_encoding *enc, b
     return 0;
 }
 
+/* ?json_ids=number|string: decimal IDs as bare JSON numbers for clients that read them into
+ * doubles (JavaScript's JSON.parse), exact only up to 2^53 - 1, hence only for layouts of at most
+ * SF_JSON_SAFE_BITS bits. Without the parameter snowflake.json_ids decides (checked at start),
+ * for decimal IDs only: ?encoding=hex still gets strings. An explicit number with an encoding
+ * other than dec is a contradiction. enc: the IDs' output encoding. Answers 400 itself and
+ * returns -1 on a bad value. */
+static int json_ids_option(http_request *r, const api_ctx *a, sf_encoding enc, bool *numbers)
+{
+    http_str v;
+    char msg[96];
+    if (!http_query_param(r, "json_ids", &v)) {
+        *numbers = a->opt.json_numbers && enc == SF_ENC_DEC;
+        return 0;
+    }
+    bool number = v.len == 6 && memcmp(v.p, "number", 6) == 0;
+    if (!number && !(v.len == 6 && memcmp(v.p, "string", 6) == 0)) {
+        http_respond_error(r, 400, "json_ids must be number or string", NULL);
+        return -1;
+    }
+    if (number && a->opt.layout.id_bits > SF_JSON_SAFE_BITS) {
+        snprintf(msg, sizeof msg,
+                 "json_ids=number needs a layout of at most %d bits (this one has %u)",
+                 SF_JSON_SAFE_BITS, (unsigned)a->opt.layout.id_bits);
+        http_respond_error(r, 400, msg, NULL);
+        return -1;
+    }
+    if (number && enc != SF_ENC_DEC) {
+        snprintf(msg, sizeof msg, "json_ids=number needs encoding=dec, got %s", sf_enc_name(enc));
+        http_respond_error(r, 400, msg, NULL);
+        return -1;
+    }
+    *numbers = number;
+    return 0;
+}
+
+/* One ID as a JSON value at out: quoted, or a bare number. Returns its length. */
+static size_t json_id(sf_encoding enc, bool number, uint64_t id, char *out)
+{
+    if (number)
+        return sf_enc_format(enc, id, out);
+    out[0] = '"';
+    size_t n = 1 + sf_enc_format(enc, id, out + 1);
+    out[n++] = '"';
+    return n;
+}
+
 static void refuse(http_request *r, sf_gen *g, int rc)
 {
     uint64_t ms = sf_gen_retry_after_ms(g);
@@ -74,8 +120,8 @@ void api_id(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
     sf_encoding enc;
-    bool text;
-    if (output_options(r, a, &enc, &text) != 0)
+    bool text, numbers;
+    if (output_options(r, a, &enc, &text) != 0 || json_ids_option(r, a, enc, &numbers) != 0)
         return;
     sf_gen *g = gen_for(a, r);
     uint64_t id;
@@ -95,10 +141,10 @@ void api_id(http_request *r, void *ctx)
         http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
         return;
     }
-    memcpy(body, "{\"id\":\"", 7);
-    size_t n = 7 + sf_enc_format(enc, id, body + 7);
-    memcpy(body + n, "\"}", 2);
-    http_respond(r, 200, "application/json", NULL, body, n + 2);
+    memcpy(body, "{\"id\":", 6);
+    size_t n = 6 + json_id(enc, numbers, id, body + 6);
+    body[n++] = '}';
+    http_respond(r, 200, "application/json", NULL, body, n);
 }
 
 /* Strict decimal 1..max. */
@@ -122,8 +168,8 @@ void api_ids(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
     sf_encoding enc;
-    bool text;
-    if (output_options(r, a, &enc, &text) != 0)
+    bool text, numbers;
+    if (output_options(r, a, &enc, &text) != 0 || json_ids_option(r, a, enc, &numbers) != 0)
         return;
     uint32_t max = a->opt.max_batch, count;
     http_str v;
@@ -169,9 +215,7 @@ void api_ids(http_request *r, void *ctx)
     for (uint32_t i = 0; i < count; i++) {
         if (i)
             body[n++] = ',';
-        body[n++] = '"';
-        n += sf_enc_format(enc, ids[i], body + n);
-        body[n++] = '"';
+        n += json_id(enc, numbers, ids[i], body + n);
     }
     memcpy(body + n, "]}", 2);
     http_respond(r, 200, "application/json", NULL, body, n + 2);
@@ -221,6 +265,9 @@ void api_id_parse(http_request *r, void *ctx)
     sf_id_parts parts;
     char why[192];
     http_str v;
+    bool numbers; /* the answer's "id" is decimal whatever the input's encoding */
+    if (json_ids_option(r, a, SF_ENC_DEC, &numbers) != 0)
+        return;
     if (http_query_param(r, "encoding", &v)) {
         sf_encoding enc;
         if (sf_enc_parse_name(v.p, v.len, &enc) != 0) {
@@ -249,9 +296,10 @@ void api_id_parse(http_request *r, void *ctx)
     snprintf(iso + il, sizeof iso - il, ".%03uZ", (unsigned)(parts.timestamp_ms % 1000));
     char body[320];
     int n = snprintf(body, sizeof body,
-                     "{\"id\":\"%llu\",\"timestamp_ms\":%llu,\"time\":\"%s\",\"datacenter\":%u,"
+                     "{\"id\":%s%llu%s,\"timestamp_ms\":%llu,\"time\":\"%s\",\"datacenter\":%u,"
                      "\"worker\":%u,\"sequence\":%u}",
-                     (unsigned long long)id, (unsigned long long)parts.timestamp_ms, iso,
-                     parts.datacenter, parts.worker, parts.sequence);
+                     numbers ? "" : "\"", (unsigned long long)id, numbers ? "" : "\"",
+                     (unsigned long long)parts.timestamp_ms, iso, parts.datacenter, parts.worker,
+                     parts.sequence);
     http_respond(r, 200, "application/json", NULL, body, (size_t)n);
 }

@@ -94,6 +94,7 @@ void app_api_options(const cfg *c, api_options *out)
     const cfg_snowflake *s = &c->snowflake;
     *out = (api_options){.layout = s->layout,
                          .default_encoding = s->default_encoding,
+                         .json_numbers = s->json_numbers,
                          .max_batch = s->max_batch,
                          .datacenter_id = s->datacenter_id,
                          .worker_id = s->worker_id,
