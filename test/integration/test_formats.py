@@ -171,6 +171,24 @@ class Formats(unittest.TestCase):
         text = request(self.srv, get("/metrics")).body.decode()
         self.assertRegex(text, r"(?m)^snowflaked_random_failures_total 0$")
 
+    def test_id_space_budget_metrics(self):
+        text = request(self.srv, get("/metrics")).body.decode()
+
+        def value(name, fmt):
+            m = re.search(r'^%s\{format="%s"\} (\S+)$' % (name, fmt), text, re.M)
+            self.assertIsNotNone(m, "%s{%s}" % (name, fmt))
+            return float(m.group(1))
+
+        now = time.time()
+        ends = {"snowflake": (1577836800000 + 2 ** 41) / 1000, "uuid7": 2 ** 48 / 1000,
+                "ulid": 2 ** 48 / 1000}
+        for fmt, end in ends.items():
+            self.assertAlmostEqual(value("snowflaked_id_space_end_timestamp_seconds", fmt) / end,
+                                   1, places=6)
+            left = value("snowflaked_id_space_remaining_seconds", fmt)
+            self.assertAlmostEqual(left / (end - now), 1, places=5)
+            self.assertEqual(value("snowflaked_id_capacity_per_second", fmt), 4096000)
+
     def test_bad_input(self):
         cases = [
             ("/uuid?encoding=dec", "encoding must be one of canonical, hex, base32"),
