@@ -240,5 +240,41 @@ class PerLoopNodes(unittest.TestCase):
             srv.stop()
 
 
+class TwoReplicas(unittest.TestCase):
+    def test_replicas_never_collide(self):
+        """Two daemons with the same datacenter and different worker ids, issuing at once: their
+        IDs may share (ms, counter) pairs, yet never collide, because the node sits in the
+        random bits (the guarantee README states, not a probability)."""
+        a = Server("--set", "snowflake.worker_id=1")
+        b = Server("--set", "snowflake.worker_id=2")
+        try:
+            got = {a: [], b: []}
+
+            def pull(srv):
+                with srv.connect() as s:
+                    rd = Reader(s)
+                    for i in range(20):
+                        s.sendall(get("/uuids?count=4096" if i % 2 else "/ulids?count=4096"))
+                        got[srv].extend(rd.response().json()["ids"])
+
+            threads = [threading.Thread(target=pull, args=(srv,)) for srv in (a, b)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            ints = {srv: [uuid.UUID(x).int if "-" in x else ulid_int(x) for x in ids]
+                    for srv, ids in got.items()}
+            self.assertEqual(len(ints[a]), 20 * 4096)
+            self.assertEqual(len(ints[b]), 20 * 4096)
+            self.assertEqual(len(set(ints[a]) | set(ints[b])), 2 * 20 * 4096)
+            # every UUID's node field names its daemon
+            for srv, worker in ((a, 1), (b, 2)):
+                nodes = {(v >> 52) & 0x3FF for v, x in zip(ints[srv], got[srv]) if "-" in x}
+                self.assertEqual(nodes, {worker})
+        finally:
+            a.stop()
+            b.stop()
+
+
 if __name__ == "__main__":
     unittest.main()
