@@ -33,6 +33,8 @@ DATACENTER, WORKER = 3, 17
 NODE = DATACENTER << 5 | WORKER
 NODE_ENV = {"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": str(DATACENTER),
             "SNOWFLAKED_SNOWFLAKE_WORKER_ID": str(WORKER)}
+# A short lease, so that the refusals after kill -9 (until the clock passes the lease) are brief.
+LEASE_ENV = dict(NODE_ENV, SNOWFLAKED_SNOWFLAKE_LEASE_MS="200")
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
@@ -232,6 +234,7 @@ class RestartJudges(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory(prefix="sf_judges_")
         self.data = os.path.join(self.tmp.name, "data")
         self.server = None
+        self.refusals = []
 
     def tearDown(self):
         if self.server is not None and self.server.proc.poll() is None:
@@ -240,9 +243,24 @@ class RestartJudges(unittest.TestCase):
         self.tmp.cleanup()
 
     def take(self):
+        """Five UUIDs and five ULIDs. After kill -9 the lease E lies up to lease_ms ahead and the
+        daemon refuses (503 + Retry-After) until its clock passes E: retried, bounded."""
         c = Client(self.server)
+        start = time.time()
+        deadline = start + 10
+        refused = 0
         try:
-            return (c.json("/uuids?count=5")["ids"], c.json("/ulids?count=5")["ids"])
+            while True:
+                c.sock.sendall(get("/uuids?count=5"))
+                r = c.reader.response()
+                if r.status != 503 or time.time() > deadline:
+                    break
+                self.assertIsNotNone(r.header("retry-after"), "503 without Retry-After")
+                refused += 1
+                time.sleep(0.02)
+            self.assertEqual(r.status, 200, r.body[:300])
+            self.refusals.append("%d refused in %.0f ms" % (refused, (time.time() - start) * 1000))
+            return (r.json()["ids"], c.json("/ulids?count=5")["ids"])
         finally:
             c.close()
 
@@ -257,7 +275,7 @@ class RestartJudges(unittest.TestCase):
         runs = []
         for how, end in (("first run", "stop"), ("after a clean stop", "kill"),
                          ("after kill -9", "stop")):
-            self.server = Server(data_dir=self.data, env=NODE_ENV)
+            self.server = Server(data_dir=self.data, env=LEASE_ENV)
             runs.append((how, self.take()))
             self.server.stop() if end == "stop" else self.kill9()
             self.server = None
@@ -270,6 +288,7 @@ class RestartJudges(unittest.TestCase):
                 self.assertIsNone(first_disorder(ints), "%s (Python int order): %s" % (
                     label, old + new))
                 records.append({"kind": "order", "label": label, "texts": old + new})
+        print("first /uuids per run: %s" % "; ".join(self.refusals))
         rc, out = npm_judge(records)
         print(out.splitlines()[-1])
         self.assertEqual(rc, 0, "npm judge: IDs after a restart do not sort after those before:\n"
