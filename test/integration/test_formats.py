@@ -171,6 +171,24 @@ class Formats(unittest.TestCase):
         text = request(self.srv, get("/metrics")).body.decode()
         self.assertRegex(text, r"(?m)^snowflaked_random_failures_total 0$")
 
+    def test_id_space_budget_metrics(self):
+        text = request(self.srv, get("/metrics")).body.decode()
+
+        def value(name, fmt):
+            m = re.search(r'^%s\{format="%s"\} (\S+)$' % (name, fmt), text, re.M)
+            self.assertIsNotNone(m, "%s{%s}" % (name, fmt))
+            return float(m.group(1))
+
+        now = time.time()
+        ends = {"snowflake": (1577836800000 + 2 ** 41) / 1000, "uuid7": 2 ** 48 / 1000,
+                "ulid": 2 ** 48 / 1000}
+        for fmt, end in ends.items():
+            self.assertAlmostEqual(value("snowflaked_id_space_end_timestamp_seconds", fmt) / end,
+                                   1, places=6)
+            left = value("snowflaked_id_space_remaining_seconds", fmt)
+            self.assertAlmostEqual(left / (end - now), 1, places=5)
+            self.assertEqual(value("snowflaked_id_capacity_per_second", fmt), 4096000)
+
     def test_bad_input(self):
         cases = [
             ("/uuid?encoding=dec", "encoding must be one of canonical, hex, base32"),
@@ -220,6 +238,42 @@ class PerLoopNodes(unittest.TestCase):
             self.assertEqual(workers, {4, 5})
         finally:
             srv.stop()
+
+
+class TwoReplicas(unittest.TestCase):
+    def test_replicas_never_collide(self):
+        """Two daemons with the same datacenter and different worker ids, issuing at once: their
+        IDs may share (ms, counter) pairs, yet never collide, because the node sits in the
+        random bits (the guarantee README states, not a probability)."""
+        a = Server("--set", "snowflake.worker_id=1")
+        b = Server("--set", "snowflake.worker_id=2")
+        try:
+            got = {a: [], b: []}
+
+            def pull(srv):
+                with srv.connect() as s:
+                    rd = Reader(s)
+                    for i in range(20):
+                        s.sendall(get("/uuids?count=4096" if i % 2 else "/ulids?count=4096"))
+                        got[srv].extend(rd.response().json()["ids"])
+
+            threads = [threading.Thread(target=pull, args=(srv,)) for srv in (a, b)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            ints = {srv: [uuid.UUID(x).int if "-" in x else ulid_int(x) for x in ids]
+                    for srv, ids in got.items()}
+            self.assertEqual(len(ints[a]), 20 * 4096)
+            self.assertEqual(len(ints[b]), 20 * 4096)
+            self.assertEqual(len(set(ints[a]) | set(ints[b])), 2 * 20 * 4096)
+            # every UUID's node field names its daemon
+            for srv, worker in ((a, 1), (b, 2)):
+                nodes = {(v >> 52) & 0x3FF for v, x in zip(ints[srv], got[srv]) if "-" in x}
+                self.assertEqual(nodes, {worker})
+        finally:
+            a.stop()
+            b.stop()
 
 
 if __name__ == "__main__":

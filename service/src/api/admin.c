@@ -170,6 +170,41 @@ static void metrics_pools(prom_buf *b, const api_ctx *a)
     prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"request_head\"", heads.mallocs);
 }
 
+/* The ID-space budget per format: when the timestamp field runs out and how many IDs per second
+ * this process can issue at most (every generator of the format at its full sequence). An alert
+ * on the remaining seconds gives years of warning (README, "ID-space budget"). */
+static void metrics_id_space(prom_buf *b, const api_ctx *a)
+{
+    const sf_layout *layouts[3] = {&a->opt.layout, &a->gens128[0][0]->layout,
+                                   &a->gens128[1][0]->layout};
+    const char *names[3] = {"snowflake", api_format_name(SF_FORMAT_UUID7),
+                            api_format_name(SF_FORMAT_ULID)};
+    double now_s = (double)sf_clock_now(sf_clock_system()) / 1000.0, end_s[3];
+    for (int f = 0; f < 3; f++)
+        end_s[f] = (double)sf_layout_ms_of(layouts[f], layouts[f]->tick_max + 1) / 1000.0;
+    char label[32];
+    prom_family(b, "snowflaked_id_space_end_timestamp_seconds", "gauge",
+                "Unix time at which the format's timestamp field runs out.");
+    for (int f = 0; f < 3; f++) {
+        snprintf(label, sizeof label, "format=\"%s\"", names[f]);
+        prom_f64(b, "snowflaked_id_space_end_timestamp_seconds", label, end_s[f]);
+    }
+    prom_family(b, "snowflaked_id_space_remaining_seconds", "gauge",
+                "Seconds until the format's timestamp field runs out.");
+    for (int f = 0; f < 3; f++) {
+        snprintf(label, sizeof label, "format=\"%s\"", names[f]);
+        prom_f64(b, "snowflaked_id_space_remaining_seconds", label,
+                 end_s[f] > now_s ? end_s[f] - now_s : 0.0);
+    }
+    prom_family(b, "snowflaked_id_capacity_per_second", "gauge",
+                "IDs per second this process can issue at most, per format.");
+    for (int f = 0; f < 3; f++) {
+        snprintf(label, sizeof label, "format=\"%s\"", names[f]);
+        prom_f64(b, "snowflaked_id_capacity_per_second", label,
+                 sf_layout_cap_per_second(layouts[f]) * (double)a->ngens);
+    }
+}
+
 static void metrics_ids(prom_buf *b, const api_ctx *a)
 {
     uint64_t issued = 0, issued128[2] = {0, 0}, denied = 0;
@@ -221,6 +256,7 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         counter(b, "snowflaked_lease_write_failures_total", "Timestamp lease renewals failed.",
                 counter_get(&a->keeper->failures));
     }
+    metrics_id_space(b, a);
     const api_options *o = &a->opt;
     const sf_layout *l = &o->layout;
     prom_family(b, "snowflaked_info", "gauge", "Build and identity of this instance.");
