@@ -19,6 +19,13 @@ for pkg in $PACKAGES; do
         *) missing="$missing $pkg" ;;
     esac
 done
+# node + npm for the npm judges of the UUID/ULID output (ctest judges, test/judges/README.md;
+# SNOWFLAKED_NO_NPM=1 skips them). Looked up by command, not by package: NodeSource's nodejs
+# package carries npm and conflicts with Debian's npm, which apt would otherwise swap in for it.
+if [ "${SNOWFLAKED_NO_NPM:-}" != 1 ]; then
+    command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+    command -v npm >/dev/null 2>&1 || missing="$missing npm"
+fi
 [ -z "$missing" ] && exit 0
 
 echo "install-deps: installing:$missing" >&2
