@@ -2,11 +2,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "api/api.h"
 #include "snowflake/encoding.h"
 #include "util/counter.h"
+#include "util/rfc3339.h"
 
 #define ID_PARSE_FUTURE_SLACK_MS 60000 /* clocks of other replicas may run a little ahead */
 
@@ -241,12 +241,8 @@ void api_id_parse(http_request *r, void *ctx)
             return;
         }
     }
-    time_t secs = (time_t)(parts.timestamp_ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    char iso[40];
-    size_t il = strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(iso + il, sizeof iso - il, ".%03uZ", (unsigned)(parts.timestamp_ms % 1000));
+    char iso[RFC3339_FORMAT_CAP];
+    rfc3339_format_ms(parts.timestamp_ms, iso);
     char body[320];
     int n = snprintf(body, sizeof body,
                      "{\"id\":\"%llu\",\"timestamp_ms\":%llu,\"time\":\"%s\",\"datacenter\":%u,"
