@@ -1,4 +1,4 @@
-/* The HTTP API: ID routes (/id, /ids, /id/{id}) and administration (/healthz, /readyz,
+/* The HTTP API: ID routes (/id, /ids, /id/{id}, /bounds) and administration (/healthz, /readyz,
  * /metrics). Handlers run on loop threads; the only shared state they touch on the request path
  * is the generator (in its configured sync mode) and per-loop counters. What they need to know
  * of the configuration comes in api_options, filled once by app/wiring.c: the API does not
@@ -60,6 +60,7 @@ int api_register(http_server *http, api_ctx *ctx);
 void api_id(http_request *r, void *ctx);
 void api_ids(http_request *r, void *ctx);
 void api_id_parse(http_request *r, void *ctx);
+void api_bounds(http_request *r, void *ctx);
 void api_healthz(http_request *r, void *ctx);
 void api_readyz(http_request *r, void *ctx);
 void api_metrics(http_request *r, void *ctx);
