@@ -57,7 +57,9 @@ def q(value):
     return urllib.parse.quote(str(value), safe="")
 
 
-class BoundsSnowflake(unittest.TestCase):
+class OneServer(unittest.TestCase):
+    """A server with the default configuration for the class, and /bounds on it."""
+
     @classmethod
     def setUpClass(cls):
         cls.srv = Server()
@@ -66,14 +68,15 @@ class BoundsSnowflake(unittest.TestCase):
     def tearDownClass(cls):
         cls.srv.stop()
 
-    def call(self, query, status=200):
+    def bounds(self, frm, to, extra=""):
+        query = "from=%s&to=%s%s" % (q(frm), q(to), extra)
         r = request(self.srv, get("/bounds?" + query))
-        self.assertEqual(r.status, status, "%s: %s" % (query, r.body))
+        self.assertEqual(r.status, 200, "%s: %s" % (query, r.body))
         self.assertEqual(r.header("content-type"), "application/json")
         return r.json()
 
-    def bounds(self, frm, to, extra=""):
-        return self.call("from=%s&to=%s%s" % (q(frm), q(to), extra))
+
+class BoundsSnowflake(OneServer):
 
     def decode(self, id_text, enc="dec"):
         r = request(self.srv, get("/id/%s?encoding=%s" % (id_text, enc)))
@@ -249,23 +252,10 @@ class BoundsTenMsTicks(unittest.TestCase):
             srv.stop()
 
 
-class BoundsUuidUlid(unittest.TestCase):
-    """UUIDv7 / ULID bounds against constructed values (the issuing routes are the lead's; when
-    they are on this branch, test_formats covers issued IDs): exact documented values, Python's
-    uuid as the judge, and random IDs of each millisecond in and out of range."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-
-    def bounds(self, frm, to, extra=""):
-        r = request(self.srv, get("/bounds?from=%s&to=%s%s" % (q(frm), q(to), extra)))
-        self.assertEqual(r.status, 200, r.body)
-        return r.json()
+class BoundsUuidUlid(OneServer):
+    """UUIDv7 / ULID bounds against constructed values (the issuing routes /uuids and /ulids are
+    not on this branch yet): exact documented values, Python's uuid as the judge, and random IDs
+    of each millisecond in and out of range."""
 
     def test_uuid7_values(self):
         jan, feb = 1767225600000, 1769904000000
