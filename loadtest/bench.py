@@ -18,6 +18,8 @@ Sections:
          per request at -c 1000, 3000, 5000 (2 server threads, unpinned).
   alloc  glibc, jemalloc, tcmalloc and mimalloc builds (-DSF_MALLOC) on connection per request
          and on cache sets (where the daemon allocates).
+  formats  GET /id, /uuid, /ulid (and /ids, /uuids, /ulids at count=1000) on one server thread
+         pinned to core 0, sfload on core 1: req/s and server CPU-us per request against /id.
 """
 import argparse
 import json
@@ -293,6 +295,33 @@ def section_sync(b):
                 print("%-26s %8d %12s %10.0f %12.2f" % (model, conns, mode, rps, us), flush=True)
 
 
+def section_formats(b):
+    """UUIDv7 and ULIDs against Snowflake IDs on the same server: same client, same load, rows
+    alternating within each repeat; the ratio column is against GET /id (or /ids)."""
+    print("\n== ID formats: 1 server thread on core 0, sfload on core 1, keep-alive -c 50, "
+          "median of %d ==" % b.args.repeat)
+    print("%-26s %10s %7s | %8s | %8s %7s" % ("request", "req/s", "ratio", "p99 us",
+                                             "CPU-us", "ratio"))
+    groups = [["/id", "/uuid", "/ulid"],
+              ["/ids?count=1000", "/uuids?count=1000", "/ulids?count=1000"]]
+    for paths in groups:
+        runs = {p: [] for p in paths}
+        for _ in range(b.args.repeat):
+            for path in paths:
+                srv = b.ours()
+                try:
+                    rep = b.load(srv, ["-c", "50"], "http://127.0.0.1:%d%s" % (srv["http"], path))
+                    runs[path].append(figures(rep))
+                finally:
+                    b.stop(srv["proc"])
+        base = median_figures(runs[paths[0]])
+        for path in paths:
+            f = median_figures(runs[path])
+            print("%-26s %10.0f %7s | %8.0f | %8.2f %7s" % (
+                "GET " + path, f[0], ratio(f[0], base[0]), f[1], f[2], ratio(f[2], base[2])),
+                flush=True)
+
+
 def build_with(b, alloc):
     if alloc == "glibc":
         return b.build
@@ -342,7 +371,8 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="peers,sync,alloc", help="sections: peers,sync,alloc")
+    ap.add_argument("--only", default="peers,formats,sync,alloc",
+                    help="sections: peers,formats,sync,alloc")
     ap.add_argument("-t", "--time", type=int, default=5, help="seconds per run (default 5)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure, median (default 3)")
     ap.add_argument("--quick", action="store_true", help="-t 3 --repeat 1")
@@ -364,10 +394,11 @@ def main():
     print("machine: " + machine())
     print("date: " + time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     try:
-        sections = {"peers": section_peers, "sync": section_sync, "alloc": section_alloc}
+        sections = {"peers": section_peers, "sync": section_sync, "alloc": section_alloc,
+                    "formats": section_formats}
         for name in args.only.split(","):
             if name not in sections:
-                sys.exit("unknown section %r (peers, sync, alloc)" % name)
+                sys.exit("unknown section %r (peers, sync, alloc, formats)" % name)
             sections[name](b)
     finally:
         b.stop_all()

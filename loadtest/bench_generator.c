@@ -1,9 +1,11 @@
 /* Generator benchmark: ns per ID for each sync mode at 1, 2 and 4 threads, throughput as a
- * fraction of the layout's cap, and the cost of one 4096-ID batch. Prints figures; not a test.
+ * fraction of the layout's cap, the cost of one 4096-ID batch, and Snowflake IDs next to UUIDv7
+ * and ULIDs (median ns per call, one thread; a 4096 batch each). Prints figures; not a test.
  *
  *   bench_generator [-d ms_per_run] [-b batches]
- *   bench_generator -n COUNT [-m mode]   issue COUNT IDs on one thread and exit, for
- *                                        valgrind --tool=callgrind (instructions per ID)
+ *   bench_generator -n COUNT [-m mode] [-f snowflake|uuid7|ulid]   issue COUNT IDs on one
+ *                                        thread and exit, for valgrind --tool=callgrind
+ *                                        (instructions per ID)
  *
  * "capped" uses the default 41/5/5/12 layout (cap 4,096,000 IDs/s per worker), where the
  * sequence runs out every millisecond and the generator waits for the next tick; "uncapped" uses
@@ -14,10 +16,13 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "snowflake/generator.h"
+#include "snowflake/issue128.h"
+#include "snowflake/rng.h"
 
 static uint64_t mono_ns(void)
 {
@@ -155,6 +160,112 @@ static void bench_batch(const sf_layout *l, unsigned batches)
     sf_gen_destroy(&g);
 }
 
+/* ---- Snowflake IDs next to UUIDv7 and ULIDs ------------------------------------------------ */
+
+typedef enum { FMT_SNOWFLAKE = -1 } fmt_snowflake; /* else an sf_id128_format */
+
+static const char *fmt_name(int f)
+{
+    return f == FMT_SNOWFLAKE ? "snowflake" : f == SF_FORMAT_UUID7 ? "uuid7" : "ulid";
+}
+
+static void make_format_gen(sf_gen *g, int f, sf_sync_mode mode)
+{
+    if (f == FMT_SNOWFLAKE) {
+        sf_layout l = make_layout(41, 5, 5, 12);
+        make_gen(g, &l, mode, 0);
+        return;
+    }
+    sf_layout l;
+    char err[256];
+    if (sf_layout_init_unix_ms(&l, 5, 5, err, sizeof err) != 0) {
+        fprintf(stderr, "layout: %s\n", err);
+        exit(1);
+    }
+    make_gen(g, &l, mode, 0);
+}
+
+static inline int issue_n(sf_gen *g, int f, void *out, uint32_t n)
+{
+    return f == FMT_SNOWFLAKE ? sf_gen_batch(g, out, n)
+                              : sf_id128_issue(g, (sf_id128_format)f, out, n);
+}
+
+static void sleep_to_next_ms(void)
+{
+    struct timespec d = {.tv_sec = 0, .tv_nsec = 1100000};
+    nanosleep(&d, NULL);
+}
+
+/* Median ns of one call (less the timer's own cost), single IDs then 4096-batches, each batch
+ * in a fresh millisecond: the work of issuing, not the waits for the next tick that 4096 IDs per
+ * ms impose on all three formats alike. */
+static void bench_formats(unsigned samples, unsigned batches)
+{
+    uint64_t *ns = malloc(sizeof(uint64_t) * samples);
+    static sf_id128 out[4096];
+    for (unsigned i = 0; i < samples; i++) {
+        uint64_t t0 = mono_ns();
+        ns[i] = mono_ns() - t0;
+    }
+    qsort(ns, samples, sizeof *ns, cmp_u64);
+    double timer = (double)ns[samples / 2];
+    printf("\nformats, 1 thread, atomic, 5+5 node bits (timer overhead %.0f ns subtracted):\n",
+           timer);
+    printf("%-10s | %14s %14s | %18s %12s\n", "format", "single ns p50", "single ns p99",
+           "batch 4096 us p50", "ns per ID");
+    for (int f = FMT_SNOWFLAKE; f <= SF_FORMAT_ULID; f++) {
+        sf_gen g;
+        make_format_gen(&g, f, SF_SYNC_ATOMIC);
+        for (unsigned i = 0; i < samples; i++) {
+            if (i % 2048 == 0)
+                sleep_to_next_ms(); /* stay under 4096 per ms: no waits in the samples */
+            uint64_t t0 = mono_ns();
+            if (issue_n(&g, f, out, 1) != SF_OK) {
+                fprintf(stderr, "%s: issue failed\n", fmt_name(f));
+                exit(1);
+            }
+            ns[i] = mono_ns() - t0;
+        }
+        qsort(ns, samples, sizeof *ns, cmp_u64);
+        double p50 = (double)ns[samples / 2] - timer, p99 = (double)ns[samples * 99 / 100] - timer;
+        unsigned nb = batches < samples ? batches : samples;
+        for (unsigned i = 0; i < nb; i++) {
+            sleep_to_next_ms();
+            uint64_t t0 = mono_ns();
+            if (issue_n(&g, f, out, 4096) != SF_OK) {
+                fprintf(stderr, "%s: batch failed\n", fmt_name(f));
+                exit(1);
+            }
+            ns[i] = mono_ns() - t0;
+        }
+        qsort(ns, nb, sizeof *ns, cmp_u64);
+        printf("%-10s | %14.1f %14.1f | %18.2f %12.1f\n", fmt_name(f), p50, p99,
+               ns[nb / 2] / 1e3, ns[nb / 2] / 4096.0);
+        sf_gen_destroy(&g);
+    }
+    free(ns);
+}
+
+/* Fixed work for instruction counting: uncapped layout for Snowflake IDs, so no tick waits (the
+ * 128-bit formats have 4096 per ms, far above what callgrind's pace reaches). */
+static int issue_count_format(long count, sf_sync_mode mode, int f)
+{
+    sf_gen g;
+    make_format_gen(&g, f, mode);
+    sf_id128 id;
+    uint64_t sum = 0;
+    for (long i = 0; i < count; i++) {
+        if (issue_n(&g, f, &id, 1) != SF_OK)
+            return 1;
+        sum ^= id.hi ^ id.lo;
+    }
+    printf("issued %ld %s (%s), checksum %llx\n", count, fmt_name(f), sf_sync_mode_name(mode),
+           (unsigned long long)sum);
+    sf_gen_destroy(&g);
+    return 0;
+}
+
 /* Fixed work for instruction counting: uncapped layout, so no tick waits. */
 static int issue_count(long count, sf_sync_mode mode)
 {
@@ -178,8 +289,8 @@ int main(int argc, char **argv)
     unsigned ms = 1000, batches = 20000;
     long count = 0;
     sf_sync_mode mode = SF_SYNC_ATOMIC;
-    int opt;
-    while ((opt = getopt(argc, argv, "d:b:n:m:")) != -1) {
+    int opt, format = FMT_SNOWFLAKE;
+    while ((opt = getopt(argc, argv, "d:b:n:m:f:")) != -1) {
         if (opt == 'd')
             ms = (unsigned)atoi(optarg);
         else if (opt == 'b')
@@ -188,14 +299,27 @@ int main(int argc, char **argv)
             count = atol(optarg);
         else if (opt == 'm' && sf_sync_mode_parse(optarg, &mode) == 0)
             ;
+        else if (opt == 'f' && (strcmp(optarg, "uuid7") == 0 || strcmp(optarg, "ulid") == 0 ||
+                                strcmp(optarg, "snowflake") == 0))
+            format = optarg[0] == 's' ? FMT_SNOWFLAKE
+                     : optarg[1] == 'u' ? SF_FORMAT_UUID7 : SF_FORMAT_ULID;
         else {
-            fprintf(stderr, "usage: %s [-d ms_per_run] [-b batches] | -n count [-m mode]\n",
+            fprintf(stderr,
+                    "usage: %s [-d ms_per_run] [-b batches] | -n count [-m mode] "
+                    "[-f snowflake|uuid7|ulid]\n",
                     argv[0]);
             return 2;
         }
     }
+    bool waited;
+    char err[256];
+    if (sf_rng_probe(&waited, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     if (count > 0)
-        return issue_count(count, mode);
+        return format == FMT_SNOWFLAKE ? issue_count(count, mode)
+                                       : issue_count_format(count, mode, format);
     if (ms < 10 || batches < 100) {
         fprintf(stderr, "-d must be >= 10 and -b >= 100\n");
         return 2;
@@ -225,5 +349,6 @@ int main(int argc, char **argv)
         }
     }
     bench_batch(&uncapped, batches);
+    bench_formats(200000, 500);
     return 0;
 }

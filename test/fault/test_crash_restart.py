@@ -6,17 +6,21 @@ data_dir/snowflake.lease), also when the wall clock is one hour behind on the se
 the lease back.
 
 Load: build/sfload --ids-out (every ID it saw, checked for duplicates and per-connection order
-by sfload itself) against /ids. Each phase is bounded to a few seconds."""
+by sfload itself) against /ids. UUIDv7 and ULIDs (/uuids, /ulids) go through the same kill -9
+and stepped-back clock with keep-alive client threads here, compared as 128-bit integers. Each
+phase is bounded to a few seconds."""
 import calendar
 import json
 import os
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
+import uuid
 
 import faultutil as fu
-from faultutil import Server, get, request
+from faultutil import Reader, Server, get, request
 
 IDS_PATH = "/ids?count=5"
 
@@ -40,6 +44,58 @@ def finish(proc, timeout=30):
     if proc.returncode not in (0, 1):
         raise AssertionError("sfload exited %d: %s" % (proc.returncode, err.decode()[-2000:]))
     return json.loads(out)
+
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def id128(text):
+    """A UUID's or ULID's 128-bit value."""
+    if "-" in text:
+        return uuid.UUID(text).int
+    v = 0
+    for c in text:
+        v = v * 32 + CROCKFORD.index(c)
+    return v
+
+
+class Load128:
+    """Two keep-alive clients, one on /uuids?count=5 and one on /ulids?count=5, until stopped or
+    the connection dies (a kill): every ID kept, per format, with the statuses seen."""
+
+    def __init__(self, srv, seconds):
+        self.ids = {"uuid": [], "ulid": []}
+        self.statuses = {}
+        self.errors = []
+        self.deadline = time.monotonic() + seconds
+        self.threads = [threading.Thread(target=self.run, args=(srv, k)) for k in self.ids]
+        for t in self.threads:
+            t.start()
+
+    def run(self, srv, kind):
+        try:
+            with srv.connect(timeout=2) as s:
+                rd = Reader(s)
+                last = 0
+                while time.monotonic() < self.deadline:
+                    s.sendall(get("/%ss?count=5" % kind))
+                    r = rd.response()
+                    self.statuses[r.status] = self.statuses.get(r.status, 0) + 1
+                    if r.status != 200:
+                        time.sleep(0.01)
+                        continue
+                    vals = [id128(x) for x in r.json()["ids"]]
+                    if vals[0] <= last or vals != sorted(vals):
+                        self.errors.append("%s out of order" % kind)
+                    last = vals[-1]
+                    self.ids[kind].extend(vals)
+        except (OSError, EOFError, ValueError):
+            pass  # the kill
+
+    def join(self):
+        for t in self.threads:
+            t.join(30)
+        return self
 
 
 def probe_id(srv):
@@ -191,6 +247,56 @@ class CrashRestart(unittest.TestCase):
         self.assertGreater(len(later), 1000, "too few IDs on the real clock: %s" % report)
         self.assertGreater(min(later), max(after) if len(after) else hi)
         self.assertEqual(fu.stop_expect(self.servers.pop())[0], 0)
+
+    def test_kill9_uuid_ulid_then_restart_and_clock_one_hour_back(self):
+        """UUIDv7 and ULIDs share the lease: after kill -9 and an immediate restart every new
+        one is above every earlier one, and in a millisecond at or after E; with the clock an
+        hour back they are refused (503 + Retry-After), never smaller."""
+        srv = self.start()
+        load = Load128(srv, 3.0)
+        time.sleep(1.5)
+        srv.proc.kill()
+        srv.proc.wait(timeout=10)
+        lease_e = fu.read_lease(self.data)
+        before = load.join()
+        srv = self.start()
+        self.assertEqual(before.errors, [])
+        for kind in ("uuid", "ulid"):
+            self.assertGreater(len(before.ids[kind]), 200, kind)
+            self.assertLess(max(before.ids[kind]) >> 80, lease_e, "%s beyond the lease" % kind)
+        after = Load128(srv, 2.0).join()
+        self.assertEqual(after.errors, [])
+        for kind in ("uuid", "ulid"):
+            self.assertGreater(len(after.ids[kind]), 200, "%s: %s" % (kind, after.statuses))
+            self.assertGreater(min(after.ids[kind]), max(before.ids[kind]), kind)
+            self.assertGreaterEqual(min(after.ids[kind]) >> 80, lease_e, kind)
+            self.assertEqual(len(set(before.ids[kind] + after.ids[kind])),
+                             len(before.ids[kind]) + len(after.ids[kind]))
+        fu.figure("crash 128: UUIDv7/ULIDs before and after kill -9", "%d/%d, %d/%d" % (
+            len(before.ids["uuid"]), len(before.ids["ulid"]), len(after.ids["uuid"]),
+            len(after.ids["ulid"])))
+        self.assertEqual(fu.stop_expect(self.servers.pop())[0], 0)
+        lease_clean = fu.read_lease(self.data)
+        top = max(max(after.ids["uuid"]), max(after.ids["ulid"])) >> 80
+        self.assertGreater(lease_clean, top, "the clean-stop lease is above the last UUID")
+        reason = fu.ensure_programs({"faketime": "faketime"})
+        lib = fu.libfaketime()
+        if reason or not lib:
+            self.skipTest(reason or "libfaketime not found after installing faketime")
+        if "libtsan" in subprocess.run(["ldd", fu.sfharness.BINARY], capture_output=True,
+                                       text=True).stdout:
+            self.skipTest("libfaketime and ThreadSanitizer do not mix")
+        srv = self.start(env={"LD_PRELOAD": lib, "FAKETIME": "-1h",
+                              "ASAN_OPTIONS": "verify_asan_link_order=0"})
+        for path in ("/uuid", "/ulids?count=3"):
+            r = request(srv, get(path))
+            self.assertEqual(r.status, 503, path)
+            self.assertGreaterEqual(int(r.header("retry-after")), 3000)
+            self.assertIn("clock is behind", r.json()["error"])
+        self.assertEqual(request(srv, get("/readyz")).status, 503)
+        self.assertEqual(fu.stop_expect(self.servers.pop())[0], 0)
+        self.assertGreaterEqual(fu.read_lease(self.data), lease_clean,
+                                "the stop under the stepped-back clock moved the lease back")
 
 
 if __name__ == "__main__":

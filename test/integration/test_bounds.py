@@ -252,10 +252,57 @@ class BoundsTenMsTicks(unittest.TestCase):
             srv.stop()
 
 
+class BoundsIssued128(OneServer):
+    """UUIDv7s and ULIDs the server issued between two instants lie in the bounds of that
+    interval (server-stamped markers: the first and last issued IDs' own milliseconds; and the
+    client's clock with 50 ms of slack), those issued before and after outside."""
+
+    def issue(self, route, count):
+        with self.srv.connect() as s:
+            s.sendall(get("/%s?count=%d" % (route, count)))
+            r = Reader(s).response()
+            self.assertEqual(r.status, 200, r.body)
+            return r.json()["ids"]
+
+    def check(self, route, kind, value, ms_of):
+        wall_before = int(time.time() * 1000)
+        before = self.issue(route, 1)[0]
+        time.sleep(0.003)
+        ids = []
+        for _ in range(10):
+            ids += self.issue(route, 100)
+            time.sleep(0.002)
+        time.sleep(0.003)
+        after = self.issue(route, 1)[0]
+        wall_after = int(time.time() * 1000)
+        first, last = ms_of(ids[0]), ms_of(ids[-1])
+        self.assertLess(ms_of(before), first)
+        self.assertGreater(ms_of(after), last)
+        self.assertEqual([value(i) for i in ids], sorted(value(i) for i in ids))
+        b = self.bounds(first, last + 1, "&type=" + kind)
+        lo, hi, end = value(b["min"]), value(b["max"]), value(b["end"])
+        for i in ids:
+            self.assertTrue(lo <= value(i) <= hi and value(i) < end, (i, b))
+        self.assertLess(value(before), lo)
+        self.assertGreaterEqual(value(after), end)
+        b = self.bounds(rfc3339(wall_before - 50, 60), rfc3339(wall_after + 50, -60),
+                        "&type=" + kind)
+        for i in ids + [before, after]:
+            self.assertTrue(value(b["min"]) <= value(i) < value(b["end"]), (i, b))
+
+    def test_uuid7(self):
+        # bytewise, as a uuid / BINARY(16) column compares
+        self.check("uuids", "uuid7", lambda t: uuid.UUID(t).bytes,
+                   lambda t: uuid.UUID(t).int >> 80)
+
+    def test_ulid(self):
+        # as text, as CHAR(26) COLLATE "C" compares
+        self.check("ulids", "ulid", lambda t: t, lambda t: b32_decode(t) >> 80)
+
+
 class BoundsUuidUlid(OneServer):
-    """UUIDv7 / ULID bounds against constructed values (the issuing routes /uuids and /ulids are
-    not on this branch yet): exact documented values, Python's uuid as the judge, and random IDs
-    of each millisecond in and out of range."""
+    """UUIDv7 / ULID bounds against constructed values: exact documented values, Python's uuid
+    as the judge, and random IDs of each millisecond in and out of range."""
 
     def test_uuid7_values(self):
         jan, feb = 1767225600000, 1769904000000

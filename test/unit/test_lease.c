@@ -287,6 +287,62 @@ START_TEST(test_keeper_many_generators)
 }
 END_TEST
 
+/* One lease for generators of different tick spaces: a Snowflake layout of 10 ms ticks and the
+ * Unix-ms space of UUIDv7/ULID. Each is opened in its own ticks, and the clean-stop lease is the
+ * latest "tick after the last ID" over both, in ms; a restart floors each above its own IDs. */
+START_TEST(test_keeper_two_tick_spaces)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_layout l10, wide;
+    char err[256];
+    ck_assert(sf_layout_init(&l10, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 10, T0, err, sizeof err) == 0);
+    ck_assert(sf_layout_init_unix_ms(&wide, 5, 5, err, sizeof err) == 0);
+    sf_gen_config cfg = {.layout = l10, .max_backward_ms = 5, .max_batch = 64,
+                         .lease_guarded = true, .clock = &clk.base};
+    sf_gen snow, u;
+    ck_assert(sf_gen_init(&snow, &cfg, err, sizeof err) == 0);
+    cfg.layout = wide;
+    ck_assert(sf_gen_init(&u, &cfg, err, sizeof err) == 0);
+    sf_gen *gens[] = {&snow, &u};
+    sf_lease_keeper k;
+    ck_assert_int_eq(sf_lease_keeper_start(&k, gens, 2, path, 2000, 0, err, sizeof err), 0);
+    sf_span span;
+    ck_assert_int_eq(sf_gen_reserve(&u, 1, &span), SF_OK); /* opened in its own ticks */
+    sf_fake_clock_set(&clk, T0 + 7);
+    ck_assert_int_eq(sf_gen_reserve(&u, 1, &span), SF_OK);
+    ck_assert_uint_eq(span.first_tick, T0 + 7);
+    uint64_t id;
+    sf_fake_clock_set(&clk, T0 + 15);
+    ck_assert_int_eq(sf_gen_next(&snow, &id), SF_OK); /* the 10 ms tick [T0+10, T0+20) */
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
+    uint64_t end;
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    ck_assert_uint_eq(end, T0 + 20);
+    ck_assert_uint_eq(sf_lease_first_tick(&wide, end), T0 + 20);
+    ck_assert_uint_eq(sf_lease_first_tick(&l10, end), (T0 + 20 - SF_DEFAULT_EPOCH_MS) / 10);
+    sf_gen_destroy(&snow);
+    sf_gen_destroy(&u);
+    /* The other order: the wide generator's last ID is the later one. */
+    sf_fake_clock_init(&clk, T0 + 100, 0, 0);
+    cfg.layout = l10;
+    cfg.min_tick = sf_lease_first_tick(&l10, end);
+    ck_assert(sf_gen_init(&snow, &cfg, err, sizeof err) == 0);
+    cfg.layout = wide;
+    cfg.min_tick = sf_lease_first_tick(&wide, end);
+    ck_assert(sf_gen_init(&u, &cfg, err, sizeof err) == 0);
+    ck_assert_int_eq(sf_lease_keeper_start(&k, gens, 2, path, 2000, end, err, sizeof err), 0);
+    ck_assert_int_eq(sf_gen_next(&snow, &id), SF_OK);
+    sf_fake_clock_set(&clk, T0 + 113);
+    ck_assert_int_eq(sf_gen_reserve(&u, 1, &span), SF_OK);
+    ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
+    ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
+    ck_assert_uint_eq(end, T0 + 114);
+    sf_gen_destroy(&snow);
+    sf_gen_destroy(&u);
+}
+END_TEST
+
 /* The disk goes away mid-run: IDs continue while the lease on disk covers them, then are
  * refused (never issued uncovered), and resume once renewal succeeds again. */
 START_TEST(test_renewal_failure_refuses_then_recovers)
@@ -354,6 +410,7 @@ int main(void)
     tcase_add_test(tc, test_keeper_many_generators);
     tcase_add_test(tc, test_renewal_failure_refuses_then_recovers);
     tcase_add_test(tc, test_keeper_start_fails_cleanly);
+    tcase_add_test(tc, test_keeper_two_tick_spaces);
     suite_add_tcase(s, tc);
     return sf_run_suite(s);
 }

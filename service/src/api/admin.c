@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "snowflake/rng.h"
 #include "llhttp.h"
 #include "obs/prom.h"
 #include "util/counter.h"
@@ -23,8 +24,8 @@ const char *api_not_ready_reason(api_ctx *a)
         return "draining";
     /* Refusals that last: a clock behind the stored lease, a lease that cannot be renewed.
      * Overload (SF_EBUSY) clears within milliseconds and must not flap readiness. */
-    for (unsigned i = 0; i < a->ngens; i++) {
-        int rc = sf_gen_status(a->gens[i], NULL);
+    for (unsigned i = 0; i < a->nall_gens; i++) {
+        int rc = sf_gen_status(a->all_gens[i], NULL);
         if (rc == SF_ECLOCK)
             return "clock is behind the last issued ID (or the stored lease)";
         if (rc == SF_ELEASE)
@@ -169,25 +170,74 @@ static void metrics_pools(prom_buf *b, const api_ctx *a)
     prom_u64(b, "snowflaked_pool_mallocs_total", "pool=\"request_head\"", heads.mallocs);
 }
 
+/* The ID-space budget per format: when the timestamp field runs out and how many IDs per second
+ * this process can issue at most (every generator of the format at its full sequence). An alert
+ * on the remaining seconds gives years of warning (README, "ID-space budget"). */
+static void metrics_id_space(prom_buf *b, const api_ctx *a)
+{
+    const sf_layout *layouts[3] = {&a->opt.layout, &a->gens128[0][0]->layout,
+                                   &a->gens128[1][0]->layout};
+    const char *names[3] = {"snowflake", api_format_name(SF_FORMAT_UUID7),
+                            api_format_name(SF_FORMAT_ULID)};
+    double now_s = (double)sf_clock_now(sf_clock_system()) / 1000.0, end_s[3];
+    for (int f = 0; f < 3; f++)
+        end_s[f] = (double)sf_layout_ms_of(layouts[f], layouts[f]->tick_max + 1) / 1000.0;
+    char label[32];
+    prom_family(b, "snowflaked_id_space_end_timestamp_seconds", "gauge",
+                "Unix time at which the format's timestamp field runs out.");
+    for (int f = 0; f < 3; f++) {
+        snprintf(label, sizeof label, "format=\"%s\"", names[f]);
+        prom_f64(b, "snowflaked_id_space_end_timestamp_seconds", label, end_s[f]);
+    }
+    prom_family(b, "snowflaked_id_space_remaining_seconds", "gauge",
+                "Seconds until the format's timestamp field runs out.");
+    for (int f = 0; f < 3; f++) {
+        snprintf(label, sizeof label, "format=\"%s\"", names[f]);
+        prom_f64(b, "snowflaked_id_space_remaining_seconds", label,
+                 end_s[f] > now_s ? end_s[f] - now_s : 0.0);
+    }
+    prom_family(b, "snowflaked_id_capacity_per_second", "gauge",
+                "IDs per second this process can issue at most, per format.");
+    for (int f = 0; f < 3; f++) {
+        snprintf(label, sizeof label, "format=\"%s\"", names[f]);
+        prom_f64(b, "snowflaked_id_capacity_per_second", label,
+                 sf_layout_cap_per_second(layouts[f]) * (double)a->ngens);
+    }
+}
+
 static void metrics_ids(prom_buf *b, const api_ctx *a)
 {
-    uint64_t issued = 0, denied = 0;
+    uint64_t issued = 0, issued128[2] = {0, 0}, denied = 0;
     for (unsigned i = 0; i < perloop_count(&a->loops); i++) {
         const api_loop *l = perloop_at(&a->loops, i);
         issued += counter_get(&l->ids_issued);
+        issued128[0] += counter_get(&l->ids128_issued[0]);
+        issued128[1] += counter_get(&l->ids128_issued[1]);
         denied += counter_get(&l->auth_failures);
     }
     sf_gen_stats total = {0};
-    for (unsigned i = 0; i < a->ngens; i++) {
+    for (unsigned i = 0; i < a->nall_gens; i++) {
         sf_gen_stats s;
-        sf_gen_stats_get(a->gens[i], &s);
+        sf_gen_stats_get(a->all_gens[i], &s);
         total.exhaustion_waits += s.exhaustion_waits;
         total.clock_behind_waits += s.clock_behind_waits;
         total.clock_behind_errors += s.clock_behind_errors;
         total.lease_errors += s.lease_errors;
         total.busy_errors += s.busy_errors;
     }
-    counter(b, "snowflaked_ids_issued_total", "IDs handed out (single and batch).", issued);
+    counter(b, "snowflaked_ids_issued_total",
+            "IDs handed out (single and batch), every format.", issued + issued128[0] + issued128[1]);
+    prom_family(b, "snowflaked_ids_issued_by_format_total", "counter",
+                "IDs handed out, by format (snowflake, uuid7, ulid).");
+    prom_u64(b, "snowflaked_ids_issued_by_format_total", "format=\"snowflake\"", issued);
+    for (int f = 0; f < 2; f++) {
+        char label[32];
+        snprintf(label, sizeof label, "format=\"%s\"", api_format_name((sf_id128_format)f));
+        prom_u64(b, "snowflaked_ids_issued_by_format_total", label, issued128[f]);
+    }
+    counter(b, "snowflaked_random_failures_total",
+            "UUIDv7/ULID requests refused because the kernel's random source failed.",
+            sf_rng_failures());
     counter(b, "snowflaked_auth_failures_total",
             "Requests refused with 401 (missing or wrong bearer token).", denied);
     counter(b, "snowflaked_sequence_exhaustion_waits_total",
@@ -206,6 +256,7 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         counter(b, "snowflaked_lease_write_failures_total", "Timestamp lease renewals failed.",
                 counter_get(&a->keeper->failures));
     }
+    metrics_id_space(b, a);
     const api_options *o = &a->opt;
     const sf_layout *l = &o->layout;
     prom_family(b, "snowflaked_info", "gauge", "Build and identity of this instance.");
@@ -305,6 +356,22 @@ int api_register(http_server *http, api_ctx *a)
          .methods = get,
          .auth = read,
          .handler = api_id_parse,
+         .ctx = a},
+        {.path = "/uuid", .methods = get, .auth = read, .handler = api_uuid, .ctx = a},
+        {.path = "/uuids", .methods = get, .auth = read, .handler = api_uuid, .ctx = a},
+        {.path = "/uuid/",
+         .prefix = true,
+         .methods = get,
+         .auth = read,
+         .handler = api_uuid_parse,
+         .ctx = a},
+        {.path = "/ulid", .methods = get, .auth = read, .handler = api_ulid, .ctx = a},
+        {.path = "/ulids", .methods = get, .auth = read, .handler = api_ulid, .ctx = a},
+        {.path = "/ulid/",
+         .prefix = true,
+         .methods = get,
+         .auth = read,
+         .handler = api_ulid_parse,
          .ctx = a},
         {.path = "/bounds", .methods = get, .auth = read, .handler = api_bounds, .ctx = a},
         {.path = "/healthz", .methods = get, .handler = api_healthz, .ctx = a},

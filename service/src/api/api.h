@@ -1,4 +1,5 @@
-/* The HTTP API: ID routes (/id, /ids, /id/{id}, /bounds) and administration (/healthz, /readyz,
+/* The HTTP API: ID routes (/id, /ids, /id/{id}; /uuid, /uuids, /uuid/{uuid}; /ulid, /ulids,
+ * /ulid/{ulid}; /bounds) and administration (/healthz, /readyz,
  * /metrics). Handlers run on loop threads; the only shared state they touch on the request path
  * is the generator (in its configured sync mode) and per-loop counters. What they need to know
  * of the configuration comes in api_options, filled once by app/wiring.c: the API does not
@@ -15,6 +16,7 @@
 #include "proto/http.h"
 #include "snowflake/encoding.h"
 #include "snowflake/generator.h"
+#include "snowflake/issue128.h"
 #include "snowflake/layout.h"
 #include "snowflake/lease.h"
 #include "util/perloop.h"
@@ -22,7 +24,8 @@
 /* Counters of one loop, written by that loop only (util/counter.h); api_ctx.loops holds one per
  * net loop, each on its own cache lines (util/perloop.h). */
 typedef struct api_loop {
-    _Atomic uint64_t ids_issued;
+    _Atomic uint64_t ids_issued;      /* Snowflake IDs */
+    _Atomic uint64_t ids128_issued[2]; /* by sf_id128_format */
     _Atomic uint64_t auth_failures;
 } api_loop;
 
@@ -42,8 +45,11 @@ typedef struct api_options {
 
 typedef struct api_ctx {
     api_options opt;
-    sf_gen *const *gens; /* one, or one per loop with per_thread_worker_ids */
-    unsigned ngens;
+    sf_gen *const *gens; /* Snowflake IDs: one, or one per loop with per_thread_worker_ids */
+    unsigned ngens;      /* also the count of each gens128[f] */
+    sf_gen *const *gens128[2]; /* UUIDv7 and ULID, by sf_id128_format, ngens each */
+    sf_gen *const *all_gens;   /* all of the above, for readiness and metrics */
+    unsigned nall_gens;
     const sf_lease_keeper *keeper;
     http_server *http;
     net_server *net;
@@ -60,6 +66,11 @@ int api_register(http_server *http, api_ctx *ctx);
 void api_id(http_request *r, void *ctx);
 void api_ids(http_request *r, void *ctx);
 void api_id_parse(http_request *r, void *ctx);
+void api_uuid(http_request *r, void *ctx);  /* /uuid and /uuids */
+void api_ulid(http_request *r, void *ctx);  /* /ulid and /ulids */
+void api_uuid_parse(http_request *r, void *ctx);
+void api_ulid_parse(http_request *r, void *ctx);
+const char *api_format_name(sf_id128_format f); /* "uuid7", "ulid": the metrics' label */
 void api_bounds(http_request *r, void *ctx);
 void api_healthz(http_request *r, void *ctx);
 void api_readyz(http_request *r, void *ctx);
@@ -75,7 +86,20 @@ bool api_auth(http_request *r, bool write, void *ctx);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);
-/* Scratch bytes /ids needs for count IDs (app_http_limits sizes the HTTP scratch with it). */
+/* Scratch bytes /ids, /uuids or /ulids need for count IDs (app_http_limits sizes the HTTP
+ * scratch with it). */
 size_t api_ids_scratch_bytes(uint32_t count);
+
+/* Shared by the ID handlers (api/id.c). Each answers the error itself and returns -1 on bad
+ * input. */
+int api_text_wanted(http_request *r, bool *text);                 /* ?format=, Accept */
+int api_count_param(http_request *r, uint32_t max, uint32_t *count); /* ?count=1..max */
+void api_refuse(http_request *r, sf_gen *g, int rc);             /* 503 + Retry-After */
+#define API_PARSE_FUTURE_SLACK_MS 60000 /* clocks of other replicas may run a little ahead */
+/* The generator of the request's loop among gens (one, or one per loop). */
+static inline sf_gen *api_gen_for(sf_gen *const *gens, unsigned ngens, const http_request *r)
+{
+    return ngens > 1 ? gens[r->loop_index] : gens[0];
+}
 
 #endif

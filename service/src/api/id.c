@@ -8,11 +8,11 @@
 #include "util/counter.h"
 #include "util/rfc3339.h"
 
-#define ID_PARSE_FUTURE_SLACK_MS 60000 /* clocks of other replicas may run a little ahead */
+
 
 static sf_gen *gen_for(const api_ctx *a, const http_request *r)
 {
-    return a->ngens > 1 ? a->gens[r->loop_index] : a->gens[0];
+    return api_gen_for(a->gens, a->ngens, r);
 }
 
 /* HEAD must describe the GET response without taking IDs from the sequence: answer it with the
@@ -37,15 +37,9 @@ static bool str_has(http_str s, const char *needle)
     return false;
 }
 
-/* ?encoding= and ?format= / Accept. Answers 400 itself and returns -1 on a bad value. */
-static int output_options(http_request *r, const api_ctx *a, sf_encoding *enc, bool *text)
+int api_text_wanted(http_request *r, bool *text)
 {
-    *enc = a->opt.default_encoding;
     http_str v;
-    if (http_query_param(r, "encoding", &v) && sf_enc_parse_name(v.p, v.len, enc) != 0) {
-        http_respond_error(r, 400, "encoding must be one of dec, hex, base62, base32", NULL);
-        return -1;
-    }
     *text = str_has(r->headers[HTTP_H_ACCEPT], "text/plain") &&
             !str_has(r->headers[HTTP_H_ACCEPT], "application/json");
     if (http_query_param(r, "format", &v)) {
@@ -61,7 +55,19 @@ static int output_options(http_request *r, const api_ctx *a, sf_encoding *enc, b
     return 0;
 }
 
-static void refuse(http_request *r, sf_gen *g, int rc)
+/* ?encoding= and ?format= / Accept. Answers 400 itself and returns -1 on a bad value. */
+static int output_options(http_request *r, const api_ctx *a, sf_encoding *enc, bool *text)
+{
+    *enc = a->opt.default_encoding;
+    http_str v;
+    if (http_query_param(r, "encoding", &v) && sf_enc_parse_name(v.p, v.len, enc) != 0) {
+        http_respond_error(r, 400, "encoding must be one of dec, hex, base62, base32", NULL);
+        return -1;
+    }
+    return api_text_wanted(r, text);
+}
+
+void api_refuse(http_request *r, sf_gen *g, int rc)
 {
     uint64_t ms = sf_gen_retry_after_ms(g);
     char extra[64];
@@ -84,7 +90,7 @@ void api_id(http_request *r, void *ctx)
     } else {
         int rc = sf_gen_next(g, &id);
         if (rc != SF_OK) {
-            refuse(r, g, rc);
+            api_refuse(r, g, rc);
             return;
         }
         count_ids(a, r, 1);
@@ -118,6 +124,17 @@ static bool parse_count(http_str v, uint32_t max, uint32_t *out)
     return true;
 }
 
+int api_count_param(http_request *r, uint32_t max, uint32_t *count)
+{
+    http_str v;
+    if (http_query_param(r, "count", &v) && parse_count(v, max, count))
+        return 0;
+    char msg[96];
+    snprintf(msg, sizeof msg, "count must be an integer 1..%u", max);
+    http_respond_error(r, 400, msg, NULL);
+    return -1;
+}
+
 void api_ids(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
@@ -125,14 +142,9 @@ void api_ids(http_request *r, void *ctx)
     bool text;
     if (output_options(r, a, &enc, &text) != 0)
         return;
-    uint32_t max = a->opt.max_batch, count;
-    http_str v;
-    if (!http_query_param(r, "count", &v) || !parse_count(v, max, &count)) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "count must be an integer 1..%u", max);
-        http_respond_error(r, 400, msg, NULL);
+    uint32_t count;
+    if (api_count_param(r, a->opt.max_batch, &count) != 0)
         return;
-    }
     /* The scratch buffer (sized from max_batch at start) holds the IDs, then the body. */
     size_t size;
     char *scratch = http_scratch(r, &size);
@@ -150,7 +162,7 @@ void api_ids(http_request *r, void *ctx)
     } else {
         int rc = sf_gen_batch(g, ids, count);
         if (rc != SF_OK) {
-            refuse(r, g, rc);
+            api_refuse(r, g, rc);
             return;
         }
         count_ids(a, r, count);
@@ -190,7 +202,8 @@ static sf_encoding guess_encoding(size_t len)
 
 size_t api_ids_scratch_bytes(uint32_t count)
 {
-    return (size_t)count * (sizeof(uint64_t) + SF_ENC_MAX_LEN + 3) + 64;
+    /* The largest per ID: a 128-bit ID and its canonical UUID text, quoted, with a comma. */
+    return (size_t)count * (sizeof(sf_id128) + SF_UUID_TEXT_LEN + 3) + 64;
 }
 
 /* Parses text as an ID in `enc` and checks it against the layout. 0, or -1 with why. */
@@ -203,7 +216,7 @@ static int decode(const sf_layout *l, sf_encoding enc, const char *text, size_t 
     }
     char reason[128];
     uint64_t now = sf_clock_now(sf_clock_system());
-    if (sf_layout_unpack(l, *id, now, ID_PARSE_FUTURE_SLACK_MS, parts, reason, sizeof reason) !=
+    if (sf_layout_unpack(l, *id, now, API_PARSE_FUTURE_SLACK_MS, parts, reason, sizeof reason) !=
         0) {
         snprintf(why, whylen, "not a valid snowflake ID under this layout: %s", reason);
         return -1;

@@ -23,6 +23,7 @@
 #include "cluster/peers.h"
 #include "obs/log.h"
 #include "proto/echo.h"
+#include "snowflake/rng.h"
 #include "util/version.h"
 
 #ifndef SF_MALLOC_NAME
@@ -92,10 +93,10 @@ static int lock_data_dir(const char *dir, char *err, size_t errlen)
     return 0; /* fd stays open on purpose: closing it would release the lock */
 }
 
-/* The floor below which no ID may be issued, from the lease file: *min_tick for the generators,
- * *prev_end for the keeper. */
-static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *min_tick,
-                            uint64_t *prev_end, char *err, size_t errlen)
+/* The floor below which no ID may be issued, from the lease file: a Unix-ms time every
+ * generator converts into its own ticks (0: no floor). */
+static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *prev_end, char *err,
+                            size_t errlen)
 {
     const cfg_snowflake *s = &a->config->snowflake;
     char why[512];
@@ -103,7 +104,6 @@ static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *min_tic
     if (rc == 0) {
         LOG_INFO("no lease at %s: first start", a->lease_path);
         *prev_end = 0;
-        *min_tick = 0;
         return 0;
     }
     if (rc < 0) {
@@ -111,24 +111,45 @@ static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *min_tic
             snprintf(err, errlen, "%s (start with --ignore-corrupt-lease to override)", why);
             return -1;
         }
-        /* The previous run renewed its lease at most one window (plus the run-ahead) beyond its
-         * clock; a second on top covers a wall clock that was stepped back while it ran. */
-        *prev_end = sf_clock_now(sf_clock_system()) + s->lease_ms +
-                    sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch) + 1000;
+        /* The previous run renewed its lease at most one window (plus the run-ahead of its
+         * furthest-running generator) beyond its clock; a second on top covers a wall clock
+         * that was stepped back while it ran. */
+        uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch);
+        sf_layout wide;
+        if (sf_layout_init_unix_ms(&wide, s->layout.datacenter_bits, s->layout.worker_bits, why,
+                                   sizeof why) == 0) {
+            uint64_t wide_ahead = sf_gen_ahead_ms_for(&wide, s->max_backward_ms, s->max_batch);
+            if (wide_ahead > ahead)
+                ahead = wide_ahead;
+        }
+        *prev_end = sf_clock_now(sf_clock_system()) + s->lease_ms + ahead + 1000;
         LOG_WARN("%s; --ignore-corrupt-lease: issuing from %llu ms", why,
                  (unsigned long long)*prev_end);
     }
-    *min_tick = sf_lease_first_tick(&s->layout, *prev_end);
     return 0;
 }
 
 /* ---- the parts both ways of building share -------------------------------------------------- */
 
-/* One generator, or one per loop (per_thread_worker_ids), each on its own cache lines. */
-static int make_gens(app *a, unsigned nloops, sf_clock *clock, uint64_t min_tick, bool guarded,
+/* The generators: for each format (Snowflake, UUIDv7, ULID) one, or one per loop
+ * (per_thread_worker_ids), each on its own cache lines, all above the lease floor prev_end_ms.
+ * gen_ptrs lists them format by format. */
+static int make_gens(app *a, unsigned nloops, sf_clock *clock, uint64_t prev_end_ms, bool guarded,
                      char *err, size_t errlen)
 {
-    unsigned n = a->config->snowflake.per_thread_worker_ids ? nloops : 1;
+    const cfg_snowflake *s = &a->config->snowflake;
+    unsigned per_format = s->per_thread_worker_ids ? nloops : 1, formats = 3;
+    sf_layout wide;
+    char why[256];
+    /* Cannot fail on a valid layout: 10 years of ticks of at most 1 s take 29 bits, a sequence
+     * 8, so the node has at most 26 of the 63. */
+    if (sf_layout_init_unix_ms(&wide, s->layout.datacenter_bits, s->layout.worker_bits, why,
+                               sizeof why) != 0) {
+        snprintf(err, errlen, "snowflake: %s", why);
+        return EXIT_CONFIG;
+    }
+    unsigned n = per_format * formats;
+    a->gens_per_format = per_format;
     a->gen_ptrs = calloc(n, sizeof *a->gen_ptrs);
     if (!a->gen_ptrs || perloop_init(&a->gens, n, sizeof(sf_gen)) != 0) {
         snprintf(err, errlen, "out of memory");
@@ -137,10 +158,11 @@ static int make_gens(app *a, unsigned nloops, sf_clock *clock, uint64_t min_tick
     for (unsigned i = 0; i < n; i++) {
         sf_gen *g = perloop_at(&a->gens, i);
         sf_gen_config gc;
-        app_gen_config(a->config, (uint32_t)i, clock, &gc);
-        gc.min_tick = min_tick;
+        app_gen_config(a->config, i % per_format, clock, &gc);
+        if (i >= per_format)
+            gc.layout = wide;
+        gc.min_tick = sf_lease_first_tick(&gc.layout, prev_end_ms);
         gc.lease_guarded = guarded;
-        char why[256];
         if (sf_gen_init(g, &gc, why, sizeof why) != 0) {
             snprintf(err, errlen, "snowflake: %s", why);
             return EXIT_CONFIG;
@@ -188,7 +210,11 @@ static int make_api(app *a, char *err, size_t errlen)
     api_ctx *api = &a->api;
     app_api_options(c, &api->opt);
     api->gens = a->gen_ptrs;
-    api->ngens = perloop_count(&a->gens);
+    api->ngens = a->gens_per_format;
+    api->all_gens = a->gen_ptrs;
+    api->nall_gens = perloop_count(&a->gens);
+    api->gens128[SF_FORMAT_UUID7] = a->gen_ptrs + a->gens_per_format;
+    api->gens128[SF_FORMAT_ULID] = a->gen_ptrs + 2 * a->gens_per_format;
     api->keeper = a->daemon ? &a->keeper : NULL; /* in process: no lease file */
     api->http = a->http;
     api->net = a->net;
@@ -265,10 +291,15 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
     if (make_dirs(c->data_dir, err, errlen) != 0 || lock_data_dir(c->data_dir, err, errlen) != 0)
         return EXIT_FAILURE;
     snprintf(a->lease_path, sizeof a->lease_path, "%s/" SF_LEASE_FILE, c->data_dir);
-    uint64_t min_tick, prev_end;
-    if (read_lease_floor(a, cli->ignore_corrupt_lease, &min_tick, &prev_end, err, errlen) != 0)
+    uint64_t prev_end;
+    if (read_lease_floor(a, cli->ignore_corrupt_lease, &prev_end, err, errlen) != 0)
         return EXIT_FAILURE;
-    int rc = make_gens(a, c->server.threads, NULL, min_tick, true, err, errlen);
+    bool waited;
+    if (sf_rng_probe(&waited, err, errlen) != 0)
+        return EXIT_FAILURE;
+    if (waited)
+        LOG_WARN("waited for the kernel's random pool to be initialised (UUIDv7, ULID)");
+    int rc = make_gens(a, c->server.threads, NULL, prev_end, true, err, errlen);
     if (rc != 0)
         return rc;
     if (sf_lease_keeper_start(&a->keeper, a->gen_ptrs, perloop_count(&a->gens), a->lease_path,

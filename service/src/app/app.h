@@ -54,8 +54,9 @@ typedef struct app {
     api_ctx api;
     /* private */
     bool daemon;
-    perloop gens;      /* sf_gen: one, or one per loop with per_thread_worker_ids */
-    sf_gen **gen_ptrs; /* to each, once initialised */
+    perloop gens;             /* sf_gen: per format, one or one per loop (per_thread_worker_ids) */
+    sf_gen **gen_ptrs;        /* to each, once initialised: Snowflake's, then UUIDv7's, ULID's */
+    unsigned gens_per_format; /* 1, or the loops */
     cache_persist *persist;
     sf_lease_keeper keeper;
     char lease_path[CFG_PATH_MAX + 32];

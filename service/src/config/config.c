@@ -921,12 +921,13 @@ static int cfg_check_limits(cfg_ctx *ctx)
                         c->server.max_header_bytes, c->server.max_url_bytes);
     }
     /* The hard cap must hold the high-water mark plus the largest single response the server
-     * can produce: an echoed body, a cache value, a full /ids batch, the /metrics buffer. */
+     * can produce: an echoed body, a cache value, a full /ids or /uuids batch, the /metrics
+     * buffer. */
     uint64_t largest = c->server.max_body_bytes;
     if (c->cache.max_item_bytes > largest)
         largest = c->cache.max_item_bytes;
-    if ((uint64_t)c->snowflake.max_batch * 23 + 64 > largest)
-        largest = (uint64_t)c->snowflake.max_batch * 23 + 64;
+    if ((uint64_t)c->snowflake.max_batch * 39 + 64 > largest) /* /uuids: 36 chars, "", comma */
+        largest = (uint64_t)c->snowflake.max_batch * 39 + 64;
     if (c->echo.tcp_port && c->server.read_buffer_bytes > largest)
         largest = c->server.read_buffer_bytes; /* the raw echo answers a whole read at once */
     if (largest < 262144)

@@ -84,7 +84,7 @@ typedef struct http_route {
  * through; false after answering it (e.g. 401): its handler is then not called. */
 typedef bool (*http_guard)(http_request *r, bool write, void *ctx);
 
-#define HTTP_MAX_ROUTES 16
+#define HTTP_MAX_ROUTES 32
 
 typedef struct http_limits {
     uint32_t max_header_bytes, max_url_bytes, max_headers;

@@ -19,6 +19,7 @@ const char *sf_gen_strerror(int err)
     case SF_EEXPIRED: return "timestamp field exhausted: layout lifetime is over";
     case SF_EINVAL: return "invalid batch size";
     case SF_EBUSY: return "ID demand exceeds the layout's capacity";
+    case SF_ERANDOM: return "the kernel's random source failed";
     default: return "unknown error";
     }
 }
@@ -255,6 +256,8 @@ static inline __attribute__((always_inline)) int reserve_sync(sf_gen *g, uint32_
 
 int sf_gen_next(sf_gen *g, uint64_t *id)
 {
+    if (__builtin_expect(g->layout.wide, 0))
+        return SF_EINVAL;
     reservation r;
     int rc = reserve_sync(g, 1, &r);
     if (rc == SF_OK)
@@ -264,7 +267,7 @@ int sf_gen_next(sf_gen *g, uint64_t *id)
 
 int sf_gen_batch(sf_gen *g, uint64_t *ids, uint32_t n)
 {
-    if (n < 1 || n > g->max_batch)
+    if (n < 1 || n > g->max_batch || g->layout.wide)
         return SF_EINVAL;
     reservation r;
     int rc = reserve_sync(g, n, &r);
@@ -283,6 +286,17 @@ int sf_gen_batch(sf_gen *g, uint64_t *ids, uint32_t n)
         }
     }
     return SF_OK;
+}
+
+int sf_gen_reserve(sf_gen *g, uint32_t n, sf_span *out)
+{
+    if (n < 1 || n > g->max_batch)
+        return SF_EINVAL;
+    reservation r;
+    int rc = reserve_sync(g, n, &r);
+    if (rc == SF_OK)
+        *out = (sf_span){.first_tick = r.first_tick, .first_seq = r.first_seq};
+    return rc;
 }
 
 static uint64_t load_state(sf_gen *g)

@@ -42,6 +42,7 @@ enum {
     SF_EEXPIRED = -4, /* timestamp field exhausted: the layout's lifetime is over */
     SF_EINVAL = -5,   /* bad argument (batch size) */
     SF_EBUSY = -6,    /* demand beyond the layout's capacity: would run too far ahead */
+    SF_ERANDOM = -7,  /* the kernel's random source failed (128-bit formats only) */
 };
 
 const char *sf_gen_strerror(int err);
@@ -93,10 +94,21 @@ typedef struct sf_gen {
 int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen);
 void sf_gen_destroy(sf_gen *g);
 
-/* One ID. Returns SF_OK or a negative SF_E* code (*id untouched). */
+/* One ID. Returns SF_OK or a negative SF_E* code (*id untouched). SF_EINVAL on a wide layout
+ * (a 128-bit format's tick space: use sf_gen_reserve). */
 int sf_gen_next(sf_gen *g, uint64_t *id);
 /* n consecutive IDs (1 <= n <= max_batch) reserved in one operation, increasing. */
 int sf_gen_batch(sf_gen *g, uint64_t *ids, uint32_t n);
+
+/* n consecutive (tick, sequence) slots reserved in one operation, under the same rules, for a
+ * format that composes its own IDs from them (snowflake/id128.h on a layout from
+ * sf_layout_init_unix_ms). The slots are first_tick/first_seq and the n - 1 after it, the
+ * sequence rolling over into the next tick after sequence_max. */
+typedef struct sf_span {
+    uint64_t first_tick;
+    uint32_t first_seq;
+} sf_span;
+int sf_gen_reserve(sf_gen *g, uint32_t n, sf_span *out);
 
 /* Milliseconds until a refusal (clock behind, lease, busy) may clear; 0 if issuing would work. */
 uint64_t sf_gen_retry_after_ms(sf_gen *g);

@@ -68,6 +68,34 @@ int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bi
     l->worker_max = (UINT64_C(1) << worker_bits) - 1;
     l->datacenter_max = (UINT64_C(1) << datacenter_bits) - 1;
     l->tick_max = (UINT64_C(1) << timestamp_bits) - 1;
+    l->wide = false;
+    return 0;
+}
+
+int sf_layout_init_unix_ms(sf_layout *l, unsigned datacenter_bits, unsigned worker_bits,
+                           char *err, size_t errlen)
+{
+    if (datacenter_bits + worker_bits > SF_WIDE_NODE_BITS_MAX) {
+        snprintf(err, errlen,
+                 "datacenter_bits + worker_bits is %u; UUIDv7 and ULID carry the node in their "
+                 "random bits and need at most %d node bits (at least 32 random bits)",
+                 datacenter_bits + worker_bits, SF_WIDE_NODE_BITS_MAX);
+        return -1;
+    }
+    *l = (sf_layout){.timestamp_bits = SF_WIDE_TIMESTAMP_BITS,
+                     .datacenter_bits = (uint8_t)datacenter_bits,
+                     .worker_bits = (uint8_t)worker_bits,
+                     .sequence_bits = SF_WIDE_COUNTER_BITS,
+                     .unit_ms = 1,
+                     .epoch_ms = 0,
+                     .worker_shift = 0,
+                     .datacenter_shift = (uint8_t)worker_bits,
+                     .timestamp_shift = 0, /* no 64-bit packing */
+                     .sequence_max = (UINT64_C(1) << SF_WIDE_COUNTER_BITS) - 1,
+                     .worker_max = (UINT64_C(1) << worker_bits) - 1,
+                     .datacenter_max = (UINT64_C(1) << datacenter_bits) - 1,
+                     .tick_max = (UINT64_C(1) << SF_WIDE_TIMESTAMP_BITS) - 1,
+                     .wide = true};
     return 0;
 }
 

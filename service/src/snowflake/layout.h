@@ -26,6 +26,10 @@ typedef struct sf_layout {
     /* derived */
     uint8_t worker_shift, datacenter_shift, timestamp_shift;
     uint64_t sequence_max, worker_max, datacenter_max, tick_max;
+    /* The tick space of a 128-bit format (UUIDv7, ULID; sf_layout_init_unix_ms): Unix-epoch
+     * milliseconds in 48 bits and a 12-bit counter, no 64-bit packing. The node is
+     * (datacenter << worker_bits) | worker, placed by the format (snowflake/id128.h). */
+    bool wide;
 } sf_layout;
 
 typedef struct sf_id_parts {
@@ -41,6 +45,16 @@ typedef struct sf_id_parts {
 int sf_layout_init(sf_layout *l, unsigned timestamp_bits, unsigned datacenter_bits,
                    unsigned worker_bits, unsigned sequence_bits, uint64_t epoch_ms,
                    uint32_t unit_ms, uint64_t now_ms, char *err, size_t errlen);
+
+/* The tick space of UUIDv7 and ULID: 48-bit Unix ms (to 10889), a SF_WIDE_COUNTER_BITS counter
+ * per ms (RFC 9562 section 6.2, method 1), and a node of datacenter_bits + worker_bits, at most
+ * SF_WIDE_NODE_BITS_MAX so that at least 32 bits of each ID stay random. Returns 0, or -1 with a
+ * reason in err. */
+#define SF_WIDE_TIMESTAMP_BITS 48
+#define SF_WIDE_COUNTER_BITS   12
+#define SF_WIDE_NODE_BITS_MAX  30
+int sf_layout_init_unix_ms(sf_layout *l, unsigned datacenter_bits, unsigned worker_bits,
+                           char *err, size_t errlen);
 
 /* The Twitter layout 41/5/5/12, epoch 2020-01-01T00:00:00Z, 1 ms ticks. */
 #define SF_DEFAULT_EPOCH_MS UINT64_C(1577836800000)

@@ -101,7 +101,6 @@ static uint64_t keeper_ahead_ms(const sf_lease_keeper *k)
  * than that either (a restart while the clock is behind an old lease keeps the old lease). */
 static int renew(sf_lease_keeper *k, char *err, size_t errlen)
 {
-    const sf_layout *l = &k->gens[0]->layout;
     uint64_t end = sf_clock_now(keeper_clock(k)) + keeper_ahead_ms(k) + k->window_ms;
     if (end < k->end_ms)
         end = k->end_ms;
@@ -112,7 +111,7 @@ static int renew(sf_lease_keeper *k, char *err, size_t errlen)
     counter_add(&k->writes, 1);
     k->end_ms = end;
     for (size_t i = 0; i < k->ngens; i++)
-        sf_gen_extend_lease(k->gens[i], sf_lease_first_tick(l, end));
+        sf_gen_extend_lease(k->gens[i], sf_lease_first_tick(&k->gens[i]->layout, end));
     return 0;
 }
 
@@ -194,14 +193,14 @@ int sf_lease_keeper_stop(sf_lease_keeper *k, char *err, size_t errlen)
     pthread_cond_destroy(&k->cv);
     pthread_mutex_destroy(&k->mu);
     k->running = false;
-    /* Exact final promise: the tick after the last ID. It can only be below the lease on disk. */
-    uint64_t next_tick = 0;
+    /* Exact final promise: the start of the tick after the last ID, the latest over the
+     * generators (each in its own tick space). It can only be below the lease on disk. */
+    uint64_t end = 0;
     for (size_t i = 0; i < k->ngens; i++) {
-        uint64_t t = sf_gen_seal(k->gens[i]);
-        if (t > next_tick)
-            next_tick = t;
+        uint64_t ms = sf_layout_ms_of(&k->gens[i]->layout, sf_gen_seal(k->gens[i]));
+        if (ms > end)
+            end = ms;
     }
-    uint64_t end = sf_layout_ms_of(&k->gens[0]->layout, next_tick);
     if (sf_lease_write(k->path, end, err, errlen) != 0)
         return -1;
     k->end_ms = end;

@@ -47,8 +47,9 @@ typedef struct sf_lease_keeper {
 } sf_lease_keeper;
 
 /* Writes the first lease (covering [now, now + window) and never below prev_end_ms) synchronously,
- * opens the generators up to it, then starts the renewal thread. The generators share one layout
- * and clock and must outlive the keeper. Returns 0, or -1 with err. */
+ * opens the generators up to it, then starts the renewal thread. The generators share one clock
+ * and must outlive the keeper; each may have its own layout (tick space): E is a Unix-ms time, so
+ * one lease covers Snowflake IDs and the 128-bit formats alike. Returns 0, or -1 with err. */
 int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens, const char *path,
                           uint32_t window_ms, uint64_t prev_end_ms, char *err, size_t errlen);
 /* Seals the generators, stops the thread and writes the exact final lease. Returns 0 or -1. */

@@ -1,0 +1,201 @@
+/* /uuid, /uuids, /uuid/{uuid}, /ulid, /ulids, /ulid/{ulid}: UUIDv7 and ULIDs issued by the
+ * per-format generators (snowflake/issue128.h), in the same shapes as /id, /ids, /id/{id}:
+ * {"id":"..."}, {"ids":[...]}, or text with ?format=text, so a client switches format by path. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "util/counter.h"
+#include "util/rfc3339.h"
+
+typedef enum { TEXT_CANONICAL, TEXT_HEX, TEXT_BASE32 } id128_text;
+
+static const char *const format_names[] = {"uuid7", "ulid"};
+
+static size_t format_text(id128_text t, sf_id128 id, char *out)
+{
+    switch (t) {
+    case TEXT_CANONICAL: return sf_uuid_format(id, out);
+    case TEXT_HEX: return sf_uuid_format_compact(id, out);
+    default: return sf_ulid_format(id, out);
+    }
+}
+
+/* ?encoding= (UUIDs: canonical, hex, base32; ULIDs: base32 only) and ?format= / Accept. */
+static int output_options(http_request *r, sf_id128_format f, id128_text *t, bool *text)
+{
+    *t = f == SF_FORMAT_UUID7 ? TEXT_CANONICAL : TEXT_BASE32;
+    http_str v;
+    if (http_query_param(r, "encoding", &v)) {
+#define IS(s) (v.len == sizeof(s) - 1 && memcmp(v.p, s, v.len) == 0)
+        if (IS("base32"))
+            *t = TEXT_BASE32;
+        else if (f == SF_FORMAT_UUID7 && IS("canonical"))
+            *t = TEXT_CANONICAL;
+        else if (f == SF_FORMAT_UUID7 && IS("hex"))
+            *t = TEXT_HEX;
+        else {
+            http_respond_error(r, 400,
+                               f == SF_FORMAT_UUID7
+                                   ? "encoding must be one of canonical, hex, base32"
+                                   : "encoding must be base32 (the only text of a ULID)",
+                               NULL);
+            return -1;
+        }
+#undef IS
+    }
+    return api_text_wanted(r, text);
+}
+
+/* HEAD describes the GET response without spending a slot: an ID of this node at the current
+ * millisecond, counter and random bits zero (same length, hence same headers). */
+static sf_id128 head_placeholder(sf_gen *g, sf_id128_format f)
+{
+    return sf_id128_compose(&g->layout, f, sf_gen_now_tick(g), 0, g->node_bits, 0, 0);
+}
+
+static void issue(http_request *r, api_ctx *a, sf_id128_format f)
+{
+    id128_text t;
+    bool text, batch = r->path.len > 5 && r->path.p[5] == 's'; /* "/uuids", "/ulids" */
+    uint32_t count = 1;
+    if (output_options(r, f, &t, &text) != 0 ||
+        (batch && api_count_param(r, a->opt.max_batch, &count) != 0))
+        return;
+    /* The scratch buffer (sized from max_batch at start) holds the IDs, then the body. */
+    size_t size;
+    char *scratch = http_scratch(r, &size);
+    sf_id128 *ids = (sf_id128 *)(void *)scratch;
+    char *body = scratch + sizeof(sf_id128) * count;
+    if (api_ids_scratch_bytes(count) > size) {
+        http_respond_error(r, 500, "batch too large for the response buffer", NULL);
+        return;
+    }
+    sf_gen *g = api_gen_for(a->gens128[f], a->ngens, r);
+    if (r->head_only) {
+        for (uint32_t i = 0; i < count; i++)
+            ids[i] = head_placeholder(g, f);
+    } else {
+        int rc = sf_id128_issue(g, f, ids, count);
+        if (rc != SF_OK) {
+            api_refuse(r, g, rc);
+            return;
+        }
+        counter_add(&((api_loop *)perloop_at(&a->loops, r->loop_index))->ids128_issued[f], count);
+    }
+    size_t n = 0;
+    if (text) {
+        for (uint32_t i = 0; i < count; i++) {
+            n += format_text(t, ids[i], body + n);
+            if (batch)
+                body[n++] = '\n';
+        }
+        http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
+        return;
+    }
+    const char *open = batch ? "{\"ids\":[" : "{\"id\":";
+    n = strlen(open);
+    memcpy(body, open, n);
+    for (uint32_t i = 0; i < count; i++) {
+        if (i)
+            body[n++] = ',';
+        body[n++] = '"';
+        n += format_text(t, ids[i], body + n);
+        body[n++] = '"';
+    }
+    if (batch)
+        body[n++] = ']';
+    body[n++] = '}';
+    http_respond(r, 200, "application/json", NULL, body, n);
+}
+
+void api_uuid(http_request *r, void *ctx)
+{
+    issue(r, ctx, SF_FORMAT_UUID7);
+}
+
+void api_ulid(http_request *r, void *ctx)
+{
+    issue(r, ctx, SF_FORMAT_ULID);
+}
+
+/* The random bits as hex digits, as many as they need. */
+static void random_hex(const sf_id128_parts *p, char *out, size_t cap)
+{
+    if (p->random_bits > 64)
+        snprintf(out, cap, "%0*" PRIx64 "%016" PRIx64, (int)(p->random_bits - 64 + 3) / 4,
+                 p->random_hi, p->random_lo);
+    else
+        snprintf(out, cap, "%0*" PRIx64, (int)(p->random_bits + 3) / 4, p->random_lo);
+}
+
+/* /uuid/{uuid} takes the canonical text (either case), the 32 hex digits, or the 26-character
+ * base32 form /uuid?encoding=base32 gives; /ulid/{ulid} takes 26 characters. The fields are
+ * read with this node's layout: the node and random split is ours, the rest is standard. */
+static void parse(http_request *r, api_ctx *a, sf_id128_format f, size_t prefix)
+{
+    const char *text = r->path.p + prefix, *why = NULL;
+    size_t len = r->path.len - prefix;
+    sf_id128 id;
+    char msg[160];
+    int rc = f == SF_FORMAT_ULID || len == SF_ULID_TEXT_LEN ? sf_ulid_parse(text, len, &id, &why)
+                                                           : sf_uuid_parse(text, len, &id, &why);
+    if (rc != 0) {
+        snprintf(msg, sizeof msg, "not a valid %s: %s", f == SF_FORMAT_ULID ? "ULID" : "UUID",
+                 why);
+        http_respond_error(r, 400, msg, NULL);
+        return;
+    }
+    sf_uuid7_fields uf;
+    if (f == SF_FORMAT_UUID7 && !sf_uuid7_split(id, &uf, &why)) {
+        snprintf(msg, sizeof msg, "%s (version %u, variant bits %u%u)", why,
+                 (unsigned)(id.hi >> 12 & 0xf), (unsigned)(id.lo >> 63),
+                 (unsigned)(id.lo >> 62 & 1));
+        http_respond_error(r, 400, msg, NULL);
+        return;
+    }
+    sf_id128_parts p;
+    sf_id128_decompose(&a->gens128[f][0]->layout, f, id, &p);
+    uint64_t now = sf_clock_now(sf_clock_system());
+    if (p.ms > now + API_PARSE_FUTURE_SLACK_MS) {
+        snprintf(msg, sizeof msg, "timestamp %" PRIu64 " ms is in the future", p.ms);
+        http_respond_error(r, 400, msg, NULL);
+        return;
+    }
+    char uuid[SF_UUID_TEXT_LEN + 1], ulid[SF_ULID_TEXT_LEN + 1], iso[RFC3339_FORMAT_CAP], rnd[24];
+    uuid[sf_uuid_format(id, uuid)] = '\0';
+    ulid[sf_ulid_format(id, ulid)] = '\0';
+    rfc3339_format_ms(p.ms, iso);
+    random_hex(&p, rnd, sizeof rnd);
+    char body[448];
+    int n;
+    if (f == SF_FORMAT_UUID7)
+        n = snprintf(body, sizeof body,
+                     "{\"uuid\":\"%s\",\"version\":7,\"timestamp_ms\":%" PRIu64 ",\"time\":\"%s\","
+                     "\"counter\":%u,\"datacenter\":%u,\"worker\":%u,\"random\":\"%s\","
+                     "\"random_bits\":%u,\"base32\":\"%s\"}",
+                     uuid, p.ms, iso, p.counter, p.datacenter, p.worker, rnd, p.random_bits, ulid);
+    else
+        n = snprintf(body, sizeof body,
+                     "{\"ulid\":\"%s\",\"uuid\":\"%s\",\"timestamp_ms\":%" PRIu64 ",\"time\":\"%s\","
+                     "\"counter\":%u,\"datacenter\":%u,\"worker\":%u,\"random\":\"%s\","
+                     "\"random_bits\":%u}",
+                     ulid, uuid, p.ms, iso, p.counter, p.datacenter, p.worker, rnd, p.random_bits);
+    http_respond(r, 200, "application/json", NULL, body, (size_t)n);
+}
+
+void api_uuid_parse(http_request *r, void *ctx)
+{
+    parse(r, ctx, SF_FORMAT_UUID7, 6); /* after "/uuid/" */
+}
+
+void api_ulid_parse(http_request *r, void *ctx)
+{
+    parse(r, ctx, SF_FORMAT_ULID, 6); /* after "/ulid/" */
+}
+
+const char *api_format_name(sf_id128_format f)
+{
+    return format_names[f];
+}
