@@ -61,6 +61,16 @@ def http_seeds():
     s["head_id_ids"] = (UPTO4, req("HEAD", "/id") + req("HEAD", "/ids?count=5"))
     s["ids_base62"] = (UPTO16, req("GET", "/ids?count=10&encoding=base62"))
     s["ids_max_slow_reader"] = (WHOLE | SLOW, req("GET", "/ids?count=4096&format=text") * 4)
+    s["bounds"] = (UPTO16, req("GET", "/bounds?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z")
+                   + req("GET", "/bounds?from=2026-01-01T01%3A00%3A00%2B01%3A00&to=1769904000000"
+                                "&type=uuid7&encoding=base32")
+                   + req("GET", "/bounds?from=1767225600000&to=1767225600000&type=ulid")
+                   + req("HEAD", "/bounds?from=1767225600000&to=1767225600001&encoding=hex"))
+    s["bounds_bad"] = (UPTO64, req("GET", "/bounds?from=2026-01-01T01:00:00%2001:00&to=1")
+                       + req("GET", "/bounds?from=%zz&to=2") + req("GET", "/bounds?to=1")
+                       + req("GET", "/bounds?from=2&to=1&type=uuid4")
+                       + req("GET", "/bounds?from=1&to=2&type=ulid&encoding=hex")
+                       + req("GET", "/bounds?from=2019-01-01T00:00:00Z&to=99999999999999999"))
     s["ids_bad_counts"] = (WHOLE, req("GET", "/ids?count=0") + req("GET", "/ids?count=99999")
                            + req("GET", "/ids?count=12a") + req("GET", "/ids"))
     s["id_parse_each_encoding"] = (UPTO64, req("GET", f"/id/{SOME_ID}")
@@ -275,6 +285,49 @@ def id_seeds():
         "name_base62": b"base62", "name_base32": b"base32",
         "two_values": (some).to_bytes(8, "little") + (some + 1).to_bytes(8, "little"),
         "two_values_extremes": b"\xff" * 8 + b"\x00" * 8,
+        # UUIDs (RFC 9562 A.6's UUIDv7 in both cases and compact; a v4; bad lengths, digits,
+        # hyphens) and ULIDs (the spec's example, the largest, one past it, aliases, lower case)
+        "uuid7_rfc9562": b"017f22e2-79b0-7cc3-98c4-dc0c0c07398f",
+        "uuid7_rfc9562_upper": b"017F22E2-79B0-7CC3-98C4-DC0C0C07398F",
+        "uuid7_compact": b"017f22e279b07cc398c4dc0c0c07398f",
+        "uuid4": b"5b30857f-0bfa-48b5-ac0b-5c64e28078d1",
+        "uuid_variant_ncs": b"017f22e2-79b0-7cc3-18c4-dc0c0c07398f",
+        "uuid_braces": b"{017f22e2-79b0-7cc3-98c4-dc0c0c07398f}",
+        "uuid_hyphen_moved": b"017f22e279-b0-7cc3-98c4dc0c0c07398f",
+        "uuid_bad_digit": b"017f22e2-79b0-7cc3-98c4-dc0c0c07398g",
+        "uuid_bounds_max": b"019c167f-cbff-7fff-bfff-ffffffffffff",
+        "ulid_spec": b"01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        "ulid_lower": b"01arz3ndektsv4rrffq69g5fav",
+        "ulid_max": b"7ZZZZZZZZZZZZZZZZZZZZZZZZZ",
+        "ulid_overflow": b"80000000000000000000000000",
+        "ulid_aliases": b"0IL0O1LIOOOOOOOOOOOOOOOOOO",
+        "ulid_u": b"01ARZ3NDEKTSV4RRFFQ69G5FAU",
+        # times (util/rfc3339.h): forms, fractions to round, offsets, every refusal
+        "time_z": b"2026-01-01T00:00:00Z",
+        "time_lower": b"2026-01-01t00:00:00.250z",
+        "time_offset": b"2026-01-01T01:00:00.250+01:00",
+        "time_offset_negative": b"2025-12-31T19:30:00-04:30",
+        "time_long_fraction": b"2026-01-01T00:00:00.123456789012345678901234567890Z",
+        "time_ceil_past_end": b"9999-12-31T23:59:59.9991Z",
+        "time_floor_before_1970": b"1969-12-31T23:59:59.9995Z",
+        "time_leap_second": b"2016-12-31T23:59:60Z",
+        "time_feb_29": b"2023-02-29T00:00:00Z",
+        "time_space_offset": b"2026-01-01T01:00:00 01:00",
+        "time_unix_ms": b"1767225600000",
+        "time_unix_ms_max": b"253402300799999",
+        "time_unix_ms_over": b"253402300800000",
+        "time_no_zone": b"2026-01-01T00:00:00",
+        "time_offset_max": b"2026-01-01T00:00:00-23:59",
+        # bounds: 40 bytes = a layout and three instants (fuzz_ids.c, layout_from)
+        "bounds_twitter_month": bytes([12, 5, 5, 40, 0, 0, 0, 1])
+        + (1577836800000).to_bytes(8, "little") + (189388800000).to_bytes(8, "little")
+        + (2678400000).to_bytes(8, "little") + (2419200000).to_bytes(8, "little"),
+        "bounds_sonyflake_short": bytes([8, 8, 8, 38, 9, 0, 1, 2])
+        + (1409529600000).to_bytes(8, "little") + (12345678901).to_bytes(8, "little")
+        + (25).to_bytes(8, "little") + (7).to_bytes(8, "little"),
+        "bounds_raw_invalid": bytes([12, 5, 5, 40, 0, 0, 0, 0]) + b"\xff" * 32,
+        "bounds_id128": bytes([0] * 7 + [4]) + b"\x01" * 8 + (1767225600000).to_bytes(8, "little")
+        + (2678400000).to_bytes(8, "little") + b"\xaa" * 8,
     }
     return s
 

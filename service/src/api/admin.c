@@ -373,6 +373,7 @@ int api_register(http_server *http, api_ctx *a)
          .auth = read,
          .handler = api_ulid_parse,
          .ctx = a},
+        {.path = "/bounds", .methods = get, .auth = read, .handler = api_bounds, .ctx = a},
         {.path = "/healthz", .methods = get, .handler = api_healthz, .ctx = a},
         {.path = "/readyz", .methods = get, .handler = api_readyz, .ctx = a},
         {.path = "/metrics", .methods = get, .auth = read, .handler = api_metrics, .ctx = a},

@@ -1,5 +1,5 @@
 /* The HTTP API: ID routes (/id, /ids, /id/{id}; /uuid, /uuids, /uuid/{uuid}; /ulid, /ulids,
- * /ulid/{ulid}) and administration (/healthz, /readyz,
+ * /ulid/{ulid}; /bounds) and administration (/healthz, /readyz,
  * /metrics). Handlers run on loop threads; the only shared state they touch on the request path
  * is the generator (in its configured sync mode) and per-loop counters. What they need to know
  * of the configuration comes in api_options, filled once by app/wiring.c: the API does not
@@ -72,6 +72,7 @@ void api_ulid(http_request *r, void *ctx);  /* /ulid and /ulids */
 void api_uuid_parse(http_request *r, void *ctx);
 void api_ulid_parse(http_request *r, void *ctx);
 const char *api_format_name(sf_id128_format f); /* "uuid7", "ulid": the metrics' label */
+void api_bounds(http_request *r, void *ctx);
 void api_healthz(http_request *r, void *ctx);
 void api_readyz(http_request *r, void *ctx);
 void api_metrics(http_request *r, void *ctx);
@@ -95,7 +96,6 @@ size_t api_ids_scratch_bytes(uint32_t count);
 int api_text_wanted(http_request *r, bool *text);                 /* ?format=, Accept */
 int api_count_param(http_request *r, uint32_t max, uint32_t *count); /* ?count=1..max */
 void api_refuse(http_request *r, sf_gen *g, int rc);             /* 503 + Retry-After */
-void api_iso_time(uint64_t ms, char out[40]); /* 2026-01-02T03:04:05.678Z */
 #define API_PARSE_FUTURE_SLACK_MS 60000 /* clocks of other replicas may run a little ahead */
 /* The generator of the request's loop among gens (one, or one per loop). */
 static inline sf_gen *api_gen_for(sf_gen *const *gens, unsigned ngens, const http_request *r)

@@ -2,11 +2,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "api/api.h"
 #include "snowflake/encoding.h"
 #include "util/counter.h"
+#include "util/rfc3339.h"
 
 
 
@@ -250,15 +250,6 @@ size_t api_ids_scratch_bytes(uint32_t count)
     return (size_t)count * (sizeof(sf_id128) + SF_UUID_TEXT_LEN + 3) + 64;
 }
 
-void api_iso_time(uint64_t ms, char out[40])
-{
-    time_t secs = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 40 - n, ".%03uZ", (unsigned)(ms % 1000));
-}
-
 /* Parses text as an ID in `enc` and checks it against the layout. 0, or -1 with why. */
 static int decode(const sf_layout *l, sf_encoding enc, const char *text, size_t len, uint64_t *id,
                   sf_id_parts *parts, char *why, size_t whylen)
@@ -310,8 +301,8 @@ void api_id_parse(http_request *r, void *ctx)
             return;
         }
     }
-    char iso[40];
-    api_iso_time(parts.timestamp_ms, iso);
+    char iso[RFC3339_FORMAT_CAP];
+    rfc3339_format_ms(parts.timestamp_ms, iso);
     char body[320];
     int n = snprintf(body, sizeof body,
                      "{\"id\":%s%llu%s,\"timestamp_ms\":%llu,\"time\":\"%s\",\"datacenter\":%u,"

@@ -7,6 +7,7 @@
 
 #include "api/api.h"
 #include "util/counter.h"
+#include "util/rfc3339.h"
 
 typedef enum { TEXT_CANONICAL, TEXT_HEX, TEXT_BASE32 } id128_text;
 
@@ -162,10 +163,10 @@ static void parse(http_request *r, api_ctx *a, sf_id128_format f, size_t prefix)
         http_respond_error(r, 400, msg, NULL);
         return;
     }
-    char uuid[SF_UUID_TEXT_LEN + 1], ulid[SF_ULID_TEXT_LEN + 1], iso[40], rnd[24];
+    char uuid[SF_UUID_TEXT_LEN + 1], ulid[SF_ULID_TEXT_LEN + 1], iso[RFC3339_FORMAT_CAP], rnd[24];
     uuid[sf_uuid_format(id, uuid)] = '\0';
     ulid[sf_ulid_format(id, ulid)] = '\0';
-    api_iso_time(p.ms, iso);
+    rfc3339_format_ms(p.ms, iso);
     random_hex(&p, rnd, sizeof rnd);
     char body[448];
     int n;

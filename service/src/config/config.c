@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/rfc3339.h"
 #include "util/version.h"
 
 #define CFG_KIB          UINT64_C(1024)
@@ -484,99 +485,17 @@ static void cfg_number_text(double d, char *out, size_t outlen)
 
 /* ---- time ------------------------------------------------------------------------------------ */
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). Plain
- * arithmetic: no timegm/mktime, no TZ or locale involvement. */
-static int64_t cfg_days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    unsigned yoe = (unsigned)(y - era * 400);
-    unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + (int64_t)doe - 719468;
-}
-
-static void cfg_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
-{
-    z += 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    unsigned doe = (unsigned)(z - era * 146097);
-    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    unsigned mp = (5 * doy + 2) / 153;
-    *d = doy - (153 * mp + 2) / 5 + 1;
-    *m = mp < 10 ? mp + 3 : mp - 9;
-    *y = (int64_t)yoe + era * 400 + (*m <= 2);
-}
-
-static unsigned cfg_days_in_month(unsigned y, unsigned m)
-{
-    static const unsigned char dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    return m == 2 && leap ? 29 : dim[m - 1];
-}
-
-/* Exactly n digits at s. */
-static bool cfg_digits(const char *s, int n, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (unsigned)(s[i] - '0');
-    }
-    *out = v;
-    return true;
-}
-
-/* "YYYY-MM-DDTHH:MM:SS[.f{1,3}]Z" -> ms since 1970. Returns NULL or why it is not valid. */
-static const char *cfg_parse_iso(const char *s, uint64_t *ms)
-{
-    unsigned y, mo, d, h, mi, sec, frac = 0;
-    if (!cfg_digits(s, 4, &y) || s[4] != '-' || !cfg_digits(s + 5, 2, &mo) || s[7] != '-' ||
-        !cfg_digits(s + 8, 2, &d) || s[10] != 'T' || !cfg_digits(s + 11, 2, &h) || s[13] != ':' ||
-        !cfg_digits(s + 14, 2, &mi) || s[16] != ':' || !cfg_digits(s + 17, 2, &sec))
-        return "expected YYYY-MM-DDTHH:MM:SS[.mmm]Z";
-    const char *p = s + 19;
-    if (*p == '.') {
-        int n = 0;
-        for (p++; n < 4 && p[n] >= '0' && p[n] <= '9'; n++)
-            ;
-        if (n < 1 || n > 3)
-            return "the fraction must have 1 to 3 digits (milliseconds)";
-        cfg_digits(p, n, &frac);
-        frac *= n == 1 ? 100 : n == 2 ? 10 : 1;
-        p += n;
-    }
-    if (p[0] != 'Z' || p[1] != '\0')
-        return "only UTC is accepted: the time must end in Z";
-    if (y < 1970)
-        return "the year must be 1970 or later";
-    if (mo < 1 || mo > 12)
-        return "month out of range";
-    if (d < 1 || d > cfg_days_in_month(y, mo))
-        return "day out of range for the month";
-    if (h > 23 || mi > 59 || sec > 59)
-        return "time of day out of range";
-    uint64_t days = (uint64_t)cfg_days_from_civil(y, mo, d);
-    *ms = ((days * 24 + h) * 60 + mi) * 60000 + sec * UINT64_C(1000) + frac;
-    return NULL;
-}
-
-/* ms since 1970 -> ISO-8601 UTC, with .mmm only when needed. */
+/* ms since 1970 -> ISO-8601 UTC, with .mmm only when needed (util/rfc3339.h always writes it). */
 static void cfg_format_iso(uint64_t ms, char *out, size_t outlen)
 {
-    int64_t y;
-    unsigned mo, d;
-    uint64_t day_ms = ms % CFG_DAY_MS;
-    cfg_civil_from_days((int64_t)(ms / CFG_DAY_MS), &y, &mo, &d);
-    unsigned h = (unsigned)(day_ms / 3600000), mi = (unsigned)(day_ms / 60000 % 60),
-             sec = (unsigned)(day_ms / 1000 % 60), frac = (unsigned)(day_ms % 1000);
-    if (frac)
-        snprintf(out, outlen, "%04lld-%02u-%02uT%02u:%02u:%02u.%03uZ", (long long)y, mo, d, h, mi,
-                 sec, frac);
-    else
-        snprintf(out, outlen, "%04lld-%02u-%02uT%02u:%02u:%02uZ", (long long)y, mo, d, h, mi, sec);
+    char text[RFC3339_FORMAT_CAP];
+    size_t n = rfc3339_format_ms(ms, text);
+    if (ms % 1000 == 0) { /* "...:SS.000Z" -> "...:SSZ" */
+        n -= 4;
+        text[n - 1] = 'Z';
+        text[n] = '\0';
+    }
+    snprintf(out, outlen, "%s", text);
 }
 
 /* ---- setting one key from text --------------------------------------------------------------- */
@@ -660,7 +579,7 @@ static int cfg_store_epoch(cfg_ctx *ctx, const cfg_key *k, const char *text, con
         if (!cfg_parse_uint(text, &ms) || ms > k->max)
             why = "integer ms must be 0..253402300799999";
     } else {
-        why = cfg_parse_iso(text, &ms);
+        rfc3339_parse_utc_ms(text, strlen(text), &ms, &why);
     }
     if (why)
         return cfg_bad_value(ctx, k, src, shown, why);
