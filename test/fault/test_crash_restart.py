@@ -188,7 +188,8 @@ class CrashRestart(unittest.TestCase):
                   "of ticks" % (len(after), fu.id_ms(min(after)) - fu.id_ms(hi)))
         self.assertEqual(fu.stop_expect(self.servers.pop())[0], 0)
 
-    def test_kill9_then_restart_with_the_wall_clock_one_hour_back(self):
+    def faketime_or_skip(self):
+        """libfaketime's preload library, installed if missing; skips the test without it."""
         reason = fu.ensure_programs({"faketime": "faketime"})
         lib = fu.libfaketime()
         if reason or not lib:
@@ -198,6 +199,10 @@ class CrashRestart(unittest.TestCase):
             # libfaketime wraps pthread_cond_timedwait, which hides the synchronisation from
             # TSan: it then reports races that are not there. The ASan and plain runs cover this.
             self.skipTest("libfaketime and ThreadSanitizer do not mix")
+        return lib
+
+    def test_kill9_then_restart_with_the_wall_clock_one_hour_back(self):
+        lib = self.faketime_or_skip()
         pa, path_a, lease_e, _ = self.load_and_kill()
         # FAKETIME="-1h" moves CLOCK_REALTIME and CLOCK_MONOTONIC alike (what `faketime -f -1h`
         # does): the daemon anchors its clock at the wall clock, so it runs an hour behind.
@@ -279,13 +284,7 @@ class CrashRestart(unittest.TestCase):
         lease_clean = fu.read_lease(self.data)
         top = max(max(after.ids["uuid"]), max(after.ids["ulid"])) >> 80
         self.assertGreater(lease_clean, top, "the clean-stop lease is above the last UUID")
-        reason = fu.ensure_programs({"faketime": "faketime"})
-        lib = fu.libfaketime()
-        if reason or not lib:
-            self.skipTest(reason or "libfaketime not found after installing faketime")
-        if "libtsan" in subprocess.run(["ldd", fu.sfharness.BINARY], capture_output=True,
-                                       text=True).stdout:
-            self.skipTest("libfaketime and ThreadSanitizer do not mix")
+        lib = self.faketime_or_skip()
         srv = self.start(env={"LD_PRELOAD": lib, "FAKETIME": "-1h",
                               "ASAN_OPTIONS": "verify_asan_link_order=0"})
         for path in ("/uuid", "/ulids?count=3"):
