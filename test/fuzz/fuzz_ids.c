@@ -24,12 +24,13 @@
  *     to the same ms in both profiles; the rounded-up reading is the floor or the next ms; what
  *     the configuration's strict profile takes, the clients' profile takes with the same value;
  *     a refusal says why;
- *   - bounds, for a layout built from the bytes (widths summing to at most 63, either field
- *     order, 1..1000 ms ticks, any epoch): min <= every ID packed with a tick in [k_lo, k_end)
- *     <= max, IDs of the ticks around are outside [min, end), end = max + 1, min and max are the
- *     all-zero / all-one IDs of their ticks, adjacent intervals tile (one tick of overlap off a
- *     tick edge), invalid intervals are refused with a reason naming from/to; for UUIDv7/ULID
- *     the same containment with random IDs of each millisecond.
+ *   - bounds, for a layout sf_layout_init accepts, built from the bytes (widths summing to at
+ *     most 63, either field order, 1..1000 ms ticks, epochs below 2^46 ms): min <= every ID
+ *     packed with a tick in [k_lo, k_end) <= max, IDs of the ticks around are outside
+ *     [min, end), end = max + 1, min and max are the all-zero / all-one IDs of their ticks,
+ *     adjacent intervals tile (one tick of overlap off a tick edge), invalid intervals are
+ *     refused with a reason naming from/to; for UUIDv7/ULID the same containment with random
+ *     IDs of each millisecond.
  */
 #include <stdint.h>
 #include <string.h>
@@ -322,57 +323,52 @@ static uint64_t le64(const uint8_t *p)
     return v;
 }
 
-/* A layout sf_layout_init could build once widths may sum to less than 63 and the sequence may
- * sit above the node (Sonyflake); filled by hand so both shapes are covered today. */
-typedef struct fuzz_layout {
-    sf_layout l;
-    unsigned seq_shift;
-} fuzz_layout;
-
-static fuzz_layout layout_from(const uint8_t *d)
+/* A layout built from the bytes by the daemon's own sf_layout_init (and, for Sonyflake's order,
+ * sf_layout_set_node_bits_low), the widths mapped into what it accepts: sequence 8..31 bits, at
+ * least one node bit, a sum of at most 63, a timestamp wide enough for the required lifetime
+ * and short enough to end inside 63-bit ms, "now" at the epoch. Returns false (after checking the
+ * reason) when no timestamp width fits between those two limits. */
+static bool layout_from(const uint8_t *d, sf_layout *l)
 {
-    fuzz_layout f;
-    memset(&f, 0, sizeof f);
-    unsigned seq = d[0] % 32;
-    unsigned w = d[1] % 32;                /* seq + w <= 62 */
-    unsigned dc = d[2] % (63 - seq - w);   /* seq + w + dc <= 62 */
-    dc %= 32;
-    unsigned ts = 1 + d[3] % (63 - seq - w - dc); /* sum <= 63 */
+    unsigned seq = 8 + d[0] % 24;
+    unsigned w = d[1] % 32;                   /* seq + w <= 62 */
+    unsigned dc = d[2] % (63 - seq - w) % 32; /* seq + w + dc <= 62 */
+    if (dc + w == 0)
+        w = 1;
+    unsigned room = 63 - seq - w - dc; /* widths for the timestamp: >= 1 */
     uint32_t unit = 1 + (uint32_t)((d[4] | d[5] << 8) % 1000);
     uint64_t epoch = le64(d + 8) % (UINT64_C(1) << 46);
-    /* the end of time (epoch + 2^ts ticks) stays inside 63 bits, as sf_layout_init demands */
-    while (ts > 1 && (double)epoch + (double)(UINT64_C(1) << ts) * unit >= 9.2e18)
+    double years = (double)SF_MIN_LIFETIME_YEARS * SF_MS_PER_YEAR;
+    unsigned ts_min = 1;
+    while (ts_min < room && (double)(UINT64_C(1) << ts_min) * unit < years)
+        ts_min++;
+    unsigned ts = ts_min + d[3] % (room - ts_min + 1);
+    while (ts > ts_min && (double)epoch + (double)(UINT64_C(1) << ts) * unit >= 9.2e18)
         ts--;
-    bool seq_above_node = d[6] & 1;
-    sf_layout *l = &f.l;
-    l->timestamp_bits = (uint8_t)ts, l->datacenter_bits = (uint8_t)dc;
-    l->worker_bits = (uint8_t)w, l->sequence_bits = (uint8_t)seq;
-    l->unit_ms = unit;
-    l->epoch_ms = epoch;
-    l->timestamp_shift = (uint8_t)(dc + w + seq);
-    l->worker_shift = (uint8_t)(seq_above_node ? 0 : seq);
-    l->datacenter_shift = (uint8_t)(l->worker_shift + w);
-    f.seq_shift = seq_above_node ? dc + w : 0;
-    l->sequence_max = (UINT64_C(1) << seq) - 1;
-    l->worker_max = (UINT64_C(1) << w) - 1;
-    l->datacenter_max = (UINT64_C(1) << dc) - 1;
-    l->tick_max = (UINT64_C(1) << ts) - 1;
-    return f;
+    char err[256] = "";
+    if (sf_layout_init(l, ts, dc, w, seq, epoch, unit, epoch, err, sizeof err) != 0) {
+        FUZZ_CHECK(printable(err) && err[0], "layout %u/%u/%u/%u: refused without a reason", ts, dc,
+                   w, seq);
+        return false;
+    }
+    sf_layout_set_node_bits_low(l, d[6] & 1);
+    return true;
 }
 
-static uint64_t pack_any(const fuzz_layout *f, uint64_t tick, uint64_t dc, uint64_t w,
-                         uint64_t seq)
+/* sf_layout_pack of arbitrary field values, each cut to its width. */
+static uint64_t pack_any(const sf_layout *l, uint64_t tick, uint64_t dc, uint64_t w, uint64_t seq)
 {
-    const sf_layout *l = &f->l;
-    return tick << l->timestamp_shift | (dc & l->datacenter_max) << l->datacenter_shift |
-           (w & l->worker_max) << l->worker_shift | (seq & l->sequence_max) << f->seq_shift;
+    return sf_layout_pack(l, tick, (uint32_t)(dc & l->datacenter_max),
+                          (uint32_t)(w & l->worker_max), (uint32_t)(seq & l->sequence_max));
 }
 
 static void check_bounds_layout(const uint8_t *d)
 {
-    fuzz_layout f = layout_from(d);
-    const sf_layout *l = &f.l;
-    const unsigned S = l->timestamp_shift, id_bits = S + l->timestamp_bits;
+    sf_layout layout_bytes;
+    if (!layout_from(d, &layout_bytes))
+        return;
+    const sf_layout *l = &layout_bytes;
+    const unsigned S = l->timestamp_shift, id_bits = l->id_bits;
     uint64_t epoch = l->epoch_ms, last = sf_layout_ms_of(l, l->tick_max);
     uint64_t x = le64(d + 16), y = le64(d + 24), z = le64(d + 32);
     uint64_t from = x, to = y, c = z;
@@ -419,23 +415,23 @@ static void check_bounds_layout(const uint8_t *d)
                    "bounds: first_tick_ms %llu for from %llu", (unsigned long long)b.first_tick_ms,
                    (unsigned long long)from);
         /* attained: the first ID of node 0 and the last of the all-ones node */
-        FUZZ_CHECK(b.min == pack_any(&f, k_lo, 0, 0, 0), "bounds: min not node 0 / seq 0");
-        FUZZ_CHECK(b.max == pack_any(&f, k_end - 1, l->datacenter_max, l->worker_max,
+        FUZZ_CHECK(b.min == pack_any(l, k_lo, 0, 0, 0), "bounds: min not node 0 / seq 0");
+        FUZZ_CHECK(b.max == pack_any(l, k_end - 1, l->datacenter_max, l->worker_max,
                                      l->sequence_max),
                    "bounds: max not the all-ones node / last seq");
         uint64_t dc = d[12] | (uint64_t)d[13] << 8, w = d[14] | (uint64_t)d[15] << 8,
                  seq = le64(d + 32);
         uint64_t ks[4] = {k_lo, k_end - 1, k_lo + z % (k_end - k_lo), k_lo + y % (k_end - k_lo)};
         for (int i = 0; i < 4; i++) {
-            uint64_t id = pack_any(&f, ks[i], dc, w, seq);
+            uint64_t id = pack_any(l, ks[i], dc, w, seq);
             FUZZ_CHECK(id >= b.min && id <= b.max, "bounds: ID %llu of tick %llu outside "
                        "[%llu, %llu]", (unsigned long long)id, (unsigned long long)ks[i],
                        (unsigned long long)b.min, (unsigned long long)b.max);
         }
         if (k_lo > 0)
-            FUZZ_CHECK(pack_any(&f, k_lo - 1, dc, w, seq) < b.min, "bounds: tick before in");
+            FUZZ_CHECK(pack_any(l, k_lo - 1, dc, w, seq) < b.min, "bounds: tick before in");
         if (k_end <= l->tick_max)
-            FUZZ_CHECK(pack_any(&f, k_end, dc, w, seq) >= b.end, "bounds: tick after in");
+            FUZZ_CHECK(pack_any(l, k_end, dc, w, seq) >= b.end, "bounds: tick after in");
     }
     /* [from, to) then [to, c): end of the first is min of the second, on a tick edge */
     if (to <= c && c <= last) {

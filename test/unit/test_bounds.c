@@ -30,39 +30,17 @@ static sf_layout twitter(uint32_t unit)
     return l;
 }
 
-/* A layout as sf_layout_init would fill it once widths may sum to less than 63 and the sequence
- * may sit above the node (Sonyflake: time | sequence | datacenter | worker): built by hand so
- * that these tests do not depend on when layout.c learns both. */
-typedef struct any_layout {
+/* Any layout the daemon accepts: widths summing to at most 63, in Twitter order or, with
+ * node_bits_low, Sonyflake's (time | sequence | datacenter | worker). */
+static sf_layout layout(unsigned ts, unsigned dc, unsigned w, unsigned seq, uint32_t unit,
+                        bool node_bits_low)
+{
     sf_layout l;
-    bool seq_above_node;
-} any_layout;
-
-static any_layout by_hand(unsigned ts, unsigned dc, unsigned w, unsigned seq, uint32_t unit,
-                          bool seq_above_node)
-{
-    any_layout a = {.seq_above_node = seq_above_node};
-    sf_layout *l = &a.l;
-    l->timestamp_bits = (uint8_t)ts, l->datacenter_bits = (uint8_t)dc;
-    l->worker_bits = (uint8_t)w, l->sequence_bits = (uint8_t)seq;
-    l->unit_ms = unit;
-    l->epoch_ms = EPOCH;
-    l->timestamp_shift = (uint8_t)(dc + w + seq);
-    l->worker_shift = (uint8_t)(seq_above_node ? 0 : seq);
-    l->datacenter_shift = (uint8_t)(l->worker_shift + w);
-    l->sequence_max = (UINT64_C(1) << seq) - 1;
-    l->worker_max = (UINT64_C(1) << w) - 1;
-    l->datacenter_max = (UINT64_C(1) << dc) - 1;
-    l->tick_max = (UINT64_C(1) << ts) - 1;
-    return a;
-}
-
-static uint64_t pack(const any_layout *a, uint64_t tick, uint64_t dc, uint64_t w, uint64_t seq)
-{
-    const sf_layout *l = &a->l;
-    uint64_t seq_shift = a->seq_above_node ? l->datacenter_bits + l->worker_bits : 0;
-    return tick << l->timestamp_shift | dc << l->datacenter_shift | w << l->worker_shift |
-           seq << seq_shift;
+    char err[256];
+    ck_assert_msg(sf_layout_init(&l, ts, dc, w, seq, EPOCH, unit, NOW, err, sizeof err) == 0,
+                  "%u/%u/%u/%u: %s", ts, dc, w, seq, err);
+    sf_layout_set_node_bits_low(&l, node_bits_low);
+    return l;
 }
 
 static sf_bounds bounds(const sf_layout *l, uint64_t from, uint64_t to)
@@ -178,15 +156,15 @@ END_TEST
  * Twitter and Sonyflake order, 63 and 53 bits, 1 and 10 ms. */
 START_TEST(test_containment)
 {
-    any_layout layouts[] = {
-        by_hand(41, 5, 5, 12, 1, false), by_hand(39, 8, 8, 8, 10, true), /* sonyflake */
-        by_hand(38, 0, 5, 10, 10, false),                                /* js53 */
-        by_hand(41, 0, 4, 8, 1, false),  by_hand(30, 2, 3, 8, 1000, true),
+    sf_layout layouts[] = {
+        layout(41, 5, 5, 12, 1, false),  layout(39, 8, 8, 8, 10, true), /* sonyflake */
+        layout(38, 0, 5, 10, 10, false),                                /* js53 */
+        layout(41, 0, 4, 8, 1, false),   layout(30, 2, 3, 8, 1000, true),
     };
     for (size_t li = 0; li < sizeof layouts / sizeof *layouts; li++) {
-        const any_layout *a = &layouts[li];
-        const sf_layout *l = &a->l;
-        unsigned id_bits = l->timestamp_shift + l->timestamp_bits;
+        const sf_layout *l = &layouts[li];
+        unsigned id_bits = l->id_bits; /* at most 63: b.end >> id_bits is defined */
+        ck_assert_uint_eq(id_bits, l->timestamp_shift + l->timestamp_bits);
         for (int i = 0; i < 5000; i++) {
             uint64_t span = rnd() % 5000;
             uint64_t from = EPOCH + rnd() % (sf_layout_ms_of(l, l->tick_max) - EPOCH - span);
@@ -195,30 +173,31 @@ START_TEST(test_containment)
             uint64_t k_lo = (from - EPOCH) / l->unit_ms;
             uint64_t k_end = (to - EPOCH + l->unit_ms - 1) / l->unit_ms;
             ck_assert_uint_eq(b.end >> l->timestamp_shift, k_end);
-            if (id_bits < 64)
-                ck_assert_uint_eq(b.end >> id_bits, 0);
+            ck_assert_uint_eq(b.end >> id_bits, 0);
             if (b.empty) {
                 ck_assert_uint_eq(b.min, b.end);
                 continue;
             }
             ck_assert_uint_eq(b.max + 1, b.end);
-            ck_assert_uint_eq(b.min, pack(a, k_lo, 0, 0, 0));
-            ck_assert_uint_eq(b.max, pack(a, k_end - 1, l->datacenter_max, l->worker_max,
-                                          l->sequence_max));
+            ck_assert_uint_eq(b.min, sf_layout_pack(l, k_lo, 0, 0, 0));
+            ck_assert_uint_eq(b.max,
+                              sf_layout_pack(l, k_end - 1, (uint32_t)l->datacenter_max,
+                                             (uint32_t)l->worker_max, (uint32_t)l->sequence_max));
             /* the first tick contains from, the last starts before to */
             ck_assert_uint_le(sf_layout_ms_of(l, k_lo), from);
             ck_assert_uint_gt(sf_layout_ms_of(l, k_lo + 1), from);
             ck_assert_uint_lt(sf_layout_ms_of(l, k_end - 1), to);
             for (int j = 0; j < 8; j++) {
-                uint64_t dc = rnd() & l->datacenter_max, w = rnd() & l->worker_max,
-                         seq = rnd() & l->sequence_max;
+                uint32_t dc = (uint32_t)(rnd() & l->datacenter_max),
+                         w = (uint32_t)(rnd() & l->worker_max),
+                         seq = (uint32_t)(rnd() & l->sequence_max);
                 uint64_t k = k_lo + rnd() % (k_end - k_lo);
-                uint64_t id = pack(a, k, dc, w, seq);
+                uint64_t id = sf_layout_pack(l, k, dc, w, seq);
                 ck_assert(id >= b.min && id <= b.max);
                 if (k_lo > 0)
-                    ck_assert_uint_lt(pack(a, k_lo - 1, dc, w, seq), b.min);
+                    ck_assert_uint_lt(sf_layout_pack(l, k_lo - 1, dc, w, seq), b.min);
                 if (k_end <= l->tick_max)
-                    ck_assert_uint_ge(pack(a, k_end, dc, w, seq), b.end);
+                    ck_assert_uint_ge(sf_layout_pack(l, k_end, dc, w, seq), b.end);
             }
         }
     }
