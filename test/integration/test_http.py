@@ -270,6 +270,10 @@ class HttpBasics(unittest.TestCase):
         self.assertIn('snowflaked_http_requests_total{route="/id",status="200"}', text)
         self.assertIn("snowflaked_connections_open", text)
         self.assertIn('snowflaked_info{version="', text)
+        info = re.search(r"^snowflaked_info\{(.*)\} 1$", text, re.M)
+        self.assertIsNotNone(info)
+        self.assertIn('layout="41/5/5/12",layout_name="custom",id_bits="63",node_bits_low="false",',
+                      info.group(1))
         self.assertRegex(text, r"snowflaked_ids_issued_total [1-9]")
         for line in text.splitlines():  # exposition format sanity
             if line and not line.startswith("#"):

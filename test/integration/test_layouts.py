@@ -86,6 +86,12 @@ class Js53(unittest.TestCase):
         self.assertEqual(r.status, 200)
         self.assertRegex(r.body, rb"^\d+$")
 
+    def test_info_metric(self):
+        r = request(self.srv, get("/metrics"))
+        self.assertEqual(r.status, 200)
+        self.assertIn('layout="38/0/5/10",layout_name="js53",id_bits="53",node_bits_low="false",',
+                      r.body.decode())
+
     def test_bad_json_ids(self):
         for path, frag in (("/id?json_ids=numbers", "json_ids must be number or string"),
                            ("/id?json_ids=Number", "json_ids must be number or string"),
@@ -208,6 +214,9 @@ class Sonyflake(unittest.TestCase):
             self.assertEqual(parsed["worker"], 168)
             self.assertEqual(parsed["sequence"], (ids[-1] >> 16) & 0xff)
             self.assertEqual(parsed["timestamp_ms"], SONYFLAKE_EPOCH_MS + (ids[-1] >> 24) * 10)
+            r = request(srv, get("/metrics"))
+            self.assertIn('layout="39/8/8/8",layout_name="sonyflake",id_bits="63",'
+                          'node_bits_low="true",', r.body.decode())
         finally:
             srv.stop()
 

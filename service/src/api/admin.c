@@ -260,14 +260,16 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
     const api_options *o = &a->opt;
     const sf_layout *l = &o->layout;
     prom_family(b, "snowflaked_info", "gauge", "Build and identity of this instance.");
-    char labels[320];
+    char labels[400];
     snprintf(labels, sizeof labels,
              "version=\"%s\",datacenter_id=\"%u\",worker_id=\"%u\",per_thread_worker_ids=\"%s\","
-             "layout=\"%u/%u/%u/%u\",epoch_ms=\"%llu\",time_unit_ms=\"%u\",sync=\"%s\"",
+             "layout=\"%u/%u/%u/%u\",layout_name=\"%s\",id_bits=\"%u\",node_bits_low=\"%s\","
+             "epoch_ms=\"%llu\",time_unit_ms=\"%u\",sync=\"%s\"",
              SF_VERSION, o->datacenter_id, o->worker_id,
              o->per_thread_worker_ids ? "true" : "false", l->timestamp_bits, l->datacenter_bits,
-             l->worker_bits, l->sequence_bits, (unsigned long long)l->epoch_ms, l->unit_ms,
-             sf_sync_mode_name(o->sync));
+             l->worker_bits, l->sequence_bits, o->layout_name ? o->layout_name : "custom",
+             (unsigned)l->id_bits, l->node_bits_low ? "true" : "false",
+             (unsigned long long)l->epoch_ms, l->unit_ms, sf_sync_mode_name(o->sync));
     prom_u64(b, "snowflaked_info", labels, 1);
 }
 

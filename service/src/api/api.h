@@ -32,6 +32,7 @@ typedef struct api_loop {
 /* The handlers' options (app_api_options maps the configuration onto them). */
 typedef struct api_options {
     sf_layout layout;                  /* /id/{id} decodes with it; the info metric shows it */
+    const char *layout_name;           /* the info metric: snowflake.layout's preset or "custom" */
     sf_encoding default_encoding;      /* IDs without ?encoding= */
     bool json_numbers;                 /* without ?json_ids=: decimal IDs as JSON numbers */
     uint32_t max_batch;                /* /ids?count= at most */

@@ -93,6 +93,7 @@ void app_api_options(const cfg *c, api_options *out)
 {
     const cfg_snowflake *s = &c->snowflake;
     *out = (api_options){.layout = s->layout,
+                         .layout_name = s->layout_preset ? s->layout_preset->name : "custom",
                          .default_encoding = s->default_encoding,
                          .json_numbers = s->json_numbers,
                          .max_batch = s->max_batch,
