@@ -93,7 +93,8 @@ void opts_usage(FILE *f)
         "                         the union of several runs or servers)\n"
         "      --verify-ids       check every ID of /id and /ids responses: unique, increasing\n"
         "                         per connection, well-formed\n"
-        "      --id-layout T/D/W/S  bit layout (default: from GET /metrics, else 41/5/5/12)\n"
+        "      --id-layout L      bit layout: twitter, sonyflake, js53 or T/D/W/S[,node_bits_low]\n"
+        "                         (default: from GET /metrics, else 41/5/5/12)\n"
         "      --max-body BYTES   largest body verified (default 1048576)\n"
         "memcache (--mode memcache):\n"
         "      --mc-ratio G:S     get:set mix (default 90:10)\n"
@@ -356,7 +357,8 @@ static opts_rc parse_one(sl_opts *o, int c, const char *a, char *err, size_t n)
     case O_VERIFY: o->verify = true; break;
     case O_LAYOUT:
         if (vlayout_parse(a, &o->layout))
-            return fail(err, n, "--id-layout is T/D/W/S summing to 63, e.g. 41/5/5/12");
+            return fail(err, n, "--id-layout is twitter, sonyflake, js53 or T/D/W/S summing to "
+                                "at most 63, e.g. 38/0/5/10 or 39/8/8/8,node_bits_low");
         o->have_layout = true;
         break;
     case O_MAXBODY:

@@ -118,13 +118,13 @@ static void text_latency(FILE *f, const hist *h)
 static void text_verify(FILE *f, const sl_report *r)
 {
     const verifier *v = r->ver;
-    char b[32];
+    char b[32], layout[VLAYOUT_NAME_MAX];
+    vlayout_name(&v->layout, layout);
     fprintf(f,
             "  verify-ids   %" PRIu64 " IDs (%" PRIu64 " distinct) in %" PRIu64
-            " bodies, layout %u/%u/%u/%u (%s): %" PRIu64 " duplicates, %" PRIu64
+            " bodies, layout %s (%s): %" PRIu64 " duplicates, %" PRIu64
             " not increasing, %" PRIu64 " malformed%s: %s\n",
-            v->ids, v->distinct, v->bodies, v->layout.t, v->layout.d, v->layout.w, v->layout.s,
-            r->layout_source, v->duplicates, v->non_increasing, v->malformed,
+            v->ids, v->distinct, v->bodies, layout, r->layout_source, v->duplicates, v->non_increasing, v->malformed,
             v->oom ? ", OUT OF MEMORY" : "", verifier_failed(v) ? "FAILED" : "passed");
     fprintf(f, "               ID maps %s at the end, merged in %.1f ms\n",
             fmt_bytes((double)r->verify_map_bytes, b, sizeof b), r->verify_merge_ms);
@@ -228,9 +228,8 @@ static cJSON *json_verify(const sl_report *r)
 {
     const verifier *v = r->ver;
     cJSON *j = cJSON_CreateObject();
-    char layout[32];
-    snprintf(layout, sizeof layout, "%u/%u/%u/%u", v->layout.t, v->layout.d, v->layout.w,
-             v->layout.s);
+    char layout[VLAYOUT_NAME_MAX];
+    vlayout_name(&v->layout, layout);
     cJSON_AddBoolToObject(j, "passed", !verifier_failed(v));
     cJSON_AddStringToObject(j, "layout", layout);
     cJSON_AddStringToObject(j, "layout_source", r->layout_source);

@@ -6,13 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "snowflake/layout.h"
+
 #define MIGRATE_STEP 32 /* old slots moved per insert while growing */
 #define MIN_CAP      1024
 
 /* --- layout -------------------------------------------------------------------------------- */
 
+static const char node_low_suffix[] = ",node_bits_low";
+
 int vlayout_parse(const char *s, vlayout *l)
 {
+    const sf_layout_preset *p = sf_layout_preset_find(s);
+    if (p) {
+        *l = (vlayout){p->timestamp_bits, p->datacenter_bits, p->worker_bits, p->sequence_bits,
+                       p->node_bits_low};
+        return 0;
+    }
     unsigned v[4];
     for (int i = 0; i < 4; i++) {
         if (*s < '0' || *s > '9')
@@ -21,38 +31,56 @@ int vlayout_parse(const char *s, vlayout *l)
         while (*s >= '0' && *s <= '9' && n < 100)
             n = n * 10 + (unsigned)(*s++ - '0');
         v[i] = n;
-        if (*s != (i < 3 ? '/' : '\0'))
+        if (i < 3 && *s++ != '/')
             return -1;
-        s++;
     }
-    if (v[0] + v[1] + v[2] + v[3] != 63 || v[0] < 1 || v[3] < 1)
+    bool node_low = strcmp(s, node_low_suffix) == 0;
+    if ((*s && !node_low) || v[0] + v[1] + v[2] + v[3] > 63 || v[0] < 1 || v[3] < 1)
         return -1;
-    *l = (vlayout){v[0], v[1], v[2], v[3]};
+    *l = (vlayout){v[0], v[1], v[2], v[3], node_low};
     return 0;
+}
+
+void vlayout_name(const vlayout *l, char buf[VLAYOUT_NAME_MAX])
+{
+    snprintf(buf, VLAYOUT_NAME_MAX, "%u/%u/%u/%u%s", l->t, l->d, l->w, l->s,
+             l->node_low ? node_low_suffix : "");
+}
+
+/* The value of label key (e.g. "layout=\"") in the line [p, eol), copied into buf. */
+static bool label_value(const char *p, const char *eol, const char *key, char *buf, size_t size)
+{
+    size_t klen = strlen(key);
+    for (const char *q = p; q + klen < eol; q++) {
+        if (memcmp(q, key, klen) != 0 || (q > p && q[-1] != '{' && q[-1] != ','))
+            continue;
+        const char *v = q + klen;
+        const char *e = memchr(v, '"', (size_t)(eol - v));
+        if (!e || (size_t)(e - v) >= size)
+            return false;
+        memcpy(buf, v, (size_t)(e - v));
+        buf[e - v] = '\0';
+        return true;
+    }
+    return false;
 }
 
 int vlayout_from_metrics(const char *text, size_t len, vlayout *l)
 {
-    static const char fam[] = "snowflaked_info{", key[] = "layout=\"";
+    static const char fam[] = "snowflaked_info{";
     const char *end = text + len;
     for (const char *p = text; p < end;) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *eol = nl ? nl : end;
         size_t n = (size_t)(eol - p);
         if (n >= sizeof fam - 1 && memcmp(p, fam, sizeof fam - 1) == 0) {
-            for (const char *q = p; q + sizeof key - 1 < eol; q++) {
-                if (memcmp(q, key, sizeof key - 1) != 0)
-                    continue;
-                const char *v = q + sizeof key - 1;
-                const char *e = memchr(v, '"', (size_t)(eol - v));
-                char buf[32];
-                if (!e || (size_t)(e - v) >= sizeof buf)
-                    return -1;
-                memcpy(buf, v, (size_t)(e - v));
-                buf[e - v] = '\0';
-                return vlayout_parse(buf, l);
-            }
-            return -1;
+            char widths[32], low[8];
+            if (!label_value(p, eol, "layout=\"", widths, sizeof widths) ||
+                vlayout_parse(widths, l) != 0)
+                return -1;
+            l->node_low = label_value(p, eol, "node_bits_low=\"", low, sizeof low) &&
+                          strcmp(low, "true") == 0;
+            return 0;
         }
         p = nl ? nl + 1 : end;
     }
@@ -61,9 +89,10 @@ int vlayout_from_metrics(const char *text, size_t len, vlayout *l)
 
 void vlayout_describe(const vlayout *l, uint64_t id, char *buf, size_t size)
 {
-    uint64_t seq = id & ((UINT64_C(1) << l->s) - 1);
-    uint64_t worker = (id >> l->s) & ((UINT64_C(1) << l->w) - 1);
-    uint64_t dc = (id >> (l->s + l->w)) & ((UINT64_C(1) << l->d) - 1);
+    unsigned seq_shift = l->node_low ? l->d + l->w : 0, worker_shift = l->node_low ? 0 : l->s;
+    uint64_t seq = (id >> seq_shift) & ((UINT64_C(1) << l->s) - 1);
+    uint64_t worker = (id >> worker_shift) & ((UINT64_C(1) << l->w) - 1);
+    uint64_t dc = (id >> (worker_shift + l->w)) & ((UINT64_C(1) << l->d) - 1);
     uint64_t ts = id >> (l->s + l->w + l->d);
     snprintf(buf, size, "%llu (timestamp %llu, dc %llu, worker %llu, seq %llu)",
              (unsigned long long)id, (unsigned long long)ts, (unsigned long long)dc,

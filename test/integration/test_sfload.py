@@ -230,6 +230,55 @@ class ThreadingServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
 
 @unittest.skipUnless(SFLOAD, "SFLOAD_BIN not set")
+class NamedLayouts(unittest.TestCase):
+    """--verify-ids against daemons with the js53 layout (53 bits, widths summing to less than 63)
+    and the sonyflake layout (sequence above the node); the layout comes from /metrics or
+    --id-layout, and examples decode in that layout."""
+
+    def run_verified(self, srv, *args):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ids.bin")
+            p, out = sfload_json(self, "-c", "2", "-n", "60", "-t", "10", "--ids-out", path,
+                                 *args, "http://127.0.0.1:%d/ids?count=100" % srv.port)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNotIn("assuming 41/5/5/12", p.stderr)
+            v = out["verify"]
+            self.assertTrue(v["passed"], v)
+            self.assertEqual((v["ids"], v["distinct_ids"], v["duplicates"], v["non_increasing"],
+                              v["malformed"]), (6000, 6000, 0, 0, 0))
+            with open(path, "rb") as f:
+                data = f.read()
+            return v, struct.unpack("<%dQ" % (len(data) // 8), data)
+
+    def test_js53(self):
+        srv = Server("--set", "snowflake.layout=js53", "--set", "snowflake.worker_id=21")
+        try:
+            v, ids = self.run_verified(srv)
+            self.assertEqual((v["layout"], v["layout_source"]), ("38/0/5/10", "metrics"))
+            self.assertEqual(len(set(ids)), 6000)
+            self.assertTrue(all(0 < i < 2**53 and (i >> 10) & 31 == 21 for i in ids))
+            v, _ = self.run_verified(srv, "--id-layout", "js53")
+            self.assertEqual((v["layout"], v["layout_source"]), ("38/0/5/10", "option"))
+        finally:
+            srv.stop()
+
+    def test_sonyflake(self):
+        srv = Server("--set", "snowflake.layout=sonyflake", "--set",
+                     "snowflake.datacenter_id=192", "--set", "snowflake.worker_id=168")
+        try:
+            v, ids = self.run_verified(srv)
+            self.assertEqual((v["layout"], v["layout_source"]),
+                             ("39/8/8/8,node_bits_low", "metrics"))
+            self.assertEqual(len(set(ids)), 6000)
+            self.assertTrue(all(i & 0xffff == 192 << 8 | 168 for i in ids))
+            v, _ = self.run_verified(srv, "--id-layout", "sonyflake")
+            self.assertEqual((v["layout"], v["layout_source"]),
+                             ("39/8/8/8,node_bits_low", "option"))
+        finally:
+            srv.stop()
+
+
+@unittest.skipUnless(SFLOAD, "SFLOAD_BIN not set")
 class AgainstFakes(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -364,6 +364,87 @@ START_TEST(layout_parse_and_metrics)
 }
 END_TEST
 
+/* Narrower layouts (widths summing to less than 63), the daemon's presets by name and
+ * Sonyflake's order (sequence above the node), from the option and from /metrics. */
+START_TEST(layout_narrow_presets_and_node_low)
+{
+    vlayout l;
+    char name[VLAYOUT_NAME_MAX];
+    ck_assert_int_eq(vlayout_parse("38/0/5/10", &l), 0); /* 53 bits */
+    ck_assert(l.t == 38 && l.d == 0 && l.w == 5 && l.s == 10 && !l.node_low);
+    ck_assert_int_eq(vlayout_parse("js53", &l), 0);
+    ck_assert(l.t == 38 && l.d == 0 && l.w == 5 && l.s == 10 && !l.node_low);
+    ck_assert_int_eq(vlayout_parse("twitter", &l), 0);
+    ck_assert(l.t == 41 && l.d == 5 && l.w == 5 && l.s == 12 && !l.node_low);
+    ck_assert_int_eq(vlayout_parse("sonyflake", &l), 0);
+    ck_assert(l.t == 39 && l.d == 8 && l.w == 8 && l.s == 8 && l.node_low);
+    vlayout_name(&l, name);
+    ck_assert_str_eq(name, "39/8/8/8,node_bits_low");
+    ck_assert_int_eq(vlayout_parse(name, &l), 0);
+    ck_assert(l.t == 39 && l.s == 8 && l.node_low);
+    ck_assert_int_eq(vlayout_parse("38/0/5/10,node_bits_low", &l), 0);
+    vlayout_name(&l, name);
+    ck_assert_str_eq(name, "38/0/5/10,node_bits_low");
+    ck_assert_int_eq(vlayout_parse("43/5/5/11", &l), -1); /* 64 bits */
+    ck_assert_int_eq(vlayout_parse("39/8/8/8,", &l), -1);
+    ck_assert_int_eq(vlayout_parse("39/8/8/8,node_bits", &l), -1);
+    ck_assert_int_eq(vlayout_parse("Sonyflake", &l), -1);
+    ck_assert_int_eq(vlayout_parse("custom", &l), -1);
+
+    static const char sony[] =
+        "snowflaked_info{version=\"0.1.0\",datacenter_id=\"192\",worker_id=\"168\","
+        "per_thread_worker_ids=\"false\",layout=\"39/8/8/8\",layout_name=\"sonyflake\","
+        "id_bits=\"63\",node_bits_low=\"true\",epoch_ms=\"1409529600000\"} 1\n";
+    ck_assert_int_eq(vlayout_from_metrics(sony, sizeof sony - 1, &l), 0);
+    ck_assert(l.t == 39 && l.d == 8 && l.w == 8 && l.s == 8 && l.node_low);
+    static const char js53[] =
+        "snowflaked_info{version=\"0.1.0\",layout=\"38/0/5/10\",layout_name=\"js53\","
+        "id_bits=\"53\",node_bits_low=\"false\"} 1\n";
+    ck_assert_int_eq(vlayout_from_metrics(js53, sizeof js53 - 1, &l), 0);
+    ck_assert(l.t == 38 && l.d == 0 && l.w == 5 && l.s == 10 && !l.node_low);
+
+    /* sony/sonyflake's toID: time<<24 | sequence<<16 | machine, machine = dc<<8 | worker */
+    char d[96];
+    ck_assert_int_eq(vlayout_parse("sonyflake", &l), 0);
+    uint64_t id = UINT64_C(1000) << 24 | UINT64_C(7) << 16 | 192 << 8 | 168;
+    vlayout_describe(&l, id, d, sizeof d);
+    ck_assert_ptr_nonnull(strstr(d, "(timestamp 1000, dc 192, worker 168, seq 7)"));
+    ck_assert_int_eq(vlayout_parse("js53", &l), 0);
+    vlayout_describe(&l, make_id(&l, 1000, 0, 21, 1023), d, sizeof d);
+    ck_assert_ptr_nonnull(strstr(d, "(timestamp 1000, dc 0, worker 21, seq 1023)"));
+}
+END_TEST
+
+/* Sonyflake order: one node's IDs are 2^16 apart within a tick; the verifier stays exact. */
+START_TEST(verifier_sonyflake_order)
+{
+    vlayout l;
+    ck_assert_int_eq(vlayout_parse("sonyflake", &l), 0);
+    verifier v;
+    ck_assert_int_eq(verifier_init(&v, &l, 0, 0), 0);
+    verify_stream st = {.conn = 1}, other = {.conn = 2};
+    char body[64];
+    for (uint64_t tick = 500; tick < 503; tick++)
+        for (uint64_t seq = 0; seq < 256; seq++) {
+            uint64_t id = tick << 24 | seq << 16 | 0x0102;
+            snprintf(body, sizeof body, "{\"id\":\"%llu\"}", (unsigned long long)id);
+            ck_assert_int_eq(verifier_body(&v, &st, body, strlen(body), IDS_DEC, 0), 0);
+            id = tick << 24 | seq << 16 | 0x0103; /* another node: interleaved, not a dup */
+            snprintf(body, sizeof body, "{\"id\":\"%llu\"}", (unsigned long long)id);
+            ck_assert_int_eq(verifier_body(&v, &other, body, strlen(body), IDS_DEC, 0), 0);
+        }
+    ck_assert_uint_eq(v.set.ids, 2 * 3 * 256);
+    ck_assert(!verifier_failed(&v));
+    uint64_t dup = UINT64_C(501) << 24 | UINT64_C(9) << 16 | 0x0102;
+    verify_stream fresh = {.conn = 3};
+    snprintf(body, sizeof body, "%llu", (unsigned long long)dup);
+    ck_assert_int_eq(verifier_body(&v, &fresh, body, strlen(body), IDS_DEC, 0), -1);
+    ck_assert_uint_eq(v.duplicates, 1);
+    ck_assert_ptr_nonnull(strstr(v.examples[0], "(timestamp 501, dc 1, worker 2, seq 9)"));
+    verifier_free(&v);
+}
+END_TEST
+
 START_TEST(verifier_good_stream)
 {
     vlayout l = VLAYOUT_DEFAULT;
@@ -757,6 +838,12 @@ START_TEST(opts_checks)
     ck_assert_uint_eq(o.threads, 2); /* never more threads than connections */
     ck_assert_int_eq(run_opts(&o, err, "--id-layout", "41/5/5/13", "-t", "1", "http://x/", NULL),
                      OPTS_USAGE);
+    ck_assert_int_eq(run_opts(&o, err, "--id-layout", "sonyflake", "-t", "1", "http://x/", NULL),
+                     OPTS_OK);
+    ck_assert(o.have_layout && o.layout.t == 39 && o.layout.s == 8 && o.layout.node_low);
+    ck_assert_int_eq(run_opts(&o, err, "--id-layout", "38/0/5/10", "-t", "1", "http://x/", NULL),
+                     OPTS_OK);
+    ck_assert(o.have_layout && o.layout.t == 38 && o.layout.w == 5 && !o.layout.node_low);
     /* The loopback rule. */
     ck_assert_int_eq(run_opts(&o, err, "-t", "1", "http://10.1.2.3:80/", NULL), OPTS_OK);
     ck_assert_int_eq(opts_resolve(&o, err, 256), -1);
@@ -793,6 +880,8 @@ static Suite *sfload_suite(void)
     suite_add_tcase(s, ids);
     TCase *ver = tcase_create("verify");
     tcase_add_test(ver, layout_parse_and_metrics);
+    tcase_add_test(ver, layout_narrow_presets_and_node_low);
+    tcase_add_test(ver, verifier_sonyflake_order);
     tcase_add_test(ver, verifier_good_stream);
     tcase_add_test(ver, verifier_duplicate_nonincreasing_malformed);
     tcase_add_test(ver, verifier_merge_finds_cross_thread_duplicates);
