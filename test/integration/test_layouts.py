@@ -212,5 +212,48 @@ class Sonyflake(unittest.TestCase):
             srv.stop()
 
 
+class RandomSequenceStart(unittest.TestCase):
+    """snowflake.random_sequence_start_bits: a fresh tick's first sequence is random below 2^bits
+    (no order volume read off the sequence), for Snowflake IDs and the UUIDv7 counter alike;
+    --check-config states the guaranteed capacity; a value not below sequence_bits exits 2."""
+
+    def test_random_starts_and_capacity(self):
+        import subprocess
+        import sfharness
+        srv = Server("--set", "snowflake.random_sequence_start_bits=8")
+        try:
+            first_seqs, counters = set(), set()
+            for _ in range(60):
+                status, body = get_json(srv, "/id")
+                self.assertEqual(status, 200)
+                first_seqs.add(int(body["id"]) & 0xfff)
+                status, body = get_json(srv, "/uuid")
+                counters.add(int(body["id"][15:18], 16))  # rand_a, the counter
+                time.sleep(0.002)  # a fresh millisecond each time
+            self.assertTrue(all(s < 256 for s in first_seqs), first_seqs)
+            self.assertTrue(all(c < 256 for c in counters), counters)
+            # 60 draws from 256 values: with a start of 0 every time there would be one value
+            self.assertGreater(len(first_seqs), 20)
+            self.assertGreater(len(counters), 20)
+            status, body = get_json(srv, "/ids?count=4096")  # a full batch still fits
+            self.assertEqual(status, 200)
+            ids = [int(i) for i in body["ids"]]
+            self.assertTrue(all(a < b for a, b in zip(ids, ids[1:])))
+        finally:
+            srv.stop()
+        out = subprocess.run([sfharness.BINARY, "--check-config", "--set",
+                              "snowflake.random_sequence_start_bits=8"],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        resolved = json.loads(out.stdout)["resolved"]
+        self.assertEqual(resolved["id_cap_per_second"], (4096 - 255) * 1000)
+        out = subprocess.run([sfharness.BINARY, "--check-config", "--set",
+                              "snowflake.random_sequence_start_bits=11", "--set",
+                              "snowflake.layout=js53"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("snowflake.random_sequence_start_bits", out.stderr)
+        self.assertIn("must be below sequence_bits (10)", out.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
