@@ -100,6 +100,33 @@ class Js53(unittest.TestCase):
             self.assertEqual(status, 400, path)
             self.assertEqual(body["error"], frag, path)
 
+    def test_bounds_as_numbers(self):
+        """/bounds of a js53 layout with json_ids=number: min, max and end are JSON numbers a
+        JavaScript client keeps exact, and the IDs issued inside the interval lie within."""
+        t0 = int(time.time() * 1000)
+        status, body = get_json(self.srv, "/ids?count=50&json_ids=number")
+        self.assertEqual(status, 200)
+        time.sleep(0.02)
+        t1 = int(time.time() * 1000) + 1
+        status, b = get_json(self.srv, "/bounds?from=%d&to=%d&json_ids=number" % (t0, t1))
+        self.assertEqual(status, 200, b)
+        for k in ("min", "max", "end"):
+            self.assertIs(type(b[k]), int, k)
+            self.assertLessEqual(b[k], MAX_SAFE_INTEGER)
+        self.assertEqual(b["end"], b["max"] + 1)
+        self.assertTrue(all(b["min"] <= i <= b["max"] for i in body["ids"]))
+        status, b = get_json(self.srv, "/bounds?from=%d&to=%d" % (t0, t1))
+        self.assertIs(type(b["min"]), str)  # strings by default
+        for path, frag in (("/bounds?from=0&to=1&json_ids=number&encoding=hex",
+                            "json_ids=number needs encoding=dec, got hex"),
+                           ("/bounds?from=0&to=1&json_ids=maybe",
+                            "json_ids must be number or string"),
+                           ("/bounds?from=0&to=1&type=uuid7&json_ids=number",
+                            "json_ids must be string for type=uuid7 and type=ulid")):
+            status, body = get_json(self.srv, path)
+            self.assertEqual(status, 400, path)
+            self.assertEqual(body["error"], frag, path)
+
     def test_parse_rejects_bits_above_53(self):
         status, body = get_json(self.srv, "/id/%d" % (MAX_SAFE_INTEGER + 1))
         self.assertEqual(status, 400)
