@@ -4,7 +4,8 @@ whatever else the machine does, so a change to a hot path can be compared withou
 
     python3 loadtest/bench_instructions.py BUILD_DIR [BUILD_DIR ...] [-t 3] [-w REGEX]
 
-For each build and workload (GET /id keep-alive, GET /id one request per connection, memcached
+For each build and workload (GET /id keep-alive, GET /id one request per connection, GET /uuid
+and /ulid keep-alive, memcached
 get/set, memcached sets that evict, TCP echo; -w picks workloads by name): the daemon runs under callgrind with instrumentation off; after a warm-up,
 it is switched on (callgrind_control -i on) for a run of sfload (from the first build
 directory), then off; the instructions counted (all threads) divided by the requests sfload
@@ -27,6 +28,8 @@ from benchlib import free_port, wait_port  # noqa: E402
 WORKLOADS = [
     ("GET /id keep-alive -c 8", "http", ["-c", "8"], "/id"),
     ("GET /id conn-per-request -c 8", "http", ["-c", "8", "--close"], "/id"),
+    ("GET /uuid keep-alive -c 8", "http", ["-c", "8"], "/uuid"),
+    ("GET /ulid keep-alive -c 8", "http", ["-c", "8"], "/ulid"),
     ("memcached 90:10 get:set -c 8", "memcache",
      ["--mode", "memcache", "-c", "8", "--keys", "1000", "--value-size", "100"], None),
     ("TCP echo 32 B -c 8", "echo", ["--mode", "echo", "-c", "8", "--msg-size", "32"], None),

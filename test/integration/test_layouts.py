@@ -106,6 +106,33 @@ class Js53(unittest.TestCase):
             self.assertEqual(status, 400, path)
             self.assertEqual(body["error"], frag, path)
 
+    def test_bounds_as_numbers(self):
+        """/bounds of a js53 layout with json_ids=number: min, max and end are JSON numbers a
+        JavaScript client keeps exact, and the IDs issued inside the interval lie within."""
+        t0 = int(time.time() * 1000)
+        status, body = get_json(self.srv, "/ids?count=50&json_ids=number")
+        self.assertEqual(status, 200)
+        time.sleep(0.02)
+        t1 = int(time.time() * 1000) + 1
+        status, b = get_json(self.srv, "/bounds?from=%d&to=%d&json_ids=number" % (t0, t1))
+        self.assertEqual(status, 200, b)
+        for k in ("min", "max", "end"):
+            self.assertIs(type(b[k]), int, k)
+            self.assertLessEqual(b[k], MAX_SAFE_INTEGER)
+        self.assertEqual(b["end"], b["max"] + 1)
+        self.assertTrue(all(b["min"] <= i <= b["max"] for i in body["ids"]))
+        status, b = get_json(self.srv, "/bounds?from=%d&to=%d" % (t0, t1))
+        self.assertIs(type(b["min"]), str)  # strings by default
+        for path, frag in (("/bounds?from=0&to=1&json_ids=number&encoding=hex",
+                            "json_ids=number needs encoding=dec, got hex"),
+                           ("/bounds?from=0&to=1&json_ids=maybe",
+                            "json_ids must be number or string"),
+                           ("/bounds?from=0&to=1&type=uuid7&json_ids=number",
+                            "json_ids must be string for type=uuid7 and type=ulid")):
+            status, body = get_json(self.srv, path)
+            self.assertEqual(status, 400, path)
+            self.assertEqual(body["error"], frag, path)
+
     def test_parse_rejects_bits_above_53(self):
         status, body = get_json(self.srv, "/id/%d" % (MAX_SAFE_INTEGER + 1))
         self.assertEqual(status, 400)
@@ -219,6 +246,49 @@ class Sonyflake(unittest.TestCase):
                           'node_bits_low="true",', r.body.decode())
         finally:
             srv.stop()
+
+
+class RandomSequenceStart(unittest.TestCase):
+    """snowflake.random_sequence_start_bits: a fresh tick's first sequence is random below 2^bits
+    (no order volume read off the sequence), for Snowflake IDs and the UUIDv7 counter alike;
+    --check-config states the guaranteed capacity; a value not below sequence_bits exits 2."""
+
+    def test_random_starts_and_capacity(self):
+        import subprocess
+        import sfharness
+        srv = Server("--set", "snowflake.random_sequence_start_bits=8")
+        try:
+            first_seqs, counters = set(), set()
+            for _ in range(60):
+                status, body = get_json(srv, "/id")
+                self.assertEqual(status, 200)
+                first_seqs.add(int(body["id"]) & 0xfff)
+                status, body = get_json(srv, "/uuid")
+                counters.add(int(body["id"][15:18], 16))  # rand_a, the counter
+                time.sleep(0.002)  # a fresh millisecond each time
+            self.assertTrue(all(s < 256 for s in first_seqs), first_seqs)
+            self.assertTrue(all(c < 256 for c in counters), counters)
+            # 60 draws from 256 values: with a start of 0 every time there would be one value
+            self.assertGreater(len(first_seqs), 20)
+            self.assertGreater(len(counters), 20)
+            status, body = get_json(srv, "/ids?count=4096")  # a full batch still fits
+            self.assertEqual(status, 200)
+            ids = [int(i) for i in body["ids"]]
+            self.assertTrue(all(a < b for a, b in zip(ids, ids[1:])))
+        finally:
+            srv.stop()
+        out = subprocess.run([sfharness.BINARY, "--check-config", "--set",
+                              "snowflake.random_sequence_start_bits=8"],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        resolved = json.loads(out.stdout)["resolved"]
+        self.assertEqual(resolved["id_cap_per_second"], (4096 - 255) * 1000)
+        out = subprocess.run([sfharness.BINARY, "--check-config", "--set",
+                              "snowflake.random_sequence_start_bits=11", "--set",
+                              "snowflake.layout=js53"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("snowflake.random_sequence_start_bits", out.stderr)
+        self.assertIn("must be below sequence_bits (10)", out.stderr)
 
 
 if __name__ == "__main__":

@@ -510,6 +510,63 @@ START_TEST(test_sync_mode_names)
 }
 END_TEST
 
+/* Random sequence start: each fresh tick starts below 2^bits at a random place, IDs stay
+ * strictly increasing, a tick still holds at least 2^s - 2^bits + 1 IDs, and the run-ahead
+ * limit grows by the skipped slots so a maximal batch is never refused as busy. */
+START_TEST(test_random_sequence_start)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = {.layout = twitter_layout(),
+                         .worker = 1,
+                         .sync = (sf_sync_mode)_i,
+                         .max_backward_ms = 5,
+                         .max_batch = 4096,
+                         .random_start_bits = 8,
+                         .clock = &clk.base};
+    sf_gen g;
+    char err[256];
+    ck_assert_msg(sf_gen_init(&g, &cfg, err, sizeof err) == 0, "%s", err);
+    uint64_t starts_seen = 0, prev = 0, id;
+    unsigned distinct = 0;
+    static uint8_t seen[256];
+    memset(seen, 0, sizeof seen);
+    for (int t = 0; t < 400; t++) {
+        sf_fake_clock_set(&clk, T0 + (uint64_t)t);
+        ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+        ck_assert_uint_gt(id, prev);
+        uint64_t seq = seq_of(id);
+        ck_assert_uint_lt(seq, 256);
+        distinct += !seen[seq];
+        seen[seq] = 1;
+        starts_seen |= seq;
+        for (int k = 0; k < 3; k++) { /* within the tick: consecutive */
+            uint64_t next;
+            ck_assert_int_eq(sf_gen_next(&g, &next), SF_OK);
+            ck_assert_uint_eq(next, id + 1 + (uint64_t)k);
+        }
+        prev = id + 3;
+    }
+    /* 400 draws from 256 values: about 202 distinct ones expected (sd ~4); every bit varies. */
+    ck_assert_uint_gt(distinct, 150);
+    ck_assert_uint_eq(starts_seen, 255);
+    /* A full batch from a fresh tick fits the run-ahead limit. */
+    sf_fake_clock_init(&clk, T0 + 1000, 3, 1);
+    static uint64_t batch[4096];
+    ck_assert_int_eq(sf_gen_batch(&g, batch, 4096), SF_OK);
+    for (int i = 1; i < 4096; i++)
+        ck_assert_uint_gt(batch[i], batch[i - 1]);
+    ck_assert_double_eq_tol(sf_gen_cap_per_second(&g.layout, 8), (4096.0 - 255.0) * 1000.0, 1e-6);
+    ck_assert_uint_eq(sf_gen_ahead_ms_for(&g.layout, 5, 4096, 8),
+                      sf_gen_ahead_ms_for(&g.layout, 5, 4096, 0) + 1);
+    sf_gen_destroy(&g);
+    /* bits must stay below sequence_bits */
+    cfg.random_start_bits = 12;
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "below sequence_bits"));
+}
+END_TEST
+
 static Suite *generator_suite(void)
 {
     Suite *s = suite_create("generator");
@@ -528,6 +585,7 @@ static Suite *generator_suite(void)
     tcase_add_loop_test(tc, test_lease_guard, 0, 3);
     tcase_add_loop_test(tc, test_min_tick_and_seal, 0, 3);
     tcase_add_test(tc, test_lifetime_end);
+    tcase_add_loop_test(tc, test_random_sequence_start, 0, 3);
     tcase_add_test(tc, test_init_rejects_bad_ids);
     tcase_add_test(tc, test_sync_mode_names);
     suite_add_tcase(s, tc);

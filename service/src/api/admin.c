@@ -200,8 +200,10 @@ static void metrics_id_space(prom_buf *b, const api_ctx *a)
                 "IDs per second this process can issue at most, per format.");
     for (int f = 0; f < 3; f++) {
         snprintf(label, sizeof label, "format=\"%s\"", names[f]);
+        const sf_gen *g = f == 0 ? a->gens[0] : a->gens128[f - 1][0];
+        unsigned start_bits = (unsigned)__builtin_popcountll(g->random_start_mask);
         prom_f64(b, "snowflaked_id_capacity_per_second", label,
-                 sf_layout_cap_per_second(layouts[f]) * (double)a->ngens);
+                 sf_gen_cap_per_second(layouts[f], start_bits) * (double)a->ngens);
     }
 }
 

@@ -97,6 +97,8 @@ size_t api_ids_scratch_bytes(uint32_t count);
 int api_text_wanted(http_request *r, bool *text);                 /* ?format=, Accept */
 int api_count_param(http_request *r, uint32_t max, uint32_t *count); /* ?count=1..max */
 void api_refuse(http_request *r, sf_gen *g, int rc);             /* 503 + Retry-After */
+/* ?json_ids=number|string for Snowflake IDs in encoding enc (snowflake.json_ids without it). */
+int api_json_ids_option(http_request *r, const api_ctx *a, sf_encoding enc, bool *numbers);
 #define API_PARSE_FUTURE_SLACK_MS 60000 /* clocks of other replicas may run a little ahead */
 /* The generator of the request's loop among gens (one, or one per loop). */
 static inline sf_gen *api_gen_for(sf_gen *const *gens, unsigned ngens, const http_request *r)

@@ -99,6 +99,14 @@ void api_bounds(http_request *r, void *ctx)
             return;
         }
     }
+    bool numbers = false; /* ?json_ids=number: Snowflake IDs of a JSON-safe layout as numbers */
+    if (type == TYPE_SNOWFLAKE) {
+        if (api_json_ids_option(r, a, enc, &numbers) != 0)
+            return;
+    } else if (http_query_param(r, "json_ids", &v) && !is(v, "string")) {
+        http_respond_error(r, 400, "json_ids must be string for type=uuid7 and type=ulid", NULL);
+        return;
+    }
     uint64_t from, to;
     if (time_param(r, "from", false, &from) != 0 || time_param(r, "to", true, &to) != 0)
         return;
@@ -132,14 +140,15 @@ void api_bounds(http_request *r, void *ctx)
             nmax = format128(type, e128, b.max, max);
         first_tick_ms = from, end_tick_ms = to, empty = b.empty; /* 1 ms ticks */
     }
+    const char *q = numbers ? "" : "\""; /* IDs quoted, or bare JSON numbers */
     char body[512];
     int n = snprintf(body, sizeof body,
                      "{\"type\":\"%s\",\"from_ms\":%llu,\"to_ms\":%llu,\"first_tick_ms\":%llu,"
-                     "\"end_tick_ms\":%llu,\"min\":\"%.*s\",\"max\":%s%.*s%s,\"end\":\"%.*s\","
+                     "\"end_tick_ms\":%llu,\"min\":%s%.*s%s,\"max\":%s%.*s%s,\"end\":%s%.*s%s,"
                      "\"empty\":%s}",
                      type_names[type], (unsigned long long)from, (unsigned long long)to,
-                     (unsigned long long)first_tick_ms, (unsigned long long)end_tick_ms,
-                     (int)nmin, min, empty ? "null" : "\"", (int)nmax, max, empty ? "" : "\"",
-                     (int)nend, end, empty ? "true" : "false");
+                     (unsigned long long)first_tick_ms, (unsigned long long)end_tick_ms, q,
+                     (int)nmin, min, q, empty ? "null" : q, (int)nmax, max, empty ? "" : q, q,
+                     (int)nend, end, q, empty ? "true" : "false");
     http_respond(r, 200, "application/json", NULL, body, (size_t)n);
 }

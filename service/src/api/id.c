@@ -73,7 +73,7 @@ static int output_options(http_request *r, const api_ctx *a, sf_encoding *enc, b
  * for decimal IDs only: ?encoding=hex still gets strings. An explicit number with an encoding
  * other than dec is a contradiction. enc: the IDs' output encoding. Answers 400 itself and
  * returns -1 on a bad value. */
-static int json_ids_option(http_request *r, const api_ctx *a, sf_encoding enc, bool *numbers)
+int api_json_ids_option(http_request *r, const api_ctx *a, sf_encoding enc, bool *numbers)
 {
     http_str v;
     char msg[96];
@@ -127,7 +127,7 @@ void api_id(http_request *r, void *ctx)
     api_ctx *a = ctx;
     sf_encoding enc;
     bool text, numbers;
-    if (output_options(r, a, &enc, &text) != 0 || json_ids_option(r, a, enc, &numbers) != 0)
+    if (output_options(r, a, &enc, &text) != 0 || api_json_ids_option(r, a, enc, &numbers) != 0)
         return;
     sf_gen *g = gen_for(a, r);
     uint64_t id;
@@ -186,7 +186,7 @@ void api_ids(http_request *r, void *ctx)
     api_ctx *a = ctx;
     sf_encoding enc;
     bool text, numbers;
-    if (output_options(r, a, &enc, &text) != 0 || json_ids_option(r, a, enc, &numbers) != 0)
+    if (output_options(r, a, &enc, &text) != 0 || api_json_ids_option(r, a, enc, &numbers) != 0)
         return;
     uint32_t count;
     if (api_count_param(r, a->opt.max_batch, &count) != 0)
@@ -279,7 +279,7 @@ void api_id_parse(http_request *r, void *ctx)
     char why[192];
     http_str v;
     bool numbers; /* the answer's "id" is decimal whatever the input's encoding */
-    if (json_ids_option(r, a, SF_ENC_DEC, &numbers) != 0)
+    if (api_json_ids_option(r, a, SF_ENC_DEC, &numbers) != 0)
         return;
     if (http_query_param(r, "encoding", &v)) {
         sf_encoding enc;

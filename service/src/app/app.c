@@ -114,11 +114,12 @@ static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *prev_en
         /* The previous run renewed its lease at most one window (plus the run-ahead of its
          * furthest-running generator) beyond its clock; a second on top covers a wall clock
          * that was stepped back while it ran. */
-        uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch);
+        unsigned r = s->random_sequence_start_bits;
+        uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch, r);
         sf_layout wide;
         if (sf_layout_init_unix_ms(&wide, s->layout.datacenter_bits, s->layout.worker_bits, why,
                                    sizeof why) == 0) {
-            uint64_t wide_ahead = sf_gen_ahead_ms_for(&wide, s->max_backward_ms, s->max_batch);
+            uint64_t wide_ahead = sf_gen_ahead_ms_for(&wide, s->max_backward_ms, s->max_batch, r);
             if (wide_ahead > ahead)
                 ahead = wide_ahead;
         }

@@ -15,6 +15,7 @@ void app_gen_config(const cfg *c, uint32_t index, sf_clock *clock, sf_gen_config
                            .max_backward_ms = s->max_backward_ms,
                            .max_batch = s->max_batch,
                            .min_tick = 0,
+                           .random_start_bits = (uint8_t)s->random_sequence_start_bits,
                            .lease_guarded = false,
                            .clock = clock};
 }

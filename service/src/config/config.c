@@ -194,6 +194,7 @@ static const char *cfg_log_name(const void *field)
  *   snowflake.lease_ms                  u32      100..600000              >= 2 x run-ahead
  *   snowflake.json_ids                  enum     string|number            number: <= 53 bits, dec
  *   snowflake.lifetime_warning_years    u32      10..1000                 >= the hard floor 10
+ *   snowflake.random_sequence_start_bits u32     0..11                    < sequence_bits
  *   cache.max_memory_bytes              u64      1 MiB..1 TiB
  *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
  *   cache.shards                        u32      1..4096                  power of two
@@ -258,6 +259,8 @@ static const cfg_key cfg_keys[] = {
            "string|number"),
     K_U32("snowflake.lifetime_warning_years", snowflake.lifetime_warning_years,
           SF_MIN_LIFETIME_YEARS, 1000),
+    K_U32("snowflake.random_sequence_start_bits", snowflake.random_sequence_start_bits, 0,
+          SF_WIDE_COUNTER_BITS - 1),
     K_BOOL("cache.enabled", cache.enabled),
     K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB),
     K_U32("cache.max_item_bytes", cache.max_item_bytes, 1, CFG_GIB),
@@ -1119,9 +1122,18 @@ static int cfg_check_layout(cfg_ctx *ctx, uint64_t now_ms)
     sf_layout_set_node_bits_low(&s->layout, s->node_bits_low);
     if (cfg_check_json_ids(ctx) != 0)
         return -1;
+    if (s->random_sequence_start_bits >= s->sequence_bits) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.random_sequence_start_bits",
+                        "snowflake.sequence_bits", "snowflake.layout", (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.random_sequence_start_bits",
+                        "must be below sequence_bits (%u): the top sequence bit stays free for "
+                        "the rest of the tick, got %u",
+                        s->sequence_bits, s->random_sequence_start_bits);
+    }
     cfg_lifetime_warning(s, now_ms);
     /* The lease must cover how far IDs may run ahead of the clock, with room to renew. */
-    uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch);
+    uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch,
+                                         s->random_sequence_start_bits);
     if (s->lease_ms < 2 * ahead) {
         cfg_cross_label(ctx, src, sizeof src, "snowflake.lease_ms", "snowflake.max_backward_ms",
                         "snowflake.max_batch", "snowflake.time_unit_ms", "snowflake.sequence_bits",
@@ -1546,7 +1558,8 @@ void cfg_print_json(const cfg *c, FILE *out)
             "    \"warnings\": [",
             c->server.threads, cfg_layout_name(&s->layout_preset), (unsigned)l->id_bits,
             l->id_bits <= SF_JSON_SAFE_BITS ? "true" : "false",
-            l->unit_ms ? sf_layout_cap_per_second(l) : 0.0, ends, s->lifetime_years_left);
+            l->unit_ms ? sf_gen_cap_per_second(l, s->random_sequence_start_bits) : 0.0, ends,
+            s->lifetime_years_left);
     if (s->lifetime_warning[0]) {
         fputs("\n      ", out);
         cfg_print_str(out, s->lifetime_warning);

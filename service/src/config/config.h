@@ -81,6 +81,7 @@ typedef struct cfg_snowflake {
     sf_encoding default_encoding;    /* "dec" | "hex" | "base62" | "base32" */
     bool json_numbers;               /* "json_ids": "number" (needs <= 53 bits, dec) | "string" */
     uint32_t lifetime_warning_years; /* warn at start when the layout ends sooner */
+    uint32_t random_sequence_start_bits; /* fresh ticks start their sequence below 2^bits */
     sf_layout layout;                /* derived and validated */
     double lifetime_years_left;      /* derived: from the load time to the layout's end */
     char lifetime_warning[256];      /* derived: "" or the warning to log at start */

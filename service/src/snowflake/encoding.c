@@ -5,10 +5,10 @@
 #include "util/fmt.h"
 
 static const char *const names[SF_ENC_COUNT] = {"dec", "hex", "base62", "base32"};
-static const char base62_digits[] =
+const char sf_enc_base62_digits[63] =
     "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-static const char base32_digits[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-static const char hex_digits[] = "0123456789abcdef";
+const char sf_enc_base32_digits[33] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+const char sf_enc_hex_digits[17] = "0123456789abcdef";
 
 int sf_enc_parse_name(const char *name, size_t len, sf_encoding *out)
 {
@@ -35,15 +35,15 @@ size_t sf_enc_format(sf_encoding enc, uint64_t id, char *buf)
     switch (enc) {
     case SF_ENC_HEX:
         for (int i = 15; i >= 0; i--, id >>= 4)
-            buf[i] = hex_digits[id & 15];
+            buf[i] = sf_enc_hex_digits[id & 15];
         return 16;
     case SF_ENC_BASE62:
         for (int i = 10; i >= 0; i--, id /= 62)
-            buf[i] = base62_digits[id % 62];
+            buf[i] = sf_enc_base62_digits[id % 62];
         return 11;
     case SF_ENC_BASE32:
         for (int i = 12; i >= 0; i--, id >>= 5)
-            buf[i] = base32_digits[id & 31];
+            buf[i] = sf_enc_base32_digits[id & 31];
         return 13;
     default: return fmt_u64(buf, id);
     }
@@ -73,20 +73,10 @@ int sf_enc_digit(sf_encoding enc, unsigned char c)
             return 0;
         if (c == 'I' || c == 'L')
             return 1;
-        const char *p = c ? memchr(base32_digits, c, 32) : NULL;
-        return p ? (int)(p - base32_digits) : -1;
+        const char *p = c ? memchr(sf_enc_base32_digits, c, 32) : NULL;
+        return p ? (int)(p - sf_enc_base32_digits) : -1;
     }
     default: return -1;
-    }
-}
-
-char sf_enc_digit_char(sf_encoding enc, unsigned v)
-{
-    switch (enc) {
-    case SF_ENC_HEX: return hex_digits[v & 15];
-    case SF_ENC_BASE62: return base62_digits[v % 62];
-    case SF_ENC_BASE32: return base32_digits[v & 31];
-    default: return (char)('0' + v % 10);
     }
 }
 

@@ -31,8 +31,18 @@ size_t sf_enc_format(sf_encoding enc, uint64_t id, char *buf);
 int sf_enc_parse(sf_encoding enc, const char *s, size_t len, uint64_t *out);
 
 /* One digit: its value in the encoding (hex and base32 in either case, base32 with Crockford's
- * aliases), or -1; and the digit of value v (below the encoding's radix). */
+ * aliases), or -1; and the digit of value v (below the encoding's radix). Inline: with a
+ * constant encoding the digit is one table load (the 128-bit formats' hot path). */
 int sf_enc_digit(sf_encoding enc, unsigned char c);
-char sf_enc_digit_char(sf_encoding enc, unsigned v);
+extern const char sf_enc_hex_digits[17], sf_enc_base62_digits[63], sf_enc_base32_digits[33];
+static inline char sf_enc_digit_char(sf_encoding enc, unsigned v)
+{
+    switch (enc) {
+    case SF_ENC_HEX: return sf_enc_hex_digits[v & 15];
+    case SF_ENC_BASE62: return sf_enc_base62_digits[v % 62];
+    case SF_ENC_BASE32: return sf_enc_base32_digits[v & 31];
+    default: return (char)('0' + v % 10);
+    }
+}
 
 #endif

@@ -1,5 +1,6 @@
 #include "util/spinlock.h"
 #include "snowflake/generator.h"
+#include "snowflake/rng.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -49,16 +50,27 @@ static uint64_t backward_ticks(const sf_layout *l, uint32_t max_backward_ms)
     return t < 1 ? 1 : t;
 }
 
-/* Tolerated regression, plus the ticks a maximal batch spans, plus the tick being filled. */
-static uint64_t ahead_ticks(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch)
+/* Tolerated regression, plus the ticks a maximal batch spans (from the latest random start),
+ * plus the tick being filled. */
+static uint64_t ahead_ticks(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch,
+                            unsigned random_start_bits)
 {
-    uint64_t batch_ticks = ((uint64_t)max_batch + l->sequence_max) >> l->sequence_bits;
+    uint64_t start_max = (UINT64_C(1) << random_start_bits) - 1;
+    uint64_t batch_ticks = ((uint64_t)max_batch + start_max + l->sequence_max) >> l->sequence_bits;
     return backward_ticks(l, max_backward_ms) + batch_ticks + 1;
 }
 
-uint64_t sf_gen_ahead_ms_for(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch)
+uint64_t sf_gen_ahead_ms_for(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch,
+                             unsigned random_start_bits)
 {
-    return ahead_ticks(l, max_backward_ms, max_batch) * l->unit_ms;
+    return ahead_ticks(l, max_backward_ms, max_batch, random_start_bits) * l->unit_ms;
+}
+
+double sf_gen_cap_per_second(const sf_layout *l, unsigned random_start_bits)
+{
+    double skipped = (double)((UINT64_C(1) << random_start_bits) - 1);
+    double per_tick = (double)(l->sequence_max + 1) - skipped;
+    return per_tick * 1000.0 / (double)l->unit_ms;
 }
 
 int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
@@ -82,6 +94,12 @@ int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "unknown sync mode %d", (int)cfg->sync);
         return -1;
     }
+    if (cfg->random_start_bits >= l->sequence_bits) {
+        snprintf(err, errlen,
+                 "random_sequence_start_bits must be below sequence_bits (%u), got %u",
+                 l->sequence_bits, cfg->random_start_bits);
+        return -1;
+    }
     if (cfg->min_tick > l->tick_max) {
         snprintf(err, errlen, "first allowed tick %llu is beyond the layout's lifetime",
                  (unsigned long long)cfg->min_tick);
@@ -92,7 +110,9 @@ int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
     g->node_bits = ((uint64_t)cfg->datacenter << l->datacenter_shift) |
                    ((uint64_t)cfg->worker << l->worker_shift);
     g->max_backward_ticks = backward_ticks(l, cfg->max_backward_ms);
-    g->max_ahead_ticks = ahead_ticks(l, cfg->max_backward_ms, cfg->max_batch);
+    g->max_ahead_ticks =
+        ahead_ticks(l, cfg->max_backward_ms, cfg->max_batch, cfg->random_start_bits);
+    g->random_start_mask = (UINT64_C(1) << cfg->random_start_bits) - 1;
     g->max_batch = cfg->max_batch;
     g->sync = cfg->sync;
     g->clock = cfg->clock ? cfg->clock : sf_clock_system();
@@ -127,7 +147,8 @@ typedef struct reservation {
 
 static inline __attribute__((always_inline)) int reserve(const sf_gen *g, uint64_t state,
                                                          uint64_t now, uint64_t seen, uint32_t n,
-                                                         reservation *r, uint64_t *next_state)
+                                                         uint64_t start, reservation *r,
+                                                         uint64_t *next_state)
 {
     if (state & SEALED_BIT)
         return SF_ESEALED;
@@ -139,7 +160,7 @@ static inline __attribute__((always_inline)) int reserve(const sf_gen *g, uint64
     uint64_t tick, seq;
     if (now >= last_plus1) { /* the clock moved on: a fresh tick */
         tick = now;
-        seq = 0;
+        seq = start;
     } else if ((state & seq_max) == seq_max) { /* last tick full: continue in the next */
         tick = last_plus1;
         seq = 0;
@@ -180,11 +201,12 @@ static inline __attribute__((always_inline)) uint64_t read_clock(sf_gen *g, uint
     return now;
 }
 
-static int reserve_locked(sf_gen *g, uint32_t n, reservation *r, uint64_t *now, uint64_t *seen)
+static int reserve_locked(sf_gen *g, uint32_t n, uint64_t start, reservation *r, uint64_t *now,
+                          uint64_t *seen)
 {
     uint64_t next;
     *now = read_clock(g, seen); /* read under the lock: a stale reading would look "behind" */
-    int rc = reserve(g, g->locked_state, *now, *seen, n, r, &next);
+    int rc = reserve(g, g->locked_state, *now, *seen, n, start, r, &next);
     if (rc == SF_OK)
         g->locked_state = next;
     return rc;
@@ -210,14 +232,20 @@ static void wait_for_tick(sf_gen *g, uint64_t tick)
 
 static inline __attribute__((always_inline)) int reserve_sync(sf_gen *g, uint32_t n, reservation *r)
 {
-    uint64_t now, seen;
+    uint64_t now, seen, start = 0;
     int rc;
+    /* Drawn before any lock: used only if the reservation opens a fresh tick. */
+    if (__builtin_expect(g->random_start_mask != 0, 0)) {
+        if (sf_rng_u64(&start) != 0)
+            return SF_ERANDOM;
+        start &= g->random_start_mask;
+    }
     switch (g->sync) {
     case SF_SYNC_ATOMIC: {
         uint64_t old = atomic_load_explicit(&g->state, memory_order_relaxed), next;
         do {
             now = read_clock(g, &seen); /* re-read after a lost race, as under a lock */
-            rc = reserve(g, old, now, seen, n, r, &next);
+            rc = reserve(g, old, now, seen, n, start, r, &next);
             if (rc != SF_OK)
                 break;
         } while (!atomic_compare_exchange_weak_explicit(&g->state, &old, next, memory_order_relaxed,
@@ -226,12 +254,12 @@ static inline __attribute__((always_inline)) int reserve_sync(sf_gen *g, uint32_
     }
     case SF_SYNC_SPINLOCK:
         spin_lock(&g->spin);
-        rc = reserve_locked(g, n, r, &now, &seen);
+        rc = reserve_locked(g, n, start, r, &now, &seen);
         spin_unlock(&g->spin);
         break;
     default:
         pthread_mutex_lock(&g->mutex);
-        rc = reserve_locked(g, n, r, &now, &seen);
+        rc = reserve_locked(g, n, start, r, &now, &seen);
         pthread_mutex_unlock(&g->mutex);
         break;
     }

@@ -10,7 +10,9 @@
  * generator (initially the tick before min_tick, the floor from the lease). Rules for n IDs:
  *   - sealed (shutdown)                               -> SF_ESEALED
  *   - now < seen - max_backward   (the clock went back) -> SF_ECLOCK, nothing issued, counted
- *   - IDs continue from max(now, the slot after the last issued ID). When the last one lands in
+ *   - IDs continue from max(now, the slot after the last issued ID); in a fresh tick from a
+ *     random sequence below 2^random_start_bits when configured (Leaf's defence against reading
+ *     order volumes off sequence numbers; the top sequence bit stays free). When the last one lands in
  *     a tick after `now` (the sequence ran out, the clock is slightly behind, a batch spans
  *     ticks) the call waits until the clock reaches it, so no ID carries a future timestamp.
  *     Counted as sequence-exhaustion or clock-behind waits.
@@ -56,6 +58,8 @@ typedef struct sf_gen_config {
     uint32_t max_backward_ms; /* tolerated clock regression, waited out (at least 1 tick) */
     uint32_t max_batch;       /* largest n for sf_gen_batch */
     uint64_t min_tick;        /* first tick that may be issued (from the lease file); 0 = any */
+    uint8_t random_start_bits; /* a fresh tick's sequence starts at a random value below
+                                  2^bits (< sequence_bits): no volume read off sequence numbers */
     bool lease_guarded;       /* if set, nothing is issued until sf_gen_extend_lease() */
     sf_clock *clock;          /* NULL = sf_clock_system() */
 } sf_gen_config;
@@ -81,6 +85,7 @@ typedef struct sf_gen {
     uint64_t node_bits; /* datacenter and worker, in place */
     uint64_t max_backward_ticks, max_ahead_ticks;
     uint32_t max_batch;
+    uint64_t random_start_mask; /* 2^random_start_bits - 1 */
     sf_sync_mode sync;
     sf_clock *clock;
     _Atomic uint64_t lease_limit; /* first tick NOT covered by the persisted lease */
@@ -123,7 +128,11 @@ uint64_t sf_gen_next_tick(sf_gen *g);
 /* How far (ms) IDs can run ahead of the clock: what a lease must cover beyond `now`. */
 uint64_t sf_gen_max_ahead_ms(const sf_gen *g);
 /* The same, before a generator exists (configuration checks). */
-uint64_t sf_gen_ahead_ms_for(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch);
+uint64_t sf_gen_ahead_ms_for(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch,
+                             unsigned random_start_bits);
+/* IDs per second one generator guarantees: every tick holds 2^sequence_bits IDs, less up to
+ * 2^random_start_bits - 1 skipped at a random start. */
+double sf_gen_cap_per_second(const sf_layout *l, unsigned random_start_bits);
 /* Refuses all further IDs and returns the tick after the last issued one (for the final lease). */
 uint64_t sf_gen_seal(sf_gen *g);
 

@@ -1,6 +1,8 @@
 /* 128-bit time-ordered IDs: contract in id128.h. */
 #include "snowflake/id128.h"
 
+#include <string.h>
+
 #include "snowflake/encoding.h"
 
 bool sf_uuid7_split(sf_id128 id, sf_uuid7_fields *out, const char **why)
@@ -19,29 +21,34 @@ bool sf_uuid7_split(sf_id128 id, sf_uuid7_fields *out, const char **why)
     return true;
 }
 
-/* The i-th hex digit (0 = most significant) of the 128 bits. */
-static char hex_digit(sf_id128 id, unsigned i)
+/* The 16 hex digits of w, most significant first. */
+static void hex16(uint64_t w, char *out)
 {
-    uint64_t w = i < 16 ? id.hi : id.lo;
-    return sf_enc_digit_char(SF_ENC_HEX, (unsigned)(w >> (60 - 4 * (i % 16))) & 15);
-}
-
-size_t sf_uuid_format(sf_id128 id, char *out)
-{
-    size_t n = 0;
-    for (unsigned i = 0; i < 32; i++) {
-        if (i == 8 || i == 12 || i == 16 || i == 20)
-            out[n++] = '-';
-        out[n++] = hex_digit(id, i);
-    }
-    return n;
+    for (int i = 15; i >= 0; i--, w >>= 4)
+        out[i] = sf_enc_digit_char(SF_ENC_HEX, (unsigned)w & 15);
 }
 
 size_t sf_uuid_format_compact(sf_id128 id, char *out)
 {
-    for (unsigned i = 0; i < 32; i++)
-        out[i] = hex_digit(id, i);
+    hex16(id.hi, out);
+    hex16(id.lo, out + 16);
     return SF_UUID_COMPACT_LEN;
+}
+
+size_t sf_uuid_format(sf_id128 id, char *out)
+{
+    char hex[SF_UUID_COMPACT_LEN];
+    sf_uuid_format_compact(id, hex);
+    memcpy(out, hex, 8); /* 8-4-4-4-12 */
+    out[8] = '-';
+    memcpy(out + 9, hex + 8, 4);
+    out[13] = '-';
+    memcpy(out + 14, hex + 12, 4);
+    out[18] = '-';
+    memcpy(out + 19, hex + 16, 4);
+    out[23] = '-';
+    memcpy(out + 24, hex + 20, 12);
+    return SF_UUID_TEXT_LEN;
 }
 
 int sf_uuid_parse(const char *s, size_t len, sf_id128 *out, const char **why)
