@@ -301,10 +301,13 @@ int sf_gen_batch(sf_gen *g, uint64_t *ids, uint32_t n)
     int rc = reserve_sync(g, n, &r);
     if (rc != SF_OK)
         return rc;
-    const uint64_t seq_max = g->layout.sequence_max;
+    /* The layout copied into locals: its shifts are uint8_t, which may alias the stores to ids,
+     * so read through g they would be reloaded for every ID. */
+    const sf_layout l = g->layout;
+    const uint64_t node = g->node_bits, seq_max = l.sequence_max;
     uint64_t tick = r.first_tick, seq = r.first_seq;
     for (uint32_t i = 0; i < n; i++) {
-        ids[i] = sf_layout_compose(&g->layout, tick, g->node_bits, seq);
+        ids[i] = sf_layout_compose(&l, tick, node, seq);
         if (seq == seq_max) {
             seq = 0;
             tick++;
