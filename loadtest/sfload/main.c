@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "engine.h"
-#include "httpresp.h"
+#include "util/httpresp.h"
 #include "opts.h"
 #include "report.h"
 #include "target.h"

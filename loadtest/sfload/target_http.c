@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "httpresp.h"
+#include "util/httpresp.h"
 #include "target.h"
 
 #define MAX_BODY_FILE (64u << 20)

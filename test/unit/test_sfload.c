@@ -12,7 +12,7 @@
 
 #include "check_main.h"
 #include "hist.h"
-#include "httpresp.h"
+#include "util/httpresp.h"
 #include "ids.h"
 #include "mcreply.h"
 #include "opts.h"

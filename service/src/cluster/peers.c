@@ -1,97 +1,24 @@
 #include "cluster/peers.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "obs/log.h"
+#include "util/netio.h"
 
 #define PEER_TEXT_MAX 300 /* one "host:port" */
 #define REPLY_MAX     4096
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Waits for fd to become ready for `events` until the absolute deadline. */
-static int wait_fd(int fd, short events, uint64_t deadline)
-{
-    for (;;) {
-        uint64_t now = mono_ms();
-        if (now >= deadline)
-            return -ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = events};
-        int r = poll(&p, 1, (int)(deadline - now));
-        if (r > 0)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return -errno;
-    }
-}
-
-/* "host:port" or "[v6]:port" -> host, port. */
-static bool split_host_port(const char *s, char *host, size_t hostcap, char *port, size_t portcap)
-{
-    const char *colon;
-    if (*s == '[') {
-        const char *close = strchr(s, ']');
-        if (!close || close[1] != ':')
-            return false;
-        colon = close + 1;
-        s++;
-        if ((size_t)(close - s) >= hostcap)
-            return false;
-        memcpy(host, s, (size_t)(close - s));
-        host[close - s] = '\0';
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon || colon == s || (size_t)(colon - s) >= hostcap)
-            return false;
-        memcpy(host, s, (size_t)(colon - s));
-        host[colon - s] = '\0';
-    }
-    size_t pl = strlen(colon + 1);
-    if (pl == 0 || pl >= portcap || strspn(colon + 1, "0123456789") != pl)
-        return false;
-    memcpy(port, colon + 1, pl + 1);
-    return true;
-}
 
 /* Asks one peer for an ID. 0 with *id, or a negative errno / -EPROTO with *why set. */
 static int ask_peer(const char *host, const char *port, unsigned timeout_ms, uint64_t *id,
                     const char **why)
 {
-    uint64_t deadline = mono_ms() + timeout_ms;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int rc = getaddrinfo(host, port, &hints, &ai);
-    if (rc != 0) {
-        *why = gai_strerror(rc);
-        return -ENOENT;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        freeaddrinfo(ai);
-        *why = strerror(errno);
-        return -errno;
-    }
-    rc = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS ? 0 : -errno;
-    freeaddrinfo(ai);
-    if (rc == 0 && (rc = wait_fd(fd, POLLOUT, deadline)) == 0) {
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-        rc = -soerr;
-    }
+    uint64_t deadline = netio_mono_ms() + timeout_ms;
+    int fd = netio_connect(host, port, deadline, why);
+    int rc = fd < 0 ? fd : 0;
     char buf[REPLY_MAX + 1];
     size_t len = 0;
     if (rc == 0) {
@@ -99,23 +26,22 @@ static int ask_peer(const char *host, const char *port, unsigned timeout_ms, uin
                          "GET /id?encoding=dec HTTP/1.0\r\nHost: %s\r\nAccept: text/plain\r\n"
                          "User-Agent: snowflaked-peer-check\r\n\r\n",
                          host);
-        if (send(fd, buf, (size_t)n, MSG_NOSIGNAL) != n)
-            rc = -EIO;
+        rc = netio_send_all(fd, buf, (size_t)n, deadline);
     }
     while (rc == 0 && len < REPLY_MAX) { /* HTTP/1.0: the peer closes after the response */
-        if ((rc = wait_fd(fd, POLLIN, deadline)) != 0)
-            break;
-        ssize_t r = recv(fd, buf + len, REPLY_MAX - len, 0);
+        ssize_t r = netio_recv_some(fd, buf + len, REPLY_MAX - len, deadline);
         if (r == 0)
             break;
-        if (r < 0 && errno != EAGAIN && errno != EINTR)
-            rc = -errno;
-        if (r > 0)
+        if (r < 0)
+            rc = (int)r;
+        else
             len += (size_t)r;
     }
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     if (rc != 0) {
-        *why = strerror(-rc);
+        if (fd >= 0) /* netio_connect set *why already */
+            *why = strerror(-rc);
         return rc;
     }
     buf[len] = '\0';
@@ -158,7 +84,7 @@ int peers_check(const char *list, const sf_layout *layout, uint32_t datacenter,
         memcpy(peer, p, n);
         peer[n] = '\0';
         p += n;
-        if (!split_host_port(peer, host, sizeof host, port, sizeof port)) {
+        if (!netio_split_host_port(peer, host, sizeof host, port, sizeof port)) {
             snprintf(err, errlen, "snowflake.peers: \"%s\" is not host:port", peer);
             return -1;
         }

@@ -1,9 +1,9 @@
-/* HTTP/1.x response parsing for the load generator, over llhttp in HTTP_RESPONSE mode (strict):
- * Content-Length and chunked bodies, pipelined responses in one buffer, responses split across
+/* HTTP/1.x response parsing (sfload, cluster/etcd_client), over llhttp in HTTP_RESPONSE mode
+ * (strict): Content-Length and chunked bodies, pipelined responses in one buffer, responses split across
  * reads at any byte, "Connection: close" and HTTP/1.0 defaults, bodies delimited by the close
  * (finished with hresp_eof), and HEAD responses (no body despite Content-Length).
  *
- * Ownership and threads: one parser per connection, used by that connection's loop thread only.
+ * Ownership and threads: one parser per connection, used by one thread at a time.
  * Body bytes are copied only when collection is on (ID verification), into a buffer that grows
  * by doubling up to body_max and is then reused: no allocation per response in steady state.
  * The parser keeps no pointer into the caller's data after hresp_feed returns.
@@ -20,8 +20,8 @@
  *   hresp_reset(p) before reusing the parser on a new connection.
  *   hresp_busy(p)  true between the first byte of a response and its end.
  */
-#ifndef SFLOAD_HTTPRESP_H
-#define SFLOAD_HTTPRESP_H
+#ifndef SF_UTIL_HTTPRESP_H
+#define SF_UTIL_HTTPRESP_H
 
 #include <stdbool.h>
 #include <stddef.h>

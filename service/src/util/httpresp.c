@@ -1,5 +1,5 @@
 /* HTTP/1.x response parsing over llhttp (see httpresp.h). */
-#include "httpresp.h"
+#include "util/httpresp.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,196 @@
+"""A 3-member etcd cluster on loopback ephemeral ports for tests (design-14 §5).
+
+    with EtcdCluster() as ec:       # started and ready (a linearizable range works on every member)
+        ec.endpoints()              # "http://127.0.0.1:P1,http://127.0.0.1:P2,..."
+        n = ec.leader()             # index of the leader (0..2) or None
+        ec.kill(n); ec.restart(n)   # SIGKILL; start again with the same data dir
+        ec.stop(n); ec.cont(n)      # SIGSTOP / SIGCONT
+
+Flags: --heartbeat-interval 50 --election-timeout 500, so elections take about a second.
+Teardown: SIGTERM, SIGKILL after 2 s, by PID; the data dirs are removed. Only processes this
+object started are signalled. ensure_etcd() installs etcd-server with apt-get when missing (root),
+else returns the reason the caller should fail with.
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fault"))
+import faultutil  # noqa: E402  (ensure_programs)
+
+
+def ensure_etcd():
+    """None when etcd is installed (installing it if possible), else the reason."""
+    return faultutil.ensure_programs({"etcd": "etcd-server"})
+
+
+def _free_ports(n):
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def post(port, path, body, timeout=1.0):
+    """(status, json) from one gateway call; (None, reason) on no answer."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read() or b"{}")
+        except ValueError:
+            return e.code, {}
+    except (OSError, ValueError) as e:
+        return None, str(e)
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+class EtcdCluster:
+    def __init__(self, members=3, start_timeout=20.0):
+        self.n = members
+        self.start_timeout = start_timeout
+        self.dir = tempfile.mkdtemp(prefix="etcdcluster.")
+        ports = _free_ports(2 * members)
+        self.client_ports = ports[:members]
+        self.peer_ports = ports[members:]
+        self.procs = [None] * members
+        self.logs = [None] * members
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self):
+        try:
+            for i in range(self.n):
+                self._spawn(i, "new")
+            self.wait_ready()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _spawn(self, i, state):
+        cluster = ",".join("e%d=http://127.0.0.1:%d" % (j, self.peer_ports[j]) for j in range(self.n))
+        c, p = self.client_ports[i], self.peer_ports[i]
+        log = open(os.path.join(self.dir, "e%d.log" % i), "ab")
+        self.logs[i] = log
+        self.procs[i] = subprocess.Popen(
+            ["etcd", "--name", "e%d" % i, "--data-dir", os.path.join(self.dir, "d%d" % i),
+             "--listen-client-urls", "http://127.0.0.1:%d" % c,
+             "--advertise-client-urls", "http://127.0.0.1:%d" % c,
+             "--listen-peer-urls", "http://127.0.0.1:%d" % p,
+             "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % p,
+             "--initial-cluster", cluster, "--initial-cluster-state", state,
+             "--initial-cluster-token", "etcdcluster-%d" % os.getpid(),
+             "--heartbeat-interval", "50", "--election-timeout", "500"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def member_ready(self, i):
+        st, j = post(self.client_ports[i], "/v3/kv/range", {"key": b64("/etcdcluster/ready")}, 1.0)
+        return st == 200 and "header" in j
+
+    def wait_ready(self, members=None, timeout=None):
+        members = range(self.n) if members is None else members
+        deadline = time.monotonic() + (timeout or self.start_timeout)
+        for i in members:
+            while not self.member_ready(i):
+                if self.procs[i].poll() is not None:
+                    raise RuntimeError("etcd member %d exited (%s); log in %s" %
+                                       (i, self.procs[i].returncode, self.dir))
+                if time.monotonic() > deadline:
+                    raise RuntimeError("etcd member %d not ready in time" % i)
+                time.sleep(0.05)
+
+    def close(self):
+        for i in range(self.n):
+            self._terminate(i)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _terminate(self, i):
+        p = self.procs[i]
+        if p is None:
+            return
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+                os.kill(p.pid, signal.SIGTERM)
+                p.wait(2.0)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)  # a last leader may ignore SIGTERM (design §1)
+                p.wait(5.0)
+            except ProcessLookupError:
+                pass
+        self.procs[i] = None
+        if self.logs[i]:
+            self.logs[i].close()
+            self.logs[i] = None
+
+    # -- queries and faults ----------------------------------------------------------------------
+    def endpoint(self, i):
+        return "http://127.0.0.1:%d" % self.client_ports[i]
+
+    def endpoints(self, order=None):
+        return ",".join(self.endpoint(i) for i in (order or range(self.n)))
+
+    def leader(self):
+        """Index of the member that reports itself leader, or None."""
+        for i in range(self.n):
+            if not self.alive(i):
+                continue
+            st, j = post(self.client_ports[i], "/v3/maintenance/status", {}, 0.5)
+            if st == 200 and j.get("leader") and j.get("leader") == j.get("header", {}).get("member_id"):
+                return i
+        return None
+
+    def wait_leader(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            n = self.leader()
+            if n is not None:
+                return n
+            time.sleep(0.05)
+        raise RuntimeError("no etcd leader within %.1f s" % timeout)
+
+    def alive(self, i):
+        return self.procs[i] is not None and self.procs[i].poll() is None
+
+    def kill(self, i):
+        os.kill(self.procs[i].pid, signal.SIGKILL)
+        self.procs[i].wait(5.0)
+        self.procs[i] = None
+        self.logs[i].close()
+        self.logs[i] = None
+
+    def stop(self, i):
+        os.kill(self.procs[i].pid, signal.SIGSTOP)
+
+    def cont(self, i):
+        os.kill(self.procs[i].pid, signal.SIGCONT)
+
+    def restart(self, i):
+        if self.alive(i):
+            self._terminate(i)
+        self._spawn(i, "existing")
