@@ -1,11 +1,13 @@
 /* Generator: uniqueness and order under every sync mode, per-thread worker ids, sequence
- * exhaustion, clock regressions, batches across ticks, lease guard, sealing, lifetime end,
- * Sonyflake field order. */
+ * exhaustion, clock regressions, batches across ticks, lease guard, lease cap and late binding
+ * (alone and racing issuing threads), sealing, lifetime end, Sonyflake field order. */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check_main.h"
 #include "snowflake/generator.h"
@@ -567,6 +569,313 @@ START_TEST(test_random_sequence_start)
 }
 END_TEST
 
+/* ---- lease cap and late binding (identity backends) ----------------------------------------- */
+
+static sf_gen_config guarded_config(sf_sync_mode mode, sf_clock *clock)
+{
+    return (sf_gen_config){.layout = twitter_layout(),
+                           .sync = mode,
+                           .max_backward_ms = 10,
+                           .max_batch = 8192,
+                           .lease_guarded = true,
+                           .clock = clock};
+}
+
+static uint64_t dc_of(uint64_t id)
+{
+    return (id >> 17) & 31;
+}
+static uint64_t worker_of(uint64_t id)
+{
+    return (id >> 12) & 31;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&d, NULL);
+}
+
+START_TEST(test_cap_lease)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    uint64_t id;
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    sf_gen_cap_lease(&g, now_tick() + 1); /* below the old limit, above the current tick */
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_eq(tick_of(id), now_tick());
+    sf_fake_clock_set(&clk, T0 + 1);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* old limit now+100 no longer counts */
+    ck_assert_int_eq(sf_gen_status(&g, NULL), SF_ELEASE);
+    sf_gen_extend_lease(&g, now_tick() + 1000); /* a renewal after the loss: no effect */
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    sf_gen_cap_lease(&g, now_tick() + 500); /* a higher cap neither raises nor lifts the lower */
+    sf_gen_extend_lease(&g, now_tick() + 1000);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    sf_gen_cap_lease(&g, 0); /* everything, even ticks long past */
+    sf_fake_clock_set(&clk, T0);
+    ck_assert_int_eq(sf_gen_status(&g, NULL), SF_ELEASE);
+    ck_assert_int_eq(sf_gen_bind(&g, 1, 1, 0, err, sizeof err), SF_EBOUND); /* was leased */
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+/* A cap before the first lease: bind is still allowed, and the ceiling stays. */
+START_TEST(test_cap_before_lease_stays)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = guarded_config(SF_SYNC_ATOMIC, &clk.base);
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    sf_gen_cap_lease(&g, now_tick() + 2);
+    ck_assert_int_eq(sf_gen_bind(&g, 2, 3, 0, err, sizeof err), SF_OK);
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    sf_fake_clock_set(&clk, T0 + 2);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+typedef struct long_batch_arg {
+    sf_gen *gen;
+    uint64_t ids[4097];
+    int rc;
+} long_batch_arg;
+
+static void *one_long_batch(void *p)
+{
+    long_batch_arg *a = p;
+    a->rc = sf_gen_batch(a->gen, a->ids, 4097);
+    return NULL;
+}
+
+/* What a cap does not stop: a reservation made before it. The batch reserves ticks now and
+ * now + 1 (4097 IDs, 4096 per tick), then waits for the clock to reach now + 1; the cap lands
+ * meanwhile, and the batch still returns its IDs, tick now + 1 included, above the cap. A call
+ * begun after the cap is refused. */
+START_TEST(test_cap_does_not_recall_a_reservation_in_flight)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    long_batch_arg *a = calloc(1, sizeof *a);
+    ck_assert_ptr_nonnull(a);
+    a->gen = &g;
+    a->rc = 99;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, one_long_batch, a), 0);
+    /* Published: the state word moved past tick now + 1. Bounded: 10 s. */
+    for (int i = 0; i < 10000 && sf_gen_next_tick(&g) != now_tick() + 2; i++)
+        sleep_ms(1);
+    ck_assert_uint_eq(sf_gen_next_tick(&g), now_tick() + 2);
+    sf_gen_cap_lease(&g, now_tick());
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    sf_fake_clock_set(&clk, T0 + 1);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(a->rc, SF_OK);
+    ck_assert_uint_eq(tick_of(a->ids[0]), now_tick());
+    ck_assert_uint_eq(tick_of(a->ids[4096]), now_tick() + 1); /* >= the cap: reserved before it */
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    free(a);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+#define RACE_THREADS 3
+#define RACE_IDS     20000
+
+typedef struct race_arg {
+    sf_gen *gen;
+    _Atomic int *capped; /* set (release) once sf_gen_cap_lease returned */
+    uint64_t cap_tick;
+    uint64_t ids[RACE_IDS];
+    size_t n;
+    size_t after_cap_above; /* IDs from calls begun after the cap, at or above it */
+    size_t errors;          /* refusals other than SF_ELEASE */
+} race_arg;
+
+/* Issues until RACE_IDS or until 5 s after the cap (a capped generator issues nothing more). */
+static void *issue_until_capped(void *p)
+{
+    race_arg *a = p;
+    uint64_t spins = 0;
+    while (a->n < RACE_IDS && spins++ < UINT64_C(200000000)) {
+        int began_after_cap = atomic_load_explicit(a->capped, memory_order_acquire);
+        uint64_t id;
+        int rc = sf_gen_next(a->gen, &id);
+        if (rc == SF_OK) {
+            a->ids[a->n++] = id;
+            if (began_after_cap && tick_of(id) >= a->cap_tick)
+                a->after_cap_above++;
+        } else if (rc != SF_ELEASE) {
+            a->errors++;
+        } else if (began_after_cap) {
+            break; /* refused after the cap: done */
+        } else {
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+/* Threads issue on the system clock while the lease is extended, then capped: no call begun
+ * after the cap returned gets a tick at or above it; all IDs stay unique and increasing. */
+START_TEST(test_cap_races_issuing_threads)
+{
+    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, NULL);
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    _Atomic int capped = 0;
+    race_arg *args = calloc(RACE_THREADS, sizeof *args);
+    ck_assert_ptr_nonnull(args);
+    pthread_t th[RACE_THREADS];
+    for (int t = 0; t < RACE_THREADS; t++) {
+        args[t].gen = &g;
+        args[t].capped = &capped;
+        args[t].cap_tick = UINT64_MAX;
+    }
+    sf_gen_extend_lease(&g, sf_gen_now_tick(&g) + 2);
+    for (int t = 0; t < RACE_THREADS; t++)
+        ck_assert_int_eq(pthread_create(&th[t], NULL, issue_until_capped, &args[t]), 0);
+    for (int i = 0; i < 5; i++) { /* renewals while issuing, then the loss */
+        sf_gen_extend_lease(&g, sf_gen_now_tick(&g) + 3);
+        sleep_ms(1);
+    }
+    uint64_t cap = sf_gen_now_tick(&g) + 1;
+    for (int t = 0; t < RACE_THREADS; t++)
+        args[t].cap_tick = cap; /* read by the threads only after the release below */
+    sf_gen_cap_lease(&g, cap);
+    atomic_store_explicit(&capped, 1, memory_order_release);
+    sf_gen_extend_lease(&g, cap + 1000); /* a late renewal */
+    size_t total = 0;
+    for (int t = 0; t < RACE_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_uint_eq(args[t].after_cap_above, 0);
+        ck_assert_uint_eq(args[t].errors, 0);
+        for (size_t i = 1; i < args[t].n; i++)
+            ck_assert_uint_gt(args[t].ids[i], args[t].ids[i - 1]);
+        total += args[t].n;
+    }
+    uint64_t *all = malloc((total ? total : 1) * sizeof *all);
+    ck_assert_ptr_nonnull(all);
+    size_t k = 0;
+    for (int t = 0; t < RACE_THREADS; t++)
+        for (size_t i = 0; i < args[t].n; i++)
+            all[k++] = args[t].ids[i];
+    qsort(all, total, sizeof *all, cmp_u64);
+    for (size_t i = 1; i < total; i++)
+        ck_assert_uint_ne(all[i], all[i - 1]);
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    free(all);
+    free(args);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+START_TEST(test_bind)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* waiting for a slot */
+    ck_assert_int_eq(sf_gen_bind(&g, 32, 0, 0, err, sizeof err), SF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "datacenter id 32"));
+    ck_assert_int_eq(sf_gen_bind(&g, 0, 99, 0, err, sizeof err), SF_EINVAL);
+    ck_assert_int_eq(sf_gen_bind(&g, 3, 7, now_tick() + 2, err, sizeof err), SF_OK);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* bound, not leased yet */
+    ck_assert_int_eq(sf_gen_bind(&g, 4, 8, now_tick(), err, sizeof err), SF_OK); /* re-bind */
+    ck_assert_uint_eq(sf_gen_next_tick(&g), now_tick() + 2); /* the floor did not move down */
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    clk.step_every = 4;
+    clk.step_ms = 1;
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK); /* waited for the floor */
+    ck_assert_uint_eq(tick_of(id), now_tick() + 2);
+    ck_assert_uint_eq(dc_of(id), 4);
+    ck_assert_uint_eq(worker_of(id), 8);
+    ck_assert_int_eq(sf_gen_bind(&g, 5, 9, 0, err, sizeof err), SF_EBOUND);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_eq(worker_of(id), 8);
+    sf_gen_destroy(&g);
+
+    cfg.lease_guarded = false; /* issuing from the start: nothing to bind */
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    ck_assert_int_eq(sf_gen_bind(&g, 1, 1, 0, err, sizeof err), SF_EBOUND);
+    sf_gen_destroy(&g);
+
+    cfg.lease_guarded = true; /* sealed while waiting: binding keeps it sealed */
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    sf_gen_seal(&g);
+    ck_assert_int_eq(sf_gen_bind(&g, 1, 1, now_tick() + 5, err, sizeof err), SF_OK);
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ESEALED);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+/* Threads spin on sf_gen_next (system clock) while the main thread binds, then extends: every ID
+ * carries the bound node bits and a tick at or above min_tick. */
+START_TEST(test_bind_races_issuing_threads)
+{
+    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, NULL);
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    _Atomic int never = 0;
+    race_arg *args = calloc(RACE_THREADS, sizeof *args);
+    ck_assert_ptr_nonnull(args);
+    pthread_t th[RACE_THREADS];
+    for (int t = 0; t < RACE_THREADS; t++) {
+        args[t].gen = &g;
+        args[t].capped = &never;
+        args[t].cap_tick = UINT64_MAX;
+        ck_assert_int_eq(pthread_create(&th[t], NULL, issue_until_capped, &args[t]), 0);
+    }
+    sleep_ms(2); /* they spin on SF_ELEASE */
+    uint64_t min_tick = sf_gen_now_tick(&g) + 5; /* 5 ms ahead: within max_backward, waited */
+    ck_assert_int_eq(sf_gen_bind(&g, 2, 9, min_tick, err, sizeof err), SF_OK);
+    sleep_ms(1);
+    sf_gen_extend_lease(&g, sf_gen_now_tick(&g) + 60000);
+    for (int t = 0; t < RACE_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_uint_eq(args[t].errors, 0);
+        ck_assert_uint_eq(args[t].n, RACE_IDS);
+        size_t wrong_node = 0, below = 0, not_increasing = 0;
+        for (size_t i = 0; i < args[t].n; i++) {
+            uint64_t id = args[t].ids[i];
+            wrong_node += dc_of(id) != 2 || worker_of(id) != 9;
+            below += tick_of(id) < min_tick;
+            not_increasing += i > 0 && id <= args[t].ids[i - 1];
+        }
+        ck_assert_msg(wrong_node == 0 && below == 0 && not_increasing == 0,
+                      "thread %d: %zu with other node bits, %zu below min_tick, %zu not increasing",
+                      t, wrong_node, below, not_increasing);
+    }
+    free(args);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
 static Suite *generator_suite(void)
 {
     Suite *s = suite_create("generator");
@@ -583,6 +892,12 @@ static Suite *generator_suite(void)
     tcase_add_loop_test(tc, test_batch_across_tick_boundary, 0, 3);
     tcase_add_loop_test(tc, test_node_bits_low_strictly_increasing, 0, 3);
     tcase_add_loop_test(tc, test_lease_guard, 0, 3);
+    tcase_add_loop_test(tc, test_cap_lease, 0, 3);
+    tcase_add_test(tc, test_cap_before_lease_stays);
+    tcase_add_loop_test(tc, test_cap_does_not_recall_a_reservation_in_flight, 0, 3);
+    tcase_add_loop_test(tc, test_cap_races_issuing_threads, 0, 3);
+    tcase_add_loop_test(tc, test_bind, 0, 3);
+    tcase_add_loop_test(tc, test_bind_races_issuing_threads, 0, 3);
     tcase_add_loop_test(tc, test_min_tick_and_seal, 0, 3);
     tcase_add_test(tc, test_lifetime_end);
     tcase_add_loop_test(tc, test_random_sequence_start, 0, 3);

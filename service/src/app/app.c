@@ -93,50 +93,53 @@ static int lock_data_dir(const char *dir, char *err, size_t errlen)
     return 0; /* fd stays open on purpose: closing it would release the lock */
 }
 
-/* The floor below which no ID may be issued, from the lease file: a Unix-ms time every
- * generator converts into its own ticks (0: no floor). */
-static int read_lease_floor(const app *a, bool ignore_corrupt, uint64_t *prev_end, char *err,
-                            size_t errlen)
+/* With --ignore-corrupt-lease, the floor a corrupt lease file is replaced by (a Unix-ms time
+ * every generator converts into its own ticks). The previous run renewed its lease at most one
+ * window (plus the run-ahead of its furthest-running generator) beyond its clock; a second on
+ * top covers a wall clock that was stepped back while it ran. */
+static uint64_t corrupt_lease_floor_ms(const app *a)
 {
     const cfg_snowflake *s = &a->config->snowflake;
-    char why[512];
-    int rc = sf_lease_read(a->lease_path, prev_end, why, sizeof why);
-    if (rc == 0) {
-        LOG_INFO("no lease at %s: first start", a->lease_path);
-        *prev_end = 0;
-        return 0;
+    char why[256];
+    unsigned r = s->random_sequence_start_bits;
+    uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch, r);
+    sf_layout wide;
+    if (sf_layout_init_unix_ms(&wide, s->layout.datacenter_bits, s->layout.worker_bits, why,
+                               sizeof why) == 0) {
+        uint64_t wide_ahead = sf_gen_ahead_ms_for(&wide, s->max_backward_ms, s->max_batch, r);
+        if (wide_ahead > ahead)
+            ahead = wide_ahead;
     }
-    if (rc < 0) {
-        if (!ignore_corrupt) {
-            snprintf(err, errlen, "%s (start with --ignore-corrupt-lease to override)", why);
-            return -1;
-        }
-        /* The previous run renewed its lease at most one window (plus the run-ahead of its
-         * furthest-running generator) beyond its clock; a second on top covers a wall clock
-         * that was stepped back while it ran. */
-        unsigned r = s->random_sequence_start_bits;
-        uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch, r);
-        sf_layout wide;
-        if (sf_layout_init_unix_ms(&wide, s->layout.datacenter_bits, s->layout.worker_bits, why,
-                                   sizeof why) == 0) {
-            uint64_t wide_ahead = sf_gen_ahead_ms_for(&wide, s->max_backward_ms, s->max_batch, r);
-            if (wide_ahead > ahead)
-                ahead = wide_ahead;
-        }
-        *prev_end = sf_clock_now(sf_clock_system()) + s->lease_ms + ahead + 1000;
-        LOG_WARN("%s; --ignore-corrupt-lease: issuing from %llu ms", why,
-                 (unsigned long long)*prev_end);
-    }
-    return 0;
+    return sf_clock_now(sf_clock_system()) + s->lease_ms + ahead + 1000;
+}
+
+/* The identity: the ids config resolved (number, ordinal, env) and the lease file's floor, through
+ * the static backend (cluster/identity.h). One slot, or one per loop (per_thread_worker_ids). */
+static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
+{
+    const cfg *c = a->config;
+    const cfg_snowflake *s = &c->snowflake;
+    sf_identity_static_config ic = {.datacenter = s->datacenter_id,
+                                    .first_worker = s->worker_id,
+                                    .origin = s->worker_origin,
+                                    .lease_path = a->lease_path,
+                                    .ignore_corrupt = ignore_corrupt,
+                                    .corrupt_floor_ms =
+                                        ignore_corrupt ? corrupt_lease_floor_ms(a) : 0};
+    unsigned slots = s->per_thread_worker_ids ? c->server.threads : 1;
+    if (sf_identity_static_init(&a->identity, &ic, err, errlen) != 0)
+        return -1;
+    return sf_identity_claim(&a->identity, slots, err, errlen);
 }
 
 /* ---- the parts both ways of building share -------------------------------------------------- */
 
 /* The generators: for each format (Snowflake, UUIDv7, ULID) one, or one per loop
- * (per_thread_worker_ids), each on its own cache lines, all above the lease floor prev_end_ms.
- * gen_ptrs lists them format by format. */
-static int make_gens(app *a, unsigned nloops, sf_clock *clock, uint64_t prev_end_ms, bool guarded,
-                     char *err, size_t errlen)
+ * (per_thread_worker_ids), each on its own cache lines, all above the lease floor prev_end_ms,
+ * with the ids of the claimed slots (NULL: the configuration's, in process). gen_ptrs lists them
+ * format by format. */
+static int make_gens(app *a, unsigned nloops, sf_clock *clock, const sf_identity_slots *slots,
+                     uint64_t prev_end_ms, bool guarded, char *err, size_t errlen)
 {
     const cfg_snowflake *s = &a->config->snowflake;
     unsigned per_format = s->per_thread_worker_ids ? nloops : 1, formats = 3;
@@ -162,6 +165,10 @@ static int make_gens(app *a, unsigned nloops, sf_clock *clock, uint64_t prev_end
         app_gen_config(a->config, i % per_format, clock, &gc);
         if (i >= per_format)
             gc.layout = wide;
+        if (slots) {
+            gc.datacenter = slots->datacenter;
+            gc.worker = slots->worker[i % per_format];
+        }
         gc.min_tick = sf_lease_first_tick(&gc.layout, prev_end_ms);
         gc.lease_guarded = guarded;
         if (sf_gen_init(g, &gc, why, sizeof why) != 0) {
@@ -292,19 +299,22 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
     if (make_dirs(c->data_dir, err, errlen) != 0 || lock_data_dir(c->data_dir, err, errlen) != 0)
         return EXIT_FAILURE;
     snprintf(a->lease_path, sizeof a->lease_path, "%s/" SF_LEASE_FILE, c->data_dir);
-    uint64_t prev_end;
-    if (read_lease_floor(a, cli->ignore_corrupt_lease, &prev_end, err, errlen) != 0)
+    if (claim_identity(a, cli->ignore_corrupt_lease, err, errlen) != 0)
         return EXIT_FAILURE;
+    uint64_t prev_end = a->identity.slots.handoff_ms;
     bool waited;
     if (sf_rng_probe(&waited, err, errlen) != 0)
         return EXIT_FAILURE;
     if (waited)
         LOG_WARN("waited for the kernel's random pool to be initialised (UUIDv7, ULID)");
-    int rc = make_gens(a, c->server.threads, NULL, prev_end, true, err, errlen);
+    int rc =
+        make_gens(a, c->server.threads, NULL, &a->identity.slots, prev_end, true, err, errlen);
     if (rc != 0)
         return rc;
-    if (sf_lease_keeper_start(&a->keeper, a->gen_ptrs, perloop_count(&a->gens), a->lease_path,
-                              c->snowflake.lease_ms, prev_end, err, errlen) != 0)
+    sf_lease_store store; /* renew/release of the identity: today the lease file */
+    sf_identity_lease_store(&a->identity, &store);
+    if (sf_lease_keeper_start_store(&a->keeper, a->gen_ptrs, perloop_count(&a->gens), &store,
+                                    c->snowflake.lease_ms, prev_end, err, errlen) != 0)
         return EXIT_FAILURE;
     return 0;
 }
@@ -444,7 +454,7 @@ int app_build(app *a, const cfg *c, const app_options *o, char *err, size_t errl
     memset(a, 0, sizeof *a);
     a->config = c;
     a->net = o->net;
-    if (make_gens(a, o->net->nloops, o->clock, 0, false, err, errlen) != 0 ||
+    if (make_gens(a, o->net->nloops, o->clock, NULL, 0, false, err, errlen) != 0 ||
         make_serving(a, o->cache_seed, true, err, errlen) != 0) {
         app_free(a);
         return -1;
@@ -464,6 +474,7 @@ void app_free(app *a)
             sf_gen_destroy(a->gen_ptrs[i]);
     perloop_free(&a->gens);
     free(a->gen_ptrs);
+    sf_identity_free(&a->identity);
     a->http = NULL;
     a->mc = NULL;
     a->cache = NULL;

@@ -1,6 +1,7 @@
 /* The application object: builds, starts and stops every subsystem of snowflaked, in order.
  *
- * app_start brings the daemon up, in this order: logger, data directory lock, lease floor,
+ * app_start brings the daemon up, in this order: logger, data directory lock, identity (the
+ * static backend, cluster/identity.h: the configured slots and the lease floor),
  * generators and lease keeper (the first renewal is on disk before any ID can be issued), event
  * loops, HTTP server, cache store (and memcached server), bearer token and API routes, cache
  * persistence (the snapshot loaded), peer check (before any listener opens), the HTTP, memcached
@@ -27,6 +28,7 @@
 #include "api/api.h"
 #include "cache/persist.h"
 #include "cache/store.h"
+#include "cluster/identity.h"
 #include "config/config.h"
 #include "net/loop.h"
 #include "proto/http.h"
@@ -58,6 +60,7 @@ typedef struct app {
     sf_gen **gen_ptrs;        /* to each, once initialised: Snowflake's, then UUIDv7's, ULID's */
     unsigned gens_per_format; /* 1, or the loops */
     cache_persist *persist;
+    sf_identity identity; /* the daemon's: where its slots and its floor E come from */
     sf_lease_keeper keeper;
     char lease_path[CFG_PATH_MAX + 32];
     char token[256];

@@ -21,6 +21,7 @@ const char *sf_gen_strerror(int err)
     case SF_EINVAL: return "invalid batch size";
     case SF_EBUSY: return "ID demand exceeds the layout's capacity";
     case SF_ERANDOM: return "the kernel's random source failed";
+    case SF_EBOUND: return "the generator was already leased: its identity cannot change";
     default: return "unknown error";
     }
 }
@@ -73,19 +74,33 @@ double sf_gen_cap_per_second(const sf_layout *l, unsigned random_start_bits)
     return per_tick * 1000.0 / (double)l->unit_ms;
 }
 
-int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
+/* The identity and floor checks init and bind share. Returns 0, or -1 with a reason in err. */
+static int check_identity(const sf_layout *l, uint32_t datacenter, uint32_t worker,
+                          uint64_t min_tick, char *err, size_t errlen)
 {
-    const sf_layout *l = &cfg->layout;
-    if (cfg->datacenter > l->datacenter_max) {
-        snprintf(err, errlen, "datacenter id %u does not fit in %u bits (max %llu)",
-                 cfg->datacenter, l->datacenter_bits, (unsigned long long)l->datacenter_max);
+    if (datacenter > l->datacenter_max) {
+        snprintf(err, errlen, "datacenter id %u does not fit in %u bits (max %llu)", datacenter,
+                 l->datacenter_bits, (unsigned long long)l->datacenter_max);
         return -1;
     }
-    if (cfg->worker > l->worker_max) {
-        snprintf(err, errlen, "worker id %u does not fit in %u bits (max %llu)", cfg->worker,
+    if (worker > l->worker_max) {
+        snprintf(err, errlen, "worker id %u does not fit in %u bits (max %llu)", worker,
                  l->worker_bits, (unsigned long long)l->worker_max);
         return -1;
     }
+    if (min_tick > l->tick_max) {
+        snprintf(err, errlen, "first allowed tick %llu is beyond the layout's lifetime",
+                 (unsigned long long)min_tick);
+        return -1;
+    }
+    return 0;
+}
+
+int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
+{
+    const sf_layout *l = &cfg->layout;
+    if (check_identity(l, cfg->datacenter, cfg->worker, cfg->min_tick, err, errlen) != 0)
+        return -1;
     if (cfg->max_batch < 1) {
         snprintf(err, errlen, "max_batch must be at least 1");
         return -1;
@@ -100,15 +115,9 @@ int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
                  l->sequence_bits, cfg->random_start_bits);
         return -1;
     }
-    if (cfg->min_tick > l->tick_max) {
-        snprintf(err, errlen, "first allowed tick %llu is beyond the layout's lifetime",
-                 (unsigned long long)cfg->min_tick);
-        return -1;
-    }
     memset(g, 0, sizeof *g);
     g->layout = *l;
-    g->node_bits = ((uint64_t)cfg->datacenter << l->datacenter_shift) |
-                   ((uint64_t)cfg->worker << l->worker_shift);
+    g->node_bits = sf_layout_node(l, cfg->datacenter, cfg->worker);
     g->max_backward_ticks = backward_ticks(l, cfg->max_backward_ms);
     g->max_ahead_ticks =
         ahead_ticks(l, cfg->max_backward_ms, cfg->max_batch, cfg->random_start_bits);
@@ -125,11 +134,15 @@ int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
     atomic_init(&g->spin, 0);
     pthread_mutex_init(&g->mutex, NULL);
     atomic_init(&g->lease_limit, cfg->lease_guarded ? 0 : l->tick_max + 1);
+    pthread_mutex_init(&g->lease_mutex, NULL);
+    g->lease_ceiling = UINT64_MAX;
+    g->lease_granted = !cfg->lease_guarded; /* unguarded: issuing from the start, nothing to bind */
     return 0;
 }
 
 void sf_gen_destroy(sf_gen *g)
 {
+    pthread_mutex_destroy(&g->lease_mutex);
     pthread_mutex_destroy(&g->mutex);
 }
 
@@ -394,11 +407,76 @@ uint64_t sf_gen_max_ahead_ms(const sf_gen *g)
     return g->max_ahead_ticks * g->layout.unit_ms;
 }
 
+/* lease_limit has three writers (extend, cap, bind), all rare and all under lease_mutex: one lock
+ * makes "extend never above a cap" and "bind only before the first extend" hold however the
+ * calls race, which lock-free updates of two words could not. Issuing threads never take it:
+ * they load lease_limit (acquire), and the seq_cst stores here publish what was written before. */
 void sf_gen_extend_lease(sf_gen *g, uint64_t limit_tick)
 {
-    uint64_t cur = atomic_load(&g->lease_limit);
-    while (limit_tick > cur && !atomic_compare_exchange_weak(&g->lease_limit, &cur, limit_tick)) {
+    pthread_mutex_lock(&g->lease_mutex);
+    if (limit_tick > g->lease_ceiling)
+        limit_tick = g->lease_ceiling;
+    if (limit_tick > atomic_load(&g->lease_limit)) {
+        g->lease_granted = true;
+        atomic_store(&g->lease_limit, limit_tick);
     }
+    pthread_mutex_unlock(&g->lease_mutex);
+}
+
+void sf_gen_cap_lease(sf_gen *g, uint64_t limit_tick)
+{
+    pthread_mutex_lock(&g->lease_mutex);
+    if (limit_tick < g->lease_ceiling)
+        g->lease_ceiling = limit_tick;
+    if (limit_tick < atomic_load(&g->lease_limit))
+        atomic_store(&g->lease_limit, limit_tick);
+    pthread_mutex_unlock(&g->lease_mutex);
+}
+
+/* The floor raised to min_tick in a state word, keeping the seal bit (sf_gen_seal may run at any
+ * time) and never lowering it. */
+static uint64_t floor_raised(const sf_gen *g, uint64_t st, uint64_t min_tick)
+{
+    const unsigned bits = g->layout.sequence_bits;
+    if (((st & ~SEALED_BIT) >> bits) >= min_tick)
+        return st;
+    return (st & SEALED_BIT) | (min_tick << bits) | g->layout.sequence_max;
+}
+
+int sf_gen_bind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_tick, char *err,
+                size_t errlen)
+{
+    if (check_identity(&g->layout, datacenter, worker, min_tick, err, errlen) != 0)
+        return SF_EINVAL;
+    pthread_mutex_lock(&g->lease_mutex);
+    if (g->lease_granted) {
+        pthread_mutex_unlock(&g->lease_mutex);
+        snprintf(err, errlen, "%s", sf_gen_strerror(SF_EBOUND));
+        return SF_EBOUND;
+    }
+    /* No lease was ever granted, so no reservation can succeed and none reads node_bits or
+     * publishes a state word until the next extend, which this lock orders after us. Issuing
+     * threads do raise `seen` meanwhile: raise it too, never lower it. */
+    g->node_bits = sf_layout_node(&g->layout, datacenter, worker);
+    if (g->sync == SF_SYNC_ATOMIC) {
+        uint64_t st = atomic_load(&g->state);
+        while (!atomic_compare_exchange_weak(&g->state, &st, floor_raised(g, st, min_tick))) {
+        }
+    } else if (g->sync == SF_SYNC_SPINLOCK) {
+        spin_lock(&g->spin);
+        g->locked_state = floor_raised(g, g->locked_state, min_tick);
+        spin_unlock(&g->spin);
+    } else {
+        pthread_mutex_lock(&g->mutex);
+        g->locked_state = floor_raised(g, g->locked_state, min_tick);
+        pthread_mutex_unlock(&g->mutex);
+    }
+    uint64_t want_seen = min_tick ? min_tick - 1 : 0;
+    uint64_t seen = atomic_load(&g->seen);
+    while (want_seen > seen && !atomic_compare_exchange_weak(&g->seen, &seen, want_seen)) {
+    }
+    pthread_mutex_unlock(&g->lease_mutex);
+    return SF_OK;
 }
 
 uint64_t sf_gen_seal(sf_gen *g)

@@ -45,6 +45,7 @@ enum {
     SF_EINVAL = -5,   /* bad argument (batch size) */
     SF_EBUSY = -6,    /* demand beyond the layout's capacity: would run too far ahead */
     SF_ERANDOM = -7,  /* the kernel's random source failed (128-bit formats only) */
+    SF_EBOUND = -8,   /* sf_gen_bind after the first lease: the identity is fixed */
 };
 
 const char *sf_gen_strerror(int err);
@@ -93,6 +94,12 @@ typedef struct sf_gen {
     /* Rare-path counters. */
     alignas(64) _Atomic uint64_t n_exhaustion_waits, n_clock_behind_waits, n_clock_behind_errors,
         n_lease_errors, n_busy_errors;
+
+    /* Writers of lease_limit (extend, cap, bind) serialise on lease_mutex; the hot path only
+     * loads lease_limit. */
+    pthread_mutex_t lease_mutex;
+    uint64_t lease_ceiling; /* lowest sf_gen_cap_lease so far; no extend goes above it */
+    bool lease_granted;     /* a lease was ever extended above 0: sf_gen_bind is over */
 } sf_gen;
 
 /* Validates ids against the layout. Returns 0, or -1 with a reason in err. */
@@ -121,8 +128,36 @@ uint64_t sf_gen_retry_after_ms(sf_gen *g);
  * SF_EBUSY, SF_ESEALED), with the wait in *retry_ms when not NULL. */
 int sf_gen_status(sf_gen *g, uint64_t *retry_ms);
 
-/* Last tick that may be issued is limit - 1. Only ever raises the limit. Any thread. */
+/* Last tick that may be issued is limit - 1. Only ever raises the limit, and never above a cap
+ * (sf_gen_cap_lease). Any thread. */
 void sf_gen_extend_lease(sf_gen *g, uint64_t limit_tick);
+/* The slot is lost (an identity backend says so: lease lost, not ours any more). Lowers the limit
+ * to limit_tick at once if it is above, and makes limit_tick a permanent ceiling: no later
+ * sf_gen_extend_lease raises the limit above the lowest cap, so a renewal that raced the loss
+ * cannot revive the slot. To issue under an identity again, build a new generator. Any thread.
+ *
+ * What a cap guarantees to reservations racing it: every reservation (sf_gen_next, _batch,
+ * _reserve) compares its last tick with lease_limit, loaded once per attempt, and publishes only
+ * what that comparison allowed. So
+ *   - a call that begins after sf_gen_cap_lease returned issues only ticks < limit_tick;
+ *   - a call in flight while the cap runs may still return IDs with ticks in
+ *     [limit_tick, old limit): it loaded the old limit before the cap's store. At most one
+ *     reservation per concurrently running call; its ticks are below the limit that was in force
+ *     (so below every lease persisted), and it may reach its caller after the cap returned (for
+ *     instance after waiting in a tick ahead of the clock).
+ * A caller that needs "nothing handed out after the loss" must therefore also wait for the calls
+ * in flight (for the daemon: one pass of every event loop). */
+void sf_gen_cap_lease(sf_gen *g, uint64_t limit_tick);
+/* Gives a generator its identity late: a daemon that waits for a slot builds its generators
+ * lease-guarded first, then binds the slot it claimed. Sets the node bits to (datacenter, worker)
+ * and raises the floor to min_tick (the floor never moves down: the higher of min_tick and the
+ * one given at init stays). Legal only while no lease was ever granted (lease_limit has always
+ * been 0, so nothing was issued): returns SF_EBOUND otherwise, SF_EINVAL (err filled) for ids or
+ * a min_tick the layout cannot hold, SF_OK on success. Any thread, concurrently with issuing
+ * calls (they refuse with SF_ELEASE until the first extend, and read the node bits only after
+ * their acquire load of a granted limit, so the first extend publishes the binding). */
+int sf_gen_bind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_tick, char *err,
+                size_t errlen);
 /* Last issued tick + 1 (or min_tick if nothing was issued); what the lease must stay above. */
 uint64_t sf_gen_next_tick(sf_gen *g);
 /* How far (ms) IDs can run ahead of the clock: what a lease must cover beyond `now`. */

@@ -104,15 +104,32 @@ static int renew(sf_lease_keeper *k, char *err, size_t errlen)
     uint64_t end = sf_clock_now(keeper_clock(k)) + keeper_ahead_ms(k) + k->window_ms;
     if (end < k->end_ms)
         end = k->end_ms;
-    if (sf_lease_write(k->path, end, err, errlen) != 0) {
+    sf_lease_renewal r;
+    if (k->store.persist(k->store.ctx, end, &r, err, errlen) != 0) {
         counter_add(&k->failures, 1);
         return -1;
     }
     counter_add(&k->writes, 1);
-    k->end_ms = end;
+    k->end_ms = r.stored_end_ms;
+    uint64_t open = r.open_until_ms < r.stored_end_ms ? r.open_until_ms : r.stored_end_ms;
     for (size_t i = 0; i < k->ngens; i++)
-        sf_gen_extend_lease(k->gens[i], sf_lease_first_tick(&k->gens[i]->layout, end));
+        sf_gen_extend_lease(k->gens[i], sf_lease_first_tick(&k->gens[i]->layout, open));
     return 0;
+}
+
+/* The default store: the lease file at k->path. */
+static int file_persist(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out, char *err,
+                        size_t errlen)
+{
+    if (sf_lease_write(ctx, want_end_ms, err, errlen) != 0)
+        return -1;
+    *out = (sf_lease_renewal){.stored_end_ms = want_end_ms, .open_until_ms = want_end_ms};
+    return 0;
+}
+
+static int file_final(void *ctx, uint64_t end_ms, char *err, size_t errlen)
+{
+    return sf_lease_write(ctx, end_ms, err, errlen);
 }
 
 static void *keeper_main(void *arg)
@@ -146,14 +163,12 @@ static void *keeper_main(void *arg)
     return NULL;
 }
 
-int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens, const char *path,
-                          uint32_t window_ms, uint64_t prev_end_ms, char *err, size_t errlen)
+/* k zeroed but for the path. The first persist happens here, before the thread exists. */
+static int keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens,
+                        const sf_lease_store *store, uint32_t window_ms, uint64_t prev_end_ms,
+                        char *err, size_t errlen)
 {
-    memset(k, 0, sizeof *k);
-    if ((size_t)snprintf(k->path, sizeof k->path, "%s", path) >= sizeof k->path) {
-        snprintf(err, errlen, "lease path too long");
-        return -1;
-    }
+    k->store = *store;
     if (ngens == 0) {
         snprintf(err, errlen, "lease keeper needs at least one generator");
         return -1;
@@ -181,6 +196,26 @@ int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens,
     return 0;
 }
 
+int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens, const char *path,
+                          uint32_t window_ms, uint64_t prev_end_ms, char *err, size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    if ((size_t)snprintf(k->path, sizeof k->path, "%s", path) >= sizeof k->path) {
+        snprintf(err, errlen, "lease path too long");
+        return -1;
+    }
+    sf_lease_store file = {.persist = file_persist, .final = file_final, .ctx = k->path};
+    return keeper_start(k, gens, ngens, &file, window_ms, prev_end_ms, err, errlen);
+}
+
+int sf_lease_keeper_start_store(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens,
+                                const sf_lease_store *store, uint32_t window_ms,
+                                uint64_t prev_end_ms, char *err, size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    return keeper_start(k, gens, ngens, store, window_ms, prev_end_ms, err, errlen);
+}
+
 int sf_lease_keeper_stop(sf_lease_keeper *k, char *err, size_t errlen)
 {
     if (!k->running)
@@ -194,14 +229,14 @@ int sf_lease_keeper_stop(sf_lease_keeper *k, char *err, size_t errlen)
     pthread_mutex_destroy(&k->mu);
     k->running = false;
     /* Exact final promise: the start of the tick after the last ID, the latest over the
-     * generators (each in its own tick space). It can only be below the lease on disk. */
+     * generators (each in its own tick space). It can only be below the lease persisted. */
     uint64_t end = 0;
     for (size_t i = 0; i < k->ngens; i++) {
         uint64_t ms = sf_layout_ms_of(&k->gens[i]->layout, sf_gen_seal(k->gens[i]));
         if (ms > end)
             end = ms;
     }
-    if (sf_lease_write(k->path, end, err, errlen) != 0)
+    if (k->store.final(k->store.ctx, end, err, errlen) != 0)
         return -1;
     k->end_ms = end;
     return 0;

@@ -10,6 +10,11 @@
  * tick after the last issued ID, so a graceful restart never waits.
  *
  * File format, one line: "snowflaked-lease 1 <E> <crc32 of the text before it, 8 hex digits>\n".
+ *
+ * Where E goes is the keeper's store (sf_lease_store): the lease file by default, or an identity
+ * backend (cluster/identity.h, which adapts its renew/release to this interface: snowflake/ knows
+ * nothing of cluster/). The keeper owns the policy (when to renew, how far, the exact final E,
+ * opening the generators); the store only persists and says how far the generators may go.
  */
 #ifndef SF_SNOWFLAKE_LEASE_H
 #define SF_SNOWFLAKE_LEASE_H
@@ -33,10 +38,31 @@ int sf_lease_write(const char *path, uint64_t end_ms, char *err, size_t errlen);
 /* First tick of `layout` that starts at or after end_ms: the generator's min_tick after restart. */
 uint64_t sf_lease_first_tick(const sf_layout *layout, uint64_t end_ms);
 
+/* What one persist call achieved. */
+typedef struct sf_lease_renewal {
+    uint64_t stored_end_ms; /* the E now persisted (the file: the one asked for) */
+    uint64_t open_until_ms; /* the generators may issue ticks that start before this; the keeper
+                               uses min(this, stored_end_ms): a fence may hold it lower */
+} sf_lease_renewal;
+
+/* Where the keeper's promises go. Called by one thread at a time: the starter (the first
+ * persist), the keeper thread (renewals), the stopper (final). */
+typedef struct sf_lease_store {
+    /* Persists a promise that every ID issued starts before want_end_ms (never below the last
+     * one). Returns 0 with *out, or -1 with a reason in err: the generators keep their limit. */
+    int (*persist)(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out, char *err,
+                   size_t errlen);
+    /* The exact promise at a clean stop: the tick after the last ID issued (may be below the
+     * last persisted E). Returns 0, or -1 with err. */
+    int (*final)(void *ctx, uint64_t end_ms, char *err, size_t errlen);
+    void *ctx;
+} sf_lease_store;
+
 typedef struct sf_lease_keeper {
     sf_gen *const *gens; /* every generator of the process (one, or one per loop) */
     size_t ngens;
-    char path[4096];
+    sf_lease_store store;
+    char path[4096]; /* the lease file, for sf_lease_keeper_start's own store */
     uint32_t window_ms;
     uint64_t end_ms;                   /* last lease written */
     _Atomic uint64_t writes, failures; /* stats: one writer at a time, util/counter.h */
@@ -52,7 +78,13 @@ typedef struct sf_lease_keeper {
  * one lease covers Snowflake IDs and the 128-bit formats alike. Returns 0, or -1 with err. */
 int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens, const char *path,
                           uint32_t window_ms, uint64_t prev_end_ms, char *err, size_t errlen);
-/* Seals the generators, stops the thread and writes the exact final lease. Returns 0 or -1. */
+/* The same with another store (which must outlive the keeper); the keeper must not move while
+ * it runs. */
+int sf_lease_keeper_start_store(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens,
+                                const sf_lease_store *store, uint32_t window_ms,
+                                uint64_t prev_end_ms, char *err, size_t errlen);
+/* Seals the generators, stops the thread and hands the exact final lease to the store. Returns 0
+ * or -1. */
 int sf_lease_keeper_stop(sf_lease_keeper *k, char *err, size_t errlen);
 
 #endif
