@@ -54,12 +54,12 @@ struct sl_conn {
     sl_worker *w;
     unsigned id; /* over all threads */
     int state;
-    bool writing;    /* a uv_write is in flight */
-    bool wait_retry; /* the close under way follows a failed connect or a tolerated fault: wait,
-                        then reconnect */
-    unsigned target;       /* index into o->targets */
-    unsigned backoff_ms;   /* --tolerate-faults: the next wait; 0: none yet */
-    uint64_t pause_until;  /* --tolerate-faults: no new request before this (after a 503) */
+    bool writing;        /* a uv_write is in flight */
+    bool wait_retry;     /* the close under way follows a failed connect or a tolerated fault: wait,
+                            then reconnect */
+    unsigned target;     /* index into o->targets */
+    unsigned backoff_ms; /* --tolerate-faults: the next wait; 0: none yet */
+    uint64_t pause_until; /* --tolerate-faults: no new request before this (after a 503) */
     sl_slot *slots;
     unsigned depth;
     unsigned head, used, answered, sent, written, write_upto;
@@ -98,7 +98,7 @@ struct sl_worker {
     sl_stats stats;
     bool verify;
     verifier ver;
-    idrec_writer *rec; /* --ids-out-v2, or NULL */
+    idrec_writer *rec;  /* --ids-out-v2, or NULL */
     uint64_t completed; /* responses and failures, warm-up included (for the progress line) */
     _Atomic uint64_t progress_requests, progress_errors;
     _Atomic bool finished;
@@ -488,8 +488,8 @@ static void conn_connect(sl_conn *c)
     c->creq.data = c;
     c->state = C_CONNECTING;
     c->connect_start = w->now;
-    int r = uv_tcp_connect(&c->creq, &c->tcp, (const struct sockaddr *)&w->o->targets[c->target].addr,
-                           on_connect);
+    int r = uv_tcp_connect(&c->creq, &c->tcp,
+                           (const struct sockaddr *)&w->o->targets[c->target].addr, on_connect);
     if (r < 0)
         connect_failed(c);
 }

@@ -22,7 +22,7 @@
 #define SL_MAX_HEADERS    64
 #define SL_MAX_DURATION_S 3600.0 /* the cap on -t; also the bound of a run given only -n */
 #define SL_MAX_WARMUP_S   600.0
-#define SL_MAX_TARGETS    32     /* URLs (or HOST:PORTs) of one run */
+#define SL_MAX_TARGETS    32    /* URLs (or HOST:PORTs) of one run */
 #define SL_IDREC_MAX_CONN 32768 /* --ids-out-v2 records a connection number in 15 bits */
 
 typedef enum sl_mode { MODE_HTTP, MODE_MEMCACHE, MODE_ECHO } sl_mode;

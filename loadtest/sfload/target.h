@@ -72,8 +72,8 @@ sl_stats *sl_conn_stats(sl_conn *c);
 verifier *sl_conn_verifier(sl_conn *c); /* NULL unless --verify-ids */
 const sl_opts *sl_conn_opts(const sl_conn *c);
 unsigned sl_conn_id(const sl_conn *c);
-unsigned sl_conn_target(const sl_conn *c); /* index into opts->targets */
-uint32_t sl_conn_now_ms(const sl_conn *c); /* the loop's time, ms since the run started */
+unsigned sl_conn_target(const sl_conn *c);    /* index into opts->targets */
+uint32_t sl_conn_now_ms(const sl_conn *c);    /* the loop's time, ms since the run started */
 const void *sl_conn_global(const sl_conn *c); /* the target's global */
 uint64_t sl_conn_random(sl_conn *c);          /* the thread's xorshift generator */
 

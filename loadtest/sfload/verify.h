@@ -103,8 +103,8 @@ typedef struct verifier {
 typedef struct verify_stream {
     uint64_t last;
     bool have_last;
-    unsigned conn;   /* for messages and records */
-    unsigned target; /* for messages and records: which target the connection goes to */
+    unsigned conn;    /* for messages and records */
+    unsigned target;  /* for messages and records: which target the connection goes to */
     uint32_t recv_ms; /* records: when the body being checked arrived (ms since the start) */
     bool fresh;       /* records: no ID yet on this TCP connection (set when it is replaced) */
 } verify_stream;

@@ -891,18 +891,18 @@ START_TEST(opts_several_targets)
     /* Defaults are unchanged by the new options. */
     ck_assert(!o.tolerate_faults && o.min_ids == 0 && !o.ids_out_v2 && !o.verify);
     /* Every URL must carry the same path. */
-    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/id",
-                              "http://127.0.0.1:8081/ids", NULL),
-                     OPTS_USAGE);
+    ck_assert_int_eq(
+        run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/id", "http://127.0.0.1:8081/ids", NULL),
+        OPTS_USAGE);
     ck_assert_ptr_nonnull(strstr(err, "same path"));
-    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/",
-                              "http://127.0.0.1:8081", NULL),
-                     OPTS_OK); /* "/" either way */
+    ck_assert_int_eq(
+        run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/", "http://127.0.0.1:8081", NULL),
+        OPTS_OK); /* "/" either way */
     ck_assert_int_eq(run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/id", "garbage", NULL),
                      OPTS_USAGE);
-    ck_assert_int_eq(run_opts(&o, err, "--mode", "echo", "-t", "1", "127.0.0.1:7", "127.0.0.1:8",
-                              NULL),
-                     OPTS_OK);
+    ck_assert_int_eq(
+        run_opts(&o, err, "--mode", "echo", "-t", "1", "127.0.0.1:7", "127.0.0.1:8", NULL),
+        OPTS_OK);
     ck_assert_uint_eq(o.ntargets, 2);
     ck_assert_uint_eq(o.targets[1].port, 8);
     /* The loopback rule holds for every target, not only the first. */
