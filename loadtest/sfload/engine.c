@@ -123,7 +123,7 @@ static bool in_window(const sl_worker *w, uint64_t t)
 static void publish(sl_worker *w)
 {
     atomic_store_explicit(&w->progress_requests, w->completed, memory_order_relaxed);
-    atomic_store_explicit(&w->progress_errors, w->stats.requests - w->stats.ok,
+    atomic_store_explicit(&w->progress_errors, w->stats.requests - w->stats.ok - w->stats.refused,
                           memory_order_relaxed);
 }
 
