@@ -16,6 +16,16 @@
  * thread keeps the connections waiting for their next scheduled time in a min-heap and arms a
  * timerfd (CLOCK_MONOTONIC, absolute, ns; the clock of uv_hrtime) at the earliest; a connection
  * with a full pipeline is sent its due requests as soon as a response frees a slot instead.
+ *
+ * Targets: connection i goes to target i % ntargets, for its whole life (reconnects included).
+ *
+ * --tolerate-faults: a refused connect, a reset, a close with requests unanswered, a failed write
+ * or a timeout is a fault, not a failure: it is counted (per kind and per target), the requests
+ * of the connection stay queued and are sent again on the next connection, which is opened after
+ * a backoff of 50, 100, 200, 400, then 500 ms (back to 50 after a 2xx). A 503 completes its
+ * request as "refused" and pauses the connection by the same backoff, so a fenced daemon is not
+ * hammered. -n counts only requests that completed; a target that stays down holds its share of
+ * requests until -t ends the run.
  */
 #include "engine.h"
 
@@ -29,6 +39,10 @@
 #define RETRY_DELAY_NS (10 * UINT64_C(1000000)) /* after a failed connect */
 #define NS_PER_MS      UINT64_C(1000000)
 #define NS_PER_S       UINT64_C(1000000000)
+#define BACKOFF_MIN_MS 50  /* --tolerate-faults: first wait after a fault or a 503 */
+#define BACKOFF_MAX_MS 500 /* and the cap of its doubling */
+
+_Static_assert(SL_MAX_TARGETS == SL_STATS_TARGETS, "per-target stats cover every target");
 
 enum { C_IDLE, C_CONNECTING, C_OPEN, C_CLOSING, C_RETRY, C_DONE };
 #define NOT_IN_HEAP UINT32_MAX
@@ -41,7 +55,11 @@ struct sl_conn {
     unsigned id; /* over all threads */
     int state;
     bool writing;        /* a uv_write is in flight */
-    bool connect_failed; /* the close under way follows a failed connect: wait, then retry */
+    bool wait_retry;     /* the close under way follows a failed connect or a tolerated fault: wait,
+                            then reconnect */
+    unsigned target;     /* index into o->targets */
+    unsigned backoff_ms; /* --tolerate-faults: the next wait; 0: none yet */
+    uint64_t pause_until; /* --tolerate-faults: no new request before this (after a 503) */
     sl_slot *slots;
     unsigned depth;
     unsigned head, used, answered, sent, written, write_upto;
@@ -80,6 +98,7 @@ struct sl_worker {
     sl_stats stats;
     bool verify;
     verifier ver;
+    idrec_writer *rec;  /* --ids-out-v2, or NULL */
     uint64_t completed; /* responses and failures, warm-up included (for the progress line) */
     _Atomic uint64_t progress_requests, progress_errors;
     _Atomic bool finished;
@@ -104,31 +123,55 @@ static bool in_window(const sl_worker *w, uint64_t t)
 static void publish(sl_worker *w)
 {
     atomic_store_explicit(&w->progress_requests, w->completed, memory_order_relaxed);
-    atomic_store_explicit(&w->progress_errors, w->stats.requests - w->stats.ok,
+    atomic_store_explicit(&w->progress_errors, w->stats.requests - w->stats.ok - w->stats.refused,
                           memory_order_relaxed);
 }
 
-static void count_failure(sl_worker *w, const sl_slot *s, sl_err kind)
+static void count_failure(sl_conn *c, const sl_slot *s, sl_err kind)
 {
+    sl_worker *w = c->w;
     w->completed++;
     if (!s->measured)
         return;
     w->stats.requests++;
     w->stats.errors[kind]++;
+    w->stats.target[c->target].requests++;
+    w->stats.target[c->target].errors++;
     publish(w);
 }
 
 /* A failure no request slot stands for (a connect with nothing queued, stray bytes). */
-static void count_loose_failure(sl_worker *w, sl_err kind)
+static void count_loose_failure(sl_conn *c, sl_err kind)
 {
+    sl_worker *w = c->w;
     w->completed++;
     if (!in_window(w, w->now))
         return;
     w->stats.requests++;
     w->stats.errors[kind]++;
+    w->stats.target[c->target].requests++;
+    w->stats.target[c->target].errors++;
     if (w->budget != UINT64_MAX && w->budget > 0)
         w->budget--;
     publish(w);
+}
+
+/* --tolerate-faults: a connection fault, retried. Counted in the window only, like errors. */
+static void count_fault(sl_conn *c, sl_err kind)
+{
+    sl_worker *w = c->w;
+    if (!in_window(w, w->now))
+        return;
+    w->stats.faults[kind]++;
+    w->stats.target[c->target].faults++;
+}
+
+/* The next backoff wait in ns: 50, 100, 200, 400, 500, 500, ... ms. */
+static uint64_t backoff_take(sl_conn *c)
+{
+    unsigned ms = c->backoff_ms ? c->backoff_ms : BACKOFF_MIN_MS;
+    c->backoff_ms = ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms * 2;
+    return (uint64_t)ms * NS_PER_MS;
 }
 
 static void reclaim(sl_conn *c)
@@ -253,15 +296,26 @@ int sl_conn_complete(sl_conn *c, int outcome)
     sl_worker *w = c->w;
     const sl_slot *s = slot_at(c, c->answered++);
     w->completed++;
+    if (outcome == SL_OK)
+        c->backoff_ms = 0;
+    else if (outcome == SL_OUTCOME_REFUSED)
+        c->pause_until = w->now + backoff_take(c);
     if (s->measured) {
         sl_stats *st = &w->stats;
+        sl_tstats *tst = &st->target[c->target];
         st->requests++;
         st->responses++;
+        tst->requests++;
         hist_record(&st->latency, w->now > s->sched_ns ? w->now - s->sched_ns : 0);
-        if (outcome == SL_OK)
+        if (outcome == SL_OK) {
             st->ok++;
-        else
+            tst->ok++;
+        } else if (outcome == SL_OUTCOME_REFUSED) {
+            st->refused++;
+        } else {
             st->errors[outcome]++;
+            tst->errors++;
+        }
     }
     publish(w);
     reclaim(c);
@@ -286,6 +340,17 @@ const sl_opts *sl_conn_opts(const sl_conn *c)
 unsigned sl_conn_id(const sl_conn *c)
 {
     return c->id;
+}
+
+unsigned sl_conn_target(const sl_conn *c)
+{
+    return c->target;
+}
+
+uint32_t sl_conn_now_ms(const sl_conn *c)
+{
+    uint64_t now = c->w->now, t0 = c->w->sh->t0_ns;
+    return now > t0 ? (uint32_t)((now - t0) / NS_PER_MS) : 0;
 }
 
 const void *sl_conn_global(const sl_conn *c)
@@ -348,10 +413,10 @@ static void on_closed(uv_handle_t *h)
         c->state = C_DONE;
         return;
     }
-    if (c->connect_failed) {
-        c->connect_failed = false;
+    if (c->wait_retry) {
+        c->wait_retry = false;
         c->state = C_RETRY;
-        c->retry_at = w->now + RETRY_DELAY_NS;
+        c->retry_at = w->now + (w->o->tolerate_faults ? backoff_take(c) : RETRY_DELAY_NS);
         return;
     }
     c->state = C_IDLE;
@@ -372,16 +437,23 @@ static void close_conn(sl_conn *c)
  * fail too if the connection itself broke (read, write, timeout), else they are sent again. */
 static void conn_fail(sl_conn *c, sl_err kind)
 {
-    sl_worker *w = c->w;
     if (c->state != C_OPEN)
         return;
+    bool broken = kind == ERR_READ || kind == ERR_WRITE || kind == ERR_TIMEOUT;
+    if (broken && c->w->o->tolerate_faults) {
+        /* A fault: the close re-queues what was sent and unanswered; reconnect after a wait. */
+        count_fault(c, kind);
+        c->wait_retry = true;
+        close_conn(c);
+        return;
+    }
     if (c->answered < c->sent) {
-        count_failure(w, slot_at(c, c->answered++), kind);
-        if (kind == ERR_READ || kind == ERR_WRITE || kind == ERR_TIMEOUT)
+        count_failure(c, slot_at(c, c->answered++), kind);
+        if (broken)
             while (c->answered < c->sent)
-                count_failure(w, slot_at(c, c->answered++), kind);
+                count_failure(c, slot_at(c, c->answered++), kind);
     } else if (kind == ERR_PARSE || kind == ERR_MISMATCH) {
-        count_loose_failure(w, kind);
+        count_loose_failure(c, kind);
     }
     close_conn(c);
 }
@@ -389,16 +461,18 @@ static void conn_fail(sl_conn *c, sl_err kind)
 static void connect_failed(sl_conn *c)
 {
     sl_worker *w = c->w;
-    /* Nothing was sent on this connection: the first queued request fails with it. */
-    if (c->used > 0) {
-        count_failure(w, slot_at(c, 0), ERR_CONNECT);
+    if (w->o->tolerate_faults) {
+        count_fault(c, ERR_CONNECT); /* the queued requests wait for the next connection */
+    } else if (c->used > 0) {
+        /* Nothing was sent on this connection: the first queued request fails with it. */
+        count_failure(c, slot_at(c, 0), ERR_CONNECT);
         c->head = (c->head + 1) % c->depth;
         c->used--;
         w->inflight--;
     } else {
-        count_loose_failure(w, ERR_CONNECT);
+        count_loose_failure(c, ERR_CONNECT);
     }
-    c->connect_failed = true;
+    c->wait_retry = true;
     close_conn(c);
 }
 
@@ -414,7 +488,8 @@ static void conn_connect(sl_conn *c)
     c->creq.data = c;
     c->state = C_CONNECTING;
     c->connect_start = w->now;
-    int r = uv_tcp_connect(&c->creq, &c->tcp, (const struct sockaddr *)&w->o->addr, on_connect);
+    int r = uv_tcp_connect(&c->creq, &c->tcp,
+                           (const struct sockaddr *)&w->o->targets[c->target].addr, on_connect);
     if (r < 0)
         connect_failed(c);
 }
@@ -451,6 +526,8 @@ static bool admit(sl_conn *c)
         return false;
     if (w->budget == 0 && w->now >= sh->measure_start_ns)
         return false;
+    if (c->pause_until > w->now)
+        return false; /* after a 503 (--tolerate-faults); on_tick resumes */
     uint64_t sched = w->now;
     if (sh->interval_ns) {
         if (c->next_sched > w->now) {
@@ -630,10 +707,14 @@ static void on_tick(uv_timer_t *t)
                 connect_failed(c);
             break;
         case C_OPEN:
-            if (c->answered < c->sent && w->now - slot_at(c, c->answered)->sent_ns >= timeout)
+            if (c->answered < c->sent && w->now - slot_at(c, c->answered)->sent_ns >= timeout) {
                 conn_fail(c, ERR_TIMEOUT);
-            else if (w->sh->interval_ns)
+            } else if (c->pause_until && w->now >= c->pause_until) {
+                c->pause_until = 0;
                 pump(c);
+            } else if (w->sh->interval_ns) {
+                pump(c);
+            }
             break;
         case C_IDLE:
             if (w->sh->interval_ns)
@@ -676,6 +757,8 @@ static void thread_main(void *arg)
         pump(&w->conns[i]);
     maybe_finish(w);
     uv_run(&w->loop, UV_RUN_DEFAULT);
+    if (w->rec)
+        idrec_writer_flush(w->rec);
     if (!w->stats.end_ns)
         w->stats.end_ns = w->now;
     atomic_store(&w->finished, true);
@@ -686,6 +769,7 @@ static int conn_create(sl_worker *w, sl_conn *c, unsigned id)
     const sl_shared *sh = w->sh;
     c->w = w;
     c->id = id;
+    c->target = id % w->o->ntargets;
     c->state = C_IDLE;
     c->depth = w->o->close_mode ? 1 : w->o->pipeline;
     c->slots = calloc(c->depth, sizeof *c->slots);
@@ -745,6 +829,13 @@ sl_worker *worker_create(const sl_shared *sh, unsigned index, unsigned first_con
         if (verifier_init(&w->ver, &sh->layout, index, sh->expected_ids / sh->o->threads) != 0)
             goto fail;
         w->verify = true;
+        if (sh->idrec) {
+            w->rec = malloc(sizeof *w->rec);
+            if (!w->rec)
+                goto fail;
+            idrec_writer_init(w->rec, sh->idrec);
+            w->ver.rec = w->rec;
+        }
     }
     for (unsigned i = 0; i < nconns; i++)
         if (conn_create(w, &w->conns[i], first_conn + i) != 0)
@@ -807,6 +898,7 @@ void worker_destroy(sl_worker *w)
     }
     if (w->verify)
         verifier_free(&w->ver);
+    free(w->rec);
     /* Handles were closed by the run; a worker that never ran closes its timers here. */
     if (!w->stopping) {
         uv_close((uv_handle_t *)&w->tick, NULL);

@@ -21,6 +21,7 @@
 #include "opts.h"
 #include "stats.h"
 #include "target.h"
+#include "idrec.h"
 #include "verify.h"
 
 typedef struct sl_shared {
@@ -33,6 +34,7 @@ typedef struct sl_shared {
     unsigned total_conns;
     vlayout layout;
     uint64_t expected_ids; /* sizes the verifiers' maps (0: unknown) */
+    idrec_file *idrec;     /* --ids-out-v2, or NULL */
 } sl_shared;
 
 typedef struct sl_worker sl_worker;

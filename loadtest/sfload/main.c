@@ -44,9 +44,9 @@ static int on_metrics(void *ud, const hresp *r)
 }
 
 /* One blocking request, 2 s timeouts, before any load starts. 0, or -1 with a reason. */
-static int fetch_layout(const sl_opts *o, vlayout *l, char *why, size_t n)
+static int fetch_layout(const sl_opts *o, const sl_addr *to, vlayout *l, char *why, size_t n)
 {
-    int fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(to->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(why, n, "socket: %s", strerror(errno));
         return -1;
@@ -56,7 +56,7 @@ static int fetch_layout(const sl_opts *o, vlayout *l, char *why, size_t n)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char req[8192];
     int len =
-        snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\nHost: %s:%u\r\n", o->host, o->port);
+        snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\nHost: %s:%u\r\n", to->host, to->port);
     for (unsigned i = 0; i < o->nheaders && len < (int)sizeof req - 512; i++)
         len += snprintf(req + len, sizeof req - (size_t)len, "%s\r\n", o->headers[i]);
     len += snprintf(req + len, sizeof req - (size_t)len, "Connection: close\r\n\r\n");
@@ -64,7 +64,7 @@ static int fetch_layout(const sl_opts *o, vlayout *l, char *why, size_t n)
     hresp_parser p;
     hresp_init(&p, false, true, METRICS_MAX, on_metrics, &m);
     int rc = -1;
-    if (connect(fd, (const struct sockaddr *)&o->addr, o->addrlen) != 0) {
+    if (connect(fd, (const struct sockaddr *)&to->addr, to->addrlen) != 0) {
         snprintf(why, n, "connect: %s", strerror(errno));
     } else if (send(fd, req, (size_t)len, MSG_NOSIGNAL) != len) {
         snprintf(why, n, "send failed");
@@ -231,8 +231,11 @@ static const char *setup_layout(sl_opts *o)
     if (o->have_layout)
         return "option";
     char why[256] = "";
-    if (fetch_layout(o, &o->layout, why, sizeof why) == 0)
-        return "metrics";
+    for (unsigned i = 0; i < o->ntargets; i++) { /* the first target that answers */
+        why[0] = '\0';
+        if (fetch_layout(o, &o->targets[i], &o->layout, why, sizeof why) == 0)
+            return "metrics";
+    }
     fprintf(stderr, "sfload: ID layout not read from /metrics (%s); assuming 41/5/5/12\n", why);
     o->layout = VLAYOUT_DEFAULT;
     return "default";
@@ -287,6 +290,14 @@ int main(int argc, char **argv)
     else if (o.rate > 0)
         r.sh.expected_ids = (uint64_t)(o.rate * (window + o.warmup_s)) * per_req;
 
+    static idrec_file ids_v2; /* --ids-out-v2, written by the load threads as IDs arrive */
+    if (o.ids_out_v2) {
+        if (idrec_open(&ids_v2, o.ids_out_v2) != 0) {
+            fprintf(stderr, "sfload: --ids-out-v2 %s: %s\n", o.ids_out_v2, strerror(errno));
+            return 2;
+        }
+        r.sh.idrec = &ids_v2;
+    }
     r.w = calloc(o.threads, sizeof *r.w);
     if (!r.w) {
         fprintf(stderr, "sfload: out of memory\n");
@@ -334,6 +345,10 @@ int main(int argc, char **argv)
     uint64_t m0 = uv_hrtime();
     verifier *ver = worker_verifier(r.w[0]);
     bool ids_out_failed = false;
+    if (o.ids_out_v2 && idrec_close(&ids_v2) != 0) { /* every thread flushed when it ended */
+        fprintf(stderr, "sfload: --ids-out-v2 %s: %s\n", o.ids_out_v2, strerror(errno));
+        ids_out_failed = true;
+    }
     if (ver) {
         verifier *vs[256];
         for (unsigned i = 0; i < o.threads; i++)
@@ -373,7 +388,10 @@ int main(int argc, char **argv)
     fflush(stdout);
     report_verify_failure(stderr, &rep);
     bool passed = report_passed(&rep);
-    if (!passed && stats_errors(&total))
+    if (!passed && o.min_ids && (!ver || ver->ids < o.min_ids))
+        fprintf(stderr, "sfload: %" PRIu64 " IDs received, fewer than --min-ids %" PRIu64 "\n",
+                ver ? ver->ids : 0, o.min_ids);
+    if (!passed && stats_errors(&total) && !o.tolerate_faults)
         fprintf(stderr, "sfload: %" PRIu64 " of %" PRIu64 " requests failed\n",
                 stats_errors(&total), total.requests);
     for (unsigned i = 0; i < o.threads; i++)

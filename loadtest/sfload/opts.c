@@ -28,6 +28,9 @@ enum {
     O_JSON,
     O_REMOTE,
     O_IDSOUT,
+    O_IDSOUT2,
+    O_TOLERATE,
+    O_MINIDS,
 };
 
 static const struct option longopts[] = {
@@ -61,14 +64,18 @@ static const struct option longopts[] = {
     {"json", no_argument, NULL, O_JSON},
     {"allow-remote", no_argument, NULL, O_REMOTE},
     {"ids-out", required_argument, NULL, O_IDSOUT},
+    {"ids-out-v2", required_argument, NULL, O_IDSOUT2},
+    {"tolerate-faults", no_argument, NULL, O_TOLERATE},
+    {"min-ids", required_argument, NULL, O_MINIDS},
     {NULL, 0, NULL, 0},
 };
 
 void opts_usage(FILE *f)
 {
     fputs(
-        "usage: sfload [options] http://HOST:PORT/PATH\n"
-        "       sfload --mode memcache|echo [options] HOST:PORT\n"
+        "usage: sfload [options] http://HOST:PORT/PATH [http://HOST:PORT/PATH ...]\n"
+        "       sfload --mode memcache|echo [options] HOST:PORT [HOST:PORT ...]\n"
+        "Several targets (at most 32, same path): connections go round-robin over them.\n"
         "Load: loopback targets only (127.0.0.0/8, ::1) unless --allow-remote. -t or -n is "
         "required.\n"
         "  -c, --connections N    connections (default 10), split across threads\n"
@@ -91,6 +98,9 @@ void opts_usage(FILE *f)
         "      --ids-out FILE     with --verify-ids (implied): write every ID seen, 8-byte\n"
         "                         little-endian, in no order, to FILE after the run (to check\n"
         "                         the union of several runs or servers)\n"
+        "      --ids-out-v2 FILE  like --ids-out, but 16-byte records written as IDs arrive:\n"
+        "                         id u64, target u16, receive ms since start u32, connection\n"
+        "                         u16 (bit 15: first ID of a new TCP connection); README\n"
         "      --verify-ids       check every ID of /id and /ids responses: unique, increasing\n"
         "                         per connection, well-formed\n"
         "      --id-layout L      bit layout: twitter, sonyflake, js53 or T/D/W/S[,node_bits_low]\n"
@@ -102,12 +112,19 @@ void opts_usage(FILE *f)
         "      --value-size N     bytes per set (default 100)\n"
         "echo (--mode echo):\n"
         "      --msg-size N       bytes per message, echoed back byte-identical (default 64)\n"
+        "Faults (fleets whose daemons get killed, frozen, fenced):\n"
+        "      --tolerate-faults  refused/reset/closed/timed-out connections reconnect after\n"
+        "                         50-500 ms (requests are sent again), 503 counts as refused;\n"
+        "                         exit status from the verification and --min-ids only\n"
+        "      --min-ids N        fail unless at least N IDs were received (implies\n"
+        "                         --verify-ids)\n"
         "Output:\n"
         "      --json             one JSON object with every figure on stdout\n"
         "      --server-pid PID   report the server's CPU per request from /proc/PID/stat\n"
         "  -q, --quiet            no progress line on stderr\n"
         "  -h, --help             this text;  -V, --version\n"
-        "Exit status: 0 no errors, 1 a request or the verification failed, 2 usage.\n",
+        "Exit status: 0 no errors, 1 a request or the verification failed (or fewer than\n"
+        "--min-ids IDs), 2 usage.\n",
         f);
 }
 
@@ -167,7 +184,7 @@ static bool token_ok(const char *s)
 }
 
 /* host, or [v6], then :port; port required unless dflt. Returns the rest of the string. */
-static const char *parse_hostport(const char *s, sl_opts *o, unsigned dflt)
+static const char *parse_hostport(const char *s, sl_addr *o, unsigned dflt)
 {
     const char *h = s, *he;
     if (*s == '[') {
@@ -201,24 +218,48 @@ static const char *parse_hostport(const char *s, sl_opts *o, unsigned dflt)
     return s;
 }
 
+/* Parses target number o->ntargets. In HTTP mode every URL must carry the same path: the
+ * requests (and their verification) are one shape, only Host differs. */
 static opts_rc parse_target(sl_opts *o, const char *t, char *err, size_t n)
 {
-    o->target = t;
+    if (o->ntargets >= SL_MAX_TARGETS)
+        return fail(err, n, "at most %d targets", SL_MAX_TARGETS);
+    sl_addr *a = &o->targets[o->ntargets];
+    a->target = t;
     if (o->mode == MODE_HTTP) {
         if (strncmp(t, "http://", 7) != 0)
             return fail(err, n, "the target must be an http:// URL (https is not supported): %s",
                         t);
-        const char *rest = parse_hostport(t + 7, o, 80);
+        const char *rest = parse_hostport(t + 7, a, 80);
         if (!rest || (*rest && (*rest != '/' || !token_ok(rest))))
             return fail(err, n, "cannot parse the URL %s", t);
-        if (o->npaths == 0)
-            o->paths[o->npaths++] = *rest ? rest : "/";
-        return OPTS_OK;
+        const char *path = *rest ? rest : "/";
+        if (o->ntargets == 0) {
+            o->url_path = path;
+            if (o->npaths == 0)
+                o->paths[o->npaths++] = path;
+        } else if (strcmp(path, o->url_path) != 0) {
+            return fail(err, n, "every URL must have the same path (%s), got %s", o->url_path, t);
+        }
+    } else {
+        const char *rest = parse_hostport(t, a, 0);
+        if (!rest || *rest)
+            return fail(err, n, "the %s target must be HOST:PORT, got %s", opts_mode_name(o->mode),
+                        t);
     }
-    const char *rest = parse_hostport(t, o, 0);
-    if (!rest || *rest)
-        return fail(err, n, "the %s target must be HOST:PORT, got %s", opts_mode_name(o->mode), t);
+    o->ntargets++;
     return OPTS_OK;
+}
+
+/* Target 0 stays reachable through the single-target fields. */
+static void copy_first_target(sl_opts *o)
+{
+    const sl_addr *a = &o->targets[0];
+    o->target = a->target;
+    memcpy(o->host, a->host, sizeof o->host);
+    o->port = a->port;
+    o->addr = a->addr;
+    o->addrlen = a->addrlen;
 }
 
 static void defaults(sl_opts *o)
@@ -254,6 +295,11 @@ static opts_rc check(sl_opts *o, char *err, size_t n)
         o->threads = o->connections;
     if (o->rate > 0 && o->rate < 0.001)
         return fail(err, n, "-R must be at least 0.001 requests/s");
+    if (o->ids_out_v2 && o->connections > SL_IDREC_MAX_CONN)
+        return fail(err, n, "--ids-out-v2 records connections in 15 bits: -c at most %d",
+                    SL_IDREC_MAX_CONN);
+    if (o->ids_out_v2 && o->ids_out && strcmp(o->ids_out, o->ids_out_v2) == 0)
+        return fail(err, n, "--ids-out and --ids-out-v2 name the same file");
     return OPTS_OK;
 }
 
@@ -377,6 +423,16 @@ static opts_rc parse_one(sl_opts *o, int c, const char *a, char *err, size_t n)
         o->ids_out = a;
         o->verify = true;
         break;
+    case O_IDSOUT2:
+        o->ids_out_v2 = a;
+        o->verify = true;
+        break;
+    case O_TOLERATE: o->tolerate_faults = true; break;
+    case O_MINIDS:
+        if (parse_u64(a, 1, UINT64_C(1) << 60, &o->min_ids))
+            return fail(err, n, "--min-ids must be a positive integer");
+        o->verify = true;
+        break;
     default: return fail(err, n, "unknown option (see sfload --help)");
     }
     return OPTS_OK;
@@ -406,11 +462,12 @@ opts_rc opts_parse(int argc, char **argv, sl_opts *o, char *err, size_t n)
         if (parse_one(o, c, optarg, err, n) != OPTS_OK)
             return OPTS_USAGE;
     }
-    if (optind != argc - 1)
-        return fail(err, n, optind >= argc ? "no target given" : "one target only, got %s",
-                    optind >= argc ? "" : argv[optind + 1]);
-    if (parse_target(o, argv[optind], err, n) != OPTS_OK)
-        return OPTS_USAGE;
+    if (optind >= argc)
+        return fail(err, n, "no target given");
+    for (int i = optind; i < argc; i++)
+        if (parse_target(o, argv[i], err, n) != OPTS_OK)
+            return OPTS_USAGE;
+    copy_first_target(o);
     return check(o, err, n);
 }
 
@@ -429,14 +486,14 @@ bool opts_addr_is_loopback(const struct sockaddr *sa)
     return false;
 }
 
-int opts_resolve(sl_opts *o, char *err, size_t n)
+static int resolve_one(sl_addr *t, bool allow_remote, char *err, size_t n)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *pick;
     char port[8];
-    snprintf(port, sizeof port, "%u", o->port);
-    int rc = getaddrinfo(o->host, port, &hints, &res);
+    snprintf(port, sizeof port, "%u", t->port);
+    int rc = getaddrinfo(t->host, port, &hints, &res);
     if (rc != 0) {
-        fail(err, n, "cannot resolve %s: %s", o->host, gai_strerror(rc));
+        fail(err, n, "cannot resolve %s: %s", t->host, gai_strerror(rc));
         return -1;
     }
     pick = res; /* IPv4 first: "localhost" servers usually listen on 127.0.0.1 */
@@ -445,15 +502,24 @@ int opts_resolve(sl_opts *o, char *err, size_t n)
             pick = a;
             break;
         }
-    memcpy(&o->addr, pick->ai_addr, pick->ai_addrlen);
-    o->addrlen = pick->ai_addrlen;
+    memcpy(&t->addr, pick->ai_addr, pick->ai_addrlen);
+    t->addrlen = pick->ai_addrlen;
     freeaddrinfo(res);
-    if (!o->allow_remote && !opts_addr_is_loopback((struct sockaddr *)&o->addr)) {
+    if (!allow_remote && !opts_addr_is_loopback((struct sockaddr *)&t->addr)) {
         fail(err, n,
              "refusing to load %s: only 127.0.0.0/8 and ::1 are allowed (--allow-remote to "
              "override)",
-             o->host);
+             t->host);
         return -1;
     }
+    return 0;
+}
+
+int opts_resolve(sl_opts *o, char *err, size_t n)
+{
+    for (unsigned i = 0; i < o->ntargets; i++)
+        if (resolve_one(&o->targets[i], o->allow_remote, err, n) != 0)
+            return -1;
+    copy_first_target(o);
     return 0;
 }

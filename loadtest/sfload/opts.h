@@ -22,20 +22,35 @@
 #define SL_MAX_HEADERS    64
 #define SL_MAX_DURATION_S 3600.0 /* the cap on -t; also the bound of a run given only -n */
 #define SL_MAX_WARMUP_S   600.0
+#define SL_MAX_TARGETS    32    /* URLs (or HOST:PORTs) of one run */
+#define SL_IDREC_MAX_CONN 32768 /* --ids-out-v2 records a connection number in 15 bits */
 
 typedef enum sl_mode { MODE_HTTP, MODE_MEMCACHE, MODE_ECHO } sl_mode;
 
 typedef enum opts_rc { OPTS_OK = 0, OPTS_EXIT = 1, OPTS_USAGE = -1 } opts_rc;
 
-typedef struct sl_opts {
-    sl_mode mode;
+/* One target of a run: connection i goes to target i % ntargets (round-robin). */
+typedef struct sl_addr {
     const char *target; /* the URL or host:port as given */
     char host[256];     /* without brackets */
     unsigned port;
     struct sockaddr_storage addr;
     socklen_t addrlen;
+} sl_addr;
+
+typedef struct sl_opts {
+    sl_mode mode;
+    /* Target 0, copied here because single-target code paths (report, /metrics) use it. */
+    const char *target; /* the URL or host:port as given */
+    char host[256];     /* without brackets */
+    unsigned port;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    sl_addr targets[SL_MAX_TARGETS]; /* every target, in command-line order */
+    unsigned ntargets;
 
     /* HTTP */
+    const char *url_path; /* the path every URL carries */
     const char *method;
     const char *paths[SL_MAX_PATHS];
     unsigned npaths;
@@ -71,11 +86,18 @@ typedef struct sl_opts {
     /* output and process */
     int server_pid; /* 0: none */
     bool json, quiet, allow_remote;
-    const char *ids_out; /* --ids-out FILE, or NULL */
+    const char *ids_out;    /* --ids-out FILE, or NULL */
+    const char *ids_out_v2; /* --ids-out-v2 FILE (16-byte records, idrec.h), or NULL */
+
+    /* faults (--tolerate-faults): connection faults reconnect with backoff, 503 is "refused",
+     * and the exit status depends only on verification and --min-ids */
+    bool tolerate_faults;
+    uint64_t min_ids; /* --min-ids N: fewer IDs received fails the run; 0: no floor */
 } sl_opts;
 
 opts_rc opts_parse(int argc, char **argv, sl_opts *o, char *err, size_t errlen);
-/* Resolves o->host:o->port into o->addr and applies the loopback rule. 0 or -1. */
+/* Resolves every target's host:port into its addr (target 0's also into o->addr) and applies the
+ * loopback rule to each. 0 or -1. */
 int opts_resolve(sl_opts *o, char *err, size_t errlen);
 bool opts_addr_is_loopback(const struct sockaddr *sa);
 void opts_usage(FILE *f);

@@ -9,7 +9,20 @@ static const double pcts[] = {50, 75, 90, 99, 99.9, 99.99};
 
 bool report_passed(const sl_report *r)
 {
-    return stats_errors(r->st) == 0 && (!r->ver || !verifier_failed(r->ver));
+    const sl_opts *o = r->o;
+    if (r->ver && verifier_failed(r->ver))
+        return false;
+    if (o->min_ids && (!r->ver || r->ver->ids < o->min_ids))
+        return false;
+    /* --tolerate-faults: the fleet is being broken on purpose; request errors are reported, and
+     * only the IDs decide. */
+    return o->tolerate_faults || stats_errors(r->st) == 0;
+}
+
+/* Requests that neither succeeded nor were refused (503 under --tolerate-faults). */
+static uint64_t failed_requests(const sl_stats *st)
+{
+    return st->requests - st->ok - st->refused;
 }
 
 static double per_s(double n, double secs)
@@ -153,10 +166,12 @@ void report_text(FILE *f, const sl_report *r)
     else
         fprintf(f, "closed loop");
     fprintf(f, ", warm-up %gs\n", o->warmup_s);
-    uint64_t failed = st->requests - st->ok;
-    fprintf(
-        f, "  requests     %" PRIu64 " in %.2fs: %.1f req/s (%" PRIu64 " ok, %" PRIu64 " failed)\n",
-        st->requests, r->elapsed_s, per_s((double)st->requests, r->elapsed_s), st->ok, failed);
+    uint64_t failed = failed_requests(st);
+    fprintf(f, "  requests     %" PRIu64 " in %.2fs: %.1f req/s (%" PRIu64 " ok, ", st->requests,
+            r->elapsed_s, per_s((double)st->requests, r->elapsed_s), st->ok);
+    if (o->tolerate_faults)
+        fprintf(f, "%" PRIu64 " refused (503), ", st->refused);
+    fprintf(f, "%" PRIu64 " failed)\n", failed);
     fprintf(f, "  bytes        received %s (%s/s), sent %s, %" PRIu64 " connections opened\n",
             fmt_bytes((double)st->bytes_in, a, sizeof a),
             fmt_bytes(per_s((double)st->bytes_in, r->elapsed_s), b, sizeof b),
@@ -169,6 +184,24 @@ void report_text(FILE *f, const sl_report *r)
         if (st->errors[i])
             fprintf(f, " %s %" PRIu64, stats_err_name((sl_err)i), st->errors[i]);
     fprintf(f, "\n");
+    if (o->tolerate_faults) {
+        fprintf(f, "  faults      ");
+        if (!stats_faults(st))
+            fprintf(f, " none");
+        for (int i = 0; i < ERR_COUNT; i++)
+            if (st->faults[i])
+                fprintf(f, " %s %" PRIu64, stats_err_name((sl_err)i), st->faults[i]);
+        fprintf(f, " (retried)\n");
+    }
+    if (o->ntargets > 1)
+        for (unsigned i = 0; i < o->ntargets; i++) {
+            const sl_tstats *t = &st->target[i];
+            fprintf(f,
+                    "  target %-3u  %s: %" PRIu64 " requests, %" PRIu64 " 2xx, %" PRIu64
+                    " 503, %" PRIu64 " errors, %" PRIu64 " faults, %" PRIu64 " IDs\n",
+                    i, o->targets[i].target, t->requests, t->ok, t->status_503, t->errors,
+                    t->faults, t->ids);
+        }
     if (o->mode == MODE_MEMCACHE)
         fprintf(f, "  memcache     gets %" PRIu64 " (hits %" PRIu64 ", %.1f%%), sets %" PRIu64 "\n",
                 st->mc_gets, st->mc_hits,
@@ -278,7 +311,8 @@ int report_json(FILE *f, const sl_report *r)
     num(j, "requests", (double)st->requests);
     num(j, "responses", (double)st->responses);
     num(j, "succeeded", (double)st->ok);
-    num(j, "failed", (double)(st->requests - st->ok));
+    num(j, "refused", (double)st->refused);
+    num(j, "failed", (double)failed_requests(st));
     num(j, "requests_per_sec", per_s((double)st->requests, r->elapsed_s));
     num(j, "bytes_received", (double)st->bytes_in);
     num(j, "bytes_received_per_sec", per_s((double)st->bytes_in, r->elapsed_s));
@@ -287,6 +321,25 @@ int report_json(FILE *f, const sl_report *r)
     cJSON *e = cJSON_AddObjectToObject(j, "errors");
     for (int i = 0; i < ERR_COUNT; i++)
         num(e, stats_err_name((sl_err)i), (double)st->errors[i]);
+    cJSON_AddBoolToObject(j, "tolerate_faults", o->tolerate_faults);
+    cJSON *fl = cJSON_AddObjectToObject(j, "faults");
+    static const sl_err fault_kinds[] = {ERR_CONNECT, ERR_READ, ERR_WRITE, ERR_TIMEOUT};
+    for (size_t i = 0; i < sizeof fault_kinds / sizeof fault_kinds[0]; i++)
+        num(fl, stats_err_name(fault_kinds[i]), (double)st->faults[fault_kinds[i]]);
+    num(j, "min_ids", (double)o->min_ids);
+    cJSON *ta = cJSON_AddArrayToObject(j, "targets");
+    for (unsigned i = 0; i < o->ntargets; i++) {
+        const sl_tstats *t = &st->target[i];
+        cJSON *tj = cJSON_CreateObject();
+        cJSON_AddStringToObject(tj, "target", o->targets[i].target);
+        num(tj, "requests", (double)t->requests);
+        num(tj, "ok", (double)t->ok);
+        num(tj, "status_503", (double)t->status_503);
+        num(tj, "errors", (double)t->errors);
+        num(tj, "faults", (double)t->faults);
+        num(tj, "ids", (double)t->ids);
+        cJSON_AddItemToArray(ta, tj);
+    }
     cJSON_AddItemToObject(j, "latency_us", json_latency(&st->latency));
     cJSON_AddItemToObject(j, "histogram", json_histogram(&st->latency));
     if (o->mode == MODE_MEMCACHE) {

@@ -16,6 +16,19 @@ void stats_merge(sl_stats *d, const sl_stats *s)
     d->ok += s->ok;
     for (int i = 0; i < ERR_COUNT; i++)
         d->errors[i] += s->errors[i];
+    d->refused += s->refused;
+    for (int i = 0; i < ERR_COUNT; i++)
+        d->faults[i] += s->faults[i];
+    for (int i = 0; i < SL_STATS_TARGETS; i++) {
+        sl_tstats *dt = &d->target[i];
+        const sl_tstats *st = &s->target[i];
+        dt->requests += st->requests;
+        dt->ok += st->ok;
+        dt->status_503 += st->status_503;
+        dt->errors += st->errors;
+        dt->faults += st->faults;
+        dt->ids += st->ids;
+    }
     d->bytes_in += s->bytes_in;
     d->bytes_out += s->bytes_out;
     d->connects += s->connects;
@@ -25,6 +38,14 @@ void stats_merge(sl_stats *d, const sl_stats *s)
     if (s->end_ns > d->end_ns)
         d->end_ns = s->end_ns;
     hist_merge(&d->latency, &s->latency);
+}
+
+uint64_t stats_faults(const sl_stats *s)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < ERR_COUNT; i++)
+        n += s->faults[i];
+    return n;
 }
 
 uint64_t stats_errors(const sl_stats *s)

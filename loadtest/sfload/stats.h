@@ -22,11 +22,23 @@ typedef enum sl_err {
 } sl_err;
 #define SL_OK (-1) /* outcome of a successful response */
 
+#define SL_OUTCOME_REFUSED (-2) /* --tolerate-faults: a 503, counted as refused, not failed */
+#define SL_STATS_TARGETS   32   /* = SL_MAX_TARGETS */
+
+/* One target's share of the measured requests (ids: every ID received, warm-up included). */
+typedef struct sl_tstats {
+    uint64_t requests, ok, status_503, errors, faults, ids;
+} sl_tstats;
+
 typedef struct sl_stats {
     uint64_t requests;  /* responses received (any status) plus requests failed without one */
     uint64_t responses; /* responses received */
     uint64_t ok;        /* responses that were a success */
     uint64_t errors[ERR_COUNT];
+    uint64_t refused;           /* --tolerate-faults: 503 responses */
+    uint64_t faults[ERR_COUNT]; /* --tolerate-faults: connection faults (connect, read, write,
+                                   timeout) that were retried instead of failing requests */
+    sl_tstats target[SL_STATS_TARGETS];
     uint64_t bytes_in, bytes_out;
     uint64_t connects; /* connections established */
     uint64_t mc_gets, mc_hits, mc_sets;
@@ -37,6 +49,7 @@ typedef struct sl_stats {
 void stats_init(sl_stats *s);
 void stats_merge(sl_stats *dst, const sl_stats *src);
 uint64_t stats_errors(const sl_stats *s);
+uint64_t stats_faults(const sl_stats *s);
 const char *stats_err_name(sl_err e);
 
 #endif

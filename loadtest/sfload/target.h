@@ -64,13 +64,16 @@ typedef struct sl_target {
 /* --- engine services for targets (engine.c) ------------------------------------------------ */
 /* The oldest request sent and not yet answered, or NULL. */
 sl_slot *sl_conn_pending(sl_conn *c);
-/* Completes the oldest pending request with outcome SL_OK or an sl_err (a response that counts as
- * a failure). Records its latency. -1 if nothing was pending (the caller reports a parse error). */
+/* Completes the oldest pending request with outcome SL_OK, SL_OUTCOME_REFUSED (--tolerate-faults:
+ * a 503, counted apart and pausing the connection by its backoff) or an sl_err (a response that
+ * counts as a failure). Records its latency. -1 if nothing was pending (the caller reports a parse error). */
 int sl_conn_complete(sl_conn *c, int outcome);
 sl_stats *sl_conn_stats(sl_conn *c);
 verifier *sl_conn_verifier(sl_conn *c); /* NULL unless --verify-ids */
 const sl_opts *sl_conn_opts(const sl_conn *c);
 unsigned sl_conn_id(const sl_conn *c);
+unsigned sl_conn_target(const sl_conn *c);    /* index into opts->targets */
+uint32_t sl_conn_now_ms(const sl_conn *c);    /* the loop's time, ms since the run started */
 const void *sl_conn_global(const sl_conn *c); /* the target's global */
 uint64_t sl_conn_random(sl_conn *c);          /* the thread's xorshift generator */
 

@@ -1,4 +1,5 @@
-/* HTTP target: pre-built requests per path (round-robin), responses parsed by httpresp, status
+/* HTTP target: pre-built requests per target and path (paths round-robin per connection; the
+ * requests of different targets differ only in Host), responses parsed by httpresp, status
  * classes counted, /id and /ids bodies verified with --verify-ids. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,8 @@
 #define MAX_BODY_FILE (64u << 20)
 
 typedef struct http_path {
-    char *req; /* the whole request, headers and body */
-    size_t req_len;
+    char *req[SL_MAX_TARGETS]; /* the whole request, headers and body, per target */
+    size_t req_len[SL_MAX_TARGETS];
     bool verify;    /* an ID route: /id or /ids */
     uint32_t count; /* /ids?count=N: IDs expected per response (0: unchecked) */
     ids_enc enc;
@@ -21,7 +22,8 @@ typedef struct http_path {
 typedef struct http_global {
     http_path paths[SL_MAX_PATHS];
     unsigned npaths;
-    bool head, close_mode, verify;
+    bool head, close_mode, verify, tolerate_faults;
+    unsigned ntargets;
     size_t max_body;
 } http_global;
 
@@ -37,8 +39,10 @@ typedef struct http_conn {
     int result;
 } http_conn;
 
-static int classify(int status)
+static int classify(const http_global *g, int status)
 {
+    if (status == 503 && g->tolerate_faults)
+        return SL_OUTCOME_REFUSED;
     if (status >= 200 && status < 300)
         return SL_OK;
     if (status >= 300 && status < 400)
@@ -56,10 +60,13 @@ static void verify_body(http_conn *h, const sl_slot *s, const hresp *r)
     verifier *v = sl_conn_verifier(h->c);
     if (!hp->verify || !v)
         return;
+    uint64_t before = v->ids;
+    h->vs.recv_ms = sl_conn_now_ms(h->c);
     if (r->body_truncated)
         verifier_malformed(v, &h->vs, "body larger than --max-body");
     else
         verifier_body(v, &h->vs, r->body, r->body_len, hp->enc, hp->count);
+    sl_conn_stats(h->c)->target[sl_conn_target(h->c)].ids += v->ids - before;
 }
 
 static int on_response(void *ud, const hresp *r)
@@ -70,7 +77,9 @@ static int on_response(void *ud, const hresp *r)
         h->fail_kind = ERR_PARSE; /* a response nobody asked for */
         return 1;
     }
-    int outcome = classify(r->status);
+    int outcome = classify(h->g, r->status);
+    if (r->status == 503 && s->measured)
+        sl_conn_stats(h->c)->target[sl_conn_target(h->c)].status_503++;
     if (h->g->verify && outcome == SL_OK)
         verify_body(h, s, r);
     if (h->g->close_mode && !r->keep_alive) { /* complete when the server closes */
@@ -95,6 +104,8 @@ static int conn_init(sl_conn *c, void *st)
     h->next_path = sl_conn_id(c) % g->npaths; /* spread the paths over the connections */
     h->fail_kind = -1;
     h->vs.conn = sl_conn_id(c);
+    h->vs.target = sl_conn_target(c);
+    h->vs.fresh = true;
     hresp_init(&h->p, g->head, g->verify, g->max_body, on_response, h);
     return 0;
 }
@@ -110,6 +121,7 @@ static void conn_reset(sl_conn *c, void *st)
     http_conn *h = st;
     hresp_reset(&h->p);
     h->vs.have_last = false;
+    h->vs.fresh = true;
     h->vs.conn = sl_conn_id(c);
     h->close_after = false;
     h->have_result = false;
@@ -118,12 +130,13 @@ static void conn_reset(sl_conn *c, void *st)
 
 static void prepare(sl_conn *c, void *st, sl_slot *s)
 {
-    (void)c;
     http_conn *h = st;
     unsigned i = h->next_path;
     h->next_path = i + 1 == h->g->npaths ? 0 : i + 1;
     s->kind = i;
-    s->bufs[0] = uv_buf_init(h->g->paths[i].req, (unsigned)h->g->paths[i].req_len);
+    const http_path *hp = &h->g->paths[i];
+    unsigned t = sl_conn_target(c);
+    s->bufs[0] = uv_buf_init(hp->req[t], (unsigned)hp->req_len[t]);
     s->nbufs = 1;
 }
 
@@ -211,10 +224,10 @@ static bool has_header(const sl_opts *o, const char *name)
     return false;
 }
 
-static char *build_request(const sl_opts *o, const char *path, const char *body, size_t blen,
-                           bool have_body, size_t *len)
+static char *build_request(const sl_opts *o, const sl_addr *to, const char *path, const char *body,
+                           size_t blen, bool have_body, size_t *len)
 {
-    size_t cap = 1024 + strlen(path) + strlen(o->host) + blen;
+    size_t cap = 1024 + strlen(path) + strlen(to->host) + blen;
     for (unsigned i = 0; i < o->nheaders; i++)
         cap += strlen(o->headers[i]) + 2;
     char *r = malloc(cap);
@@ -222,11 +235,11 @@ static char *build_request(const sl_opts *o, const char *path, const char *body,
         return NULL;
     int n = snprintf(r, cap, "%s %s HTTP/1.%c\r\n", o->method, path, o->close_mode ? '0' : '1');
     if (!has_header(o, "Host")) {
-        bool v6 = strchr(o->host, ':') != NULL;
-        n +=
-            snprintf(r + n, cap - (size_t)n, "Host: %s%s%s", v6 ? "[" : "", o->host, v6 ? "]" : "");
-        n += o->port == 80 ? snprintf(r + n, cap - (size_t)n, "\r\n")
-                           : snprintf(r + n, cap - (size_t)n, ":%u\r\n", o->port);
+        bool v6 = strchr(to->host, ':') != NULL;
+        n += snprintf(r + n, cap - (size_t)n, "Host: %s%s%s", v6 ? "[" : "", to->host,
+                      v6 ? "]" : "");
+        n += to->port == 80 ? snprintf(r + n, cap - (size_t)n, "\r\n")
+                            : snprintf(r + n, cap - (size_t)n, ":%u\r\n", to->port);
     }
     if (o->webbench && !has_header(o, "User-Agent"))
         n += snprintf(r + n, cap - (size_t)n, "User-Agent: WebBench 1.5\r\n");
@@ -284,7 +297,8 @@ static void release(sl_target *t)
     if (!g)
         return;
     for (unsigned i = 0; i < g->npaths; i++)
-        free(g->paths[i].req);
+        for (unsigned k = 0; k < g->ntargets; k++)
+            free(g->paths[i].req[k]);
     free(g);
     t->global = NULL;
 }
@@ -302,6 +316,8 @@ int target_http_setup(const sl_opts *o, sl_target *t, char *err, size_t errlen)
     g->head = strcmp(o->method, "HEAD") == 0;
     g->close_mode = o->close_mode;
     g->verify = o->verify;
+    g->tolerate_faults = o->tolerate_faults;
+    g->ntargets = o->ntargets;
     g->max_body = o->max_body;
     char *body = NULL;
     size_t blen = 0;
@@ -318,12 +334,15 @@ int target_http_setup(const sl_opts *o, sl_target *t, char *err, size_t errlen)
             return -1;
         }
         any_id |= hp->verify;
-        hp->req = build_request(o, o->paths[i], body, blen, o->body_file != NULL, &hp->req_len);
-        if (!hp->req) {
-            snprintf(err, errlen, "out of memory");
-            free(body);
-            release(t);
-            return -1;
+        for (unsigned k = 0; k < o->ntargets; k++) {
+            hp->req[k] = build_request(o, &o->targets[k], o->paths[i], body, blen,
+                                       o->body_file != NULL, &hp->req_len[k]);
+            if (!hp->req[k]) {
+                snprintf(err, errlen, "out of memory");
+                free(body);
+                release(t);
+                return -1;
+            }
         }
     }
     free(body);

@@ -320,6 +320,12 @@ static int check_id(void *ud, uint64_t id)
     }
     st->last = id;
     st->have_last = true;
+    if (v->rec) {
+        idrec r = {id, (uint16_t)st->target, st->recv_ms, (uint16_t)(st->conn & IDREC_CONN_MAX),
+                   st->fresh};
+        idrec_writer_add(v->rec, &r);
+    }
+    st->fresh = false;
     int r = idset_add(&v->set, id);
     if (r < 0) {
         v->oom = true;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "idrec.h"
 #include "ids.h"
 
 /* --- layout -------------------------------------------------------------------------------- */
@@ -95,13 +96,17 @@ typedef struct verifier {
     bool oom;
     unsigned nexamples;
     char examples[VERIFY_EXAMPLES][VERIFY_MSG];
+    idrec_writer *rec; /* --ids-out-v2: every ID checked is also recorded here; NULL: not */
 } verifier;
 
 /* The per-connection part: the last ID seen on it. Reset it when the connection is replaced. */
 typedef struct verify_stream {
     uint64_t last;
     bool have_last;
-    unsigned conn; /* for messages */
+    unsigned conn;    /* for messages and records */
+    unsigned target;  /* for messages and records: which target the connection goes to */
+    uint32_t recv_ms; /* records: when the body being checked arrived (ms since the start) */
+    bool fresh;       /* records: no ID yet on this TCP connection (set when it is replaced) */
 } verify_stream;
 
 int verifier_init(verifier *v, const vlayout *l, unsigned thread, uint64_t expected_ids);

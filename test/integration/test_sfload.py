@@ -2,12 +2,16 @@
 with --verify-ids, /ids pipelined over two threads, connection per request with --webbench,
 open loop, the memcached protocol, TCP echo (the server's and a Python one), status classes; and
 the verifier failing (exit 1, a clear message) on duplicate, decreasing and malformed IDs from a
-tiny fake server.
+tiny fake server. Fleets (issue 14): one run over three daemons while one is killed (kill -9) and
+another restarted, with --tolerate-faults and --ids-out-v2 records checked per daemon and
+connection; duplicates across two daemons given the same worker id; 503 as "refused"; a dead
+target with and without --tolerate-faults and --min-ids.
 Run: SNOWFLAKED_BIN=... SFLOAD_BIN=... python3 -m unittest test_sfload (ctest does this)."""
 import http.server
 import json
 import os
 import re
+import signal
 import socket
 import socketserver
 import subprocess
@@ -197,7 +201,8 @@ class EchoHandler(socketserver.BaseRequestHandler):
 
 
 class FakeIds(http.server.BaseHTTPRequestHandler):
-    """/id?fake=dup: always {"id":"1"}; fake=down: decreasing IDs; fake=bad: not an ID."""
+    """/id?fake=dup: always {"id":"1"}; fake=down: decreasing IDs; fake=bad: not an ID;
+    fake=busy: 503 (a fenced daemon)."""
     protocol_version = "HTTP/1.1"
     lock = threading.Lock()
     next_down = 10 ** 12
@@ -211,6 +216,14 @@ class FakeIds(http.server.BaseHTTPRequestHandler):
                 body = b'{"id":"%d"}' % FakeIds.next_down
         elif self.path.startswith("/id?fake=bad"):
             body = b'{"id":"x1"}'
+        elif self.path.startswith("/id?fake=busy"):
+            body = b'{"error":"fenced"}'
+            self.send_response(503)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         else:
             self.send_error(404)
             return
@@ -329,12 +342,228 @@ class AgainstFakes(unittest.TestCase):
         self.assertIn("50 malformed", p.stderr)
         self.assertIn('JSON "id" is not a valid ID', p.stderr)
 
+    def test_503_is_refused_with_tolerate_faults(self):
+        url = "http://127.0.0.1:%d/id?fake=busy" % self.http_port
+        # Default: a 503 is a failed request.
+        p, out = sfload_json(self, "-c", "2", "-n", "20", "-t", "5", url)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual((out["errors"]["status_5xx"], out["refused"]), (20, 0))
+        # --tolerate-faults: refused, counted per target, and each connection backs off
+        # (50, 100, 200, 400, 500 ms...), so 1 s holds at most 6 requests per connection.
+        p, out = sfload_json(self, "-c", "2", "-t", "1", "--tolerate-faults", url)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(out["passed"])
+        self.assertEqual(out["errors"]["status_5xx"], 0)
+        self.assertEqual(out["failed"], 0)
+        self.assertGreaterEqual(out["refused"], 2)
+        self.assertLessEqual(out["refused"], 2 * 6)
+        self.assertEqual(out["targets"][0]["status_503"], out["refused"])
+        self.assertEqual(out["targets"][0]["ok"], 0)
+        # ... and with --min-ids the run fails: no IDs came.
+        p, out = sfload_json(self, "-c", "2", "-t", "0.5", "--tolerate-faults", "--min-ids", "1",
+                             url)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("fewer than --min-ids 1", p.stderr)
+
     def test_echo(self):
         p, out = sfload_json(self, "--mode", "echo", "-c", "3", "-P", "4", "--msg-size", "3000",
                              "-n", "3000", "-t", "5", "127.0.0.1:%d" % self.echo_port)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(out["succeeded"], 3000)
         self.assertEqual(out["bytes_received"], 3000 * 3000)
+
+
+def read_records(path):
+    """--ids-out-v2: (id, target, ms, conn, fresh) per 16-byte record, in file order."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert len(data) % 16 == 0, len(data)
+    out = []
+    for off in range(0, len(data), 16):
+        i, target, ms, conn = struct.unpack_from("<QHIH", data, off)
+        out.append((i, target, ms, conn & 0x7FFF, bool(conn & 0x8000)))
+    return out
+
+
+def worker_of(i):
+    return (i >> 12) & 31  # 41/5/5/12
+
+
+@unittest.skipUnless(SFLOAD, "SFLOAD_BIN not set")
+class Fleet(unittest.TestCase):
+    """One sfload over several daemons (the etcd scenarios of issue 14 build on this)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="sf_fleet_")
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
+            s.log.close()
+            s.dir.cleanup()
+        self.tmp.cleanup()
+
+    def start(self, worker, port=None, data_dir=None):
+        s = Server("--set", "snowflake.worker_id=%d" % worker, threads=1, port=port,
+                   data_dir=data_dir)
+        self.servers.append(s)
+        return s
+
+    def stop(self, s):
+        """SIGTERM; the daemon must exit 0."""
+        s.proc.terminate()
+        self.assertEqual(s.proc.wait(timeout=15), 0, s.output())
+
+    def test_kill_and_restart_under_load(self):
+        dirs = [os.path.join(self.tmp.name, "d%d" % k) for k in range(3)]
+        workers = [7, 8, 9]
+        a, b, c = (self.start(w, data_dir=d) for w, d in zip(workers, dirs))
+        rec = os.path.join(self.tmp.name, "ids.v2")
+        urls = ["http://127.0.0.1:%d/ids?count=5" % s.port for s in (a, b, c)]
+        t_start = time.monotonic()
+        p = subprocess.Popen([SFLOAD, "-q", "--json", "-c", "6", "-R", "2000", "-t", "4",
+                              "--timeout", "1000", "--tolerate-faults", "--verify-ids",
+                              "--min-ids", "1000", "--ids-out-v2", rec, *urls],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.0)
+            a.proc.kill()  # kill -9 under load
+            a.proc.wait(timeout=10)
+            t_killed = time.monotonic()
+            time.sleep(0.3)
+            self.stop(b)  # a clean restart of another, same port and data dir
+            time.sleep(0.7)
+            b2 = self.start(workers[1], port=b.port, data_dir=dirs[1])
+            stdout, stderr = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(p.returncode, 0, stderr)
+        out = json.loads(stdout)
+        v = out["verify"]
+        self.assertTrue(out["passed"] and v["passed"], v)
+        self.assertEqual((v["duplicates"], v["non_increasing"], v["malformed"]), (0, 0, 0))
+        self.assertGreaterEqual(v["ids"], 1000)
+        # Per-target counts add up and tell what happened to each daemon.
+        t = out["targets"]
+        self.assertEqual([x["target"] for x in t], urls)
+        self.assertEqual(sum(x["requests"] for x in t), out["requests"])
+        self.assertEqual(sum(x["ids"] for x in t), v["ids"])
+        self.assertTrue(all(x["ids"] > 0 and x["errors"] == 0 for x in t), t)
+        self.assertGreater(t[0]["faults"], 0, t)  # killed: reset, then refused
+        self.assertGreater(t[1]["faults"], 0, t)  # restarted: refused while down
+        self.assertEqual(t[2]["faults"], 0, t)    # untouched
+        self.assertEqual(t[2]["ok"], t[2]["requests"])
+        self.assertGreater(out["faults"]["connect"], 0)
+        self.assertEqual(sum(out["errors"].values()), 0, out["errors"])
+        # The records: one per ID, each from the daemon its target names.
+        recs = read_records(rec)
+        self.assertEqual(len(recs), v["ids"])
+        self.assertEqual(len({r[0] for r in recs}), len(recs))
+        for k in range(3):
+            mine = [r for r in recs if r[1] == k]
+            self.assertEqual(len(mine), t[k]["ids"])
+            self.assertTrue(all(worker_of(r[0]) == workers[k] for r in mine))
+        self.assertTrue(all(r[1] == r[3] % 3 for r in recs))  # connection i -> target i % 3
+        # Per connection, in receive order: IDs strictly increase within each TCP connection (a
+        # fresh bit starts the next), receive times never go back.
+        by_conn = {}
+        for r in recs:
+            by_conn.setdefault(r[3], []).append(r)
+        self.assertEqual(sorted(by_conn), list(range(6)))
+        for conn, rs in by_conn.items():
+            self.assertTrue(rs[0][4], "first record of connection %d is not fresh" % conn)
+            for prev, cur in zip(rs, rs[1:]):
+                self.assertLessEqual(prev[2], cur[2])
+                if not cur[4]:
+                    self.assertLess(prev[0], cur[0], (conn, prev, cur))
+        # Nothing from the killed daemon after the kill (sfload's clock starts after t_start).
+        bound_ms = (t_killed - t_start) * 1000
+        self.assertLessEqual(max(r[2] for r in recs if r[1] == 0), bound_ms)
+        # The restarted daemon: a gap in its receive times (it was down >= 0.7 s), and every ID
+        # after the gap is above every ID before it (a restart never goes back).
+        rb = sorted((r for r in recs if r[1] == 1), key=lambda r: r[2])
+        gap, at = max((cur[2] - prev[2], k + 1) for k, (prev, cur) in enumerate(zip(rb, rb[1:])))
+        self.assertGreaterEqual(gap, 500, "no downtime seen in the restarted daemon's records")
+        self.assertTrue(rb[at:], "no IDs from the restarted daemon")
+        self.assertLess(max(r[0] for r in rb[:at]), min(r[0] for r in rb[at:]))
+        print("FIGURE fleet: %d IDs, per target ids/faults %s, faults %s, restart gap %d ms"
+              % (v["ids"], [(x["ids"], x["faults"]) for x in t], out["faults"], gap))
+        for s in (c, b2):
+            self.stop(s)
+
+    def test_frozen_daemon_times_out_and_resumes(self):
+        a, b = self.start(11), self.start(12)
+        urls = ["http://127.0.0.1:%d/ids?count=5" % s.port for s in (a, b)]
+        p = subprocess.Popen([SFLOAD, "-q", "--json", "-c", "2", "-R", "400", "-t", "3",
+                              "--timeout", "300", "--tolerate-faults", "--verify-ids", *urls],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.8)
+            a.proc.send_signal(signal.SIGSTOP)
+            time.sleep(1.0)
+            a.proc.send_signal(signal.SIGCONT)
+            stdout, stderr = p.communicate(timeout=60)
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(p.returncode, 0, stderr)
+        out = json.loads(stdout)
+        t = out["targets"]
+        self.assertGreater(out["faults"]["timeout"], 0, out["faults"])
+        self.assertGreater(t[0]["faults"], 0, t)
+        self.assertEqual(t[1]["faults"], 0, t)
+        self.assertEqual(out["errors"]["timeout"], 0)
+        self.assertEqual(out["verify"]["duplicates"], 0)
+        # Resumed after SIGCONT: every request of the frozen daemon's connection was answered
+        # in the end (those due while frozen were sent again, late).
+        self.assertGreater(t[0]["ids"], 0)
+        self.assertEqual(t[0]["ok"], t[0]["requests"])
+        for s in (a, b):
+            self.stop(s)
+
+    def test_same_worker_id_duplicates_are_found(self):
+        a, b = self.start(5), self.start(5)
+        p, out = sfload_json(self, "-c", "2", "-n", "4000", "-t", "5", "--tolerate-faults",
+                             "--verify-ids", "http://127.0.0.1:%d/ids?count=50" % a.port,
+                             "http://127.0.0.1:%d/ids?count=50" % b.port)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertFalse(out["passed"])
+        self.assertGreater(out["verify"]["duplicates"], 0)
+        self.assertEqual(out["verify"]["non_increasing"], 0)
+        self.assertTrue(all(x["ids"] > 0 for x in out["targets"]), out["targets"])
+        self.assertIn("ID verification FAILED", p.stderr)
+        self.assertRegex(p.stderr, r"duplicate on thread 0 connection \d: \d+ \(timestamp \d+, "
+                                   r"dc 0, worker 5, seq \d+\)")
+        for s in (a, b):
+            self.stop(s)
+
+    def test_dead_target(self):
+        live = self.start(3)
+        dead = "http://127.0.0.1:%d/id" % free_port()
+        url = "http://127.0.0.1:%d/id" % live.port
+        # Default behaviour: connect errors fail the run.
+        p, out = sfload_json(self, "-c", "2", "-t", "0.5", "--verify-ids", url, dead)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertGreater(out["errors"]["connect"], 0)
+        self.assertGreater(out["targets"][1]["errors"], 0)
+        # --tolerate-faults: the dead target's connection retries with backoff (50..500 ms: at
+        # most 5 connects in 1 s), the live one carries on; exit 0.
+        p, out = sfload_json(self, "-c", "2", "-t", "1", "--tolerate-faults", "--verify-ids",
+                             "--min-ids", "10", url, dead)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(out["errors"]["connect"], 0)
+        self.assertTrue(1 <= out["faults"]["connect"] <= 6, out["faults"])
+        self.assertEqual(out["targets"][1]["faults"], out["faults"]["connect"])
+        self.assertEqual(out["targets"][1]["ids"], 0)
+        self.assertGreater(out["targets"][0]["ids"], 10)
+        self.stop(live)
 
 
 if __name__ == "__main__":

@@ -2,16 +2,21 @@
  * close-delimited; ID extraction from /id and /ids bodies; the verifier (duplicates within and
  * across two and three threads, non-increasing, malformed, the map growing through incremental
  * rehashes);
- * histogram buckets and percentiles; memcached reply parsing; command-line checks. */
+ * histogram buckets and percentiles; memcached reply parsing; command-line checks (several
+ * targets, --tolerate-faults, --min-ids, --ids-out-v2); the --ids-out-v2 record format and its
+ * writer. */
 #include <check.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "hist.h"
+#include "idrec.h"
 #include "util/httpresp.h"
 #include "ids.h"
 #include "mcreply.h"
@@ -861,6 +866,260 @@ START_TEST(opts_checks)
 }
 END_TEST
 
+START_TEST(opts_several_targets)
+{
+    static sl_opts o;
+    char err[256];
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/ids?count=5",
+                              "http://127.0.0.2:8081/ids?count=5", "http://[::1]:8082/ids?count=5",
+                              NULL),
+                     OPTS_OK);
+    ck_assert_uint_eq(o.ntargets, 3);
+    ck_assert_str_eq(o.targets[1].host, "127.0.0.2");
+    ck_assert_uint_eq(o.targets[1].port, 8081);
+    ck_assert_str_eq(o.targets[2].host, "::1");
+    ck_assert_str_eq(o.targets[2].target, "http://[::1]:8082/ids?count=5");
+    ck_assert_uint_eq(o.npaths, 1);
+    ck_assert_str_eq(o.paths[0], "/ids?count=5");
+    /* Target 0 stays in the single-target fields. */
+    ck_assert_str_eq(o.host, "127.0.0.1");
+    ck_assert_uint_eq(o.port, 8080);
+    ck_assert_str_eq(o.target, "http://127.0.0.1:8080/ids?count=5");
+    ck_assert_int_eq(opts_resolve(&o, err, 256), 0);
+    ck_assert_int_eq(o.targets[2].addr.ss_family, AF_INET6);
+    ck_assert_int_eq(o.addr.ss_family, AF_INET);
+    /* Defaults are unchanged by the new options. */
+    ck_assert(!o.tolerate_faults && o.min_ids == 0 && !o.ids_out_v2 && !o.verify);
+    /* Every URL must carry the same path. */
+    ck_assert_int_eq(
+        run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/id", "http://127.0.0.1:8081/ids", NULL),
+        OPTS_USAGE);
+    ck_assert_ptr_nonnull(strstr(err, "same path"));
+    ck_assert_int_eq(
+        run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/", "http://127.0.0.1:8081", NULL),
+        OPTS_OK); /* "/" either way */
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "http://127.0.0.1:8080/id", "garbage", NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(
+        run_opts(&o, err, "--mode", "echo", "-t", "1", "127.0.0.1:7", "127.0.0.1:8", NULL),
+        OPTS_OK);
+    ck_assert_uint_eq(o.ntargets, 2);
+    ck_assert_uint_eq(o.targets[1].port, 8);
+    /* The loopback rule holds for every target, not only the first. */
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "http://127.0.0.1/", "http://10.0.0.1/", NULL),
+                     OPTS_OK);
+    ck_assert_int_eq(opts_resolve(&o, err, 256), -1);
+    ck_assert_ptr_nonnull(strstr(err, "10.0.0.1"));
+}
+END_TEST
+
+START_TEST(opts_too_many_targets)
+{
+    static sl_opts o;
+    static char urls[SL_MAX_TARGETS + 1][40];
+    char *argv[SL_MAX_TARGETS + 8];
+    char err[256];
+    int argc = 0;
+    argv[argc++] = (char *)"sfload";
+    argv[argc++] = (char *)"-t";
+    argv[argc++] = (char *)"1";
+    for (int i = 0; i <= SL_MAX_TARGETS; i++) {
+        snprintf(urls[i], sizeof urls[i], "http://127.0.0.1:%d/id", 1000 + i);
+        argv[argc++] = urls[i];
+    }
+    argv[argc] = NULL;
+    ck_assert_int_eq(opts_parse(argc, argv, &o, err, sizeof err), OPTS_USAGE);
+    ck_assert_ptr_nonnull(strstr(err, "at most 32 targets"));
+    ck_assert_int_eq(opts_parse(argc - 1, argv, &o, err, sizeof err), OPTS_OK);
+    ck_assert_uint_eq(o.ntargets, SL_MAX_TARGETS);
+}
+END_TEST
+
+START_TEST(opts_fault_options)
+{
+    static sl_opts o;
+    char err[256];
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "--tolerate-faults", "http://127.0.0.1/id", NULL),
+                     OPTS_OK);
+    ck_assert(o.tolerate_faults && !o.verify && o.min_ids == 0);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "--min-ids", "1000", "http://127.0.0.1/id", NULL),
+                     OPTS_OK);
+    ck_assert(o.verify && o.min_ids == 1000); /* --min-ids counts verified IDs */
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "--min-ids", "0", "http://127.0.0.1/id", NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "--min-ids", "x", "http://127.0.0.1/id", NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(
+        run_opts(&o, err, "-t", "5", "--ids-out-v2", "/tmp/x.bin", "http://127.0.0.1/id", NULL),
+        OPTS_OK);
+    ck_assert(o.verify);
+    ck_assert_str_eq(o.ids_out_v2, "/tmp/x.bin");
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "-c", "32769", "--ids-out-v2", "/tmp/x.bin",
+                              "http://127.0.0.1/id", NULL),
+                     OPTS_USAGE); /* the connection number has 15 bits */
+    ck_assert_ptr_nonnull(strstr(err, "15 bits"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "-c", "32768", "--ids-out-v2", "/tmp/x.bin",
+                              "http://127.0.0.1/id", NULL),
+                     OPTS_OK);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "5", "--ids-out", "/tmp/x.bin", "--ids-out-v2",
+                              "/tmp/x.bin", "http://127.0.0.1/id", NULL),
+                     OPTS_USAGE);
+}
+END_TEST
+
+/* --- --ids-out-v2 records -------------------------------------------------------------------- */
+
+START_TEST(idrec_layout_is_fixed)
+{
+    idrec r = {UINT64_C(0x0102030405060708), 0x0a0b, 0x11223344, 0x1234, true}, d;
+    unsigned char b[IDREC_BYTES];
+    idrec_encode(&r, b);
+    static const unsigned char want[IDREC_BYTES] = {
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id, little-endian */
+        0x0b, 0x0a,                                     /* target */
+        0x44, 0x33, 0x22, 0x11,                         /* ms */
+        0x34, 0x92,                                     /* conn 0x1234 | fresh 0x8000 */
+    };
+    ck_assert_mem_eq(b, want, IDREC_BYTES);
+    ck_assert_int_eq(idrec_decode(b, &d), 0);
+    ck_assert(d.id == r.id && d.target == r.target && d.ms == r.ms && d.conn == r.conn && d.fresh);
+    /* Extremes round-trip; the connection number is masked to 15 bits, never into the flag. */
+    idrec e = {UINT64_MAX, UINT16_MAX, UINT32_MAX, IDREC_CONN_MAX, false};
+    idrec_encode(&e, b);
+    ck_assert_int_eq(idrec_decode(b, &d), 0);
+    ck_assert(d.id == UINT64_MAX && d.target == UINT16_MAX && d.ms == UINT32_MAX);
+    ck_assert(d.conn == IDREC_CONN_MAX && !d.fresh);
+    e.conn = 0xffff;
+    idrec_encode(&e, b);
+    idrec_decode(b, &d);
+    ck_assert(d.conn == IDREC_CONN_MAX && !d.fresh);
+}
+END_TEST
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+/* Two writers (two load threads) through full buffers and partial ones: every record lands once,
+ * each writer's records stay in order, the file is whole records. */
+START_TEST(idrec_writers_share_a_file)
+{
+    char path[] = "/tmp/sfload_idrec_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    static idrec_file f;
+    ck_assert_int_eq(idrec_open(&f, path), 0);
+    static idrec_writer a, b;
+    idrec_writer_init(&a, &f);
+    idrec_writer_init(&b, &f);
+    const unsigned na = IDREC_BUF_RECS * 2 + 17, nb = 5;
+    for (unsigned i = 0; i < na || i < nb; i++) {
+        if (i < na) {
+            idrec r = {1000000 + i, 0, i / 10, 3, i == 0};
+            idrec_writer_add(&a, &r);
+        }
+        if (i < nb) {
+            idrec r = {2000000 + i, 1, i, 4, false};
+            idrec_writer_add(&b, &r);
+        }
+    }
+    idrec_writer_flush(&a);
+    idrec_writer_flush(&b);
+    idrec_writer_flush(&b); /* empty: writes nothing */
+    ck_assert_int_eq(idrec_close(&f), 0);
+    size_t len;
+    unsigned char *data = slurp(path, &len);
+    unlink(path);
+    ck_assert_uint_eq(len, (size_t)(na + nb) * IDREC_BYTES);
+    uint64_t next_a = 1000000, next_b = 2000000;
+    for (size_t k = 0; k < len / IDREC_BYTES; k++) {
+        idrec r;
+        idrec_decode(data + k * IDREC_BYTES, &r);
+        if (r.target == 0) {
+            ck_assert_uint_eq(r.id, next_a);
+            ck_assert_uint_eq(r.conn, 3);
+            ck_assert(r.fresh == (r.id == 1000000));
+            ck_assert_uint_eq(r.ms, (r.id - 1000000) / 10);
+            next_a++;
+        } else {
+            ck_assert_uint_eq(r.target, 1);
+            ck_assert_uint_eq(r.id, next_b++);
+        }
+    }
+    ck_assert_uint_eq(next_a, 1000000 + na);
+    ck_assert_uint_eq(next_b, 2000000 + nb);
+    free(data);
+}
+END_TEST
+
+/* A write error is kept and reported by idrec_close (the run then fails), never ignored. */
+START_TEST(idrec_write_error_is_reported)
+{
+    static idrec_file f;
+    ck_assert_int_eq(idrec_open(&f, "/dev/full"), 0);
+    static idrec_writer w;
+    idrec_writer_init(&w, &f);
+    idrec r = {1, 0, 0, 0, false};
+    idrec_writer_add(&w, &r);
+    idrec_writer_flush(&w);
+    ck_assert_int_eq(idrec_close(&f), -1);
+    ck_assert_int_eq(errno, ENOSPC);
+    ck_assert_int_eq(idrec_open(&f, "/nonexistent-dir/x.bin"), -1);
+}
+END_TEST
+
+/* The verifier records every ID it checks, with the stream's target, time and connection, and
+ * marks the first ID of a new connection. */
+START_TEST(verifier_records_ids)
+{
+    char path[] = "/tmp/sfload_idrec_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    static idrec_file f;
+    static idrec_writer w;
+    ck_assert_int_eq(idrec_open(&f, path), 0);
+    idrec_writer_init(&w, &f);
+    verifier v;
+    vlayout l = VLAYOUT_DEFAULT;
+    ck_assert_int_eq(verifier_init(&v, &l, 0, 0), 0);
+    v.rec = &w;
+    verify_stream st = {.conn = 7, .target = 2, .recv_ms = 1500, .fresh = true};
+    const char *b1 = "{\"ids\":[\"100\",\"101\"]}";
+    ck_assert_int_eq(verifier_body(&v, &st, b1, strlen(b1), IDS_DEC, 2), 0);
+    st.recv_ms = 1600;
+    const char *b2 = "{\"id\":\"102\"}";
+    ck_assert_int_eq(verifier_body(&v, &st, b2, strlen(b2), IDS_DEC, 0), 0);
+    idrec_writer_flush(&w);
+    ck_assert_int_eq(idrec_close(&f), 0);
+    verifier_free(&v);
+    size_t len;
+    unsigned char *data = slurp(path, &len);
+    unlink(path);
+    ck_assert_uint_eq(len, 3 * IDREC_BYTES);
+    idrec r[3];
+    for (int i = 0; i < 3; i++)
+        idrec_decode(data + i * IDREC_BYTES, &r[i]);
+    ck_assert(r[0].id == 100 && r[0].target == 2 && r[0].ms == 1500 && r[0].conn == 7 &&
+              r[0].fresh);
+    ck_assert(r[1].id == 101 && r[1].ms == 1500 && !r[1].fresh);
+    ck_assert(r[2].id == 102 && r[2].ms == 1600 && !r[2].fresh);
+    free(data);
+}
+END_TEST
+
 static Suite *sfload_suite(void)
 {
     Suite *s = suite_create("sfload");
@@ -897,8 +1156,17 @@ static Suite *sfload_suite(void)
     tcase_add_test(mc, mc_split_everywhere);
     tcase_add_test(mc, mc_malformed);
     suite_add_tcase(s, mc);
+    TCase *rec = tcase_create("idrec");
+    tcase_add_test(rec, idrec_layout_is_fixed);
+    tcase_add_test(rec, idrec_writers_share_a_file);
+    tcase_add_test(rec, idrec_write_error_is_reported);
+    tcase_add_test(rec, verifier_records_ids);
+    suite_add_tcase(s, rec);
     TCase *o = tcase_create("opts");
     tcase_add_test(o, opts_checks);
+    tcase_add_test(o, opts_several_targets);
+    tcase_add_test(o, opts_too_many_targets);
+    tcase_add_test(o, opts_fault_options);
     suite_add_tcase(s, o);
     return s;
 }
