@@ -919,6 +919,28 @@ class MemcacheStreaming(unittest.TestCase):
         self.check_alive(c, caps0)
         c.close()
 
+    def test_reader_pausing_mid_line_past_the_header_timeout(self):
+        """The first half of a get line, then the client reads nothing for three header
+        timeouts: the server is the one waiting (its output is full), so the unfinished line
+        must not be cut. Then the rest of the line, and every value arrives."""
+        caps0 = metric(self.srv, "snowflaked_output_limit_closes_total")
+        c = Client(self.port, timeout=20)
+        keys = self.keys(misses=12)
+        line = b"get " + b" ".join(keys) + b"\r\n"
+        # The first round: ten 1 MB values (far beyond the high-water mark) in a line longer than
+        # 2048 bytes, which the server streams instead of waiting for its end.
+        half = line.index(b" st_00", 5)
+        self.assertGreater(half, 2048)
+        c.send(line[:half])
+        time.sleep(1.5)  # header_timeout_ms is 500
+        sender = threading.Thread(target=lambda: (time.sleep(0.2), c.send(line[half:])))
+        sender.start()
+        hits, _ = self.read_slowly(c, keys)
+        sender.join()
+        self.assertEqual(hits, 20)
+        self.check_alive(c, caps0)
+        c.close()
+
     def test_gat_touches_every_key_of_a_paused_line(self):
         c = Client(self.port, timeout=20)
         keys = self.keys(rounds=1)

@@ -927,10 +927,12 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
     }
     if (!conn_closing(c)) {
         bool partial = m->state != MC_LINE || (pos < len && !yielded);
-        /* A get paused on our output with its whole line here owes us nothing: not a partial
-         * command (the write timeout governs a client that stops reading; a header deadline
-         * would be stale by the time the output drains). */
-        if (partial && yielded && m->state == MC_GET_CONT && memchr(data + pos, '\n', len - pos))
+        /* A get paused on our output owes us nothing while it is paused: not a partial command,
+         * whether the rest of its line is here or still arriving (the write timeout governs a
+         * client that stops reading; a header deadline armed now would expire while we are the
+         * ones waiting). Once the output drains, a line still unfinished arms it afresh. */
+        if (partial && yielded && m->state == MC_GET_CONT &&
+            (conn_output_full(c) || memchr(data + pos, '\n', len - pos)))
             partial = false;
         if (m->state == MC_WALK) /* a walk owes us nothing either: it waits for our output */
             partial = false;
