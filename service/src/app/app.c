@@ -431,7 +431,7 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
 int app_stop(app *a)
 {
     net_server_drain(a->net);
-    net_server_join(a->net);
+    net_server_wait(a->net); /* no more IDs or cache writes: the final snapshot and lease */
     int code = 0;
     if (cache_persist_stop(a->persist) != 0)
         code = EXIT_FAILURE;
@@ -441,6 +441,7 @@ int app_stop(app *a)
         LOG_ERROR("final lease not written: %s", err);
         code = EXIT_FAILURE; /* the renewed lease on disk still covers every ID issued */
     }
+    net_server_join(a->net); /* after the threads that open files: see net_server_wait */
     LOG_INFO("stopped%s", code ? " with errors" : "");
     log_shutdown();
     app_free(a);

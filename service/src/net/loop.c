@@ -498,10 +498,16 @@ void net_server_drain(net_server *s)
     }
 }
 
+void net_server_wait(net_server *s)
+{
+    for (unsigned i = 0; s->started && !s->threads_joined && i < s->nloops; i++)
+        uv_thread_join(&s->loops[i].thread);
+    s->threads_joined = true;
+}
+
 void net_server_join(net_server *s)
 {
-    for (unsigned i = 0; s->started && i < s->nloops; i++)
-        uv_thread_join(&s->loops[i].thread);
+    net_server_wait(s);
     for (unsigned i = 0; i < s->nloops; i++) {
         net_loop *l = &s->loops[i];
         if (s->started)

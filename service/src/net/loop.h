@@ -139,6 +139,7 @@ struct net_server {
     void *tick_arg;
     uint32_t tick_ms;
     bool started;
+    bool threads_joined; /* net_server_wait ran */
 };
 
 /* Raises RLIMIT_NOFILE to the hard limit and allocates the loops (not started). */
@@ -165,7 +166,13 @@ static inline bool net_server_draining(const net_server *s)
 {
     return atomic_load_explicit(&s->draining, memory_order_relaxed);
 }
-/* Waits for every loop thread to finish (after net_server_drain) and frees everything. */
+/* Waits for every loop thread to finish (after net_server_drain), once. The loops are not closed
+ * yet: threads that do file I/O after the loops stopped (lease keeper, snapshot) should be
+ * stopped in between, because libuv closes its descriptors with a raw system call that
+ * ThreadSanitizer cannot see, and a descriptor number reused by another thread would be
+ * reported as a race. */
+void net_server_wait(net_server *s);
+/* net_server_wait, then closes the loops and frees everything. */
 void net_server_join(net_server *s);
 
 /* The counters of listener l summed over every loop's copy of it (the same address and
