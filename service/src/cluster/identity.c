@@ -15,8 +15,9 @@ int sf_identity_claim(sf_identity *id, unsigned n, char *err, size_t errlen)
     sf_identity_slots s;
     memset(&s, 0, sizeof s);
     s.fence_ms = SF_IDENTITY_NO_FENCE;
-    if (id->ops->claim(id->backend, n, &s, err, errlen) != 0)
-        return -1;
+    int rc = id->ops->claim(id->backend, n, &s, err, errlen);
+    if (rc != 0)
+        return rc == SF_IDENTITY_STOPPED ? rc : -1;
     /* A backend bug here would mean duplicate IDs: refuse rather than trust. */
     if (s.n != n) {
         snprintf(err, errlen, "identity %s: claimed %u slots, %u asked for", id->ops->name, s.n, n);
