@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int sf_identity_claim(sf_identity *id, unsigned n, char *err, size_t errlen)
+int sf_identity_claim(sf_identity *id, unsigned n, bool once, char *err, size_t errlen)
 {
     if (n < 1 || n > SF_IDENTITY_MAX_SLOTS) {
         snprintf(err, errlen, "identity: %u slots asked for, 1..%d possible", n,
@@ -15,9 +15,9 @@ int sf_identity_claim(sf_identity *id, unsigned n, char *err, size_t errlen)
     sf_identity_slots s;
     memset(&s, 0, sizeof s);
     s.fence_ms = SF_IDENTITY_NO_FENCE;
-    int rc = id->ops->claim(id->backend, n, &s, err, errlen);
+    int rc = id->ops->claim(id->backend, n, once, &s, err, errlen);
     if (rc != 0)
-        return rc == SF_IDENTITY_STOPPED ? rc : -1;
+        return rc == SF_IDENTITY_STOPPED || rc == SF_IDENTITY_TAKEN ? rc : -1;
     /* A backend bug here would mean duplicate IDs: refuse rather than trust. */
     if (s.n != n) {
         snprintf(err, errlen, "identity %s: claimed %u slots, %u asked for", id->ops->name, s.n, n);
@@ -31,8 +31,18 @@ int sf_identity_claim(sf_identity *id, unsigned n, char *err, size_t errlen)
                 return -1;
             }
     id->slots = s;
-    id->claimed = true;
+    atomic_store(&id->claimed, true);
     return 0;
+}
+
+void sf_identity_claim_later(sf_identity *id, unsigned n)
+{
+    id->pending_n = n;
+}
+
+bool sf_identity_claimed(const sf_identity *id)
+{
+    return atomic_load(&((sf_identity *)id)->claimed);
 }
 
 int sf_identity_renew(sf_identity *id, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
@@ -91,6 +101,21 @@ static int store_persist(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out,
     sf_identity *id = ctx;
     const sf_identity_hooks *h = &id->hooks;
     sf_identity_renewal r;
+    if (id->pending_n && !atomic_load(&id->claimed)) { /* waiting (sf_identity_claim_later) */
+        int rc = sf_identity_claim(id, id->pending_n, true, err, errlen);
+        if (rc == SF_IDENTITY_TAKEN)
+            return SF_LEASE_NOT_YET;
+        if (rc != 0)
+            return -1;
+        if (!h->bind || h->bind(h->arg, &id->slots) != 0) {
+            /* Cannot happen with the daemon's generators; the lease lapses at its TTL. */
+            snprintf(err, errlen, "identity %s: slots claimed, generators not bound",
+                     id->ops->name);
+            return -1;
+        }
+        if (want_end_ms < id->slots.handoff_ms)
+            want_end_ms = id->slots.handoff_ms; /* never store a floor below the previous one */
+    }
     if (sf_identity_renew(id, want_end_ms, &r, err, errlen) != 0)
         return -1;
     if (r.lost)

@@ -38,6 +38,7 @@
 #ifndef SF_CLUSTER_IDENTITY_H
 #define SF_CLUSTER_IDENTITY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,6 +70,8 @@ typedef struct sf_identity_renewal {
 /* What the owner of the generators does when the identity changes under them; called on the
  * lease keeper's thread, from inside a renewal. */
 typedef struct sf_identity_hooks {
+    int (*bind)(void *arg, const sf_identity_slots *s); /* a later claim: give the generators
+                                                           their slots and floor (sf_gen_bind) */
     void (*stop_issuing)(void *arg); /* lapsed or lost: nothing more may be issued (cap) */
     int (*resume)(void *arg, uint64_t handoff_ms); /* the same slots again: floor, lift caps */
     void (*lost)(void *arg); /* for good, once: the daemon stops (exit 75) */
@@ -77,7 +80,7 @@ typedef struct sf_identity_hooks {
 
 typedef struct sf_identity_ops {
     const char *name; /* "static", "etcd" */
-    int (*claim)(void *b, unsigned n, sf_identity_slots *out, char *err, size_t errlen);
+    int (*claim)(void *b, unsigned n, bool once, sf_identity_slots *out, char *err, size_t errlen);
     int (*renew)(void *b, uint64_t want_end_ms, sf_identity_renewal *out, char *err, size_t errlen);
     int (*reclaim)(void *b, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
                    size_t errlen);
@@ -92,18 +95,26 @@ typedef struct sf_identity {
     const sf_identity_ops *ops;
     void *backend;
     sf_identity_slots slots; /* after a successful claim */
-    bool claimed;
+    _Atomic bool claimed;    /* set (release) once slots hold the claim: any thread may read them */
+    unsigned pending_n;      /* sf_identity_claim_later: the lease store claims this many */
     sf_identity_hooks hooks; /* may be left zero: then a lapse just fails the renewals */
     bool lost_reported;
 } sf_identity;
 
-/* claim's result when the backend's should_stop said so (a signal while waiting for a slot). */
+/* claim's results besides 0 and -1: should_stop said so (a signal while retrying etcd); every
+ * slot is held (err says which). */
 #define SF_IDENTITY_STOPPED (-2)
+#define SF_IDENTITY_TAKEN   1
 
 /* Claims n slots (1 <= n <= SF_IDENTITY_MAX_SLOTS) and checks the backend's answer (n workers,
- * no worker twice). On success id->slots holds them. Returns 0, -1 with err, or
- * SF_IDENTITY_STOPPED. */
-int sf_identity_claim(sf_identity *id, unsigned n, char *err, size_t errlen);
+ * no worker twice). On success id->slots holds them. once: a single round, no retrying. Returns
+ * 0, -1 with err, SF_IDENTITY_TAKEN (err says which are held) or SF_IDENTITY_STOPPED. */
+int sf_identity_claim(sf_identity *id, unsigned n, bool once, char *err, size_t errlen);
+/* Every slot is held at start and the daemon waits: the lease store's persist tries one claim of
+ * n slots each time the keeper renews, answering "not yet" (SF_LEASE_NOT_YET) until one works;
+ * then hooks.bind gives the generators their slots, and the renewal goes on as usual. */
+void sf_identity_claim_later(sf_identity *id, unsigned n);
+bool sf_identity_claimed(const sf_identity *id); /* acquire: slots may be read when true */
 int sf_identity_renew(sf_identity *id, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
                       size_t errlen);
 uint64_t sf_identity_fence_ms(sf_identity *id);

@@ -49,6 +49,7 @@ typedef struct etcd_backend {
     _Atomic uint64_t fence_ms;      /* last fence (keepalive sent + TTL - margin) */
     _Atomic bool held, lost;
     _Atomic bool lapsed; /* the lease is gone; reclaim tries to get the same slots back */
+    _Atomic bool waiting; /* the last claim found every slot held */
     _Atomic uint64_t fenced_ms_total; /* closed fenced intervals */
     _Atomic uint64_t claims_ok, claims_taken, claims_error, bad_records;
     _Atomic uint64_t renew_ok, renew_error, renew_lapsed, renew_us_sum, renew_us_max;
@@ -411,7 +412,10 @@ static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigne
     return TRY_OK;
 }
 
-static int etcd_claim(void *vb, unsigned n, sf_identity_slots *out, char *err, size_t errlen)
+/* once: one round (the lease keeper's, while the daemon waits for a slot); otherwise a start-up
+ * claim that retries an unreachable etcd with jittered backoff until start_timeout_ms. */
+static int etcd_claim(void *vb, unsigned n, bool once, sf_identity_slots *out, char *err,
+                      size_t errlen)
 {
     etcd_backend *b = vb;
     uint64_t range = (uint64_t)b->c.worker_max - b->c.worker_min + 1;
@@ -421,15 +425,18 @@ static int etcd_claim(void *vb, unsigned n, sf_identity_slots *out, char *err, s
         return -1;
     }
     uint64_t deadline = mono_us() + (uint64_t)b->c.start_timeout_ms * 1000u;
-    uint64_t backoff = BACKOFF_MIN_MS, renew_ms = (uint64_t)b->c.ttl_s * 250u;
-    bool said_waiting = false, said_unavailable = false, bad_logged = false;
+    uint64_t backoff = BACKOFF_MIN_MS;
+    bool said_unavailable = false, bad_logged = b->waiting; /* logged when waiting began */
     unsigned races = 0;
     char why[768] = "";
     int rc = -1;
     for (;;) {
         try_result tr = try_claim(b, n, busy, &bad_logged, out, why, sizeof why);
+        if (tr == TRY_RACE && ++races < RACES_BEFORE_NAP)
+            continue; /* lost to a faster claimer: rescan at once */
         if (tr == TRY_OK) {
             counter_add(&b->claims_ok, 1);
+            atomic_store(&b->waiting, false);
             rc = 0;
             break;
         }
@@ -438,45 +445,30 @@ static int etcd_claim(void *vb, unsigned n, sf_identity_slots *out, char *err, s
             snprintf(err, errlen, "etcd identity: %s", why);
             break;
         }
-        uint64_t wait_ms;
-        if (tr == TRY_UNAVAILABLE) {
-            counter_add(&b->claims_error, 1);
-            if (mono_us() >= deadline) {
-                snprintf(err, errlen,
-                         "etcd identity: no usable answer from %s within start_timeout_ms=%u "
-                         "(last: %s); not guessing a worker id",
-                         b->endpoints, b->c.start_timeout_ms, why);
-                break;
-            }
-            if (!said_unavailable)
-                LOG_WARN("etcd identity: %s; retrying for up to %u ms", why, b->c.start_timeout_ms);
-            said_unavailable = true;
-            wait_ms = random_below(backoff) + 1; /* full jitter */
-            backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-        } else {
-            if (tr == TRY_RACE && ++races < RACES_BEFORE_NAP)
-                continue; /* lost to a faster claimer: rescan at once */
-            races = 0;
+        if (tr == TRY_TAKEN || tr == TRY_RACE) {
             counter_add(&b->claims_taken, 1);
-            deadline = mono_us() + (uint64_t)b->c.start_timeout_ms * 1000u; /* etcd answers */
-            backoff = BACKOFF_MIN_MS;
-            if (!b->c.wait_for_slot && tr == TRY_TAKEN) {
-                snprintf(err, errlen,
-                         "etcd identity: all %" PRIu64 " slots of datacenter %u (workers %u..%u) "
-                         "under %s are held (or unreadable); %u needed. Raise worker_max, stop an "
-                         "instance, or set snowflake.etcd.wait_for_slot",
-                         range, b->c.datacenter, b->c.worker_min, b->c.worker_max, b->prefix, n);
-                break;
-            }
-            if (!said_waiting && tr == TRY_TAKEN)
-                LOG_WARN("etcd identity: waiting for a free slot: all %" PRIu64
-                         " slots of datacenter %u (workers %u..%u) under %s are held; trying "
-                         "every %" PRIu64 " ms",
-                         range, b->c.datacenter, b->c.worker_min, b->c.worker_max, b->prefix,
-                         renew_ms);
-            said_waiting = said_waiting || tr == TRY_TAKEN;
-            wait_ms = renew_ms / 2 + random_below(renew_ms / 2 + 1);
+            atomic_store(&b->waiting, true);
+            snprintf(err, errlen,
+                     "etcd identity: all %" PRIu64 " slots of datacenter %u (workers %u..%u) "
+                     "under %s are held (or unreadable); %u needed",
+                     range, b->c.datacenter, b->c.worker_min, b->c.worker_max, b->prefix, n);
+            rc = SF_IDENTITY_TAKEN;
+            break;
         }
+        counter_add(&b->claims_error, 1); /* TRY_UNAVAILABLE */
+        if (once || mono_us() >= deadline) {
+            snprintf(err, errlen,
+                     once ? "etcd identity: %s%s"
+                          : "etcd identity: no usable answer from %s within start_timeout_ms "
+                            "(last: %s); not guessing a worker id",
+                     once ? "" : b->endpoints, why);
+            break;
+        }
+        if (!said_unavailable)
+            LOG_WARN("etcd identity: %s; retrying for up to %u ms", why, b->c.start_timeout_ms);
+        said_unavailable = true;
+        uint64_t wait_ms = random_below(backoff) + 1; /* full jitter */
+        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
         if (nap(b, wait_ms)) {
             snprintf(err, errlen, "etcd identity: stopped while claiming a slot");
             rc = SF_IDENTITY_STOPPED;
@@ -698,6 +690,11 @@ static const char *etcd_not_ready(void *vb, char *buf, size_t len)
         return "etcd: the slots are held by another process now (stopping)";
     if (atomic_load(&b->lapsed))
         return "etcd: the slot lease lapsed; re-claiming the same slots";
+    if (atomic_load(&b->waiting)) {
+        snprintf(buf, len, "etcd: waiting for a free slot in datacenter %u (workers %u..%u)",
+                 b->c.datacenter, b->c.worker_min, b->c.worker_max);
+        return buf;
+    }
     uint64_t open = atomic_load(&b->open_until_ms), now = now_ms(b);
     if (atomic_load(&b->held) && open && now >= open) {
         snprintf(buf, len, "etcd: slot lease not renewed in time, fenced for %" PRIu64 " ms",
