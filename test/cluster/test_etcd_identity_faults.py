@@ -13,8 +13,9 @@ one-member etcd (test/cluster/etcdcluster.py). Each test uses its own key prefix
 - clean stop: the owner key is gone at once and the floor holds the exact final E;
 - the lease revoked behind its back, or its owner key deleted: the daemon stops issuing, takes the
   same slot back under a new lease and goes on above everything issued before; when another
-  process took the slot meanwhile, it exits 75 (EX_TEMPFAIL: its supervisor restarts it, which
-  claims afresh);
+  process took the slot meanwhile, it moves to another free slot in process (above that slot's
+  floor), waits with wait_for_slot when none is free, else exits 75 (EX_TEMPFAIL: its supervisor
+  restarts it);
 - etcd frozen (SIGSTOP): fenced (503, /readyz says etcd, metric) within ttl - margin of the last
   renewal, then issuing again after SIGCONT, same slot.
 """
@@ -377,17 +378,63 @@ class EtcdIdentityFaults(unittest.TestCase):
         self.reclaimed(lambda: self.assertEqual(
             post(self.port, "/v3/kv/deleterange", {"key": b64(self.owner_key(0))})[0], 200))
 
-    def test_slot_taken_while_lapsed_exits_75(self):
-        d = self.daemon()
-        d.wait_listening()
-        last = d.new_id()
+    def intrude(self):
+        """Revokes the holder's lease and at once another "process" takes worker 0."""
         st, r = post(self.port, "/v3/lease/grant", {"TTL": 30})
         self.assertEqual(st, 200, r)
-        self.revoke()  # and at once another "process" takes worker 0
+        self.revoke()
         st, r = post(self.port, "/v3/kv/put", {"key": b64(self.owner_key(0)),
                                                 "value": b64('{"holder":"intruder"}'),
                                                 "lease": r["ID"]})
         self.assertEqual(st, 200, r)
+
+    def test_slot_taken_while_lapsed_moves_to_a_free_one(self):
+        e1 = int(time.time() * 1000) + 1500  # worker 1's previous holder went up to here
+        self.etcd_put(self.floor_key(1), json.dumps({"v": 1, "E": e1}))
+        d = self.daemon()
+        d.wait_listening()
+        self.assertEqual(id_worker(d.new_id()), 0)
+        self.intrude()
+        t0 = time.monotonic()
+        while (i := d.new_id()) is None or id_worker(i) != 1:
+            self.assertLess(time.monotonic() - t0, 10, d.output())
+            time.sleep(0.05)
+        figure("taken_to_moved_s", "%.2f" % (time.monotonic() - t0))
+        self.assertGreaterEqual(id_ms(i), e1)  # above the new slot's floor
+        self.assertTrue(d.wait_output("now issuing as datacenter 0 worker 1"), d.output())
+        self.assertEqual(d.get("/readyz").status, 200)
+        self.assertIsNone(d.proc.poll())
+        d.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(d.wait_exit(10), 0, d.output())
+
+    def test_slot_taken_while_lapsed_and_none_free_waits(self):
+        d = self.daemon("--set", "snowflake.etcd.wait_for_slot=true")
+        d.wait_listening()
+        others = [self.daemon() for _ in range(3)]
+        for o in others:
+            o.wait_listening()
+        self.intrude()
+        t0 = time.monotonic()
+        while d.get("/readyz").status == 200 and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        r = d.get("/readyz")
+        self.assertEqual(r.status, 503, d.output())
+        self.assertEqual(d.get("/id").status, 503)
+        freed = id_worker(others[1].new_id())
+        others[1].proc.send_signal(signal.SIGTERM)  # frees its worker
+        self.assertEqual(others[1].wait_exit(10), 0)
+        while (i := d.new_id()) is None and time.monotonic() - t0 < 15:
+            time.sleep(0.05)
+        self.assertIsNotNone(i, d.output())
+        self.assertEqual(id_worker(i), freed)
+
+    def test_slot_taken_while_lapsed_and_none_free_exits_75(self):
+        d = self.daemon()
+        d.wait_listening()
+        last = d.new_id()
+        for o in [self.daemon() for _ in range(3)]:
+            o.wait_listening()
+        self.intrude()
         self.assertEqual(d.wait_exit(TTL_S + 10), 75, d.output())
         self.assertIn("held by another process now", d.output())
         self.assertIn("exit 75", d.output())

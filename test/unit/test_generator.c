@@ -663,6 +663,37 @@ START_TEST(test_resume_after_cap)
 }
 END_TEST
 
+/* Another slot after a loss: refused unless capped to 0; then new node bits, the new floor, and
+ * issuing again after the next extend. */
+START_TEST(test_rebind_after_cap)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
+    cfg.datacenter = 3;
+    cfg.worker = 7;
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    uint64_t id;
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_int_eq(sf_gen_rebind(&g, 3, 9, 0, err, sizeof err), SF_EBOUND); /* not capped */
+    sf_gen_cap_lease(&g, 0);
+    ck_assert_int_eq(sf_gen_rebind(&g, 3, 32, 0, err, sizeof err), SF_EINVAL); /* 5 bits */
+    uint64_t floor = now_tick() + 3;
+    ck_assert_int_eq(sf_gen_rebind(&g, 4, 9, floor, err, sizeof err), SF_OK);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* until the next extend */
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    sf_fake_clock_set(&clk, T0 + 3);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_eq(dc_of(id), 4);
+    ck_assert_uint_eq(worker_of(id), 9);
+    ck_assert_uint_ge(tick_of(id), floor);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
 /* A cap before the first lease: bind is still allowed, and the ceiling stays. */
 START_TEST(test_cap_before_lease_stays)
 {
@@ -932,6 +963,7 @@ static Suite *generator_suite(void)
     tcase_add_loop_test(tc, test_cap_lease, 0, 3);
     tcase_add_test(tc, test_cap_before_lease_stays);
     tcase_add_loop_test(tc, test_resume_after_cap, 0, 3);
+    tcase_add_loop_test(tc, test_rebind_after_cap, 0, 3);
     tcase_add_loop_test(tc, test_cap_does_not_recall_a_reservation_in_flight, 0, 3);
     tcase_add_loop_test(tc, test_cap_races_issuing_threads, 0, 3);
     tcase_add_loop_test(tc, test_bind, 0, 3);

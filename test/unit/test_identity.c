@@ -382,6 +382,7 @@ START_TEST(test_claim_later_through_the_keeper)
     hook_log h = {.g = &g};
     sf_identity id = {.ops = &scripted_ops, .backend = &s};
     id.hooks = (sf_identity_hooks){.bind = hook_bind, .arg = &h};
+    id.wait_for_slot = true;
     char err[256];
     ck_assert_int_eq(sf_identity_claim(&id, 1, false, err, sizeof err), SF_IDENTITY_TAKEN);
     ck_assert(!sf_identity_claimed(&id));

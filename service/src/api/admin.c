@@ -268,10 +268,8 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
     const api_options *o = &a->opt;
     const sf_layout *l = &o->layout;
     uint32_t dc_id = o->datacenter_id, worker_id = o->worker_id;
-    if (a->identity && sf_identity_claimed(a->identity)) { /* etcd decides them, maybe late */
-        dc_id = a->identity->slots.datacenter;
-        worker_id = a->identity->slots.worker[0];
-    }
+    if (a->identity) /* etcd decides them, maybe late, maybe anew */
+        sf_identity_current(a->identity, &dc_id, &worker_id);
     prom_family(b, "snowflaked_info", "gauge", "Build and identity of this instance.");
     char labels[400];
     snprintf(labels, sizeof labels,

@@ -31,7 +31,7 @@
 #endif
 
 #define EXIT_CONFIG             2
-#define CACHE_SWEEP_INTERVAL_MS 100
+#define LOOP_TICK_INTERVAL_MS   100 /* housekeeping: the cache sweep, the quiescence count */
 #define CACHE_SWEEP_BUCKETS     256 /* per loop per tick: bounded work, memory comes back anyway */
 
 /* ---- the data directory and the lease (daemon) ---------------------------------------------- */
@@ -164,14 +164,42 @@ static void identity_stop_issuing(void *arg)
         sf_gen_cap_lease(a->gen_ptrs[i], 0);
 }
 
+/* Every loop has run its housekeeping tick since the call: a request handler that was issuing
+ * when we started has returned (ticks and handlers share the loop's thread). Bounded. */
+static int wait_loops_quiet(app *a)
+{
+    unsigned n = a->net->nloops;
+    uint64_t seen[CFG_MAX_THREADS];
+    for (unsigned i = 0; i < n; i++)
+        seen[i] = atomic_load(&a->loop_ticks[i]);
+    for (int tries = 0; tries < 300; tries++) { /* 3 s: ticks come every 100 ms */
+        unsigned quiet = 0;
+        for (unsigned i = 0; i < n; i++)
+            quiet += atomic_load(&a->loop_ticks[i]) != seen[i];
+        if (quiet == n)
+            return 0;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* Slots claimed later (waiting at start) or anew (the old ones taken): stop, let every
+ * reservation in flight finish (it could pair the new node bits with an old tick), then
+ * rebind each generator to its slot above the previous holders' floor. */
 static int identity_bind(void *arg, const sf_identity_slots *s)
 {
     app *a = arg;
     char why[256];
+    identity_stop_issuing(a);
+    if (atomic_load(&a->api.listening) && wait_loops_quiet(a) != 0) {
+        LOG_ERROR("identity: the event loops did not pass a tick within 3 s; slots not taken up");
+        return -1;
+    }
     for (unsigned i = 0; i < perloop_count(&a->gens); i++) {
         sf_gen *g = a->gen_ptrs[i];
-        if (sf_gen_bind(g, s->datacenter, s->worker[i % a->gens_per_format],
-                        sf_lease_first_tick(&g->layout, s->handoff_ms), why, sizeof why) != 0) {
+        if (sf_gen_rebind(g, s->datacenter, s->worker[i % a->gens_per_format],
+                          sf_lease_first_tick(&g->layout, s->handoff_ms), why, sizeof why) != 0) {
             LOG_ERROR("identity claimed but generator %u cannot take it: %s", i, why);
             return -1;
         }
@@ -222,6 +250,7 @@ static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
                                                 .resume = identity_resume,
                                                 .lost = identity_lost,
                                                 .arg = a};
+        a->identity.wait_for_slot = s->etcd.wait_for_slot; /* at start and after a loss */
         int rc = sf_identity_claim(&a->identity, slots, false, err, errlen);
         if (rc == SF_IDENTITY_TAKEN && !s->etcd.wait_for_slot) {
             size_t len = strlen(err);
@@ -452,9 +481,15 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
     return 0;
 }
 
-static void sweep_cache(net_loop *l, void *arg)
+/* Each loop's housekeeping: a tick count (the identity waits on it, wait_loops_quiet) and the
+ * cache's expiry sweep, a little at a time. */
+static void loop_tick(net_loop *l, void *arg)
 {
-    cache_store_sweep(arg, &l->tick_cursor, CACHE_SWEEP_BUCKETS, sf_clock_now(sf_clock_system()));
+    app *a = arg;
+    atomic_fetch_add(&a->loop_ticks[l->index], 1);
+    if (a->cache)
+        cache_store_sweep(a->cache, &l->tick_cursor, CACHE_SWEEP_BUCKETS,
+                          sf_clock_now(sf_clock_system()));
 }
 
 /* Before listening: a duplicate identity must not serve a single ID. The slots claimed are
@@ -559,8 +594,13 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
     rc = make_serving(a, 0, c->cache.memcached_port != 0, err, errlen);
     if (rc != 0)
         return rc;
-    if (a->cache) { /* each loop sweeps expired items a little at a time */
-        net_server_on_tick(a->net, CACHE_SWEEP_INTERVAL_MS, sweep_cache, a->cache);
+    a->loop_ticks = calloc(a->net->nloops, sizeof *a->loop_ticks);
+    if (!a->loop_ticks) {
+        snprintf(err, errlen, "out of memory");
+        return EXIT_FAILURE;
+    }
+    net_server_on_tick(a->net, LOOP_TICK_INTERVAL_MS, loop_tick, a);
+    if (a->cache) {
         if (c->cache.persist) {
             char path[CFG_PATH_MAX + 32];
             app_snapshot_path(c, path, sizeof path);
@@ -631,6 +671,8 @@ void app_free(app *a)
             sf_gen_destroy(a->gen_ptrs[i]);
     perloop_free(&a->gens);
     free(a->gen_ptrs);
+    free((void *)a->loop_ticks);
+    a->loop_ticks = NULL;
     sf_identity_free(&a->identity);
     a->http = NULL;
     a->mc = NULL;

@@ -62,6 +62,7 @@ typedef struct app {
     cache_persist *persist;
     sf_identity identity; /* the daemon's: where its slots and its floor E come from */
     _Atomic bool identity_lost; /* the slots were lost while running: exit APP_EXIT_LOST */
+    _Atomic uint64_t *loop_ticks; /* per loop, bumped by its housekeeping tick (quiescence) */
     sf_lease_keeper keeper;
     char lease_path[CFG_PATH_MAX + 32];
     char token[256];

@@ -31,8 +31,17 @@ int sf_identity_claim(sf_identity *id, unsigned n, bool once, char *err, size_t 
                 return -1;
             }
     id->slots = s;
+    atomic_store(&id->current, (UINT64_C(1) << 63) | ((uint64_t)s.datacenter << 32) | s.worker[0]);
     atomic_store(&id->claimed, true);
     return 0;
+}
+
+bool sf_identity_current(const sf_identity *id, uint32_t *datacenter, uint32_t *worker)
+{
+    uint64_t v = atomic_load(&((sf_identity *)id)->current);
+    *datacenter = (uint32_t)(v >> 32) & 0x7fffffffu;
+    *worker = (uint32_t)v;
+    return v >> 63;
 }
 
 void sf_identity_claim_later(sf_identity *id, unsigned n)
@@ -95,31 +104,45 @@ static int report_lost(sf_identity *id, char *err, size_t errlen)
     return -1;
 }
 
-static int store_persist(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out, char *err,
-                         size_t errlen)
+/* One claim round of n slots, then the generators get them (hooks.bind). 0, SF_LEASE_NOT_YET
+ * (every slot held and we wait), or -1 (report_lost when held and we do not wait). */
+static int claim_and_bind(sf_identity *id, unsigned n, char *err, size_t errlen)
 {
-    sf_identity *id = ctx;
+    const sf_identity_hooks *h = &id->hooks;
+    int rc = sf_identity_claim(id, n, true, err, errlen);
+    if (rc == SF_IDENTITY_TAKEN) {
+        if (!id->wait_for_slot)
+            return report_lost(id, err, errlen);
+        id->pending_n = n; /* asked again at the next renewal */
+        return SF_LEASE_NOT_YET;
+    }
+    if (rc != 0) {
+        id->pending_n = n; /* etcd trouble: the same again next time */
+        return -1;
+    }
+    if (!h->bind || h->bind(h->arg, &id->slots) != 0) {
+        /* The generators cannot take them (should not happen); the lease lapses at its TTL. */
+        snprintf(err, errlen, "identity %s: slots claimed, generators not bound", id->ops->name);
+        return -1;
+    }
+    id->pending_n = 0;
+    return 0;
+}
+
+static int persist_at(sf_identity *id, uint64_t want_end_ms, sf_lease_renewal *out, char *err,
+                      size_t errlen, unsigned moves)
+{
     const sf_identity_hooks *h = &id->hooks;
     sf_identity_renewal r;
-    if (id->pending_n && !atomic_load(&id->claimed)) { /* waiting (sf_identity_claim_later) */
-        int rc = sf_identity_claim(id, id->pending_n, true, err, errlen);
-        if (rc == SF_IDENTITY_TAKEN)
-            return SF_LEASE_NOT_YET;
+    if (id->pending_n && !atomic_load(&id->claimed)) { /* waiting, or moving to other slots */
+        int rc = claim_and_bind(id, id->pending_n, err, errlen);
         if (rc != 0)
-            return -1;
-        if (!h->bind || h->bind(h->arg, &id->slots) != 0) {
-            /* Cannot happen with the daemon's generators; the lease lapses at its TTL. */
-            snprintf(err, errlen, "identity %s: slots claimed, generators not bound",
-                     id->ops->name);
-            return -1;
-        }
+            return rc;
         if (want_end_ms < id->slots.handoff_ms)
             want_end_ms = id->slots.handoff_ms; /* never store a floor below the previous one */
     }
     if (sf_identity_renew(id, want_end_ms, &r, err, errlen) != 0)
         return -1;
-    if (r.lost)
-        return report_lost(id, err, errlen);
     if (r.lapsed) {
         /* Stop first: the reclaim below talks to the network, and the slots are not ours. */
         if (h->stop_issuing)
@@ -131,17 +154,41 @@ static int store_persist(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out,
         r = (sf_identity_renewal){.fence_ms = SF_IDENTITY_NO_FENCE};
         if (id->ops->reclaim(id->backend, want_end_ms, &r, err, errlen) != 0)
             return -1;
-        if (r.lost || !r.reclaimed)
-            return report_lost(id, err, errlen);
-        if (!h->resume || h->resume(h->arg, r.handoff_ms) != 0) {
+        if (r.reclaimed && (!h->resume || h->resume(h->arg, r.handoff_ms) != 0)) {
             snprintf(err, errlen, "identity %s: slots re-claimed, generators not resumed",
                      id->ops->name);
             return -1;
         }
     }
+    if (r.lost || (r.lapsed && !r.reclaimed)) {
+        /* Someone else holds them now: other free slots (generators rebound by hooks.bind),
+         * else wait or give up. The slots no longer describe us meanwhile. */
+        if (!h->bind)
+            return report_lost(id, err, errlen);
+        if (h->stop_issuing)
+            h->stop_issuing(h->arg);
+        unsigned n = id->slots.n;
+        atomic_store(&id->current, 0);
+        atomic_store(&id->claimed, false);
+        int rc = claim_and_bind(id, n, err, errlen);
+        if (rc != 0)
+            return rc;
+        if (moves > 0) { /* the new ones lapsed at once too: next renewal */
+            snprintf(err, errlen, "identity %s: new slots lost at once", id->ops->name);
+            return -1;
+        }
+        uint64_t want = want_end_ms > id->slots.handoff_ms ? want_end_ms : id->slots.handoff_ms;
+        return persist_at(id, want, out, err, errlen, moves + 1); /* renew the new slots */
+    }
     out->stored_end_ms = r.stored_end_ms;
     out->open_until_ms = r.fence_ms < r.stored_end_ms ? r.fence_ms : r.stored_end_ms;
     return 0;
+}
+
+static int store_persist(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out, char *err,
+                         size_t errlen)
+{
+    return persist_at(ctx, want_end_ms, out, err, errlen, 0);
 }
 
 static int store_final(void *ctx, uint64_t end_ms, char *err, size_t errlen)

@@ -96,7 +96,9 @@ typedef struct sf_identity {
     void *backend;
     sf_identity_slots slots; /* after a successful claim */
     _Atomic bool claimed;    /* set (release) once slots hold the claim: any thread may read them */
+    _Atomic uint64_t current; /* 1 << 63 | datacenter << 32 | worker[0] while claimed */
     unsigned pending_n;      /* sf_identity_claim_later: the lease store claims this many */
+    bool wait_for_slot;      /* slots all held (at start or after a loss): wait, not give up */
     sf_identity_hooks hooks; /* may be left zero: then a lapse just fails the renewals */
     bool lost_reported;
 } sf_identity;
@@ -115,6 +117,8 @@ int sf_identity_claim(sf_identity *id, unsigned n, bool once, char *err, size_t 
  * then hooks.bind gives the generators their slots, and the renewal goes on as usual. */
 void sf_identity_claim_later(sf_identity *id, unsigned n);
 bool sf_identity_claimed(const sf_identity *id); /* acquire: slots may be read when true */
+/* The slots held now, for any thread (metrics): false while none is. */
+bool sf_identity_current(const sf_identity *id, uint32_t *datacenter, uint32_t *worker);
 int sf_identity_renew(sf_identity *id, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
                       size_t errlen);
 uint64_t sf_identity_fence_ms(sf_identity *id);
@@ -129,8 +133,10 @@ void sf_identity_free(sf_identity *id);
 
 /* The lease keeper's store over id: persist = renew (open the generators up to min(E stored,
  * fence)); on a lapse: hooks.stop_issuing, then reclaim, then hooks.resume and the renewal
- * succeeds, or it fails (hooks.lost once when the slots are someone else's). final = release.
- * id must outlive the keeper. */
+ * succeeds. When another process holds them: a claim of as many other free slots, given to the
+ * generators by hooks.bind (then renewed as usual); none free: wait_for_slot makes later
+ * renewals try again ("not yet"), else hooks.lost once. final = release. id must outlive the
+ * keeper. */
 void sf_identity_lease_store(sf_identity *id, sf_lease_store *out);
 
 /* ---- the static backend (identity_static.c) ---------------------------------------------------

@@ -398,6 +398,8 @@ static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigne
     atomic_store(&b->fence_ms, fence);
     b->last_ok_ms = sent;
     atomic_store(&b->open_until_ms, 0); /* the first renewal opens the generators */
+    atomic_store(&b->lapsed, false);
+    atomic_store(&b->lost, false);
     atomic_store(&b->held, true);
     out->datacenter = b->c.datacenter;
     memcpy(out->worker, chosen, n * sizeof chosen[0]);

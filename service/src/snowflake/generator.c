@@ -485,6 +485,26 @@ int sf_gen_bind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_ti
     return SF_OK;
 }
 
+int sf_gen_rebind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_tick, char *err,
+                  size_t errlen)
+{
+    if (check_identity(&g->layout, datacenter, worker, min_tick, err, errlen) != 0)
+        return SF_EINVAL;
+    pthread_mutex_lock(&g->lease_mutex);
+    if (atomic_load(&g->lease_limit) != 0) {
+        pthread_mutex_unlock(&g->lease_mutex);
+        snprintf(err, errlen, "rebind of a generator that is not capped to 0");
+        return SF_EBOUND;
+    }
+    /* Capped to 0 and (the caller's promise) no reservation in flight: nothing reads node_bits
+     * until the next extend, which this lock orders after us. */
+    g->node_bits = sf_layout_node(&g->layout, datacenter, worker);
+    raise_floor_locked(g, min_tick);
+    g->lease_ceiling = UINT64_MAX;
+    pthread_mutex_unlock(&g->lease_mutex);
+    return SF_OK;
+}
+
 int sf_gen_resume(sf_gen *g, uint64_t min_tick, char *err, size_t errlen)
 {
     if (min_tick > g->layout.tick_max) {

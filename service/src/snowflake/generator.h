@@ -165,6 +165,14 @@ int sf_gen_bind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_ti
  * generator. Returns SF_OK, or SF_EINVAL (err filled) for a min_tick the layout cannot hold. Any
  * thread. */
 int sf_gen_resume(sf_gen *g, uint64_t min_tick, char *err, size_t errlen);
+/* Another slot after a loss: new node bits, the floor raised to min_tick (the new slot's previous
+ * holders' E), the ceiling lifted; the next sf_gen_extend_lease opens it. The caller must have
+ * capped the generator to 0 (SF_EBOUND otherwise) AND waited until no reservation that began
+ * before the cap can still be running (the daemon: one pass of every event loop), since such a
+ * reservation could combine the new node bits with an old tick. SF_EINVAL (err) for ids or a
+ * min_tick the layout cannot hold. */
+int sf_gen_rebind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_tick, char *err,
+                  size_t errlen);
 /* Last issued tick + 1 (or min_tick if nothing was issued); what the lease must stay above. */
 uint64_t sf_gen_next_tick(sf_gen *g);
 /* How far (ms) IDs can run ahead of the clock: what a lease must cover beyond `now`. */
