@@ -135,31 +135,48 @@ static int file_final(void *ctx, uint64_t end_ms, char *err, size_t errlen)
     return sf_lease_write(ctx, end_ms, err, errlen);
 }
 
+/* Renewals are due once a quarter of the window is used (the generators never get close): the
+ * next one is timed from the start of the last one, so a slow store (etcd under load) does not
+ * stretch the period. A failed one is retried after RETRY_MS (or the period, if shorter): the
+ * generators' limit (and an identity's fence) keeps running out meanwhile. */
+#define RETRY_MS 100
+
 static void *keeper_main(void *arg)
 {
     sf_lease_keeper *k = arg;
     char err[512];
-    uint64_t last_report = 0;
+    uint64_t last_report = 0, period = k->window_ms / 4 ? k->window_ms / 4 : 1;
+    uint64_t retry = period < RETRY_MS ? period : RETRY_MS, wait_ms = period;
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(k->window_ms / 4) * 1000000u;
+        uint64_t ns = (uint64_t)ts.tv_nsec + wait_ms * 1000000u;
         ts.tv_sec += (time_t)(ns / 1000000000u);
         ts.tv_nsec = (long)(ns % 1000000000u);
         pthread_cond_timedwait(&k->cv, &k->mu, &ts);
         if (k->stop)
             break;
         uint64_t now = sf_clock_now(keeper_clock(k));
-        /* Renew once a quarter of the window is used: the generators never get close. */
-        if (k->end_ms > now &&
-            k->end_ms - now > keeper_ahead_ms(k) + (uint64_t)k->window_ms * 3 / 4)
+        uint64_t keep = keeper_ahead_ms(k) + (uint64_t)k->window_ms * 3 / 4;
+        if (k->end_ms > now && k->end_ms - now > keep) { /* not due yet: sleep until it is */
+            wait_ms = k->end_ms - now - keep;
+            wait_ms = wait_ms > period ? period : wait_ms;
             continue;
-        if (renew(k, err, sizeof err) < 0 && now - last_report >= 10000) {
+        }
+        int rc = renew(k, err, sizeof err);
+        if (rc < 0 && now - last_report >= 10000) {
             /* Rate-limited: the generator keeps issuing while the old lease lasts. */
             LOG_ERROR("lease renewal failed (%llu so far; IDs stop when the lease runs out): %s",
                       (unsigned long long)counter_get(&k->failures), err);
             last_report = now;
+        }
+        if (rc == 0) { /* due again a quarter window after this one's start */
+            uint64_t after = sf_clock_now(keeper_clock(k));
+            wait_ms = k->end_ms > after + keep ? k->end_ms - after - keep : 1;
+            wait_ms = wait_ms > period ? period : wait_ms;
+        } else {
+            wait_ms = rc < 0 ? retry : period; /* SF_LEASE_NOT_YET: the next period */
         }
     }
     pthread_mutex_unlock(&k->mu);
