@@ -35,6 +35,7 @@ Exit status 0 when every check passes, 1 otherwise, 2 on usage errors.
 """
 
 import argparse
+import base64
 import json
 import math
 import os
@@ -61,6 +62,16 @@ LIVE_TIMEOUT_S = 15.0
 # What a stop may take beyond preStop + server.shutdown_grace_ms: the final cache snapshot and
 # lease write (under 1 s for a full 64 MiB cache on a local disk; budget slow volumes).
 FINAL_WRITE_BUDGET_S = 10
+# The repository this script belongs to (deploy/k8s/..): its source says whether the daemon
+# supports worker_id "etcd" (etcd_support).
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# snowflake.etcd defaults (notes/iface-14.md), for a daemon that does not report them yet.
+ETCD_DEFAULTS = {"endpoints": "", "prefix": "/snowflaked", "ttl_s": 10, "fence_margin_ms": 1000,
+                 "request_timeout_ms": 1000, "start_timeout_ms": 10000, "wait_for_slot": False,
+                 "worker_min": 0, "worker_max": "max"}
+CFG_WORKER_MAX_AUTO = 2**32 - 1  # "max" as --check-config may print it
+# How long the loopback etcd may take to answer its first request.
+ETCD_START_TIMEOUT_S = 15.0
 # Memory limit rule: RSS measured 62-81 MiB with a full 64 MiB cache (81 with the smallest items).
 MEM_FACTOR, MEM_HEADROOM = 1.3, 64 * 2**20
 
@@ -163,8 +174,9 @@ def http_get(url, timeout=2.0):
         return e.code, dict(e.headers), e.read()
 
 
-def resolve_env(container, pod_name, namespace, ordinal_label, configmap):
-    """The container's environment as the kubelet builds it; sources not simulated raise."""
+def resolve_env(container, pod_name, namespace, ordinal_label, configmap, secret=lambda _: None):
+    """The container's environment as the kubelet builds it; sources not simulated raise.
+    configmap(name) / secret(name): the object of the manifest or None."""
     env = {}
     if container.get("envFrom"):
         raise ValueError("envFrom is not simulated (and would hide which variables are set)")
@@ -202,6 +214,18 @@ def resolve_env(container, pod_name, namespace, ordinal_label, configmap):
                 raise ValueError(f"{name}: ConfigMap {ref['name']} key {ref['key']} is not in "
                                  "the manifest")
             env[name] = cm["data"][ref["key"]]
+        elif "secretKeyRef" in src:
+            ref = src["secretKeyRef"]
+            sec = secret(ref["name"])
+            plain = (sec or {}).get("stringData") or {}
+            coded = (sec or {}).get("data") or {}
+            if ref["key"] in plain:
+                env[name] = plain[ref["key"]]
+            elif ref["key"] in coded:
+                env[name] = base64.b64decode(coded[ref["key"]]).decode("utf-8")
+            else:
+                raise ValueError(f"{name}: Secret {ref['name']} key {ref['key']} is not in the "
+                                 "manifest")
         else:
             raise ValueError(f"{name}: env source {sorted(src)} is not simulated")
     return env
@@ -224,13 +248,20 @@ class ManifestCheck:
         with open(args.manifest, encoding="utf-8") as f:
             self.docs = [d for d in yaml.safe_load_all(f) if d]
         self.proc = None
+        self.etcd_proc = None
         self.overrides = {}
+        self.etcd = None  # snowflake.etcd settings (Deployment path)
+        self.etcd_live = False
+        self.extra_env = set()  # names a daemon without etcd support cannot report
 
     def kind(self, k):
         return [d for d in self.docs if d.get("kind") == k]
 
     def configmap(self, name):
         return next((cm for cm in self.kind("ConfigMap") if cm["metadata"]["name"] == name), None)
+
+    def secret(self, name):
+        return next((s for s in self.kind("Secret") if s["metadata"]["name"] == name), None)
 
     def check_config(self, env, config=None):
         """--check-config in a clean environment (nothing inherited but PATH)."""
@@ -241,9 +272,17 @@ class ManifestCheck:
         return p.returncode, out, p.stderr.strip()
 
     def pod_env(self, ordinal, with_label=True):
+        if self.is_deployment:  # a Deployment's pods: <name>-<template hash>-<random>, no index
+            env = resolve_env(self.ctr, self.pod_name(ordinal),
+                              self.namespace, "", self.configmap, self.secret)
+            return {**env, **self.overrides}
         env = resolve_env(self.ctr, f"{self.sts_name}-{ordinal}", self.namespace,
-                          str(ordinal) if with_label else "", self.configmap)
+                          str(ordinal) if with_label else "", self.configmap, self.secret)
         return {**env, **self.overrides}
+
+    def pod_name(self, ordinal):
+        return f"{self.sts_name}-{ordinal}" if not self.is_deployment else \
+            f"{self.sts_name}-5d8f7c9b4d-x{ordinal:04d}"
 
     def target(self, port_ref):
         """A Service targetPort or probe port (name or number) as a number."""
@@ -253,10 +292,13 @@ class ManifestCheck:
 
     def find_objects(self):
         c = self.c
-        stss = self.kind("StatefulSet")
-        if not c.ok(len(stss) == 1, "exactly one StatefulSet", f"found {len(stss)}"):
+        stss, deps = self.kind("StatefulSet"), self.kind("Deployment")
+        if not c.ok(len(stss) + len(deps) == 1, "exactly one StatefulSet or Deployment",
+                    f"found {len(stss)} StatefulSets, {len(deps)} Deployments"):
             raise SetupError
-        self.sts = stss[0]
+        self.is_deployment = bool(deps)
+        self.workload = "Deployment" if deps else "StatefulSet"
+        self.sts = (deps or stss)[0]
         self.sts_name = self.sts["metadata"]["name"]
         self.namespace = self.sts["metadata"].get("namespace", "default")
         self.spec = self.sts["spec"]
@@ -273,6 +315,8 @@ class ManifestCheck:
         self.volumes = {v["name"]: v for v in self.pod_spec.get("volumes", [])}
         self.claims = {t["metadata"]["name"] for t in self.spec.get("volumeClaimTemplates", [])}
         self.services = self.kind("Service")
+        self.hpas = [h for h in self.kind("HorizontalPodAutoscaler")
+                     if h["spec"]["scaleTargetRef"].get("name") == self.sts_name]
 
     def find_config(self):
         """-c PATH must be a key of a ConfigMap of the manifest, mounted at PATH's directory."""
@@ -360,12 +404,191 @@ class ManifestCheck:
              f"exit {rc}: {err}")
         print(f"     ({err})")
 
+    # ---- 1b. a Deployment: worker ids from etcd, the autoscaler within the slots ----------
+
+    def etcd_support(self):
+        """How far the daemon's source (this repository) supports worker_id "etcd": "none",
+        "config" (the keys: issue 14 step 5) or "full" (the backend wired in: step 6). Once the
+        source has it, the binary must have it: a refusal is then a failure, not a skip."""
+        if self.args.etcd_support != "auto":
+            return self.args.etcd_support
+
+        def mentions(subdir, text):
+            d = os.path.join(REPO, "service", "src", subdir)
+            for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                if name.endswith(".c"):
+                    with open(os.path.join(d, name), encoding="utf-8", errors="replace") as f:
+                        if text in f.read():
+                            return True
+            return False
+        if not mentions("config", "fence_margin_ms"):
+            return "none"
+        return "full" if mentions("app", "CFG_WORKER_ETCD") else "config"
+
+    def etcd_from_file_and_env(self, raw, env):
+        """snowflake.etcd as the daemon would merge it (file < environment), for a binary that
+        does not know the keys yet; defaults as documented (notes/iface-14.md)."""
+        etcd = dict(ETCD_DEFAULTS)
+        etcd.update((raw.get("snowflake") or {}).get("etcd") or {})
+        for key, default in ETCD_DEFAULTS.items():
+            v = env.get(env_name(f"snowflake.etcd.{key}"))
+            if v is None:
+                continue
+            if isinstance(default, bool):
+                etcd[key] = v == "true"
+            elif isinstance(default, int) and v != "max":
+                etcd[key] = int(v)
+            else:
+                etcd[key] = v
+        worker = env.get(env_name("snowflake.worker_id"),
+                         (raw.get("snowflake") or {}).get("worker_id"))
+        return worker, etcd
+
+    def check_etcd_identity(self):
+        c = self.c
+        try:
+            env0 = self.pod_env(0)
+        except ValueError as e:
+            c.ok(False, "the container environment can be simulated", str(e))
+            raise SetupError from e
+        self.env0 = env0
+        with open(self.cfg_file, encoding="utf-8") as f:
+            raw = json.load(f)
+        support = self.etcd_support()
+        self.etcd_live = support == "full"
+        rc, eff, err = self.check_config(env0)
+        if rc == 0:
+            c.ok(True, f"--check-config accepts the ConfigMap's config.json (pod "
+                 f"{self.pod_name(0)}, environment as the kubelet sets it)")
+            worker, etcd = eff["snowflake"]["worker_id"], dict(eff["snowflake"].get("etcd") or {})
+        elif support == "none" and "etcd" in err:
+            # The daemon of this tree does not know worker_id "etcd" yet. Everything but the
+            # daemon itself can still be checked: the rest of the config through --check-config
+            # without the etcd keys, the etcd keys from the file and environment.
+            print(f"SKIP --check-config and the live daemon with worker_id \"etcd\": this daemon "
+                  f"lacks etcd support (issue 14 steps 5-6 not merged; {err})")
+            self.etcd_live = False
+            stripped = json.loads(json.dumps(raw))
+            stripped.setdefault("snowflake", {})["worker_id"] = 0
+            stripped["snowflake"].pop("etcd", None)
+            path = os.path.join(self.tmp, "config-without-etcd.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(stripped, f)
+            plain = {k: v for k, v in env0.items()
+                     if not k.startswith(env_name("snowflake.etcd.")) and
+                     k != env_name("snowflake.worker_id")}
+            rc, eff, err = self.check_config(plain, config=path)
+            if not c.ok(rc == 0, "--check-config accepts the config.json without its etcd keys",
+                        f"exit {rc}: {err}"):
+                raise SetupError
+            worker, etcd = self.etcd_from_file_and_env(raw, env0)
+            self.extra_env = {env_name(f"snowflake.etcd.{k}") for k in ETCD_DEFAULTS}
+        else:
+            c.ok(False, "--check-config accepts the ConfigMap's config.json with worker_id "
+                 f"\"etcd\" (this source tree has etcd support: {support})", f"exit {rc}: {err}")
+            raise SetupError
+        self.eff = eff
+        sf = eff["snowflake"]
+        c.ok(worker == "etcd", "snowflake.worker_id is \"etcd\" (a Deployment's pods have no "
+             "identity of their own)", f"worker_id {worker!r}")
+        capacity = 1 << sf["worker_bits"]
+        wmin = etcd["worker_min"]
+        wmax = capacity - 1 if etcd["worker_max"] in ("max", CFG_WORKER_MAX_AUTO) \
+            else etcd["worker_max"]
+        etcd["worker_max"] = wmax
+        self.etcd = etcd
+        threads = eff["resolved"]["threads"]
+        per_pod = threads if sf["per_thread_worker_ids"] else 1
+        slots = wmax - wmin + 1
+        print(f"     layout {sf['timestamp_bits']}/{sf['datacenter_bits']}/{sf['worker_bits']}/"
+              f"{sf['sequence_bits']}, datacenter {sf['datacenter_id']}, workers {wmin}..{wmax} "
+              f"under {etcd['prefix']} ({slots} slots), threads {threads}, {per_pod} slot(s) "
+              f"per pod")
+        c.ok(0 <= wmin <= wmax < capacity,
+             f"worker_min..worker_max {wmin}..{wmax} within worker_bits={sf['worker_bits']}")
+        # Where etcd is: set, plain http:// URLs (no TLS in the client yet).
+        endpoints = etcd.get("endpoints") or ""
+        urls = [u.strip() for u in endpoints.split(",") if u.strip()]
+        c.ok(urls and all(re.match(r"^http://[^/\s:]+:[0-9]+/?$", u) for u in urls),
+             f"snowflake.etcd.endpoints are http://host:port URLs ({endpoints})",
+             "https:// is not supported yet (README.md: TLS)")
+        source = next((e.get("valueFrom") for e in self.ctr.get("env", [])
+                       if e["name"] == env_name("snowflake.etcd.endpoints")), None)
+        c.ok(source and ("configMapKeyRef" in source or "secretKeyRef" in source),
+             "the endpoints come from a ConfigMap or Secret key (one place per cluster)",
+             f"{env_name('snowflake.etcd.endpoints')}: {source}")
+        # Timing: renewal every ttl/4; a call must end before the next renewal is due, and the
+        # fence margin must leave room for renewals (the daemon enforces the same bounds).
+        ttl_ms = etcd["ttl_s"] * 1000
+        margin = etcd["fence_margin_ms"]
+        c.ok(2 <= etcd["ttl_s"] <= 300 and ttl_ms * 0.02 + 100 <= margin <= ttl_ms / 2,
+             f"ttl_s {etcd['ttl_s']}, fence_margin_ms {margin}: 2% of ttl + 100 <= margin <= "
+             "ttl/2")
+        c.ok(etcd["request_timeout_ms"] <= ttl_ms / 4,
+             f"request_timeout_ms {etcd['request_timeout_ms']} <= ttl/4 (one renewal ends before "
+             "the next is due)")
+        # The replica ceiling: every pod holds per_pod slots, a rolling update's surge pods
+        # hold theirs while the old pods still run.
+        strategy = self.spec.get("strategy") or {}
+        surge_spec = 0 if strategy.get("type") == "Recreate" else \
+            (strategy.get("rollingUpdate") or {}).get("maxSurge", "25%")
+
+        def surge(n):
+            if isinstance(surge_spec, str) and surge_spec.endswith("%"):
+                return math.ceil(n * int(surge_spec[:-1]) / 100)  # the controller rounds up
+            return int(surge_spec)
+
+        def fits(n):
+            return (n + surge(n)) * per_pod <= slots
+        cap = max((n for n in range(0, slots + 1) if fits(n)), default=0)
+        hpa = None
+        if self.hpas:
+            c.ok(len(self.hpas) == 1, f"one HorizontalPodAutoscaler scales {self.sts_name}",
+                 f"found {len(self.hpas)}")
+            hpa = self.hpas[0]
+            ref = hpa["spec"]["scaleTargetRef"]
+            c.ok(hpa["apiVersion"] == "autoscaling/v2" and ref.get("kind") == "Deployment" and
+                 ref.get("apiVersion") == "apps/v1",
+                 f"HPA {hpa['metadata']['name']} (autoscaling/v2) targets Deployment "
+                 f"{self.sts_name}", f"{hpa['apiVersion']} -> {ref}")
+            c.ok("replicas" not in self.spec, "the Deployment leaves replicas to the HPA (no "
+                 "spec.replicas for kubectl apply to reset)", f"replicas {self.spec.get('replicas')}")
+            lo = hpa["spec"].get("minReplicas", 1)
+            top = hpa["spec"]["maxReplicas"]
+            c.ok(2 <= lo <= top, f"HPA minReplicas {lo} >= 2 (one pod restarting or evicted "
+                 f"leaves one serving) and <= maxReplicas {top}")
+            requests = (self.ctr.get("resources") or {}).get("requests") or {}
+            for m in hpa["spec"].get("metrics", []):
+                res = (m.get("resource") or m.get("containerResource") or {})
+                if res.get("target", {}).get("type") == "Utilization":
+                    c.ok(res["name"] in requests, f"HPA {res['name']} utilization: the container "
+                         f"requests {res['name']} (utilization is a percentage of it)")
+            what = f"HPA maxReplicas {top}"
+        else:
+            top = self.spec.get("replicas", 1)
+            what = f"replicas {top}"
+        self.replicas = top
+        c.ok(fits(top), f"{what} + maxSurge {surge(top)}, x {per_pod} slot(s) per pod, fit "
+             f"the {slots} worker slots {wmin}..{wmax} (HPA: at most {cap} replicas)",
+             f"{(top + surge(top)) * per_pod} slots needed: exceeds the {slots} worker slots "
+             f"{wmin}..{wmax} of datacenter {sf['datacenter_id']}")
+        # A pod that waits for a slot, or for etcd at start, does not listen: the startupProbe
+        # must give it that long before the kubelet restarts it.
+        sp = self.ctr.get("startupProbe") or {}
+        budget = sp.get("periodSeconds", 10) * sp.get("failureThreshold", 3)
+        need = etcd["start_timeout_ms"] / 1000 + etcd["ttl_s"]
+        c.ok(budget >= need, f"startupProbe allows {budget} s >= start_timeout {need - etcd['ttl_s']:g}"
+             f" s + ttl {etcd['ttl_s']} s (connecting to etcd, waiting out an expired holder)"
+             + (", wait_for_slot true" if etcd["wait_for_slot"] else ""))
+        c.ok(self.pod_spec.get("restartPolicy", "Always") == "Always",
+             "restartPolicy Always: a pod whose slot is lost exits 75 and is restarted")
+
     # ---- 2. environment variables ---------------------------------------------------------
 
     def check_env(self):
         c, eff, env0 = self.c, self.eff, self.env0
         keys = flatten({k: v for k, v in eff.items() if k != "resolved"})
-        allowed = {env_name(k) for k in keys} | {"POD_INDEX", "POD_NAME"}
+        allowed = {env_name(k) for k in keys} | {"POD_INDEX", "POD_NAME"} | self.extra_env
         worker = eff["snowflake"]["worker_id"]
         if isinstance(worker, str) and worker.startswith("env:"):
             allowed.add(worker[4:])
@@ -404,10 +627,11 @@ class ManifestCheck:
                  f"{name} listener binds all addresses ({hosts[name]}), reachable via the pod IP")
         c.ok(self.cports == self.listeners,
              f"containerPorts {self.cports} = resolved listener ports {self.listeners}")
-        svc_name = self.spec.get("serviceName")
-        c.ok(any(s["metadata"]["name"] == svc_name and s["spec"].get("clusterIP") == "None"
-                 for s in self.services),
-             f"serviceName {svc_name} is a headless Service of the manifest")
+        if not self.is_deployment:  # a Deployment's pods have no stable names to publish
+            svc_name = self.spec.get("serviceName")
+            c.ok(any(s["metadata"]["name"] == svc_name and s["spec"].get("clusterIP") == "None"
+                     for s in self.services),
+                 f"serviceName {svc_name} is a headless Service of the manifest")
         for svc in self.services:
             name = svc["metadata"]["name"]
             c.ok(matches(svc["spec"].get("selector"), self.pod_labels),
@@ -418,7 +642,7 @@ class ManifestCheck:
                      f"Service {name} port {p.get('name')} {p['port']} -> targetPort "
                      f"{p.get('targetPort')} = {t}, a listener")
         c.ok(matches(self.spec["selector"], self.pod_labels),
-             "StatefulSet selector selects its pods")
+             f"{self.workload} selector selects its pods")
         for pdb in self.kind("PodDisruptionBudget"):
             c.ok(matches(pdb["spec"]["selector"], self.pod_labels),
                  f"PodDisruptionBudget {pdb['metadata']['name']} selects the pods")
@@ -476,9 +700,17 @@ class ManifestCheck:
         server, cache = eff["server"], eff["cache"]
         mounts = {vm["mountPath"].rstrip("/"): vm for vm in self.ctr.get("volumeMounts", [])}
         data = mounts.get(eff["data_dir"].rstrip("/"))
-        c.ok(data is not None and data["name"] in self.claims and not data.get("readOnly"),
-             f"data_dir {eff['data_dir']} is a volumeClaimTemplate mount (the lease survives "
-             "the pod)")
+        if self.is_deployment:
+            # etcd mode keeps no lease file (the floor is in etcd): nothing in data_dir must
+            # outlive the pod, and a shared or persistent volume would only invite two pods
+            # into one pid lock.
+            c.ok(data is not None and "emptyDir" in self.volumes.get(data["name"], {}) and
+                 not data.get("readOnly"),
+                 f"data_dir {eff['data_dir']} is a writable emptyDir (etcd mode: no lease file)")
+        else:
+            c.ok(data is not None and data["name"] in self.claims and not data.get("readOnly"),
+                 f"data_dir {eff['data_dir']} is a volumeClaimTemplate mount (the lease survives "
+                 "the pod)")
         writable = [p for p, vm in mounts.items() if not vm.get("readOnly") and
                     (vm["name"] in self.claims or "emptyDir" in self.volumes.get(vm["name"], {}))]
         ro_root = (self.ctr.get("securityContext") or {}).get("readOnlyRootFilesystem", False)
@@ -491,9 +723,14 @@ class ManifestCheck:
         self.pre_stop = ((lifecycle.get("preStop") or {}).get("sleep") or {}).get("seconds", 0)
         self.tgps = self.pod_spec.get("terminationGracePeriodSeconds", 30)
         drain = server["shutdown_grace_ms"] / 1000
-        c.ok(self.tgps >= self.pre_stop + drain + FINAL_WRITE_BUDGET_S,
+        # etcd mode: after the snapshot, the last floor write and the lease revoke (one etcd
+        # call each, request_timeout_ms at most): killed before the revoke, the slot stays held
+        # until the lease expires.
+        etcd_calls = 2 * self.etcd["request_timeout_ms"] / 1000 if self.etcd else 0
+        c.ok(self.tgps >= self.pre_stop + drain + FINAL_WRITE_BUDGET_S + etcd_calls,
              f"terminationGracePeriodSeconds {self.tgps} >= preStop {self.pre_stop} s + drain "
-             f"{drain:g} s + {FINAL_WRITE_BUDGET_S} s for the snapshot and lease")
+             f"{drain:g} s + {FINAL_WRITE_BUDGET_S} s for the final snapshot and lease" +
+             (f" + {etcd_calls:g} s for the floor write and lease revoke" if self.etcd else ""))
         if cache["enabled"]:
             lim = (self.ctr.get("resources") or {}).get("limits", {}).get("memory")
             need = MEM_FACTOR * cache["max_memory_bytes"] + MEM_HEADROOM
@@ -518,21 +755,23 @@ class ManifestCheck:
             "server.port": (img["server"]["port"], eff["server"]["port"]),
             "cache.memcached_port": (img["cache"]["memcached_port"],
                                      eff["cache"]["memcached_port"]),
-            "snowflake.worker_id": (img["snowflake"]["worker_id"], eff["snowflake"]["worker_id"]),
         }
+        if not self.is_deployment:  # the image defaults to "ordinal"; etcd is the overlay's choice
+            pairs["snowflake.worker_id"] = (img["snowflake"]["worker_id"],
+                                            eff["snowflake"]["worker_id"])
         diff = {k: v for k, v in pairs.items() if v[0] != v[1]}
-        self.c.ok(not diff, f"data_dir, ports and worker_id agree with {path}",
+        self.c.ok(not diff, f"{', '.join(pairs)} agree with {path}",
                   f"image vs manifest: {diff}")
 
     # ---- 4. the live daemon ---------------------------------------------------------------
 
-    def start_daemon(self, ordinal):
+    def start_daemon(self, ordinal, extra=()):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.pod_env(ordinal)}
         self.data_dir = os.path.join(self.tmp, "data")
         self.log_path = os.path.join(self.tmp, "daemon.log")
         base_cmd = [self.binary, "-c", self.cfg_file, "--set", f"data_dir={self.data_dir}",
                     "--set", "server.host=127.0.0.1", "--set", "cache.memcached_host=127.0.0.1",
-                    "--set", "echo.tcp_host=127.0.0.1"]
+                    "--set", "echo.tcp_host=127.0.0.1", *extra]
         keys = {"http": "server.port", "memcached": "cache.memcached_port", "echo": "echo.tcp_port"}
         for _ in range(3):  # a free port can be taken between free_port() and the daemon's bind
             self.port = {name: free_port() for name in self.listeners}
@@ -540,7 +779,7 @@ class ManifestCheck:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-            print(f"     started pod {self.sts_name}-{ordinal} as PID {self.proc.pid} on "
+            print(f"     started pod {self.pod_name(ordinal)} as PID {self.proc.pid} on "
                   f"127.0.0.1:{self.port}")
             deadline = time.monotonic() + LIVE_TIMEOUT_S
             while self.proc.poll() is None and time.monotonic() < deadline:
@@ -604,21 +843,32 @@ class ManifestCheck:
         c.ok(parts.get("worker") == ordinal and parts.get("datacenter") == sf["datacenter_id"],
              f"an ID from pod {self.sts_name}-{ordinal} carries worker {ordinal}, datacenter "
              f"{sf['datacenter_id']}", f"{parts}")
-        if "memcached" in self.port:
-            reply = b""
-            try:
-                with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
-                    s.sendall(b"set k8s-check 0 0 2\r\nok\r\nversion\r\n")
-                    while b"VERSION" not in reply or not reply.endswith(b"\r\n"):
-                        chunk = s.recv(4096)
-                        if not chunk:
-                            break
-                        reply += chunk
-            except OSError as e:
-                reply += str(e).encode()
-            c.ok(reply.startswith(b"STORED\r\nVERSION "),
-                 "the memcached containerPort speaks the memcached protocol", repr(reply[:80]))
-        # SIGTERM as the kubelet sends it (after preStop), then the drain and the final writes.
+        self.check_memcached()
+        self.check_sigterm({"snowflake.lease"})
+        if c.failed:
+            print("     daemon log:\n" + self.daemon_log()[-3000:])
+
+    def check_memcached(self):
+        if "memcached" not in self.port:
+            return
+        reply = b""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
+                s.sendall(b"set k8s-check 0 0 2\r\nok\r\nversion\r\n")
+                while b"VERSION" not in reply or not reply.endswith(b"\r\n"):
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
+        except OSError as e:
+            reply += str(e).encode()
+        self.c.ok(reply.startswith(b"STORED\r\nVERSION "),
+                  "the memcached containerPort speaks the memcached protocol", repr(reply[:80]))
+
+    def check_sigterm(self, want):
+        """SIGTERM as the kubelet sends it (after preStop), then the drain and the final writes;
+        data_dir must keep `want` (and the cache snapshot when it is written there)."""
+        c, cache = self.c, self.eff["cache"]
         t0 = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -629,26 +879,155 @@ class ManifestCheck:
         c.ok(rc == 0, f"SIGTERM: exit 0 after {took:.2f} s (within the grace period {self.tgps} s"
              f" - preStop {self.pre_stop} s)", f"exit {rc}")
         left = set(os.listdir(self.data_dir)) if os.path.isdir(self.data_dir) else set()
-        cache = eff["cache"]
-        want = {"snowflake.lease"}
+        want = set(want)
         if cache["enabled"] and cache["persist"] and not cache["snapshot_path"]:
             want.add("cache.snapshot")
         c.ok(want <= left, f"data_dir keeps {sorted(want)} for the next start",
              f"has {sorted(left)}")
+
+    # ---- 4b. the live daemon against a real etcd ------------------------------------------
+
+    def start_etcd(self):
+        """A single-member etcd on loopback (free ports, temporary data dir); its client URL."""
+        c = self.c
+        binary = shutil.which("etcd")
+        if not c.ok(binary, "etcd is installed (Debian etcd-server; validate.sh installs it)"):
+            return None
+        log_path = os.path.join(self.tmp, "etcd.log")
+        for attempt in range(3):  # a free port can be taken before etcd binds it
+            client, peer = (f"http://127.0.0.1:{free_port()}" for _ in range(2))
+            data = os.path.join(self.tmp, f"etcd-data-{attempt}")
+            cmd = [binary, "--name", "k8scheck", "--data-dir", data,
+                   "--listen-client-urls", client, "--advertise-client-urls", client,
+                   "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                   "--initial-cluster", f"k8scheck={peer}", "--initial-cluster-state", "new",
+                   "--heartbeat-interval", "50", "--election-timeout", "500"]
+            with open(log_path, "wb") as log:
+                self.etcd_proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                                  stdin=subprocess.DEVNULL,
+                                                  preexec_fn=die_with_parent)
+            deadline = time.monotonic() + ETCD_START_TIMEOUT_S
+            while self.etcd_proc.poll() is None and time.monotonic() < deadline:
+                try:  # a range is linearizable: it answers once the member is the leader
+                    self.etcd_range(client, "/")
+                    print(f"     etcd {self.etcd_version(client)} as PID {self.etcd_proc.pid} on "
+                          f"{client}")
+                    return client
+                except (OSError, ValueError):
+                    time.sleep(0.05)
+            self.etcd_proc.kill()
+            self.etcd_proc.wait()
+            with open(log_path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+            if "address already in use" not in text:
+                c.ok(False, "etcd answers on loopback", text[-1500:])
+                return None
+        c.ok(False, "etcd answers on loopback", "ports taken three times")
+        return None
+
+    @staticmethod
+    def etcd_post(client, path, body):
+        req = urllib.request.Request(client + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=2) as r:
+            return json.loads(r.read())
+
+    def etcd_version(self, client):
+        try:
+            return self.etcd_post(client, "/v3/maintenance/status", {}).get("version", "?")
+        except (OSError, ValueError):
+            return "?"
+
+    def etcd_range(self, client, prefix):
+        """{key: value} of every key under prefix (etcd's JSON gateway: base64 both ways)."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        b64 = lambda t: base64.b64encode(t.encode()).decode()  # noqa: E731
+        out = self.etcd_post(client, "/v3/kv/range", {"key": b64(prefix), "range_end": b64(end)})
+        return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", "")).decode()
+                for kv in out.get("kvs", [])}
+
+    def check_live_etcd(self):
+        c, eff, etcd = self.c, self.eff, self.etcd
+        if not self.etcd_live:
+            print("SKIP the daemon started against etcd on loopback: this daemon lacks etcd "
+                  "support (issue 14 step 6 not merged)")
+            return
+        client = self.start_etcd()
+        if client is None:
+            return
+        sf = eff["snowflake"]
+        dc = sf["datacenter_id"]
+        per_pod = eff["resolved"]["threads"] if sf["per_thread_worker_ids"] else 1
+        want_workers = list(range(etcd["worker_min"], etcd["worker_min"] + per_pod))
+        prefix = etcd["prefix"].rstrip("/")
+        pod = self.pod_name(0)
+        # The manifest's endpoints are the cluster's; here the loopback etcd (flag > env).
+        if not c.ok(self.start_daemon(0, ("--set", f"snowflake.etcd.endpoints={client}")),
+                    f"pod {pod} claims a slot from etcd and listens", f"exit {self.proc.poll()}"):
+            print("     daemon log:\n" + self.daemon_log()[-3000:])
+            return
+        for kind, path in self.probes.items():
+            st, _, body = self.poll(path)
+            c.ok(st == 200, f"{kind} GET {path} -> 200", f"got {st} {body[:200]!r}")
+        for path in sorted(self.scrape_paths):
+            st, headers, raw = self.poll(path)
+            body = raw.decode("utf-8", "replace")
+            ctype = headers.get("Content-Type", "")
+            c.ok(st == 200 and ctype.startswith("text/plain") and
+                 re.search(r"^snowflaked_ready 1$", body, re.M),
+                 f"Prometheus GET {path} -> 200 with snowflaked_ready 1", f"{st} {ctype}")
+            info = re.search(r"^snowflaked_identity_info\{([^}]*)\} 1$", body, re.M)
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1))) if info else {}
+            c.ok(labels.get("backend") == "etcd" and labels.get("datacenter") == str(dc),
+                 f"snowflaked_identity_info says backend etcd, datacenter {dc}", f"{labels}")
+            c.ok(re.search(r"^snowflaked_identity_fenced 0$", body, re.M),
+                 "snowflaked_identity_fenced 0")
+        try:
+            new_id = json.loads(self.poll("/id")[2])["id"]
+            parts = json.loads(http_get(f"http://127.0.0.1:{self.port['http']}/id/{new_id}")[2])
+        except (TypeError, ValueError, KeyError, OSError) as e:
+            parts = {"error": str(e)}
+        c.ok(parts.get("worker") in want_workers and parts.get("datacenter") == dc,
+             f"an ID from pod {pod} carries the lowest free worker ({want_workers}), datacenter "
+             f"{dc}", f"{parts}")
+        owners = {}
+        try:
+            owners = self.etcd_range(client, f"{prefix}/owner/")
+        except (OSError, ValueError) as e:
+            owners = {"error": str(e)}
+        keys = {f"{prefix}/owner/{dc:07d}/{w:07d}" for w in want_workers}
+        c.ok(set(owners) == keys, f"etcd holds the owner key(s) {sorted(keys)} while it runs",
+             f"{sorted(owners)}")
+        self.check_memcached()
+        self.check_sigterm(set())  # no lease file in etcd mode: the floor is in etcd
+        try:
+            owners = self.etcd_range(client, f"{prefix}/owner/")
+            floors = self.etcd_range(client, f"{prefix}/floor/")
+        except (OSError, ValueError) as e:
+            owners, floors = {"error": str(e)}, {}
+        c.ok(not owners, "after SIGTERM the slot is free at once (lease revoked: no owner key)",
+             f"{sorted(owners)}")
+        fkeys = {f"{prefix}/floor/{dc:07d}/{w:07d}" for w in want_workers}
+        c.ok(fkeys <= set(floors), f"the floor of the slot stays in etcd ({sorted(fkeys)})",
+             f"{sorted(floors)}")
         if c.failed:
             print("     daemon log:\n" + self.daemon_log()[-3000:])
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        for proc in (self.proc, self.etcd_proc):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def run(self):
         print(f"== {self.args.manifest}")
         try:
             self.find_objects()
             self.find_config()
-            self.check_ordinals()
+            if self.is_deployment:
+                self.check_etcd_identity()
+            else:
+                self.check_ordinals()
         except SetupError:
             return self.c.summary()
         self.check_env()
@@ -657,7 +1036,10 @@ class ManifestCheck:
         self.check_storage_shutdown_memory()
         self.check_container_config()
         if not self.args.no_live:
-            self.check_live()
+            if self.is_deployment:
+                self.check_live_etcd()
+            else:
+                self.check_live()
         return self.c.summary()
 
 
@@ -669,6 +1051,10 @@ def main():
     ap.add_argument("--expect-refusal", metavar="TEXT",
                     help="the manifest must not start as is: --check-config names TEXT")
     ap.add_argument("--no-live", action="store_true", help="static checks only, start nothing")
+    ap.add_argument("--etcd-support", choices=("auto", "none", "config", "full"), default="auto",
+                    help="what the daemon supports of worker_id \"etcd\" (auto: read from this "
+                    "repository's source); without it, a Deployment's etcd checks that need the "
+                    "daemon are skipped, with a SKIP line")
     args = ap.parse_args()
     if not os.access(args.binary, os.X_OK):
         print(f"check_manifest: {args.binary} not found or not executable (make build)",
