@@ -2,10 +2,12 @@
 """Check that a rendered snowflaked manifest agrees with what the binary actually does.
 
     python3 deploy/k8s/check_manifest.py [-b build/snowflaked] [--container-config FILE]
-                                         [--expect-refusal TEXT] [--no-live] RENDERED.yaml
+                                         [--expect-refusal TEXT] [--no-live]
+                                         [--etcd-support auto|none|config|full] RENDERED.yaml
 
-No cluster needed. From the output of `kubectl kustomize` it takes the StatefulSet, the ConfigMap
-it mounts, the Services, the PodDisruptionBudget and any ServiceMonitor, and
+No cluster needed. From the output of `kubectl kustomize` it takes the StatefulSet (or the
+Deployment, below), the ConfigMap it mounts, the Services, the PodDisruptionBudget, any
+HorizontalPodAutoscaler and ServiceMonitor, and
 
 1. proves the mounted config.json is accepted by `snowflaked --check-config` with the pod's
    environment as Kubernetes would set it (downward API simulated: POD_INDEX from the pod-index
@@ -25,6 +27,22 @@ it mounts, the Services, the PodDisruptionBudget and any ServiceMonitor, and
    data_dir) and the same environment, probes the startup/liveness/readiness paths (200), the
    Prometheus path, the memcached port and an ID, then stops it with SIGTERM as the kubelet
    would and checks that it exits 0 and leaves the lease (and cache snapshot) in data_dir.
+
+A Deployment (overlays/etcd-deployment) instead of a StatefulSet: worker ids are claimed from etcd
+(snowflake.worker_id "etcd"), so step 1 becomes: --check-config accepts the config with the pod's
+environment (endpoints from a ConfigMap or Secret key: http:// URLs), the etcd timing rules, and
+the replica ceiling: (HPA maxReplicas + the rollout's maxSurge) x slots per pod (server.threads
+with per_thread_worker_ids, else 1) <= worker_max - worker_min + 1, printed as "(HPA: at most N
+replicas)"; an HPA is autoscaling/v2, the Deployment has no spec.replicas, a Utilization target
+has its resource request, the startupProbe outlasts start_timeout_ms + ttl_s (a pod waiting for a
+slot does not listen). Step 3 wants data_dir on an emptyDir and a grace period that also covers
+the final floor write and the lease revoke. Step 4 starts a single-member etcd on loopback
+(Debian's etcd-server), points the daemon at it, probes as above plus snowflaked_identity_info
+and an ID with the lowest worker of the range, sees the owner key in etcd, and after SIGTERM
+(exit 0) the owner key gone (lease revoked) and the floor key kept.
+Until the daemon supports worker_id "etcd" (issue 14 steps 5-6; --etcd-support auto reads this
+repository's source: the config keys, then the backend wired into app/), what needs it is
+reported as SKIP; once the source has it, a daemon that refuses or ignores it FAILS.
 
 --expect-refusal TEXT: the manifest must NOT start as is (the base, whose datacenter id is a
 placeholder): --check-config must fail naming TEXT, an environment variable the manifest sets;
@@ -423,7 +441,9 @@ class ManifestCheck:
             return False
         if not mentions("config", "fence_margin_ms"):
             return "none"
-        return "full" if mentions("app", "CFG_WORKER_ETCD") else "config"
+        backend = os.path.join(REPO, "service", "src", "cluster", "identity_etcd.c")
+        return "full" if mentions("app", "CFG_WORKER_ETCD") or os.path.exists(backend) \
+            else "config"
 
     def etcd_from_file_and_env(self, raw, env):
         """snowflake.etcd as the daemon would merge it (file < environment), for a binary that
@@ -552,7 +572,8 @@ class ManifestCheck:
                  f"HPA {hpa['metadata']['name']} (autoscaling/v2) targets Deployment "
                  f"{self.sts_name}", f"{hpa['apiVersion']} -> {ref}")
             c.ok("replicas" not in self.spec, "the Deployment leaves replicas to the HPA (no "
-                 "spec.replicas for kubectl apply to reset)", f"replicas {self.spec.get('replicas')}")
+                 "spec.replicas for kubectl apply to reset)",
+                 f"replicas {self.spec.get('replicas')}")
             lo = hpa["spec"].get("minReplicas", 1)
             top = hpa["spec"]["maxReplicas"]
             c.ok(2 <= lo <= top, f"HPA minReplicas {lo} >= 2 (one pod restarting or evicted "
@@ -577,9 +598,9 @@ class ManifestCheck:
         sp = self.ctr.get("startupProbe") or {}
         budget = sp.get("periodSeconds", 10) * sp.get("failureThreshold", 3)
         need = etcd["start_timeout_ms"] / 1000 + etcd["ttl_s"]
-        c.ok(budget >= need, f"startupProbe allows {budget} s >= start_timeout {need - etcd['ttl_s']:g}"
-             f" s + ttl {etcd['ttl_s']} s (connecting to etcd, waiting out an expired holder)"
-             + (", wait_for_slot true" if etcd["wait_for_slot"] else ""))
+        c.ok(budget >= need, f"startupProbe allows {budget} s >= start_timeout "
+             f"{need - etcd['ttl_s']:g} s + ttl {etcd['ttl_s']} s (connecting to etcd, waiting "
+             "out an expired holder)" + (", wait_for_slot true" if etcd["wait_for_slot"] else ""))
         c.ok(self.pod_spec.get("restartPolicy", "Always") == "Always",
              "restartPolicy Always: a pod whose slot is lost exits 75 and is restarted")
 
@@ -737,6 +758,32 @@ class ManifestCheck:
             c.ok(lim is not None and quantity(lim) >= need,
                  f"memory limit {lim} >= {MEM_FACTOR} x cache.max_memory_bytes + "
                  f"{MEM_HEADROOM >> 20} MiB ({need / 2**20:.0f} MiB)")
+
+    def check_same_pod(self):
+        """--same-pod-as RENDERED: the Deployment's pod template was copied from the base
+        StatefulSet's; what must not drift apart (security, resources, ports, stop) is compared."""
+        path = self.args.same_pod_as
+        if not path:
+            return
+        with open(path, encoding="utf-8") as f:
+            ref = next((d for d in yaml.safe_load_all(f)
+                        if d and d.get("kind") in ("StatefulSet", "Deployment")), None)
+        if not self.c.ok(ref is not None, f"{path} has a workload to compare the pod with"):
+            return
+        rpod = ref["spec"]["template"]["spec"]
+        rctr = next(x for x in rpod["containers"] if x["name"] == CONTAINER)
+        diff = []
+        for key in ("securityContext", "automountServiceAccountToken", "enableServiceLinks",
+                    "affinity"):
+            if rpod.get(key) != self.pod_spec.get(key):
+                diff.append(f"pod {key}")
+        for key in ("securityContext", "resources", "ports", "lifecycle", "args",
+                    "imagePullPolicy"):  # not image: each overlay points it at its registry
+            if rctr.get(key) != self.ctr.get(key):
+                diff.append(f"container {key}")
+        self.c.ok(not diff, f"the pod template agrees with {ref['kind']} {ref['metadata']['name']}"
+                  " of the base on security, resources, ports, preStop and args",
+                  f"differs: {', '.join(diff)}")
 
     def check_container_config(self):
         """The image's config.json (deploy/container) must agree on what the image declares."""
@@ -1035,6 +1082,7 @@ class ManifestCheck:
         self.check_probes_and_scraping()
         self.check_storage_shutdown_memory()
         self.check_container_config()
+        self.check_same_pod()
         if not self.args.no_live:
             if self.is_deployment:
                 self.check_live_etcd()
@@ -1050,6 +1098,9 @@ def main():
     ap.add_argument("--container-config", help="the image's config.json, to compare with")
     ap.add_argument("--expect-refusal", metavar="TEXT",
                     help="the manifest must not start as is: --check-config names TEXT")
+    ap.add_argument("--same-pod-as", metavar="RENDERED",
+                    help="a rendered manifest whose pod template this one's must match on "
+                    "security, resources, ports, preStop and args (the base)")
     ap.add_argument("--no-live", action="store_true", help="static checks only, start nothing")
     ap.add_argument("--etcd-support", choices=("auto", "none", "config", "full"), default="auto",
                     help="what the daemon supports of worker_id \"etcd\" (auto: read from this "

@@ -151,7 +151,12 @@ check --container-config "$CONTAINER_CONFIG" --expect-refusal SNOWFLAKED_SNOWFLA
     "$TMP/base.yaml"
 for o in $overlays; do
     say "check_manifest.py: overlay $o"
-    check --container-config "$CONTAINER_CONFIG" "$TMP/overlay-$o.yaml" >"$TMP/check-$o.out" ||
+    # A Deployment's pod template is a copy of the base StatefulSet's: it must not drift from it.
+    same=""
+    grep -q '^kind: Deployment$' "$TMP/overlay-$o.yaml" && same="--same-pod-as $TMP/base.yaml"
+    # shellcheck disable=SC2086  # $same is empty or two words
+    check --container-config "$CONTAINER_CONFIG" $same "$TMP/overlay-$o.yaml" \
+        >"$TMP/check-$o.out" ||
         { cat "$TMP/check-$o.out"; die "check_manifest.py failed for overlay $o"; }
     cat "$TMP/check-$o.out"
 done
@@ -222,6 +227,7 @@ EOF
     say "ok: HPA maxReplicas $too_many rejected"
     hpa_checked=$((hpa_checked + 1))
 done
-[ "$hpa_checked" -gt 0 ] || die "no overlay with a HorizontalPodAutoscaler (overlays/etcd-deployment)"
+[ "$hpa_checked" -gt 0 ] ||
+    die "no overlay with a HorizontalPodAutoscaler (overlays/etcd-deployment)"
 
 say "validate.sh: all checks passed in $(($(date +%s) - T0)) s"
