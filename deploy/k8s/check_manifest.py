@@ -3,7 +3,7 @@
 
     python3 deploy/k8s/check_manifest.py [-b build/snowflaked] [--container-config FILE]
                                          [--expect-refusal TEXT] [--no-live]
-                                         [--etcd-support auto|none|config|full] RENDERED.yaml
+                                         [--etcd-support auto|config|full] RENDERED.yaml
 
 No cluster needed. From the output of `kubectl kustomize` it takes the StatefulSet (or the
 Deployment, below), the ConfigMap it mounts, the Services, the PodDisruptionBudget, any
@@ -40,9 +40,9 @@ the final floor write and the lease revoke. Step 4 starts a single-member etcd o
 (Debian's etcd-server), points the daemon at it, probes as above plus snowflaked_identity_info
 and an ID with the lowest worker of the range, sees the owner key in etcd, and after SIGTERM
 (exit 0) the owner key gone (lease revoked) and the floor key kept.
-Until the daemon supports worker_id "etcd" (issue 14 steps 5-6; --etcd-support auto reads this
-repository's source: the config keys, then the backend wired into app/), what needs it is
-reported as SKIP; once the source has it, a daemon that refuses or ignores it FAILS.
+Until the daemon has the etcd backend (issue 14 step 6; --etcd-support auto looks for it in this
+repository's source), the live part is reported as SKIP; once the source has it, a daemon that
+does not claim its slot from etcd FAILS.
 
 --expect-refusal TEXT: the manifest must NOT start as is (the base, whose datacenter id is a
 placeholder): --check-config must fail naming TEXT, an environment variable the manifest sets;
@@ -81,13 +81,8 @@ LIVE_TIMEOUT_S = 15.0
 # lease write (under 1 s for a full 64 MiB cache on a local disk; budget slow volumes).
 FINAL_WRITE_BUDGET_S = 10
 # The repository this script belongs to (deploy/k8s/..): its source says whether the daemon
-# supports worker_id "etcd" (etcd_support).
+# has the etcd identity backend (etcd_support).
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# snowflake.etcd defaults (notes/iface-14.md), for a daemon that does not report them yet.
-ETCD_DEFAULTS = {"endpoints": "", "prefix": "/snowflaked", "ttl_s": 10, "fence_margin_ms": 1000,
-                 "request_timeout_ms": 1000, "start_timeout_ms": 10000, "wait_for_slot": False,
-                 "worker_min": 0, "worker_max": "max"}
-CFG_WORKER_MAX_AUTO = 2**32 - 1  # "max" as --check-config may print it
 # How long the loopback etcd may take to answer its first request.
 ETCD_START_TIMEOUT_S = 15.0
 # Memory limit rule: RSS measured 62-81 MiB with a full 64 MiB cache (81 with the smallest items).
@@ -270,7 +265,6 @@ class ManifestCheck:
         self.overrides = {}
         self.etcd = None  # snowflake.etcd settings (Deployment path)
         self.etcd_live = False
-        self.extra_env = set()  # names a daemon without etcd support cannot report
 
     def kind(self, k):
         return [d for d in self.docs if d.get("kind") == k]
@@ -425,44 +419,20 @@ class ManifestCheck:
     # ---- 1b. a Deployment: worker ids from etcd, the autoscaler within the slots ----------
 
     def etcd_support(self):
-        """How far the daemon's source (this repository) supports worker_id "etcd": "none",
-        "config" (the keys: issue 14 step 5) or "full" (the backend wired in: step 6). Once the
-        source has it, the binary must have it: a refusal is then a failure, not a skip."""
+        """Whether the daemon's source (this repository) has the etcd backend wired in
+        ("full", issue 14 step 6) or only the config keys ("config", step 5: such a daemon
+        accepts worker_id "etcd" but cannot claim a slot). Once the source has the backend, the
+        binary must use it: the live check then fails a daemon that does not."""
         if self.args.etcd_support != "auto":
             return self.args.etcd_support
-
-        def mentions(subdir, text):
-            d = os.path.join(REPO, "service", "src", subdir)
-            for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-                if name.endswith(".c"):
-                    with open(os.path.join(d, name), encoding="utf-8", errors="replace") as f:
-                        if text in f.read():
-                            return True
-            return False
-        if not mentions("config", "fence_margin_ms"):
-            return "none"
+        app = os.path.join(REPO, "service", "src", "app")
+        for name in sorted(os.listdir(app)) if os.path.isdir(app) else []:
+            if name.endswith(".c"):
+                with open(os.path.join(app, name), encoding="utf-8", errors="replace") as f:
+                    if "CFG_WORKER_ETCD" in f.read():
+                        return "full"
         backend = os.path.join(REPO, "service", "src", "cluster", "identity_etcd.c")
-        return "full" if mentions("app", "CFG_WORKER_ETCD") or os.path.exists(backend) \
-            else "config"
-
-    def etcd_from_file_and_env(self, raw, env):
-        """snowflake.etcd as the daemon would merge it (file < environment), for a binary that
-        does not know the keys yet; defaults as documented (notes/iface-14.md)."""
-        etcd = dict(ETCD_DEFAULTS)
-        etcd.update((raw.get("snowflake") or {}).get("etcd") or {})
-        for key, default in ETCD_DEFAULTS.items():
-            v = env.get(env_name(f"snowflake.etcd.{key}"))
-            if v is None:
-                continue
-            if isinstance(default, bool):
-                etcd[key] = v == "true"
-            elif isinstance(default, int) and v != "max":
-                etcd[key] = int(v)
-            else:
-                etcd[key] = v
-        worker = env.get(env_name("snowflake.worker_id"),
-                         (raw.get("snowflake") or {}).get("worker_id"))
-        return worker, etcd
+        return "full" if os.path.exists(backend) else "config"
 
     def check_etcd_identity(self):
         c = self.c
@@ -472,50 +442,21 @@ class ManifestCheck:
             c.ok(False, "the container environment can be simulated", str(e))
             raise SetupError from e
         self.env0 = env0
-        with open(self.cfg_file, encoding="utf-8") as f:
-            raw = json.load(f)
-        support = self.etcd_support()
-        self.etcd_live = support == "full"
+        self.etcd_live = self.etcd_support() == "full"
         rc, eff, err = self.check_config(env0)
-        if rc == 0:
-            c.ok(True, f"--check-config accepts the ConfigMap's config.json (pod "
-                 f"{self.pod_name(0)}, environment as the kubelet sets it)")
-            worker, etcd = eff["snowflake"]["worker_id"], dict(eff["snowflake"].get("etcd") or {})
-        elif support == "none" and "etcd" in err:
-            # The daemon of this tree does not know worker_id "etcd" yet. Everything but the
-            # daemon itself can still be checked: the rest of the config through --check-config
-            # without the etcd keys, the etcd keys from the file and environment.
-            print(f"SKIP --check-config and the live daemon with worker_id \"etcd\": this daemon "
-                  f"lacks etcd support (issue 14 steps 5-6 not merged; {err})")
-            self.etcd_live = False
-            stripped = json.loads(json.dumps(raw))
-            stripped.setdefault("snowflake", {})["worker_id"] = 0
-            stripped["snowflake"].pop("etcd", None)
-            path = os.path.join(self.tmp, "config-without-etcd.json")
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(stripped, f)
-            plain = {k: v for k, v in env0.items()
-                     if not k.startswith(env_name("snowflake.etcd.")) and
-                     k != env_name("snowflake.worker_id")}
-            rc, eff, err = self.check_config(plain, config=path)
-            if not c.ok(rc == 0, "--check-config accepts the config.json without its etcd keys",
-                        f"exit {rc}: {err}"):
-                raise SetupError
-            worker, etcd = self.etcd_from_file_and_env(raw, env0)
-            self.extra_env = {env_name(f"snowflake.etcd.{k}") for k in ETCD_DEFAULTS}
-        else:
-            c.ok(False, "--check-config accepts the ConfigMap's config.json with worker_id "
-                 f"\"etcd\" (this source tree has etcd support: {support})", f"exit {rc}: {err}")
+        if not c.ok(rc == 0, f"--check-config accepts the ConfigMap's config.json (pod "
+                    f"{self.pod_name(0)}, environment as the kubelet sets it)",
+                    f"exit {rc}: {err}"):
             raise SetupError
+        worker, etcd = eff["snowflake"]["worker_id"], dict(eff["snowflake"].get("etcd") or {})
         self.eff = eff
         sf = eff["snowflake"]
-        c.ok(worker == "etcd", "snowflake.worker_id is \"etcd\" (a Deployment's pods have no "
-             "identity of their own)", f"worker_id {worker!r}")
+        if not c.ok(worker == "etcd" and etcd, "snowflake.worker_id is \"etcd\" (a Deployment's "
+                    "pods have no identity of their own)", f"worker_id {worker!r}"):
+            raise SetupError
         capacity = 1 << sf["worker_bits"]
         wmin = etcd["worker_min"]
-        wmax = capacity - 1 if etcd["worker_max"] in ("max", CFG_WORKER_MAX_AUTO) \
-            else etcd["worker_max"]
-        etcd["worker_max"] = wmax
+        wmax = etcd["worker_max"]  # --check-config prints "max" resolved
         self.etcd = etcd
         threads = eff["resolved"]["threads"]
         per_pod = threads if sf["per_thread_worker_ids"] else 1
@@ -609,7 +550,7 @@ class ManifestCheck:
     def check_env(self):
         c, eff, env0 = self.c, self.eff, self.env0
         keys = flatten({k: v for k, v in eff.items() if k != "resolved"})
-        allowed = {env_name(k) for k in keys} | {"POD_INDEX", "POD_NAME"} | self.extra_env
+        allowed = {env_name(k) for k in keys} | {"POD_INDEX", "POD_NAME"}
         worker = eff["snowflake"]["worker_id"]
         if isinstance(worker, str) and worker.startswith("env:"):
             allowed.add(worker[4:])
@@ -996,8 +937,8 @@ class ManifestCheck:
     def check_live_etcd(self):
         c, eff, etcd = self.c, self.eff, self.etcd
         if not self.etcd_live:
-            print("SKIP the daemon started against etcd on loopback: this daemon lacks etcd "
-                  "support (issue 14 step 6 not merged)")
+            print("SKIP the daemon started against etcd on loopback: this daemon has the "
+                  "snowflake.etcd keys but no etcd backend yet (issue 14 step 6 not merged)")
             return
         client = self.start_etcd()
         if client is None:
@@ -1102,10 +1043,11 @@ def main():
                     help="a rendered manifest whose pod template this one's must match on "
                     "security, resources, ports, preStop and args (the base)")
     ap.add_argument("--no-live", action="store_true", help="static checks only, start nothing")
-    ap.add_argument("--etcd-support", choices=("auto", "none", "config", "full"), default="auto",
-                    help="what the daemon supports of worker_id \"etcd\" (auto: read from this "
-                    "repository's source); without it, a Deployment's etcd checks that need the "
-                    "daemon are skipped, with a SKIP line")
+    ap.add_argument("--etcd-support", choices=("auto", "config", "full"), default="auto",
+                    help="config: the daemon knows the snowflake.etcd keys but has no etcd "
+                    "backend, so a Deployment's daemon is not started (SKIP line); full: it is "
+                    "started against a loopback etcd; auto (default): read from this "
+                    "repository's source")
     args = ap.parse_args()
     if not os.access(args.binary, os.X_OK):
         print(f"check_manifest: {args.binary} not found or not executable (make build)",
