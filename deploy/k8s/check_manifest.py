@@ -38,8 +38,9 @@ has its resource request, the startupProbe outlasts start_timeout_ms + ttl_s (a 
 slot does not listen). Step 3 wants data_dir on an emptyDir and a grace period that also covers
 the final floor write and the lease revoke. Step 4 starts a single-member etcd on loopback
 (Debian's etcd-server), points the daemon at it, probes as above plus snowflaked_identity_info
-and an ID with the lowest worker of the range, sees the owner key in etcd, and after SIGTERM
-(exit 0) the owner key gone (lease revoked) and the floor key kept.
+and an ID with the lowest worker of the range, sees the owner key in etcd, starts a second pod
+beside it (it must take the next worker), and after SIGTERM (exit 0) sees the owner keys gone
+(leases revoked) and the floor key kept.
 Until the daemon has the etcd backend (issue 14 step 6; --etcd-support auto looks for it in this
 repository's source), the live part is reported as SKIP; once the source has it, a daemon that
 does not claim its slot from etcd FAILS.
@@ -755,8 +756,8 @@ class ManifestCheck:
 
     def start_daemon(self, ordinal, extra=()):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.pod_env(ordinal)}
-        self.data_dir = os.path.join(self.tmp, "data")
-        self.log_path = os.path.join(self.tmp, "daemon.log")
+        self.data_dir = os.path.join(self.tmp, f"data-{ordinal}")
+        self.log_path = os.path.join(self.tmp, f"daemon-{ordinal}.log")
         base_cmd = [self.binary, "-c", self.cfg_file, "--set", f"data_dir={self.data_dir}",
                     "--set", "server.host=127.0.0.1", "--set", "cache.memcached_host=127.0.0.1",
                     "--set", "echo.tcp_host=127.0.0.1", *extra]
@@ -987,6 +988,7 @@ class ManifestCheck:
         c.ok(set(owners) == keys, f"etcd holds the owner key(s) {sorted(keys)} while it runs",
              f"{sorted(owners)}")
         self.check_memcached()
+        self.check_second_pod(client, want_workers[-1] + 1)
         self.check_sigterm(set())  # no lease file in etcd mode: the floor is in etcd
         try:
             owners = self.etcd_range(client, f"{prefix}/owner/")
@@ -1000,6 +1002,40 @@ class ManifestCheck:
              f"{sorted(floors)}")
         if c.failed:
             print("     daemon log:\n" + self.daemon_log()[-3000:])
+
+    def check_second_pod(self, client, want):
+        """A second replica of the same template, beside the first: the next slot, never the
+        first one's worker id. Stopped again with SIGTERM (its slot freed)."""
+        c = self.c
+        if want > self.etcd["worker_max"]:
+            print("     (one pod fills the range: no second pod started)")
+            return
+        first = (self.proc, self.port, self.data_dir, self.log_path)
+        try:
+            started = self.start_daemon(1, ("--set", f"snowflake.etcd.endpoints={client}"))
+            if not c.ok(started, f"a second pod {self.pod_name(1)} starts beside it",
+                        f"exit {self.proc.poll()}"):
+                print("     daemon log:\n" + self.daemon_log()[-3000:])
+                return
+            try:
+                new_id = json.loads(self.poll("/id")[2])["id"]
+                parts = json.loads(
+                    http_get(f"http://127.0.0.1:{self.port['http']}/id/{new_id}")[2])
+            except (TypeError, ValueError, KeyError, OSError) as e:
+                parts = {"error": str(e)}
+            c.ok(parts.get("worker") == want,
+                 f"the second pod claims the next free worker {want}", f"{parts}")
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(timeout=self.tgps - self.pre_stop)
+            except subprocess.TimeoutExpired:
+                rc = None
+            c.ok(rc == 0, "the second pod: SIGTERM, exit 0", f"exit {rc}")
+        finally:
+            if self.proc is not first[0] and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc, self.port, self.data_dir, self.log_path = first
 
     def stop(self):
         for proc in (self.proc, self.etcd_proc):
