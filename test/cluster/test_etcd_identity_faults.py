@@ -10,8 +10,10 @@ one-member etcd (test/cluster/etcdcluster.py). Each test uses its own key prefix
 - another layout under the same prefix: refused, naming both;
 - handoff after kill -9: the successor's first ID is above the dead holder's last;
 - clean stop: the owner key is gone at once and the floor holds the exact final E;
-- the lease revoked behind its back, or its owner key deleted: the daemon stops issuing and exits
-  75 (EX_TEMPFAIL: its supervisor restarts it, which claims afresh);
+- the lease revoked behind its back, or its owner key deleted: the daemon stops issuing, takes the
+  same slot back under a new lease and goes on above everything issued before; when another
+  process took the slot meanwhile, it exits 75 (EX_TEMPFAIL: its supervisor restarts it, which
+  claims afresh);
 - etcd frozen (SIGSTOP): fenced (503, /readyz says etcd, metric) within ttl - margin of the last
   renewal, then issuing again after SIGCONT, same slot.
 """
@@ -332,28 +334,58 @@ class EtcdIdentityFaults(unittest.TestCase):
         self.assertEqual(id_worker(first), 0)
         self.assertGreater(first, max(ids))
 
-    def lost(self, how):
+    def revoke(self):
+        owner = json.loads(self.etcd_get(self.owner_key(0)))
+        st, r = post(self.port, "/v3/lease/revoke", {"ID": str(int(owner["lease"], 16))})
+        self.assertEqual(st, 200, r)
+        return owner
+
+    def reclaimed(self, how):
         d = self.daemon()
         d.wait_listening()
-        self.assertIsNotNone(d.new_id())
-        how(d)
-        rc = d.wait_exit(TTL_S + 10)
-        self.assertEqual(rc, 75, d.output())
-        self.assertIn("lost", d.output())
+        before = [d.new_id() for _ in range(20)]
+        old = json.loads(self.etcd_get(self.owner_key(0)))["lease"]
+        how()
+        ok = 'snowflaked_identity_reclaims_total{result="ok"}'
+        t0 = time.monotonic()
+        while d.metric(ok) != 1 and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        figure("lapse_to_reclaimed_s", "%.2f" % (time.monotonic() - t0))
+        self.assertEqual(d.metric(ok), 1, d.output())
+        while (after := d.new_id()) is None and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        self.assertIsNotNone(after, d.output())
+        self.assertEqual(id_worker(after), 0)
+        self.assertGreater(after, max(before))
+        self.assertNotEqual(json.loads(self.etcd_get(self.owner_key(0)))["lease"], old)
+        self.assertEqual(d.get("/readyz").status, 200)
+        self.assertTrue(d.wait_output("re-claim") or d.wait_output("claimed"), d.output())
+        d.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(d.wait_exit(10), 0, d.output())
+
+    def test_revoked_lease_reclaims_the_same_slot(self):
+        self.reclaimed(self.revoke)
+
+    def test_deleted_owner_key_reclaims_the_same_slot(self):
+        self.reclaimed(lambda: self.assertEqual(
+            post(self.port, "/v3/kv/deleterange", {"key": b64(self.owner_key(0))})[0], 200))
+
+    def test_slot_taken_while_lapsed_exits_75(self):
+        d = self.daemon()
+        d.wait_listening()
+        last = d.new_id()
+        st, r = post(self.port, "/v3/lease/grant", {"TTL": 30})
+        self.assertEqual(st, 200, r)
+        self.revoke()  # and at once another "process" takes worker 0
+        st, r = post(self.port, "/v3/kv/put", {"key": b64(self.owner_key(0)),
+                                                "value": b64('{"holder":"intruder"}'),
+                                                "lease": r["ID"]})
+        self.assertEqual(st, 200, r)
+        self.assertEqual(d.wait_exit(TTL_S + 10), 75, d.output())
+        self.assertIn("held by another process now", d.output())
         self.assertIn("exit 75", d.output())
-
-    def test_revoked_lease_stops_with_75(self):
-        def revoke(d):
-            owner = json.loads(self.etcd_get(self.owner_key(0)))
-            st, r = post(self.port, "/v3/lease/revoke", {"ID": str(int(owner["lease"], 16))})
-            self.assertEqual(st, 200, r)
-        self.lost(revoke)
-
-    def test_deleted_owner_key_stops_with_75(self):
-        def delete(d):
-            st, r = post(self.port, "/v3/kv/deleterange", {"key": b64(self.owner_key(0))})
-            self.assertEqual(st, 200, r)
-        self.lost(delete)
+        floor = json.loads(self.etcd_get(self.floor_key(0)))
+        self.assertGreater(floor["E"], id_ms(last))  # the renewed floor still covers its IDs
 
     def test_frozen_etcd_fences_then_resumes(self):
         d = self.daemon()

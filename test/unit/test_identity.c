@@ -149,8 +149,11 @@ END_TEST
 
 typedef struct scripted {
     bool duplicate, lost;
+    bool lapse;         /* the next renewal says lapsed */
+    int reclaim_result; /* 0 reclaimed, 1 taken (lost), -1 error */
+    uint64_t handoff_ms;
     uint64_t fence_ms;
-    unsigned renewals;
+    unsigned renewals, reclaims;
     uint64_t released;
 } scripted;
 
@@ -172,7 +175,28 @@ static int scripted_renew(void *b, uint64_t want, sf_identity_renewal *out, char
     (void)err;
     (void)errlen;
     s->renewals++;
-    *out = (sf_identity_renewal){.stored_end_ms = want, .fence_ms = s->fence_ms, .lost = s->lost};
+    *out = (sf_identity_renewal){.stored_end_ms = want, .fence_ms = s->fence_ms, .lost = s->lost,
+                                 .lapsed = s->lapse};
+    s->lapse = false;
+    return 0;
+}
+
+static int scripted_reclaim(void *b, uint64_t want, sf_identity_renewal *out, char *err,
+                            size_t errlen)
+{
+    scripted *s = b;
+    s->reclaims++;
+    if (s->reclaim_result < 0) {
+        snprintf(err, errlen, "etcd unreachable");
+        return -1;
+    }
+    s->lost = s->reclaim_result == 1; /* from now on every renewal says so, as etcd's does */
+    uint64_t stored = want > s->handoff_ms ? want : s->handoff_ms;
+    *out = (sf_identity_renewal){.stored_end_ms = stored,
+                                 .fence_ms = s->fence_ms,
+                                 .reclaimed = s->reclaim_result == 0,
+                                 .lost = s->reclaim_result == 1,
+                                 .handoff_ms = s->handoff_ms};
     return 0;
 }
 
@@ -188,8 +212,36 @@ static const sf_identity_ops scripted_ops = {
     .name = "scripted",
     .claim = scripted_claim,
     .renew = scripted_renew,
+    .reclaim = scripted_reclaim,
     .release = scripted_release,
 };
+
+typedef struct hook_log {
+    sf_gen *g;
+    unsigned stops, resumes, losses;
+    uint64_t resumed_from;
+} hook_log;
+
+static void hook_stop(void *arg)
+{
+    hook_log *h = arg;
+    h->stops++;
+    sf_gen_cap_lease(h->g, 0);
+}
+
+static int hook_resume(void *arg, uint64_t handoff_ms)
+{
+    hook_log *h = arg;
+    char err[128];
+    h->resumes++;
+    h->resumed_from = handoff_ms;
+    return sf_gen_resume(h->g, sf_lease_first_tick(&h->g->layout, handoff_ms), err, sizeof err);
+}
+
+static void hook_lost(void *arg)
+{
+    ((hook_log *)arg)->losses++;
+}
 
 START_TEST(test_claim_checks_the_backend)
 {
@@ -234,9 +286,63 @@ START_TEST(test_keeper_through_identity)
     s = (scripted){.fence_ms = SF_IDENTITY_NO_FENCE, .lost = true};
     ck_assert_int_eq(sf_lease_keeper_start_store(&k, gens, 1, &store, 2000, 0, err, sizeof err),
                      -1);
-    ck_assert_ptr_nonnull(strstr(err, "no longer ours"));
+    ck_assert_ptr_nonnull(strstr(err, "someone else's"));
     ck_assert_int_eq(sf_gen_next(&g, &id1), SF_ELEASE);
     ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0); /* never started: harmless */
+    sf_gen_destroy(&g);
+}
+END_TEST
+
+/* A lapse through the keeper's store: the generators stop before reclaim is asked; a failed
+ * reclaim keeps them stopped and is asked again next time; the same slots back resume them from
+ * the handoff E (stored E never below it); slots taken meanwhile call lost once. */
+START_TEST(test_lapse_reclaim_resume)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen g;
+    gen_at(&g, &clk, 0);
+    scripted s = {.fence_ms = SF_IDENTITY_NO_FENCE};
+    hook_log h = {.g = &g};
+    sf_identity id = {.ops = &scripted_ops, .backend = &s};
+    id.hooks = (sf_identity_hooks){
+        .stop_issuing = hook_stop, .resume = hook_resume, .lost = hook_lost, .arg = &h};
+    sf_lease_store store;
+    sf_identity_lease_store(&id, &store);
+    sf_lease_renewal r;
+    char err[256];
+    ck_assert_int_eq(store.persist(store.ctx, T0 + 1000, &r, err, sizeof err), 0);
+    sf_gen_extend_lease(&g, sf_lease_first_tick(&g.layout, r.open_until_ms));
+    uint64_t before, after;
+    ck_assert_int_eq(sf_gen_next(&g, &before), SF_OK);
+
+    s.lapse = true;
+    s.reclaim_result = -1; /* etcd away: stopped, not resumed, asked again */
+    ck_assert_int_eq(store.persist(store.ctx, T0 + 1000, &r, err, sizeof err), -1);
+    ck_assert_uint_eq(h.stops, 1);
+    ck_assert_uint_eq(s.reclaims, 1);
+    ck_assert_int_eq(sf_gen_next(&g, &after), SF_ELEASE);
+
+    s.lapse = true; /* still lapsed (the backend says so until reclaimed) */
+    s.reclaim_result = 0;
+    s.handoff_ms = T0 + 50; /* a holder in between went up to here */
+    ck_assert_int_eq(store.persist(store.ctx, T0 + 20, &r, err, sizeof err), 0);
+    ck_assert_uint_eq(h.resumes, 1);
+    ck_assert_uint_eq(h.resumed_from, T0 + 50);
+    ck_assert_uint_ge(r.stored_end_ms, T0 + 50);
+    sf_gen_extend_lease(&g, sf_lease_first_tick(&g.layout, T0 + 1000));
+    sf_fake_clock_set(&clk, T0 + 50);
+    ck_assert_int_eq(sf_gen_next(&g, &after), SF_OK);
+    ck_assert_uint_gt(after, before);
+    ck_assert_uint_ge((after >> 22) + g.layout.epoch_ms, T0 + 50);
+
+    s.lapse = true;
+    s.reclaim_result = 1; /* taken meanwhile */
+    ck_assert_int_eq(store.persist(store.ctx, T0 + 1000, &r, err, sizeof err), -1);
+    ck_assert_uint_eq(h.losses, 1);
+    ck_assert_int_eq(sf_gen_next(&g, &after), SF_ELEASE);
+    ck_assert_int_eq(store.persist(store.ctx, T0 + 1000, &r, err, sizeof err), -1);
+    ck_assert_uint_eq(h.losses, 1); /* once */
     sf_gen_destroy(&g);
 }
 END_TEST
@@ -280,6 +386,7 @@ static Suite *identity_suite(void)
     tcase_add_test(tc, test_static_bad_arguments);
     tcase_add_test(tc, test_claim_checks_the_backend);
     tcase_add_test(tc, test_keeper_through_identity);
+    tcase_add_test(tc, test_lapse_reclaim_resume);
     tcase_add_test(tc, test_keeper_static_same_file);
     suite_add_tcase(s, tc);
     return s;

@@ -154,13 +154,34 @@ static int etcd_identity_init(app *a, char *err, size_t errlen)
     return sf_identity_etcd_init(&a->identity, &ec, err, errlen);
 }
 
-/* The lease keeper found the slots gone (identity.h on_lost): nothing more is issued, and the
- * process stops like on SIGTERM, exiting APP_EXIT_LOST so its supervisor restarts it. */
-static void identity_lost(void *arg)
+/* The identity's hooks (identity.h), on the lease keeper's thread. A lapse stops every
+ * generator at once; the same slots re-claimed resume them from the previous holders' E; slots
+ * someone else took stop the process like SIGTERM, exiting APP_EXIT_LOST so its supervisor
+ * restarts it (it claims afresh, other slots or waiting). */
+static void identity_stop_issuing(void *arg)
 {
     app *a = arg;
     for (unsigned i = 0; i < perloop_count(&a->gens); i++)
         sf_gen_cap_lease(a->gen_ptrs[i], 0);
+}
+
+static int identity_resume(void *arg, uint64_t handoff_ms)
+{
+    app *a = arg;
+    char why[256];
+    for (unsigned i = 0; i < perloop_count(&a->gens); i++) {
+        sf_gen *g = a->gen_ptrs[i];
+        if (sf_gen_resume(g, sf_lease_first_tick(&g->layout, handoff_ms), why, sizeof why) != 0) {
+            LOG_ERROR("identity re-claimed but generator %u cannot resume: %s", i, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void identity_lost(void *arg)
+{
+    app *a = arg;
     atomic_store(&a->identity_lost, true);
     LOG_ERROR("identity lost: stopping (exit %d) so the supervisor restarts and claims afresh",
               APP_EXIT_LOST);
@@ -178,8 +199,10 @@ static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
     if (s->worker_source == CFG_WORKER_ETCD) {
         if (etcd_identity_init(a, err, errlen) != 0)
             return -1;
-        a->identity.on_lost = identity_lost;
-        a->identity.on_lost_arg = a;
+        a->identity.hooks = (sf_identity_hooks){.stop_issuing = identity_stop_issuing,
+                                                .resume = identity_resume,
+                                                .lost = identity_lost,
+                                                .arg = a};
         return sf_identity_claim(&a->identity, slots, err, errlen);
     }
     sf_identity_static_config ic = {.datacenter = s->datacenter_id,

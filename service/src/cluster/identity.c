@@ -72,20 +72,47 @@ void sf_identity_free(sf_identity *id)
     memset(id, 0, sizeof *id);
 }
 
+static int report_lost(sf_identity *id, char *err, size_t errlen)
+{
+    const sf_identity_hooks *h = &id->hooks;
+    if (h->stop_issuing)
+        h->stop_issuing(h->arg);
+    if (!id->lost_reported && h->lost) {
+        id->lost_reported = true;
+        h->lost(h->arg);
+    }
+    snprintf(err, errlen, "identity %s: the slots are someone else's now", id->ops->name);
+    return -1;
+}
+
 static int store_persist(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out, char *err,
                          size_t errlen)
 {
     sf_identity *id = ctx;
+    const sf_identity_hooks *h = &id->hooks;
     sf_identity_renewal r;
     if (sf_identity_renew(id, want_end_ms, &r, err, errlen) != 0)
         return -1;
-    if (r.lost) {
-        if (!id->lost_reported && id->on_lost) {
-            id->lost_reported = true;
-            id->on_lost(id->on_lost_arg);
+    if (r.lost)
+        return report_lost(id, err, errlen);
+    if (r.lapsed) {
+        /* Stop first: the reclaim below talks to the network, and the slots are not ours. */
+        if (h->stop_issuing)
+            h->stop_issuing(h->arg);
+        if (!id->ops->reclaim) {
+            snprintf(err, errlen, "identity %s: the slots' lease lapsed", id->ops->name);
+            return -1;
         }
-        snprintf(err, errlen, "identity %s: the slots are no longer ours", id->ops->name);
-        return -1;
+        r = (sf_identity_renewal){.fence_ms = SF_IDENTITY_NO_FENCE};
+        if (id->ops->reclaim(id->backend, want_end_ms, &r, err, errlen) != 0)
+            return -1;
+        if (r.lost || !r.reclaimed)
+            return report_lost(id, err, errlen);
+        if (!h->resume || h->resume(h->arg, r.handoff_ms) != 0) {
+            snprintf(err, errlen, "identity %s: slots re-claimed, generators not resumed",
+                     id->ops->name);
+            return -1;
+        }
     }
     out->stored_end_ms = r.stored_end_ms;
     out->open_until_ms = r.fence_ms < r.stored_end_ms ? r.fence_ms : r.stored_end_ms;

@@ -15,7 +15,12 @@
  *   renew    persists a floor E >= want_end_ms (the lease keeper's wish; a backend with a fence
  *            may store less and says so), returns the E stored and the fence: the moment (ms on
  *            the generators' clock) after which this process must not issue (UINT64_MAX: none).
- *            lost = the slot is gone for good (the caller caps its generators).
+ *            lapsed = the slots' lease is gone (the caller stops its generators at once, then
+ *            asks reclaim); lost = the slots are gone for good (someone else holds them).
+ *   reclaim  after a lapse (may be NULL: such a backend never lapses): takes the same slots
+ *            again under a new lease if they are free; reclaimed with handoff_ms (the E the
+ *            generators must now start at), or lost when another process holds them, or -1
+ *            (etcd unreachable: asked again at the next renewal). Then persists E like renew.
  *   fence_ms the current fence, cheap, any thread (UINT64_MAX: none).
  *   release  at a clean stop: persists the exact final E (the tick after the last ID issued) and
  *            frees the slots, so a successor starts without waiting.
@@ -55,13 +60,27 @@ typedef struct sf_identity_slots {
 typedef struct sf_identity_renewal {
     uint64_t stored_end_ms; /* the E now persisted */
     uint64_t fence_ms;      /* SF_IDENTITY_NO_FENCE when none */
-    bool lost;              /* the slot is no longer ours */
+    bool lapsed;            /* renew: the lease is gone; reclaim may get the slots back */
+    bool reclaimed;         /* reclaim: the same slots are ours again, from handoff_ms */
+    uint64_t handoff_ms;
+    bool lost;              /* the slots are someone else's now */
 } sf_identity_renewal;
+
+/* What the owner of the generators does when the identity changes under them; called on the
+ * lease keeper's thread, from inside a renewal. */
+typedef struct sf_identity_hooks {
+    void (*stop_issuing)(void *arg); /* lapsed or lost: nothing more may be issued (cap) */
+    int (*resume)(void *arg, uint64_t handoff_ms); /* the same slots again: floor, lift caps */
+    void (*lost)(void *arg); /* for good, once: the daemon stops (exit 75) */
+    void *arg;
+} sf_identity_hooks;
 
 typedef struct sf_identity_ops {
     const char *name; /* "static", "etcd" */
     int (*claim)(void *b, unsigned n, sf_identity_slots *out, char *err, size_t errlen);
     int (*renew)(void *b, uint64_t want_end_ms, sf_identity_renewal *out, char *err, size_t errlen);
+    int (*reclaim)(void *b, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
+                   size_t errlen);
     uint64_t (*fence_ms)(void *b);
     int (*release)(void *b, uint64_t final_end_ms, char *err, size_t errlen);
     void (*metrics)(void *b, prom_buf *p);
@@ -74,10 +93,7 @@ typedef struct sf_identity {
     void *backend;
     sf_identity_slots slots; /* after a successful claim */
     bool claimed;
-    /* Called once, on the lease keeper's thread, when a renewal finds the slots gone for good:
-     * the owner caps its generators and decides what happens next (the daemon stops with 75). */
-    void (*on_lost)(void *arg);
-    void *on_lost_arg;
+    sf_identity_hooks hooks; /* may be left zero: then a lapse just fails the renewals */
     bool lost_reported;
 } sf_identity;
 
@@ -101,8 +117,9 @@ const char *sf_identity_not_ready(sf_identity *id, char *buf, size_t len);
 void sf_identity_free(sf_identity *id);
 
 /* The lease keeper's store over id: persist = renew (open the generators up to min(E stored,
- * fence); a lost slot is an error, the generators keep their old limit and the fence runs out),
- * final = release. id must outlive the keeper. */
+ * fence)); on a lapse: hooks.stop_issuing, then reclaim, then hooks.resume and the renewal
+ * succeeds, or it fails (hooks.lost once when the slots are someone else's). final = release.
+ * id must outlive the keeper. */
 void sf_identity_lease_store(sf_identity *id, sf_lease_store *out);
 
 /* ---- the static backend (identity_static.c) ---------------------------------------------------
