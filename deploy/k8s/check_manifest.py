@@ -544,7 +544,8 @@ class ManifestCheck:
              f"{need - etcd['ttl_s']:g} s + ttl {etcd['ttl_s']} s (connecting to etcd, waiting "
              "out an expired holder)" + (", wait_for_slot true" if etcd["wait_for_slot"] else ""))
         c.ok(self.pod_spec.get("restartPolicy", "Always") == "Always",
-             "restartPolicy Always: a pod whose slot is lost exits 75 and is restarted")
+             "restartPolicy Always: a pod whose slot was taken while it was cut off exits 75 and "
+             "is restarted")
 
     # ---- 2. environment variables ---------------------------------------------------------
 
