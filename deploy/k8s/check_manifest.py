@@ -2,10 +2,12 @@
 """Check that a rendered snowflaked manifest agrees with what the binary actually does.
 
     python3 deploy/k8s/check_manifest.py [-b build/snowflaked] [--container-config FILE]
-                                         [--expect-refusal TEXT] [--no-live] RENDERED.yaml
+                                         [--expect-refusal TEXT] [--no-live]
+                                         [--etcd-support auto|config|full] RENDERED.yaml
 
-No cluster needed. From the output of `kubectl kustomize` it takes the StatefulSet, the ConfigMap
-it mounts, the Services, the PodDisruptionBudget and any ServiceMonitor, and
+No cluster needed. From the output of `kubectl kustomize` it takes the StatefulSet (or the
+Deployment, below), the ConfigMap it mounts, the Services, the PodDisruptionBudget, any
+HorizontalPodAutoscaler and ServiceMonitor, and
 
 1. proves the mounted config.json is accepted by `snowflaked --check-config` with the pod's
    environment as Kubernetes would set it (downward API simulated: POD_INDEX from the pod-index
@@ -26,6 +28,23 @@ it mounts, the Services, the PodDisruptionBudget and any ServiceMonitor, and
    Prometheus path, the memcached port and an ID, then stops it with SIGTERM as the kubelet
    would and checks that it exits 0 and leaves the lease (and cache snapshot) in data_dir.
 
+A Deployment (overlays/etcd-deployment) instead of a StatefulSet: worker ids are claimed from etcd
+(snowflake.worker_id "etcd"), so step 1 becomes: --check-config accepts the config with the pod's
+environment (endpoints from a ConfigMap or Secret key: http:// URLs), the etcd timing rules, and
+the replica ceiling: (HPA maxReplicas + the rollout's maxSurge) x slots per pod (server.threads
+with per_thread_worker_ids, else 1) <= worker_max - worker_min + 1, printed as "(HPA: at most N
+replicas)"; an HPA is autoscaling/v2, the Deployment has no spec.replicas, a Utilization target
+has its resource request, the startupProbe outlasts start_timeout_ms + ttl_s (a pod waiting for a
+slot does not listen). Step 3 wants data_dir on an emptyDir and a grace period that also covers
+the final floor write and the lease revoke. Step 4 starts a single-member etcd on loopback
+(Debian's etcd-server), points the daemon at it, probes as above plus snowflaked_identity_info
+and an ID with the lowest worker of the range, sees the owner key in etcd, starts a second pod
+beside it (it must take the next worker), and after SIGTERM (exit 0) sees the owner keys gone
+(leases revoked) and the floor key kept.
+Until the daemon has the etcd backend (issue 14 step 6; --etcd-support auto looks for it in this
+repository's source), the live part is reported as SKIP; once the source has it, a daemon that
+does not claim its slot from etcd FAILS.
+
 --expect-refusal TEXT: the manifest must NOT start as is (the base, whose datacenter id is a
 placeholder): --check-config must fail naming TEXT, an environment variable the manifest sets;
 the remaining checks then run with that variable set to 0.
@@ -35,6 +54,7 @@ Exit status 0 when every check passes, 1 otherwise, 2 on usage errors.
 """
 
 import argparse
+import base64
 import json
 import math
 import os
@@ -61,6 +81,11 @@ LIVE_TIMEOUT_S = 15.0
 # What a stop may take beyond preStop + server.shutdown_grace_ms: the final cache snapshot and
 # lease write (under 1 s for a full 64 MiB cache on a local disk; budget slow volumes).
 FINAL_WRITE_BUDGET_S = 10
+# The repository this script belongs to (deploy/k8s/..): its source says whether the daemon
+# has the etcd identity backend (etcd_support).
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# How long the loopback etcd may take to answer its first request.
+ETCD_START_TIMEOUT_S = 15.0
 # Memory limit rule: RSS measured 62-81 MiB with a full 64 MiB cache (81 with the smallest items).
 MEM_FACTOR, MEM_HEADROOM = 1.3, 64 * 2**20
 
@@ -163,8 +188,9 @@ def http_get(url, timeout=2.0):
         return e.code, dict(e.headers), e.read()
 
 
-def resolve_env(container, pod_name, namespace, ordinal_label, configmap):
-    """The container's environment as the kubelet builds it; sources not simulated raise."""
+def resolve_env(container, pod_name, namespace, ordinal_label, configmap, secret=lambda _: None):
+    """The container's environment as the kubelet builds it; sources not simulated raise.
+    configmap(name) / secret(name): the object of the manifest or None."""
     env = {}
     if container.get("envFrom"):
         raise ValueError("envFrom is not simulated (and would hide which variables are set)")
@@ -202,6 +228,18 @@ def resolve_env(container, pod_name, namespace, ordinal_label, configmap):
                 raise ValueError(f"{name}: ConfigMap {ref['name']} key {ref['key']} is not in "
                                  "the manifest")
             env[name] = cm["data"][ref["key"]]
+        elif "secretKeyRef" in src:
+            ref = src["secretKeyRef"]
+            sec = secret(ref["name"])
+            plain = (sec or {}).get("stringData") or {}
+            coded = (sec or {}).get("data") or {}
+            if ref["key"] in plain:
+                env[name] = plain[ref["key"]]
+            elif ref["key"] in coded:
+                env[name] = base64.b64decode(coded[ref["key"]]).decode("utf-8")
+            else:
+                raise ValueError(f"{name}: Secret {ref['name']} key {ref['key']} is not in the "
+                                 "manifest")
         else:
             raise ValueError(f"{name}: env source {sorted(src)} is not simulated")
     return env
@@ -224,13 +262,19 @@ class ManifestCheck:
         with open(args.manifest, encoding="utf-8") as f:
             self.docs = [d for d in yaml.safe_load_all(f) if d]
         self.proc = None
+        self.etcd_proc = None
         self.overrides = {}
+        self.etcd = None  # snowflake.etcd settings (Deployment path)
+        self.etcd_live = False
 
     def kind(self, k):
         return [d for d in self.docs if d.get("kind") == k]
 
     def configmap(self, name):
         return next((cm for cm in self.kind("ConfigMap") if cm["metadata"]["name"] == name), None)
+
+    def secret(self, name):
+        return next((s for s in self.kind("Secret") if s["metadata"]["name"] == name), None)
 
     def check_config(self, env, config=None):
         """--check-config in a clean environment (nothing inherited but PATH)."""
@@ -241,9 +285,17 @@ class ManifestCheck:
         return p.returncode, out, p.stderr.strip()
 
     def pod_env(self, ordinal, with_label=True):
+        if self.is_deployment:  # a Deployment's pods: <name>-<template hash>-<random>, no index
+            env = resolve_env(self.ctr, self.pod_name(ordinal),
+                              self.namespace, "", self.configmap, self.secret)
+            return {**env, **self.overrides}
         env = resolve_env(self.ctr, f"{self.sts_name}-{ordinal}", self.namespace,
-                          str(ordinal) if with_label else "", self.configmap)
+                          str(ordinal) if with_label else "", self.configmap, self.secret)
         return {**env, **self.overrides}
+
+    def pod_name(self, ordinal):
+        return f"{self.sts_name}-{ordinal}" if not self.is_deployment else \
+            f"{self.sts_name}-5d8f7c9b4d-x{ordinal:04d}"
 
     def target(self, port_ref):
         """A Service targetPort or probe port (name or number) as a number."""
@@ -253,10 +305,13 @@ class ManifestCheck:
 
     def find_objects(self):
         c = self.c
-        stss = self.kind("StatefulSet")
-        if not c.ok(len(stss) == 1, "exactly one StatefulSet", f"found {len(stss)}"):
+        stss, deps = self.kind("StatefulSet"), self.kind("Deployment")
+        if not c.ok(len(stss) + len(deps) == 1, "exactly one StatefulSet or Deployment",
+                    f"found {len(stss)} StatefulSets, {len(deps)} Deployments"):
             raise SetupError
-        self.sts = stss[0]
+        self.is_deployment = bool(deps)
+        self.workload = "Deployment" if deps else "StatefulSet"
+        self.sts = (deps or stss)[0]
         self.sts_name = self.sts["metadata"]["name"]
         self.namespace = self.sts["metadata"].get("namespace", "default")
         self.spec = self.sts["spec"]
@@ -273,6 +328,8 @@ class ManifestCheck:
         self.volumes = {v["name"]: v for v in self.pod_spec.get("volumes", [])}
         self.claims = {t["metadata"]["name"] for t in self.spec.get("volumeClaimTemplates", [])}
         self.services = self.kind("Service")
+        self.hpas = [h for h in self.kind("HorizontalPodAutoscaler")
+                     if h["spec"]["scaleTargetRef"].get("name") == self.sts_name]
 
     def find_config(self):
         """-c PATH must be a key of a ConfigMap of the manifest, mounted at PATH's directory."""
@@ -360,6 +417,136 @@ class ManifestCheck:
              f"exit {rc}: {err}")
         print(f"     ({err})")
 
+    # ---- 1b. a Deployment: worker ids from etcd, the autoscaler within the slots ----------
+
+    def etcd_support(self):
+        """Whether the daemon's source (this repository) has the etcd backend wired in
+        ("full", issue 14 step 6) or only the config keys ("config", step 5: such a daemon
+        accepts worker_id "etcd" but cannot claim a slot). Once the source has the backend, the
+        binary must use it: the live check then fails a daemon that does not."""
+        if self.args.etcd_support != "auto":
+            return self.args.etcd_support
+        app = os.path.join(REPO, "service", "src", "app")
+        for name in sorted(os.listdir(app)) if os.path.isdir(app) else []:
+            if name.endswith(".c"):
+                with open(os.path.join(app, name), encoding="utf-8", errors="replace") as f:
+                    if "CFG_WORKER_ETCD" in f.read():
+                        return "full"
+        backend = os.path.join(REPO, "service", "src", "cluster", "identity_etcd.c")
+        return "full" if os.path.exists(backend) else "config"
+
+    def check_etcd_identity(self):
+        c = self.c
+        try:
+            env0 = self.pod_env(0)
+        except ValueError as e:
+            c.ok(False, "the container environment can be simulated", str(e))
+            raise SetupError from e
+        self.env0 = env0
+        self.etcd_live = self.etcd_support() == "full"
+        rc, eff, err = self.check_config(env0)
+        if not c.ok(rc == 0, f"--check-config accepts the ConfigMap's config.json (pod "
+                    f"{self.pod_name(0)}, environment as the kubelet sets it)",
+                    f"exit {rc}: {err}"):
+            raise SetupError
+        worker, etcd = eff["snowflake"]["worker_id"], dict(eff["snowflake"].get("etcd") or {})
+        self.eff = eff
+        sf = eff["snowflake"]
+        if not c.ok(worker == "etcd" and etcd, "snowflake.worker_id is \"etcd\" (a Deployment's "
+                    "pods have no identity of their own)", f"worker_id {worker!r}"):
+            raise SetupError
+        capacity = 1 << sf["worker_bits"]
+        wmin = etcd["worker_min"]
+        wmax = etcd["worker_max"]  # --check-config prints "max" resolved
+        self.etcd = etcd
+        threads = eff["resolved"]["threads"]
+        per_pod = threads if sf["per_thread_worker_ids"] else 1
+        slots = wmax - wmin + 1
+        print(f"     layout {sf['timestamp_bits']}/{sf['datacenter_bits']}/{sf['worker_bits']}/"
+              f"{sf['sequence_bits']}, datacenter {sf['datacenter_id']}, workers {wmin}..{wmax} "
+              f"under {etcd['prefix']} ({slots} slots), threads {threads}, {per_pod} slot(s) "
+              f"per pod")
+        c.ok(0 <= wmin <= wmax < capacity,
+             f"worker_min..worker_max {wmin}..{wmax} within worker_bits={sf['worker_bits']}")
+        # Where etcd is: set, plain http:// URLs (no TLS in the client yet).
+        endpoints = etcd.get("endpoints") or ""
+        urls = [u.strip() for u in endpoints.split(",") if u.strip()]
+        c.ok(urls and all(re.match(r"^http://[^/\s:]+:[0-9]+/?$", u) for u in urls),
+             f"snowflake.etcd.endpoints are http://host:port URLs ({endpoints})",
+             "https:// is not supported yet (README.md: TLS)")
+        source = next((e.get("valueFrom") for e in self.ctr.get("env", [])
+                       if e["name"] == env_name("snowflake.etcd.endpoints")), None)
+        c.ok(source and ("configMapKeyRef" in source or "secretKeyRef" in source),
+             "the endpoints come from a ConfigMap or Secret key (one place per cluster)",
+             f"{env_name('snowflake.etcd.endpoints')}: {source}")
+        # Timing: renewal every ttl/4; a call must end before the next renewal is due, and the
+        # fence margin must leave room for renewals (the daemon enforces the same bounds).
+        ttl_ms = etcd["ttl_s"] * 1000
+        margin = etcd["fence_margin_ms"]
+        c.ok(2 <= etcd["ttl_s"] <= 300 and ttl_ms * 0.02 + 100 <= margin <= ttl_ms / 2,
+             f"ttl_s {etcd['ttl_s']}, fence_margin_ms {margin}: 2% of ttl + 100 <= margin <= "
+             "ttl/2")
+        c.ok(etcd["request_timeout_ms"] <= ttl_ms / 4,
+             f"request_timeout_ms {etcd['request_timeout_ms']} <= ttl/4 (one renewal ends before "
+             "the next is due)")
+        # The replica ceiling: every pod holds per_pod slots, a rolling update's surge pods
+        # hold theirs while the old pods still run.
+        strategy = self.spec.get("strategy") or {}
+        surge_spec = 0 if strategy.get("type") == "Recreate" else \
+            (strategy.get("rollingUpdate") or {}).get("maxSurge", "25%")
+
+        def surge(n):
+            if isinstance(surge_spec, str) and surge_spec.endswith("%"):
+                return math.ceil(n * int(surge_spec[:-1]) / 100)  # the controller rounds up
+            return int(surge_spec)
+
+        def fits(n):
+            return (n + surge(n)) * per_pod <= slots
+        cap = max((n for n in range(0, slots + 1) if fits(n)), default=0)
+        hpa = None
+        if self.hpas:
+            c.ok(len(self.hpas) == 1, f"one HorizontalPodAutoscaler scales {self.sts_name}",
+                 f"found {len(self.hpas)}")
+            hpa = self.hpas[0]
+            ref = hpa["spec"]["scaleTargetRef"]
+            c.ok(hpa["apiVersion"] == "autoscaling/v2" and ref.get("kind") == "Deployment" and
+                 ref.get("apiVersion") == "apps/v1",
+                 f"HPA {hpa['metadata']['name']} (autoscaling/v2) targets Deployment "
+                 f"{self.sts_name}", f"{hpa['apiVersion']} -> {ref}")
+            c.ok("replicas" not in self.spec, "the Deployment leaves replicas to the HPA (no "
+                 "spec.replicas for kubectl apply to reset)",
+                 f"replicas {self.spec.get('replicas')}")
+            lo = hpa["spec"].get("minReplicas", 1)
+            top = hpa["spec"]["maxReplicas"]
+            c.ok(2 <= lo <= top, f"HPA minReplicas {lo} >= 2 (one pod restarting or evicted "
+                 f"leaves one serving) and <= maxReplicas {top}")
+            requests = (self.ctr.get("resources") or {}).get("requests") or {}
+            for m in hpa["spec"].get("metrics", []):
+                res = (m.get("resource") or m.get("containerResource") or {})
+                if res.get("target", {}).get("type") == "Utilization":
+                    c.ok(res["name"] in requests, f"HPA {res['name']} utilization: the container "
+                         f"requests {res['name']} (utilization is a percentage of it)")
+            what = f"HPA maxReplicas {top}"
+        else:
+            top = self.spec.get("replicas", 1)
+            what = f"replicas {top}"
+        self.replicas = top
+        c.ok(fits(top), f"{what} + maxSurge {surge(top)}, x {per_pod} slot(s) per pod, fit "
+             f"the {slots} worker slots {wmin}..{wmax} (HPA: at most {cap} replicas)",
+             f"{(top + surge(top)) * per_pod} slots needed: exceeds the {slots} worker slots "
+             f"{wmin}..{wmax} of datacenter {sf['datacenter_id']}")
+        # A pod that waits for a slot, or for etcd at start, does not listen: the startupProbe
+        # must give it that long before the kubelet restarts it.
+        sp = self.ctr.get("startupProbe") or {}
+        budget = sp.get("periodSeconds", 10) * sp.get("failureThreshold", 3)
+        need = etcd["start_timeout_ms"] / 1000 + etcd["ttl_s"]
+        c.ok(budget >= need, f"startupProbe allows {budget} s >= start_timeout "
+             f"{need - etcd['ttl_s']:g} s + ttl {etcd['ttl_s']} s (connecting to etcd, waiting "
+             "out an expired holder)" + (", wait_for_slot true" if etcd["wait_for_slot"] else ""))
+        c.ok(self.pod_spec.get("restartPolicy", "Always") == "Always",
+             "restartPolicy Always: a pod whose slot was taken while it was cut off exits 75 and "
+             "is restarted")
+
     # ---- 2. environment variables ---------------------------------------------------------
 
     def check_env(self):
@@ -404,10 +591,11 @@ class ManifestCheck:
                  f"{name} listener binds all addresses ({hosts[name]}), reachable via the pod IP")
         c.ok(self.cports == self.listeners,
              f"containerPorts {self.cports} = resolved listener ports {self.listeners}")
-        svc_name = self.spec.get("serviceName")
-        c.ok(any(s["metadata"]["name"] == svc_name and s["spec"].get("clusterIP") == "None"
-                 for s in self.services),
-             f"serviceName {svc_name} is a headless Service of the manifest")
+        if not self.is_deployment:  # a Deployment's pods have no stable names to publish
+            svc_name = self.spec.get("serviceName")
+            c.ok(any(s["metadata"]["name"] == svc_name and s["spec"].get("clusterIP") == "None"
+                     for s in self.services),
+                 f"serviceName {svc_name} is a headless Service of the manifest")
         for svc in self.services:
             name = svc["metadata"]["name"]
             c.ok(matches(svc["spec"].get("selector"), self.pod_labels),
@@ -418,7 +606,7 @@ class ManifestCheck:
                      f"Service {name} port {p.get('name')} {p['port']} -> targetPort "
                      f"{p.get('targetPort')} = {t}, a listener")
         c.ok(matches(self.spec["selector"], self.pod_labels),
-             "StatefulSet selector selects its pods")
+             f"{self.workload} selector selects its pods")
         for pdb in self.kind("PodDisruptionBudget"):
             c.ok(matches(pdb["spec"]["selector"], self.pod_labels),
                  f"PodDisruptionBudget {pdb['metadata']['name']} selects the pods")
@@ -476,9 +664,17 @@ class ManifestCheck:
         server, cache = eff["server"], eff["cache"]
         mounts = {vm["mountPath"].rstrip("/"): vm for vm in self.ctr.get("volumeMounts", [])}
         data = mounts.get(eff["data_dir"].rstrip("/"))
-        c.ok(data is not None and data["name"] in self.claims and not data.get("readOnly"),
-             f"data_dir {eff['data_dir']} is a volumeClaimTemplate mount (the lease survives "
-             "the pod)")
+        if self.is_deployment:
+            # etcd mode keeps no lease file (the floor is in etcd): nothing in data_dir must
+            # outlive the pod, and a shared or persistent volume would only invite two pods
+            # into one pid lock.
+            c.ok(data is not None and "emptyDir" in self.volumes.get(data["name"], {}) and
+                 not data.get("readOnly"),
+                 f"data_dir {eff['data_dir']} is a writable emptyDir (etcd mode: no lease file)")
+        else:
+            c.ok(data is not None and data["name"] in self.claims and not data.get("readOnly"),
+                 f"data_dir {eff['data_dir']} is a volumeClaimTemplate mount (the lease survives "
+                 "the pod)")
         writable = [p for p, vm in mounts.items() if not vm.get("readOnly") and
                     (vm["name"] in self.claims or "emptyDir" in self.volumes.get(vm["name"], {}))]
         ro_root = (self.ctr.get("securityContext") or {}).get("readOnlyRootFilesystem", False)
@@ -491,15 +687,46 @@ class ManifestCheck:
         self.pre_stop = ((lifecycle.get("preStop") or {}).get("sleep") or {}).get("seconds", 0)
         self.tgps = self.pod_spec.get("terminationGracePeriodSeconds", 30)
         drain = server["shutdown_grace_ms"] / 1000
-        c.ok(self.tgps >= self.pre_stop + drain + FINAL_WRITE_BUDGET_S,
+        # etcd mode: after the snapshot, the last floor write and the lease revoke (one etcd
+        # call each, request_timeout_ms at most): killed before the revoke, the slot stays held
+        # until the lease expires.
+        etcd_calls = 2 * self.etcd["request_timeout_ms"] / 1000 if self.etcd else 0
+        c.ok(self.tgps >= self.pre_stop + drain + FINAL_WRITE_BUDGET_S + etcd_calls,
              f"terminationGracePeriodSeconds {self.tgps} >= preStop {self.pre_stop} s + drain "
-             f"{drain:g} s + {FINAL_WRITE_BUDGET_S} s for the snapshot and lease")
+             f"{drain:g} s + {FINAL_WRITE_BUDGET_S} s for the final snapshot and lease" +
+             (f" + {etcd_calls:g} s for the floor write and lease revoke" if self.etcd else ""))
         if cache["enabled"]:
             lim = (self.ctr.get("resources") or {}).get("limits", {}).get("memory")
             need = MEM_FACTOR * cache["max_memory_bytes"] + MEM_HEADROOM
             c.ok(lim is not None and quantity(lim) >= need,
                  f"memory limit {lim} >= {MEM_FACTOR} x cache.max_memory_bytes + "
                  f"{MEM_HEADROOM >> 20} MiB ({need / 2**20:.0f} MiB)")
+
+    def check_same_pod(self):
+        """--same-pod-as RENDERED: the Deployment's pod template was copied from the base
+        StatefulSet's; what must not drift apart (security, resources, ports, stop) is compared."""
+        path = self.args.same_pod_as
+        if not path:
+            return
+        with open(path, encoding="utf-8") as f:
+            ref = next((d for d in yaml.safe_load_all(f)
+                        if d and d.get("kind") in ("StatefulSet", "Deployment")), None)
+        if not self.c.ok(ref is not None, f"{path} has a workload to compare the pod with"):
+            return
+        rpod = ref["spec"]["template"]["spec"]
+        rctr = next(x for x in rpod["containers"] if x["name"] == CONTAINER)
+        diff = []
+        for key in ("securityContext", "automountServiceAccountToken", "enableServiceLinks",
+                    "affinity"):
+            if rpod.get(key) != self.pod_spec.get(key):
+                diff.append(f"pod {key}")
+        for key in ("securityContext", "resources", "ports", "lifecycle", "args",
+                    "imagePullPolicy"):  # not image: each overlay points it at its registry
+            if rctr.get(key) != self.ctr.get(key):
+                diff.append(f"container {key}")
+        self.c.ok(not diff, f"the pod template agrees with {ref['kind']} {ref['metadata']['name']}"
+                  " of the base on security, resources, ports, preStop and args",
+                  f"differs: {', '.join(diff)}")
 
     def check_container_config(self):
         """The image's config.json (deploy/container) must agree on what the image declares."""
@@ -518,21 +745,23 @@ class ManifestCheck:
             "server.port": (img["server"]["port"], eff["server"]["port"]),
             "cache.memcached_port": (img["cache"]["memcached_port"],
                                      eff["cache"]["memcached_port"]),
-            "snowflake.worker_id": (img["snowflake"]["worker_id"], eff["snowflake"]["worker_id"]),
         }
+        if not self.is_deployment:  # the image defaults to "ordinal"; etcd is the overlay's choice
+            pairs["snowflake.worker_id"] = (img["snowflake"]["worker_id"],
+                                            eff["snowflake"]["worker_id"])
         diff = {k: v for k, v in pairs.items() if v[0] != v[1]}
-        self.c.ok(not diff, f"data_dir, ports and worker_id agree with {path}",
+        self.c.ok(not diff, f"{', '.join(pairs)} agree with {path}",
                   f"image vs manifest: {diff}")
 
     # ---- 4. the live daemon ---------------------------------------------------------------
 
-    def start_daemon(self, ordinal):
+    def start_daemon(self, ordinal, extra=()):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.pod_env(ordinal)}
-        self.data_dir = os.path.join(self.tmp, "data")
-        self.log_path = os.path.join(self.tmp, "daemon.log")
+        self.data_dir = os.path.join(self.tmp, f"data-{ordinal}")
+        self.log_path = os.path.join(self.tmp, f"daemon-{ordinal}.log")
         base_cmd = [self.binary, "-c", self.cfg_file, "--set", f"data_dir={self.data_dir}",
                     "--set", "server.host=127.0.0.1", "--set", "cache.memcached_host=127.0.0.1",
-                    "--set", "echo.tcp_host=127.0.0.1"]
+                    "--set", "echo.tcp_host=127.0.0.1", *extra]
         keys = {"http": "server.port", "memcached": "cache.memcached_port", "echo": "echo.tcp_port"}
         for _ in range(3):  # a free port can be taken between free_port() and the daemon's bind
             self.port = {name: free_port() for name in self.listeners}
@@ -540,7 +769,7 @@ class ManifestCheck:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-            print(f"     started pod {self.sts_name}-{ordinal} as PID {self.proc.pid} on "
+            print(f"     started pod {self.pod_name(ordinal)} as PID {self.proc.pid} on "
                   f"127.0.0.1:{self.port}")
             deadline = time.monotonic() + LIVE_TIMEOUT_S
             while self.proc.poll() is None and time.monotonic() < deadline:
@@ -604,21 +833,32 @@ class ManifestCheck:
         c.ok(parts.get("worker") == ordinal and parts.get("datacenter") == sf["datacenter_id"],
              f"an ID from pod {self.sts_name}-{ordinal} carries worker {ordinal}, datacenter "
              f"{sf['datacenter_id']}", f"{parts}")
-        if "memcached" in self.port:
-            reply = b""
-            try:
-                with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
-                    s.sendall(b"set k8s-check 0 0 2\r\nok\r\nversion\r\n")
-                    while b"VERSION" not in reply or not reply.endswith(b"\r\n"):
-                        chunk = s.recv(4096)
-                        if not chunk:
-                            break
-                        reply += chunk
-            except OSError as e:
-                reply += str(e).encode()
-            c.ok(reply.startswith(b"STORED\r\nVERSION "),
-                 "the memcached containerPort speaks the memcached protocol", repr(reply[:80]))
-        # SIGTERM as the kubelet sends it (after preStop), then the drain and the final writes.
+        self.check_memcached()
+        self.check_sigterm({"snowflake.lease"})
+        if c.failed:
+            print("     daemon log:\n" + self.daemon_log()[-3000:])
+
+    def check_memcached(self):
+        if "memcached" not in self.port:
+            return
+        reply = b""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
+                s.sendall(b"set k8s-check 0 0 2\r\nok\r\nversion\r\n")
+                while b"VERSION" not in reply or not reply.endswith(b"\r\n"):
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
+        except OSError as e:
+            reply += str(e).encode()
+        self.c.ok(reply.startswith(b"STORED\r\nVERSION "),
+                  "the memcached containerPort speaks the memcached protocol", repr(reply[:80]))
+
+    def check_sigterm(self, want):
+        """SIGTERM as the kubelet sends it (after preStop), then the drain and the final writes;
+        data_dir must keep `want` (and the cache snapshot when it is written there)."""
+        c, cache = self.c, self.eff["cache"]
         t0 = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -629,26 +869,190 @@ class ManifestCheck:
         c.ok(rc == 0, f"SIGTERM: exit 0 after {took:.2f} s (within the grace period {self.tgps} s"
              f" - preStop {self.pre_stop} s)", f"exit {rc}")
         left = set(os.listdir(self.data_dir)) if os.path.isdir(self.data_dir) else set()
-        cache = eff["cache"]
-        want = {"snowflake.lease"}
+        want = set(want)
         if cache["enabled"] and cache["persist"] and not cache["snapshot_path"]:
             want.add("cache.snapshot")
         c.ok(want <= left, f"data_dir keeps {sorted(want)} for the next start",
              f"has {sorted(left)}")
+
+    # ---- 4b. the live daemon against a real etcd ------------------------------------------
+
+    def start_etcd(self):
+        """A single-member etcd on loopback (free ports, temporary data dir); its client URL."""
+        c = self.c
+        binary = shutil.which("etcd")
+        if not c.ok(binary, "etcd is installed (Debian etcd-server; validate.sh installs it)"):
+            return None
+        log_path = os.path.join(self.tmp, "etcd.log")
+        for attempt in range(3):  # a free port can be taken before etcd binds it
+            client, peer = (f"http://127.0.0.1:{free_port()}" for _ in range(2))
+            data = os.path.join(self.tmp, f"etcd-data-{attempt}")
+            cmd = [binary, "--name", "k8scheck", "--data-dir", data,
+                   "--listen-client-urls", client, "--advertise-client-urls", client,
+                   "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                   "--initial-cluster", f"k8scheck={peer}", "--initial-cluster-state", "new",
+                   "--heartbeat-interval", "50", "--election-timeout", "500"]
+            with open(log_path, "wb") as log:
+                self.etcd_proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                                  stdin=subprocess.DEVNULL,
+                                                  preexec_fn=die_with_parent)
+            deadline = time.monotonic() + ETCD_START_TIMEOUT_S
+            while self.etcd_proc.poll() is None and time.monotonic() < deadline:
+                try:  # a range is linearizable: it answers once the member is the leader
+                    self.etcd_range(client, "/")
+                    print(f"     etcd {self.etcd_version(client)} as PID {self.etcd_proc.pid} on "
+                          f"{client}")
+                    return client
+                except (OSError, ValueError):
+                    time.sleep(0.05)
+            self.etcd_proc.kill()
+            self.etcd_proc.wait()
+            with open(log_path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+            if "address already in use" not in text:
+                c.ok(False, "etcd answers on loopback", text[-1500:])
+                return None
+        c.ok(False, "etcd answers on loopback", "ports taken three times")
+        return None
+
+    @staticmethod
+    def etcd_post(client, path, body):
+        req = urllib.request.Request(client + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=2) as r:
+            return json.loads(r.read())
+
+    def etcd_version(self, client):
+        try:
+            return self.etcd_post(client, "/v3/maintenance/status", {}).get("version", "?")
+        except (OSError, ValueError):
+            return "?"
+
+    def etcd_range(self, client, prefix):
+        """{key: value} of every key under prefix (etcd's JSON gateway: base64 both ways)."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        b64 = lambda t: base64.b64encode(t.encode()).decode()  # noqa: E731
+        out = self.etcd_post(client, "/v3/kv/range", {"key": b64(prefix), "range_end": b64(end)})
+        return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", "")).decode()
+                for kv in out.get("kvs", [])}
+
+    def check_live_etcd(self):
+        c, eff, etcd = self.c, self.eff, self.etcd
+        if not self.etcd_live:
+            print("SKIP the daemon started against etcd on loopback: this daemon has the "
+                  "snowflake.etcd keys but no etcd backend yet (issue 14 step 6 not merged)")
+            return
+        client = self.start_etcd()
+        if client is None:
+            return
+        sf = eff["snowflake"]
+        dc = sf["datacenter_id"]
+        per_pod = eff["resolved"]["threads"] if sf["per_thread_worker_ids"] else 1
+        want_workers = list(range(etcd["worker_min"], etcd["worker_min"] + per_pod))
+        prefix = etcd["prefix"].rstrip("/")
+        pod = self.pod_name(0)
+        # The manifest's endpoints are the cluster's; here the loopback etcd (flag > env).
+        if not c.ok(self.start_daemon(0, ("--set", f"snowflake.etcd.endpoints={client}")),
+                    f"pod {pod} claims a slot from etcd and listens", f"exit {self.proc.poll()}"):
+            print("     daemon log:\n" + self.daemon_log()[-3000:])
+            return
+        for kind, path in self.probes.items():
+            st, _, body = self.poll(path)
+            c.ok(st == 200, f"{kind} GET {path} -> 200", f"got {st} {body[:200]!r}")
+        for path in sorted(self.scrape_paths):
+            st, headers, raw = self.poll(path)
+            body = raw.decode("utf-8", "replace")
+            ctype = headers.get("Content-Type", "")
+            c.ok(st == 200 and ctype.startswith("text/plain") and
+                 re.search(r"^snowflaked_ready 1$", body, re.M),
+                 f"Prometheus GET {path} -> 200 with snowflaked_ready 1", f"{st} {ctype}")
+            info = re.search(r"^snowflaked_identity_info\{([^}]*)\} 1$", body, re.M)
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1))) if info else {}
+            c.ok(labels.get("backend") == "etcd" and labels.get("datacenter") == str(dc),
+                 f"snowflaked_identity_info says backend etcd, datacenter {dc}", f"{labels}")
+            c.ok(re.search(r"^snowflaked_identity_fenced 0$", body, re.M),
+                 "snowflaked_identity_fenced 0")
+        try:
+            new_id = json.loads(self.poll("/id")[2])["id"]
+            parts = json.loads(http_get(f"http://127.0.0.1:{self.port['http']}/id/{new_id}")[2])
+        except (TypeError, ValueError, KeyError, OSError) as e:
+            parts = {"error": str(e)}
+        c.ok(parts.get("worker") in want_workers and parts.get("datacenter") == dc,
+             f"an ID from pod {pod} carries the lowest free worker ({want_workers}), datacenter "
+             f"{dc}", f"{parts}")
+        owners = {}
+        try:
+            owners = self.etcd_range(client, f"{prefix}/owner/")
+        except (OSError, ValueError) as e:
+            owners = {"error": str(e)}
+        keys = {f"{prefix}/owner/{dc:07d}/{w:07d}" for w in want_workers}
+        c.ok(set(owners) == keys, f"etcd holds the owner key(s) {sorted(keys)} while it runs",
+             f"{sorted(owners)}")
+        self.check_memcached()
+        self.check_second_pod(client, want_workers[-1] + 1)
+        self.check_sigterm(set())  # no lease file in etcd mode: the floor is in etcd
+        try:
+            owners = self.etcd_range(client, f"{prefix}/owner/")
+            floors = self.etcd_range(client, f"{prefix}/floor/")
+        except (OSError, ValueError) as e:
+            owners, floors = {"error": str(e)}, {}
+        c.ok(not owners, "after SIGTERM the slot is free at once (lease revoked: no owner key)",
+             f"{sorted(owners)}")
+        fkeys = {f"{prefix}/floor/{dc:07d}/{w:07d}" for w in want_workers}
+        c.ok(fkeys <= set(floors), f"the floor of the slot stays in etcd ({sorted(fkeys)})",
+             f"{sorted(floors)}")
         if c.failed:
             print("     daemon log:\n" + self.daemon_log()[-3000:])
 
+    def check_second_pod(self, client, want):
+        """A second replica of the same template, beside the first: the next slot, never the
+        first one's worker id. Stopped again with SIGTERM (its slot freed)."""
+        c = self.c
+        if want > self.etcd["worker_max"]:
+            print("     (one pod fills the range: no second pod started)")
+            return
+        first = (self.proc, self.port, self.data_dir, self.log_path)
+        try:
+            started = self.start_daemon(1, ("--set", f"snowflake.etcd.endpoints={client}"))
+            if not c.ok(started, f"a second pod {self.pod_name(1)} starts beside it",
+                        f"exit {self.proc.poll()}"):
+                print("     daemon log:\n" + self.daemon_log()[-3000:])
+                return
+            try:
+                new_id = json.loads(self.poll("/id")[2])["id"]
+                parts = json.loads(
+                    http_get(f"http://127.0.0.1:{self.port['http']}/id/{new_id}")[2])
+            except (TypeError, ValueError, KeyError, OSError) as e:
+                parts = {"error": str(e)}
+            c.ok(parts.get("worker") == want,
+                 f"the second pod claims the next free worker {want}", f"{parts}")
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(timeout=self.tgps - self.pre_stop)
+            except subprocess.TimeoutExpired:
+                rc = None
+            c.ok(rc == 0, "the second pod: SIGTERM, exit 0", f"exit {rc}")
+        finally:
+            if self.proc is not first[0] and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc, self.port, self.data_dir, self.log_path = first
+
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        for proc in (self.proc, self.etcd_proc):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def run(self):
         print(f"== {self.args.manifest}")
         try:
             self.find_objects()
             self.find_config()
-            self.check_ordinals()
+            if self.is_deployment:
+                self.check_etcd_identity()
+            else:
+                self.check_ordinals()
         except SetupError:
             return self.c.summary()
         self.check_env()
@@ -656,8 +1060,12 @@ class ManifestCheck:
         self.check_probes_and_scraping()
         self.check_storage_shutdown_memory()
         self.check_container_config()
+        self.check_same_pod()
         if not self.args.no_live:
-            self.check_live()
+            if self.is_deployment:
+                self.check_live_etcd()
+            else:
+                self.check_live()
         return self.c.summary()
 
 
@@ -668,7 +1076,15 @@ def main():
     ap.add_argument("--container-config", help="the image's config.json, to compare with")
     ap.add_argument("--expect-refusal", metavar="TEXT",
                     help="the manifest must not start as is: --check-config names TEXT")
+    ap.add_argument("--same-pod-as", metavar="RENDERED",
+                    help="a rendered manifest whose pod template this one's must match on "
+                    "security, resources, ports, preStop and args (the base)")
     ap.add_argument("--no-live", action="store_true", help="static checks only, start nothing")
+    ap.add_argument("--etcd-support", choices=("auto", "config", "full"), default="auto",
+                    help="config: the daemon knows the snowflake.etcd keys but has no etcd "
+                    "backend, so a Deployment's daemon is not started (SKIP line); full: it is "
+                    "started against a loopback etcd; auto (default): read from this "
+                    "repository's source")
     args = ap.parse_args()
     if not os.access(args.binary, os.X_OK):
         print(f"check_manifest: {args.binary} not found or not executable (make build)",

@@ -208,7 +208,11 @@ const MUTATIONS = [
   ["unknown probe field", "StatefulSet", "strict",
     (o) => ((o.spec.template.spec.containers[0].readinessProbe.httpGet.paht = "/readyz"), true)],
   ["unknown env source field", "StatefulSet", "strict",
-    (o) => ((o.spec.template.spec.containers[0].env[0].valueFrom.fieldref = {}), true)],
+    (o) => {
+      // The first entry with a source (an overlay's patch may put a plain value first).
+      const e = o.spec.template.spec.containers[0].env.find((x) => x.valueFrom);
+      return e ? ((e.valueFrom.fieldref = {}), true) : false;
+    }],
   ["unknown volumeClaimTemplate field", "StatefulSet", "strict",
     (o) => ((o.spec.volumeClaimTemplates[0].spec.storageclassName = "x"), true)],
   ["unknown pod-level field", "StatefulSet", "strict",
@@ -220,6 +224,28 @@ const MUTATIONS = [
     (o) => ((o.spec.template.spec.containers[0].ports[0].containerPort = "8080"), true)],
   ["missing container image name", "StatefulSet", "schema",
     (o) => (delete o.spec.template.spec.containers[0].name, true)],
+  ["unknown Deployment strategy field", "Deployment", "strict",
+    (o) => ((o.spec.strategy.rollingUpdate.maxSurg = 1), true)],
+  ["unknown Deployment configMapKeyRef field", "Deployment", "strict",
+    (o) => {
+      const e = o.spec.template.spec.containers[0].env.find((x) => x.valueFrom?.configMapKeyRef);
+      return e ? ((e.valueFrom.configMapKeyRef.keys = "endpoints"), true) : false;
+    }],
+  ["unknown emptyDir field", "Deployment", "strict",
+    (o) => {
+      const v = o.spec.template.spec.volumes.find((x) => x.emptyDir);
+      return v ? ((v.emptyDir.size = "1Gi"), true) : false;
+    }],
+  ["bad Deployment strategy type", "Deployment", "schema",
+    (o) => ((o.spec.strategy.type = "Rolling"), true)],
+  ["unknown HPA metric field", "HorizontalPodAutoscaler", "strict",
+    (o) => ((o.spec.metrics[0].resource.target.averageUtilisation = 70), true)],
+  ["unknown HPA behavior field", "HorizontalPodAutoscaler", "strict",
+    (o) => ((o.spec.behavior.scaleDown.stabilizationWindow = 300), true)],
+  ["HPA maxReplicas as a string", "HorizontalPodAutoscaler", "schema",
+    (o) => ((o.spec.maxReplicas = "31"), true)],
+  ["HPA without maxReplicas", "HorizontalPodAutoscaler", "schema",
+    (o) => (delete o.spec.maxReplicas, true)],
   ["unknown Service port field", "Service", "strict",
     (o) => ((o.spec.ports[0].targetport = 8080), true)],
   ["bad Service type", "Service", "schema", (o) => ((o.spec.type = "Headless"), true)],

@@ -7,11 +7,14 @@
 #   4. checks each rendered manifest against the binary (check_manifest.py): the ConfigMap's
 #      config.json under the pods' simulated environment, ports, probes, scrape paths, env
 #      names, worker ids for every ordinal, then the daemon started on loopback and probed;
-#   5. checks that an overlay scaled one replica beyond the worker-id space fails step 4.
+#   5. checks that a StatefulSet overlay scaled one replica beyond the worker-id space fails step 4;
+#   6. checks that a Deployment overlay (worker ids from etcd) whose HorizontalPodAutoscaler may
+#      scale beyond the worker slots fails step 4.
 #
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
-# Installs what is missing from Debian (yamllint, kubernetes-client, nodejs + npm, python3-yaml;
+# Installs what is missing from Debian (yamllint, kubernetes-client, nodejs + npm, python3-yaml,
+# etcd-server for the Deployment overlay's daemon;
 # with sudo when not root) and the npm packages pinned by package.json/package-lock.json into
 # deploy/k8s/node_modules/ (git-ignored; reused while the lock file and Node's major version are
 # unchanged). Every step runs under `timeout`; temporary files are removed on exit; the daemon
@@ -24,7 +27,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -69,6 +72,8 @@ command -v yamllint >/dev/null 2>&1 || missing="$missing yamllint"
 command -v kubectl >/dev/null 2>&1 || missing="$missing kubernetes-client"
 command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
+# The Deployment overlay's daemon claims its worker id from a real (single-member, loopback) etcd.
+command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"
 # python3 with PyYAML: the one on PATH if it has it, else Debian's with python3-yaml.
 PY=python3
 if ! python3 -c 'import yaml' >/dev/null 2>&1; then
@@ -146,14 +151,23 @@ check --container-config "$CONTAINER_CONFIG" --expect-refusal SNOWFLAKED_SNOWFLA
     "$TMP/base.yaml"
 for o in $overlays; do
     say "check_manifest.py: overlay $o"
-    check --container-config "$CONTAINER_CONFIG" "$TMP/overlay-$o.yaml" >"$TMP/check-$o.out" ||
+    # A Deployment's pod template is a copy of the base StatefulSet's: it must not drift from it.
+    same=""
+    grep -q '^kind: Deployment$' "$TMP/overlay-$o.yaml" && same="--same-pod-as $TMP/base.yaml"
+    # shellcheck disable=SC2086  # $same is empty or two words
+    check --container-config "$CONTAINER_CONFIG" $same "$TMP/overlay-$o.yaml" \
+        >"$TMP/check-$o.out" ||
         { cat "$TMP/check-$o.out"; die "check_manifest.py failed for overlay $o"; }
     cat "$TMP/check-$o.out"
 done
 
 # ---- 5. too many replicas cannot pass ---------------------------------------------------------
 
-first=$(echo "$overlays" | cut -d' ' -f2)
+first=""
+for o in $overlays; do
+    if grep -q '^kind: StatefulSet$' "$TMP/overlay-$o.yaml"; then first=$o; break; fi
+done
+[ -n "$first" ] || die "no StatefulSet overlay (the default path) under $HERE/overlays"
 cap=$(sed -n 's/.*(at most \([0-9]*\) replicas).*/\1/p' "$TMP/check-$first.out" | head -n 1)
 [ -n "$cap" ] || die "could not read the replica limit from check_manifest.py"
 too_many=$((cap + 1))
@@ -177,5 +191,43 @@ grep -q "does not fit worker_bits" "$TMP/too-many.out" ||
     { cat "$TMP/too-many.out"; die "no worker_bits refusal for $too_many replicas"; }
 grep '^FAIL' "$TMP/too-many.out" | cut -c1-160
 say "ok: $too_many replicas rejected"
+
+# ---- 6. an autoscaler beyond the worker slots cannot pass -------------------------------------
+
+hpa_checked=0
+for o in $overlays; do
+    grep -q '^kind: HorizontalPodAutoscaler$' "$TMP/overlay-$o.yaml" || continue
+    cap=$(sed -n 's/.*(HPA: at most \([0-9]*\) replicas).*/\1/p' "$TMP/check-$o.out" | head -n 1)
+    [ -n "$cap" ] || die "could not read the HPA limit of overlay $o from check_manifest.py"
+    too_many=$((cap + 1))
+    rm -rf "$TMP/hpa-too-many"
+    mkdir "$TMP/hpa-too-many"
+    cat >"$TMP/hpa-too-many/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to="$TMP/hpa-too-many" "$HERE/overlays/$o")
+patches:
+  - target:
+      kind: HorizontalPodAutoscaler
+    patch: |-
+      - op: replace
+        path: /spec/maxReplicas
+        value: $too_many
+EOF
+    render "$TMP/hpa-too-many" "$TMP/hpa-too-many.yaml"
+    say "check_manifest.py: overlay $o with HPA maxReplicas $too_many must fail"
+    if check --no-live "$TMP/hpa-too-many.yaml" >"$TMP/hpa-too-many.out" 2>&1; then
+        cat "$TMP/hpa-too-many.out"
+        die "HPA maxReplicas $too_many passed check_manifest.py"
+    fi
+    grep -q "exceeds the [0-9]* worker slots" "$TMP/hpa-too-many.out" ||
+        { cat "$TMP/hpa-too-many.out"; die "no worker-slot refusal for maxReplicas $too_many"; }
+    grep '^FAIL' "$TMP/hpa-too-many.out" | cut -c1-200
+    say "ok: HPA maxReplicas $too_many rejected"
+    hpa_checked=$((hpa_checked + 1))
+done
+[ "$hpa_checked" -gt 0 ] ||
+    die "no overlay with a HorizontalPodAutoscaler (overlays/etcd-deployment)"
 
 say "validate.sh: all checks passed in $(($(date +%s) - T0)) s"
