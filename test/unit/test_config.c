@@ -146,20 +146,26 @@ static void env_name(const char *path, char *out, size_t outlen)
 }
 
 /* Every "key" / "section.key" path of a config-shaped JSON object, minus "resolved". */
-static int json_paths(const cJSON *root, char paths[][64], int max)
+/* The key paths of a printed or embedded config ("server.port", "snowflake.etcd.ttl_s"), the
+ * derived "resolved" object left out. */
+static int json_paths_under(const cJSON *obj, const char *prefix, char paths[][64], int n, int max)
 {
-    int n = 0;
-    for (const cJSON *it = root->child; it && n < max; it = it->next) {
-        if (strcmp(it->string, "resolved") == 0)
+    for (const cJSON *it = obj->child; it && n < max; it = it->next) {
+        char path[64];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", it->string);
+        if (!*prefix && strcmp(it->string, "resolved") == 0)
             continue;
-        if (cJSON_IsObject(it)) {
-            for (const cJSON *k = it->child; k && n < max; k = k->next)
-                snprintf(paths[n++], 64, "%s.%s", it->string, k->string);
-        } else {
-            snprintf(paths[n++], 64, "%s", it->string);
-        }
+        if (cJSON_IsObject(it))
+            n = json_paths_under(it, path, paths, n, max);
+        else
+            snprintf(paths[n++], 64, "%s", path);
     }
     return n;
+}
+
+static int json_paths(const cJSON *root, char paths[][64], int max)
+{
+    return json_paths_under(root, "", paths, 0, max);
 }
 
 static bool has_path(char paths[][64], int n, const char *p)
@@ -523,8 +529,48 @@ static const bad_case bad_files[] = {
     {"{\"snowflake\":{\"worker_id\":1.5}}", "snowflake.worker_id", "got 1.5"},
     {"{\"snowflake\":{\"worker_id\":4294967296}}", "snowflake.worker_id", "got 4294967296"},
     {"{\"snowflake\":{\"worker_id\":\"foo\"}}", "snowflake.worker_id",
-     "must be an integer, \"ordinal\" or \"env:NAME\", got \"foo\""},
+     "must be an integer, \"ordinal\", \"env:NAME\" or \"etcd\", got \"foo\""},
     {"{\"snowflake\":{\"worker_id\":\"Ordinal\"}}", "snowflake.worker_id", "got \"Ordinal\""},
+    /* worker_id "etcd" (snowflake.etcd, a nested section) */
+    {"{\"snowflake\":{\"worker_id\":\"etcd\"}}", "snowflake.etcd.endpoints",
+     "required with worker_id"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"https://127.0.0.1:2379\"}}}", "snowflake.etcd.endpoints",
+     "https:// is not supported yet"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"127.0.0.1:2379\"}}}", "snowflake.etcd.endpoints",
+     "must be http://host:port"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://127.0.0.1\"}}}", "snowflake.etcd.endpoints",
+     "port is required"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://127.0.0.1:2379,http://h:70000\"}}}", "snowflake.etcd.endpoints",
+     "1..65535"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://127.0.0.1:2379/v3\"}}}", "snowflake.etcd.endpoints",
+     "without a path"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"prefix\":\"sf\"}}}", "snowflake.etcd.prefix",
+     "must start with /"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"prefix\":\"/sf/\"}}}", "snowflake.etcd.prefix",
+     "not end with one"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"ttl_s\":1}}}", "snowflake.etcd.ttl_s",
+     "got 1"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"fence_margin_ms\":200}}}", "snowflake.etcd.fence_margin_ms",
+     "must be 300..5000 for ttl_s=10"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"fence_margin_ms\":6000}}}", "snowflake.etcd.fence_margin_ms",
+     "at most half"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"ttl_s\":2}}}", "snowflake.etcd.request_timeout_ms",
+     "below a quarter of the TTL (500 ms"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"worker_max\":32}}}", "snowflake.etcd.worker_max",
+     "must be 0..31"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"worker_min\":9,\"worker_max\":8}}}", "snowflake.etcd.worker_min",
+     "above worker_max 8"},
+    {"{\"snowflake\":{\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"worker_max\":\"most\"}}}", "snowflake.etcd.worker_max",
+     "or \"max\", got \"most\""},
+    {"{\"snowflake\":{\"etcd\":{\"endpoint\":\"http://h:1\"}}}", "snowflake.etcd.endpoint",
+     "unknown key"},
+    {"{\"snowflake\":{\"etcd\":[]}}", "snowflake.etcd",
+     "must be an object"},
+    {"{\"snowflake\":{\"etcd\":{\"ttl_s\":10,\"ttl_s\":11}}}", "snowflake.etcd.ttl_s",
+     "duplicate key"},
+    {"{\"server\":{\"threads\":4},\"snowflake\":{\"per_thread_worker_ids\":true,\"worker_id\":\"etcd\",\"etcd\":{\"endpoints\":\"http://h:1\",\"worker_min\":30}}}", "snowflake.etcd.worker_min",
+     "cannot hold the 4 slots"},
+
     {"{\"snowflake\":{\"worker_id\":\"env:\"}}", "snowflake.worker_id", "NAME must be"},
     {"{\"snowflake\":{\"worker_id\":\"env:1X\"}}", "snowflake.worker_id", "NAME must be"},
     {"{\"snowflake\":{\"worker_id\":\"env:A-B\"}}", "snowflake.worker_id", "NAME must be"},
@@ -651,6 +697,17 @@ START_TEST(test_good_edges)
     int rc = load_json("{\"snowflake\":{\"epoch\":\"2024-02-29T00:00:00Z\"}}", &c, err, sizeof err);
     EXPECT_OK(rc, err);
     ck_assert_uint_eq(c.snowflake.epoch_ms, UINT64_C(1709164800000));
+    /* worker_id "etcd": "max" resolves to the layout's worker max; the fence margin's floor */
+    rc = load_json("{\"snowflake\":{\"worker_id\":\"etcd\",\"worker_bits\":3,\"etcd\":{"
+                   "\"endpoints\":\"http://127.0.0.1:2379,http://[::1]:2379\",\"ttl_s\":2,"
+                   "\"fence_margin_ms\":140,\"request_timeout_ms\":499,\"worker_min\":2}}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_int_eq(c.snowflake.worker_source, CFG_WORKER_ETCD);
+    ck_assert_uint_eq(c.snowflake.etcd.worker_min, 2);
+    ck_assert_uint_eq(c.snowflake.etcd.worker_max, 7);
+    ck_assert_uint_eq(c.snowflake.etcd.ttl_s, 2);
+    ck_assert_str_eq(c.snowflake.etcd.prefix, "/snowflaked");
     rc = load_json("{\"snowflake\":{\"epoch\":\"2000-02-29T12:34:56.789Z\"}}", &c, err, sizeof err);
     EXPECT_OK(rc, err);
     ck_assert_uint_eq(c.snowflake.epoch_ms, UINT64_C(951827696789));

@@ -51,7 +51,8 @@ typedef enum {
     CFG_T_STR,    /* char[max + 1]; min is the minimum length (1 = non-empty) */
     CFG_T_ENUM,   /* a name, through parse/name */
     CFG_T_EPOCH,  /* snowflake.epoch_ms: integer ms since 1970 or "YYYY-MM-DDTHH:MM:SS[.mmm]Z" */
-    CFG_T_WORKER, /* snowflake.worker_id: integer | "ordinal" | "env:NAME" */
+    CFG_T_WORKER, /* snowflake.worker_id: integer | "ordinal" | "env:NAME" | "etcd" */
+    CFG_T_U32_OR_MAX, /* uint32_t in min..max, or "max" (stored as CFG_WORKER_MAX_AUTO) */
 } cfg_type;
 
 enum {
@@ -143,6 +144,10 @@ static const char *cfg_log_name(const void *field)
     {                                                                                              \
         p, CFG_T_U64, CFG_AT(f, 8), lo, hi, 0, NULL, NULL, NULL                                    \
     }
+#define K_U32_OR_MAX(p, f, lo, hi)                                                                 \
+    {                                                                                              \
+        p, CFG_T_U32_OR_MAX, CFG_AT(f, 4), lo, hi, 0, NULL, NULL, NULL                             \
+    }
 #define K_BOOL(p, f)                                                                               \
     {                                                                                              \
         p, CFG_T_BOOL, CFG_AT(f, sizeof(bool)), 0, 1, 0, NULL, NULL, NULL                          \
@@ -195,6 +200,13 @@ static const char *cfg_log_name(const void *field)
  *   snowflake.json_ids                  enum     string|number            number: <= 53 bits, dec
  *   snowflake.lifetime_warning_years    u32      10..1000                 >= the hard floor 10
  *   snowflake.random_sequence_start_bits u32     0..11                    < sequence_bits
+ *   snowflake.etcd.endpoints            string   http://host:port,...     required with "etcd"
+ *   snowflake.etcd.prefix               string   /..., no trailing /      <= 200 bytes
+ *   snowflake.etcd.ttl_s                u32      2..300                   etcd's minimum is 2
+ *   snowflake.etcd.fence_margin_ms      u32      0..150000                >= 2 % ttl + 100, <= ttl/2
+ *   snowflake.etcd.request_timeout_ms   u32      50..30000                < ttl/4 (the renewal)
+ *   snowflake.etcd.start_timeout_ms     u32      0..3600000 (1 hour)
+ *   snowflake.etcd.worker_min/max       u32|max  fit worker_bits          min <= max, room for n
  *   cache.max_memory_bytes              u64      1 MiB..1 TiB
  *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
  *   cache.shards                        u32      1..4096                  power of two
@@ -261,6 +273,15 @@ static const cfg_key cfg_keys[] = {
           SF_MIN_LIFETIME_YEARS, 1000),
     K_U32("snowflake.random_sequence_start_bits", snowflake.random_sequence_start_bits, 0,
           SF_WIDE_COUNTER_BITS - 1),
+    K_STR("snowflake.etcd.endpoints", snowflake.etcd.endpoints, 0, 0),
+    K_STR("snowflake.etcd.prefix", snowflake.etcd.prefix, 1, 0),
+    K_U32("snowflake.etcd.ttl_s", snowflake.etcd.ttl_s, 2, 300),
+    K_U32("snowflake.etcd.fence_margin_ms", snowflake.etcd.fence_margin_ms, 0, 150000),
+    K_U32("snowflake.etcd.request_timeout_ms", snowflake.etcd.request_timeout_ms, 50, 30000),
+    K_U32("snowflake.etcd.start_timeout_ms", snowflake.etcd.start_timeout_ms, 0, 3600000),
+    K_BOOL("snowflake.etcd.wait_for_slot", snowflake.etcd.wait_for_slot),
+    K_U32("snowflake.etcd.worker_min", snowflake.etcd.worker_min, 0, UINT32_MAX - 1),
+    K_U32_OR_MAX("snowflake.etcd.worker_max", snowflake.etcd.worker_max, 0, UINT32_MAX - 1),
     K_BOOL("cache.enabled", cache.enabled),
     K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB),
     K_U32("cache.max_item_bytes", cache.max_item_bytes, 1, CFG_GIB),
@@ -517,6 +538,10 @@ static void cfg_expect(const cfg_key *k, char *out, size_t outlen)
         snprintf(out, outlen, "an integer %llu..%llu", (unsigned long long)k->min,
                  (unsigned long long)k->max);
         break;
+    case CFG_T_U32_OR_MAX:
+        snprintf(out, outlen, "an integer %llu..%llu or \"max\"", (unsigned long long)k->min,
+                 (unsigned long long)k->max);
+        break;
     case CFG_T_BOOL: snprintf(out, outlen, "true or false"); break;
     case CFG_T_STR:
         snprintf(out, outlen, "%s",
@@ -529,7 +554,9 @@ static void cfg_expect(const cfg_key *k, char *out, size_t outlen)
         snprintf(out, outlen,
                  "an ISO-8601 UTC time like \"2020-01-01T00:00:00Z\" or integer ms since 1970");
         break;
-    case CFG_T_WORKER: snprintf(out, outlen, "an integer, \"ordinal\" or \"env:NAME\""); break;
+    case CFG_T_WORKER:
+        snprintf(out, outlen, "an integer, \"ordinal\", \"env:NAME\" or \"etcd\"");
+        break;
     }
 }
 
@@ -546,10 +573,12 @@ static int cfg_store_uint(cfg_ctx *ctx, const cfg_key *k, const char *text, cons
                           const char *src)
 {
     uint64_t v;
-    if (!cfg_parse_uint(text, &v) || v < k->min || v > k->max)
+    if (k->type == CFG_T_U32_OR_MAX && strcmp(text, "max") == 0)
+        v = CFG_WORKER_MAX_AUTO;
+    else if (!cfg_parse_uint(text, &v) || v < k->min || v > k->max)
         return cfg_bad_value(ctx, k, src, shown, NULL);
     void *field = cfg_field(ctx->c, k);
-    if (k->type == CFG_T_U32) {
+    if (k->type != CFG_T_U64) {
         uint32_t v32 = (uint32_t)v;
         memcpy(field, &v32, sizeof v32);
     } else {
@@ -618,6 +647,9 @@ static int cfg_store_worker(cfg_ctx *ctx, const cfg_key *k, const char *text, co
     } else if (strcmp(text, "ordinal") == 0) {
         s->worker_source = CFG_WORKER_ORDINAL;
         s->worker_env[0] = '\0';
+    } else if (strcmp(text, "etcd") == 0) {
+        s->worker_source = CFG_WORKER_ETCD;
+        s->worker_env[0] = '\0';
     } else if (strncmp(text, "env:", 4) == 0) {
         if (!cfg_is_env_name(text + 4))
             return cfg_bad_value(
@@ -643,6 +675,7 @@ static int cfg_set_text(cfg_ctx *ctx, size_t i, const char *text, bool bare, con
     cfg_show(shown, sizeof shown, text, bare);
     switch (k->type) {
     case CFG_T_U32:
+    case CFG_T_U32_OR_MAX:
     case CFG_T_U64: rc = cfg_store_uint(ctx, k, text, shown, src); break;
     case CFG_T_BOOL:
         if (!cfg_parse_bool(text, &b))
@@ -694,10 +727,9 @@ static int cfg_apply_item(cfg_ctx *ctx, size_t i, const cJSON *item, const char 
 {
     const cfg_key *k = &cfg_keys[i];
     char num[40], expect[128], got[CFG_SHOW_MAX + 16];
-    bool numeric = k->type == CFG_T_U32 || k->type == CFG_T_U64 || k->type == CFG_T_EPOCH ||
-                   k->type == CFG_T_WORKER;
-    bool stringy = k->type == CFG_T_STR || k->type == CFG_T_ENUM || k->type == CFG_T_EPOCH ||
-                   k->type == CFG_T_WORKER;
+    bool either = k->type == CFG_T_EPOCH || k->type == CFG_T_WORKER || k->type == CFG_T_U32_OR_MAX;
+    bool numeric = k->type == CFG_T_U32 || k->type == CFG_T_U64 || either;
+    bool stringy = k->type == CFG_T_STR || k->type == CFG_T_ENUM || either;
     if (cJSON_IsNumber(item) && numeric) {
         cfg_number_text(item->valuedouble, num, sizeof num);
         return cfg_set_text(ctx, i, num, true, src, layer, NULL);
@@ -720,25 +752,32 @@ static bool cfg_has_earlier_twin(const cJSON *item)
     return false;
 }
 
-static int cfg_apply_section(cfg_ctx *ctx, const cJSON *sec, const char *src, cfg_layer layer)
+/* The section sec_path ("server", "snowflake.etcd"): its keys, and sections nested in it. */
+static int cfg_apply_section(cfg_ctx *ctx, const cJSON *sec, const char *sec_path,
+                             const char *src, cfg_layer layer)
 {
     char got[CFG_SHOW_MAX + 16], path[160], shown[CFG_SHOW_MAX];
     if (!cJSON_IsObject(sec)) {
         cfg_json_describe(sec, got, sizeof got);
-        return cfg_fail(ctx, src, sec->string, "must be an object, got %s", got);
+        return cfg_fail(ctx, src, sec_path, "must be an object, got %s", got);
     }
     for (const cJSON *it = sec->child; it; it = it->next) {
         size_t i;
-        int n = snprintf(path, sizeof path, "%s.%s", sec->string, it->string);
-        if (n < 0 || (size_t)n >= sizeof path || !cfg_key_find(path, (size_t)n, &i)) {
-            cfg_show(shown, sizeof shown, it->string, true);
-            return cfg_fail(ctx, src, NULL, "%s.%s: unknown key", sec->string, shown);
-        }
-        if (cfg_has_earlier_twin(it))
+        int n = snprintf(path, sizeof path, "%s.%s", sec_path, it->string);
+        bool fits = n > 0 && (size_t)n < sizeof path && !strchr(it->string, '.');
+        if (fits && cfg_has_earlier_twin(it))
             return cfg_fail(ctx, src, path, "duplicate key");
-        if (cfg_apply_item(ctx, i, it, src, layer) != 0)
-            return -1;
-        ctx->seen[i] = true;
+        if (fits && cfg_key_find(path, (size_t)n, &i)) {
+            if (cfg_apply_item(ctx, i, it, src, layer) != 0)
+                return -1;
+            ctx->seen[i] = true;
+        } else if (fits && cfg_is_section(path)) {
+            if (cfg_apply_section(ctx, it, path, src, layer) != 0)
+                return -1;
+        } else {
+            cfg_show(shown, sizeof shown, it->string, true);
+            return cfg_fail(ctx, src, NULL, "%s.%s: unknown key", sec_path, shown);
+        }
     }
     return 0;
 }
@@ -763,7 +802,7 @@ static int cfg_apply_tree(cfg_ctx *ctx, const cJSON *root, const char *src, cfg_
                 return -1;
             ctx->seen[i] = true;
         } else if (cfg_is_section(it->string)) {
-            if (cfg_apply_section(ctx, it, src, layer) != 0)
+            if (cfg_apply_section(ctx, it, it->string, src, layer) != 0)
                 return -1;
         } else {
             cfg_show(shown, sizeof shown, it->string, true);
@@ -1212,6 +1251,125 @@ static int cfg_resolve_worker(cfg_ctx *ctx, const char *src, uint64_t *id)
     }
 }
 
+/* One "http://host:port" of snowflake.etcd.endpoints (len bytes at e). */
+static const char *cfg_etcd_endpoint_problem(const char *e, size_t len)
+{
+    static const char scheme[] = "http://";
+    if (len >= 8 && strncmp(e, "https://", 8) == 0)
+        return "https:// is not supported yet (plain http://; put a local TLS proxy in front of "
+               "etcd's client port)";
+    if (len < sizeof scheme || strncmp(e, scheme, sizeof scheme - 1) != 0)
+        return "each endpoint must be http://host:port";
+    const char *host = e + sizeof scheme - 1, *end = e + len, *colon = NULL;
+    for (const char *p = host; p < end; p++) {
+        if (*p == '/' || *p == '@' || *p == '?' || *p == ' ' || (unsigned char)*p < 0x21)
+            return "each endpoint must be http://host:port, without a path, user or spaces";
+        if (*p == ':')
+            colon = p;
+    }
+    if (!colon || colon == host)
+        return "each endpoint must be http://host:port (the port is required)";
+    unsigned long port = 0;
+    for (const char *p = colon + 1; p < end; p++) {
+        if (*p < '0' || *p > '9' || (port = port * 10 + (unsigned long)(*p - '0')) > 65535)
+            return "the port must be 1..65535";
+    }
+    return port == 0 ? "the port must be 1..65535" : NULL;
+}
+
+/* worker_id "etcd": the endpoints, prefix and timing rules, and the worker range (resolved). */
+static int cfg_check_etcd(cfg_ctx *ctx)
+{
+    cfg_snowflake *s = &ctx->c->snowflake;
+    cfg_etcd *e = &s->etcd;
+    char src[CFG_PATH_MAX + 32], shown[CFG_SHOW_MAX];
+    size_t count = 0;
+    cfg_origin_label(ctx, cfg_key_index_of("snowflake.etcd.endpoints"), src, sizeof src);
+    if (!e->endpoints[0]) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.worker_id", "snowflake.etcd.endpoints",
+                        (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.etcd.endpoints",
+                        "required with worker_id \"etcd\" (http://host:port,...)");
+    }
+    for (const char *p = e->endpoints;; p++) {
+        size_t len = strcspn(p, ",");
+        const char *why = cfg_etcd_endpoint_problem(p, len);
+        if (why) {
+            char one[CFG_SHOW_MAX];
+            snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one - 1 ? len : sizeof one - 1), p);
+            cfg_show(shown, sizeof shown, one, false);
+            return cfg_fail(ctx, src, "snowflake.etcd.endpoints", "%s: %s", shown, why);
+        }
+        if (++count > 16)
+            return cfg_fail(ctx, src, "snowflake.etcd.endpoints", "at most 16 endpoints");
+        p += len;
+        if (!*p)
+            break;
+    }
+    const char *pre = e->prefix;
+    size_t plen = strlen(pre);
+    bool clean = true;
+    for (const char *p = pre; *p; p++)
+        clean = clean && (unsigned char)*p > 0x20 && *p != 0x7f;
+    if (pre[0] != '/' || pre[plen - 1] == '/' || !clean) {
+        cfg_origin_label(ctx, cfg_key_index_of("snowflake.etcd.prefix"), src, sizeof src);
+        cfg_show(shown, sizeof shown, pre, false);
+        return cfg_fail(ctx, src, "snowflake.etcd.prefix",
+                        "must start with / and not end with one, without spaces or control "
+                        "characters, got %s",
+                        shown);
+    }
+    /* The fence (design-14 §2): we stop at our clock's  last renewal + TTL - margin; etcd
+     * expires no earlier than TTL after it on its clock. Clocks whose rates differ by up to 1 %
+     * need margin >= 2 % of the TTL; 100 ms on top for scheduling. */
+    uint64_t ttl_ms = (uint64_t)e->ttl_s * 1000;
+    if (e->fence_margin_ms < ttl_ms / 50 + 100 || e->fence_margin_ms > ttl_ms / 2) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.etcd.fence_margin_ms",
+                        "snowflake.etcd.ttl_s", (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.etcd.fence_margin_ms",
+                        "%u must be %llu..%llu for ttl_s=%u (at least 2 %% of the TTL + 100 ms "
+                        "for clock-rate error, at most half of it)",
+                        e->fence_margin_ms, (unsigned long long)(ttl_ms / 50 + 100),
+                        (unsigned long long)(ttl_ms / 2), e->ttl_s);
+    }
+    if (e->request_timeout_ms >= ttl_ms / 4) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.etcd.request_timeout_ms",
+                        "snowflake.etcd.ttl_s", (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.etcd.request_timeout_ms",
+                        "%u must be below a quarter of the TTL (%llu ms, the renewal period) so a "
+                        "stalled call cannot eat the fence margin",
+                        e->request_timeout_ms, (unsigned long long)(ttl_ms / 4));
+    }
+    uint64_t max = s->layout.worker_max;
+    if (e->worker_max == CFG_WORKER_MAX_AUTO)
+        e->worker_max = (uint32_t)max;
+    unsigned slots = s->per_thread_worker_ids ? ctx->c->server.threads : 1;
+    cfg_cross_label(ctx, src, sizeof src, "snowflake.etcd.worker_min", "snowflake.etcd.worker_max",
+                    "snowflake.worker_bits", (const char *)NULL);
+    if (e->worker_max > max)
+        return cfg_fail(ctx, src, "snowflake.etcd.worker_max",
+                        "%u does not fit worker_bits=%u: must be 0..%llu", e->worker_max,
+                        s->worker_bits, (unsigned long long)max);
+    if (e->worker_min > e->worker_max)
+        return cfg_fail(ctx, src, "snowflake.etcd.worker_min", "%u is above worker_max %u",
+                        e->worker_min, e->worker_max);
+    if ((uint64_t)e->worker_max - e->worker_min + 1 < slots)
+        return cfg_fail(ctx, src, "snowflake.etcd.worker_min",
+                        "workers %u..%u cannot hold the %u slots per_thread_worker_ids needs "
+                        "(one per loop)",
+                        e->worker_min, e->worker_max, slots);
+    if (slots > 127)
+        return cfg_fail(ctx, src, "server.threads",
+                        "%u loops with per_thread_worker_ids and worker_id \"etcd\": one etcd "
+                        "transaction claims every slot, and etcd allows at most 128 operations "
+                        "in one",
+                        slots);
+    s->worker_id = e->worker_min; /* a placeholder until the claim; logs use the claim */
+    snprintf(s->worker_origin, sizeof s->worker_origin,
+             "etcd: claimed at start from workers %u..%u", e->worker_min, e->worker_max);
+    return 0;
+}
+
 static int cfg_check_ids(cfg_ctx *ctx)
 {
     cfg_snowflake *s = &ctx->c->snowflake;
@@ -1224,6 +1382,8 @@ static int cfg_check_ids(cfg_ctx *ctx)
                         "%u does not fit datacenter_bits=%u: must be 0..%llu", s->datacenter_id,
                         s->datacenter_bits, (unsigned long long)s->layout.datacenter_max);
     }
+    if (s->worker_source == CFG_WORKER_ETCD)
+        return cfg_check_etcd(ctx);
     cfg_origin_label(ctx, cfg_key_index_of("snowflake.worker_id"), src, sizeof src);
     if (cfg_resolve_worker(ctx, src, &id) != 0)
         return -1;
@@ -1483,6 +1643,10 @@ static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
         memcpy(&v32, field, sizeof v32);
         fprintf(out, "%u", v32);
         break;
+    case CFG_T_U32_OR_MAX:
+        memcpy(&v32, field, sizeof v32);
+        fprintf(out, v32 == CFG_WORKER_MAX_AUTO ? "\"max\"" : "%u", v32);
+        break;
     case CFG_T_U64:
         memcpy(&v64, field, sizeof v64);
         fprintf(out, "%llu", (unsigned long long)v64);
@@ -1501,6 +1665,8 @@ static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
         /* the choice, not the resolved number, so the output stays valid on another pod */
         if (c->snowflake.worker_source == CFG_WORKER_ORDINAL)
             fputs("\"ordinal\"", out);
+        else if (c->snowflake.worker_source == CFG_WORKER_ETCD)
+            fputs("\"etcd\"", out);
         else if (c->snowflake.worker_source == CFG_WORKER_ENV)
             fprintf(out, "\"env:%s\"", c->snowflake.worker_env);
         else
@@ -1511,37 +1677,74 @@ static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
 
 /* The sections part has config.json's shape and loads as a config file; "resolved" (derived
  * values, for humans and scripts) does not and must be dropped first. */
+/* Length of the section part of a key path ("snowflake.etcd" of "snowflake.etcd.ttl_s"; 0 at
+ * the top level) and how deep it is. */
+static size_t cfg_section_len(const char *path, unsigned *depth)
+{
+    const char *last = strrchr(path, '.');
+    *depth = 0;
+    for (const char *p = path; last && p <= last; p++)
+        *depth += *p == '.';
+    return last ? (size_t)(last - path) : 0;
+}
+
+/* How many leading sections two section paths share. */
+static unsigned cfg_common_sections(const char *a, size_t alen, const char *b, size_t blen)
+{
+    unsigned n = 0;
+    size_t i = 0;
+    for (; i < alen && i < blen && a[i] == b[i]; i++)
+        if (a[i] == '.')
+            n++;
+    bool whole = (i == alen || a[i] == '.') && (i == blen || b[i] == '.');
+    return alen && blen && whole ? n + 1 : n;
+}
+
+static void cfg_indent(FILE *out, unsigned depth)
+{
+    fprintf(out, "\n%*s", (int)(2 * depth + 2), "");
+}
+
 void cfg_print_json(const cfg *c, FILE *out)
 {
-    size_t open_len = 0; /* length of the open section's name, 0 = top level */
-    const char *open = "";
-    bool first_top = true, first_in = true;
+    const char *open = ""; /* the path of the innermost open section ("" = top level) */
+    size_t open_len = 0;
+    unsigned open_depth = 0;
+    bool first = true; /* nothing printed yet at the current level */
     fputs("{", out);
     for (size_t i = 0; i < CFG_NKEYS; i++) {
-        const char *path = cfg_keys[i].path, *dot = strchr(path, '.');
-        size_t sec_len = dot ? (size_t)(dot - path) : 0;
-        if (sec_len != open_len || strncmp(path, open, sec_len) != 0) {
-            if (open_len)
-                fputs("\n  }", out);
-            if (sec_len) {
-                fprintf(out, "%s\n  \"%.*s\": {", first_top ? "" : ",", (int)sec_len, path);
-                first_top = false;
-                first_in = true;
-            }
-            open = path;
-            open_len = sec_len;
+        const char *path = cfg_keys[i].path;
+        unsigned depth;
+        size_t sec_len = cfg_section_len(path, &depth);
+        unsigned keep = cfg_common_sections(open, open_len, path, sec_len);
+        for (; open_depth > keep; open_depth--) { /* close what this key is not in */
+            cfg_indent(out, open_depth - 1);
+            fputs("}", out);
+            first = false;
         }
-        if (sec_len) {
-            fprintf(out, "%s\n    \"%s\": ", first_in ? "" : ",", dot + 1);
-            first_in = false;
-        } else {
-            fprintf(out, "%s\n  \"%s\": ", first_top ? "" : ",", path);
-            first_top = false;
+        while (open_depth < depth) { /* open the sections it is in */
+            const char *name = path;
+            for (unsigned d = 0; d < open_depth; d++)
+                name = strchr(name, '.') + 1;
+            size_t name_len = (size_t)(strchr(name, '.') - name);
+            fputs(first ? "" : ",", out);
+            cfg_indent(out, open_depth);
+            fprintf(out, "\"%.*s\": {", (int)name_len, name);
+            open_depth++;
+            first = true;
         }
+        open = path;
+        open_len = sec_len;
+        fputs(first ? "" : ",", out);
+        cfg_indent(out, depth);
+        fprintf(out, "\"%s\": ", strrchr(path, '.') ? strrchr(path, '.') + 1 : path);
+        first = false;
         cfg_print_value(c, &cfg_keys[i], out);
     }
-    if (open_len)
-        fputs("\n  }", out);
+    for (; open_depth > 0; open_depth--) {
+        cfg_indent(out, open_depth - 1);
+        fputs("}", out);
+    }
 
     const cfg_snowflake *s = &c->snowflake;
     const sf_layout *l = &s->layout;
@@ -1549,7 +1752,10 @@ void cfg_print_json(const cfg *c, FILE *out)
     cfg_layout_end_text(l, ends, sizeof ends);
     fputs(",\n  \"resolved\": {\n    \"source\": ", out);
     cfg_print_str(out, c->source);
-    fprintf(out, ",\n    \"worker_id\": %u,\n    \"worker_id_origin\": ", s->worker_id);
+    if (s->worker_source == CFG_WORKER_ETCD) /* known after the claim: GET /metrics, the log */
+        fputs(",\n    \"worker_id\": null,\n    \"worker_id_origin\": ", out);
+    else
+        fprintf(out, ",\n    \"worker_id\": %u,\n    \"worker_id_origin\": ", s->worker_id);
     cfg_print_str(out, s->worker_origin);
     fprintf(out,
             ",\n    \"threads\": %u,\n    \"layout_name\": \"%s\",\n    \"id_bits\": %u,\n"

@@ -56,7 +56,27 @@ typedef struct cfg_server {
     uint32_t pool_idle_max;           /* idle objects kept per pool per loop */
 } cfg_server;
 
-typedef enum { CFG_WORKER_NUMBER = 0, CFG_WORKER_ORDINAL, CFG_WORKER_ENV } cfg_worker_source;
+typedef enum {
+    CFG_WORKER_NUMBER = 0,
+    CFG_WORKER_ORDINAL,
+    CFG_WORKER_ENV,
+    CFG_WORKER_ETCD, /* claimed at start from etcd (cluster/identity.h), within etcd.worker_* */
+} cfg_worker_source;
+
+#define CFG_ETCD_PREFIX_MAX 200
+#define CFG_WORKER_MAX_AUTO UINT32_MAX /* "max": the layout's worker max */
+
+/* snowflake.etcd: the etcd identity backend (worker_id "etcd"; design-14). */
+typedef struct cfg_etcd {
+    char endpoints[1024];                 /* "http://host:port,..." (numeric hosts best) */
+    char prefix[CFG_ETCD_PREFIX_MAX + 1]; /* key prefix, "/snowflaked" */
+    uint32_t ttl_s;                       /* lease TTL */
+    uint32_t fence_margin_ms;             /* stop issuing this long before the lease can expire */
+    uint32_t request_timeout_ms;          /* per etcd call */
+    uint32_t start_timeout_ms;            /* no etcd answer by then at start: exit 1 */
+    bool wait_for_slot;                   /* all slots held at start: wait instead of exit 1 */
+    uint32_t worker_min, worker_max;      /* the worker ids to claim from; max resolved */
+} cfg_etcd;
 
 typedef struct cfg_snowflake {
     /* "layout": NULL = "custom" (the width keys below), else a preset that fixes widths, unit
@@ -67,7 +87,7 @@ typedef struct cfg_snowflake {
     uint32_t timestamp_bits, datacenter_bits, worker_bits, sequence_bits;
     bool node_bits_low; /* Sonyflake order: time | sequence | node */
     uint32_t datacenter_id;
-    cfg_worker_source worker_source; /* "worker_id": number | "ordinal" | "env:NAME" */
+    cfg_worker_source worker_source; /* "worker_id": number | "ordinal" | "env:NAME" | "etcd" */
     char worker_env[128];            /* NAME for CFG_WORKER_ENV */
     uint32_t worker_id;              /* resolved */
     char worker_origin[256];         /* where the resolved id came from, for logs */
@@ -82,6 +102,7 @@ typedef struct cfg_snowflake {
     bool json_numbers;               /* "json_ids": "number" (needs <= 53 bits, dec) | "string" */
     uint32_t lifetime_warning_years; /* warn at start when the layout ends sooner */
     uint32_t random_sequence_start_bits; /* fresh ticks start their sequence below 2^bits */
+    cfg_etcd etcd;                   /* worker_id "etcd" */
     sf_layout layout;                /* derived and validated */
     double lifetime_years_left;      /* derived: from the load time to the layout's end */
     char lifetime_warning[256];      /* derived: "" or the warning to log at start */
