@@ -223,7 +223,7 @@ class NoEtcdAtStart(unittest.TestCase):
 
 
 class EtcdIdentityScenario(unittest.TestCase):
-    LOAD_S = 70          # sfload -t: the whole scenario after the race must fit (asserted)
+    LOAD_S = 55          # sfload -t: the whole scenario after the race must fit (asserted)
     RATE = 600           # requests/s over all targets: 25 per connection, 10 IDs each
     CONNS = 2            # connections per target (each in-flight request: one response)
 
