@@ -49,6 +49,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     static app a;
     int code = app_start(&a, &c, &cli, err, sizeof err);
+    if (code == APP_STOPPED_AT_START) {
+        log_shutdown();
+        return 0;
+    }
     if (code != 0)
         return fail(code, err);
     int sig = 0;

@@ -18,10 +18,14 @@ void api_healthz(http_request *r, void *ctx)
 
 const char *api_not_ready_reason(api_ctx *a)
 {
+    static _Thread_local char identity_why[160]; /* the reason the identity gives, per thread */
     if (!atomic_load(&a->listening))
         return "starting";
     if (net_server_draining(a->net))
         return "draining";
+    const char *why = sf_identity_not_ready(a->identity, identity_why, sizeof identity_why);
+    if (why) /* before the generators' own view: it says why their lease stopped */
+        return why;
     /* Refusals that last: a clock behind the stored lease, a lease that cannot be renewed.
      * Overload (SF_EBUSY) clears within milliseconds and must not flap readiness. */
     for (unsigned i = 0; i < a->nall_gens; i++) {
@@ -258,6 +262,8 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         counter(b, "snowflaked_lease_write_failures_total", "Timestamp lease renewals failed.",
                 counter_get(&a->keeper->failures));
     }
+    if (a->identity)
+        sf_identity_metrics(a->identity, b);
     metrics_id_space(b, a);
     const api_options *o = &a->opt;
     const sf_layout *l = &o->layout;

@@ -13,6 +13,7 @@
 
 #include "cache/persist.h"
 #include "cache/store.h"
+#include "cluster/identity.h"
 #include "proto/http.h"
 #include "snowflake/encoding.h"
 #include "snowflake/generator.h"
@@ -53,6 +54,7 @@ typedef struct api_ctx {
     sf_gen *const *all_gens;   /* all of the above, for readiness and metrics */
     unsigned nall_gens;
     const sf_lease_keeper *keeper;
+    sf_identity *identity; /* the daemon's (readiness, metrics); NULL in process */
     http_server *http;
     net_server *net;
     perloop loops;          /* api_loop, one per net loop */

@@ -113,12 +113,75 @@ static uint64_t corrupt_lease_floor_ms(const app *a)
     return sf_clock_now(sf_clock_system()) + s->lease_ms + ahead + 1000;
 }
 
-/* The identity: the ids config resolved (number, ordinal, env) and the lease file's floor, through
- * the static backend (cluster/identity.h). One slot, or one per loop (per_thread_worker_ids). */
+/* While claiming a slot: a SIGTERM or SIGINT is pending (main blocks them for its sigwait). */
+static bool stop_signal_pending(void)
+{
+    sigset_t pending;
+    return sigpending(&pending) == 0 &&
+           (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1);
+}
+
+/* The etcd backend's view of the config: the fleet's layout in one line (every member must
+ * agree on it), who we are ($POD_NAME, else the host name) for operators. */
+static int etcd_identity_init(app *a, char *err, size_t errlen)
+{
+    const cfg_snowflake *s = &a->config->snowflake;
+    const cfg_etcd *e = &s->etcd;
+    char layout[160], host[256] = "";
+    snprintf(layout, sizeof layout, "%u/%u/%u/%u epoch_ms=%llu unit_ms=%u node_bits_low=%d",
+             s->timestamp_bits, s->datacenter_bits, s->worker_bits, s->sequence_bits,
+             (unsigned long long)s->epoch_ms, s->time_unit_ms, s->node_bits_low ? 1 : 0);
+    const char *holder = getenv("POD_NAME");
+    if (!holder || !*holder) {
+        gethostname(host, sizeof host - 1);
+        holder = host;
+    }
+    sf_identity_etcd_config ec = {.endpoints = e->endpoints,
+                                  .prefix = e->prefix,
+                                  .ttl_s = e->ttl_s,
+                                  .fence_margin_ms = e->fence_margin_ms,
+                                  .request_timeout_ms = e->request_timeout_ms,
+                                  .start_timeout_ms = e->start_timeout_ms,
+                                  .wait_for_slot = e->wait_for_slot,
+                                  .datacenter = s->datacenter_id,
+                                  .worker_min = e->worker_min,
+                                  .worker_max = e->worker_max,
+                                  .layout = layout,
+                                  .holder = holder,
+                                  .version = SF_VERSION,
+                                  .clock = sf_clock_system(),
+                                  .should_stop = stop_signal_pending};
+    return sf_identity_etcd_init(&a->identity, &ec, err, errlen);
+}
+
+/* The lease keeper found the slots gone (identity.h on_lost): nothing more is issued, and the
+ * process stops like on SIGTERM, exiting APP_EXIT_LOST so its supervisor restarts it. */
+static void identity_lost(void *arg)
+{
+    app *a = arg;
+    for (unsigned i = 0; i < perloop_count(&a->gens); i++)
+        sf_gen_cap_lease(a->gen_ptrs[i], 0);
+    atomic_store(&a->identity_lost, true);
+    LOG_ERROR("identity lost: stopping (exit %d) so the supervisor restarts and claims afresh",
+              APP_EXIT_LOST);
+    kill(getpid(), SIGTERM);
+}
+
+/* The identity: the ids config resolved (number, ordinal, env) and the lease file's floor through
+ * the static backend, or slots claimed in etcd (cluster/identity.h). One slot, or one per loop
+ * (per_thread_worker_ids). */
 static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
 {
     const cfg *c = a->config;
     const cfg_snowflake *s = &c->snowflake;
+    unsigned slots = s->per_thread_worker_ids ? c->server.threads : 1;
+    if (s->worker_source == CFG_WORKER_ETCD) {
+        if (etcd_identity_init(a, err, errlen) != 0)
+            return -1;
+        a->identity.on_lost = identity_lost;
+        a->identity.on_lost_arg = a;
+        return sf_identity_claim(&a->identity, slots, err, errlen);
+    }
     sf_identity_static_config ic = {.datacenter = s->datacenter_id,
                                     .first_worker = s->worker_id,
                                     .origin = s->worker_origin,
@@ -126,7 +189,6 @@ static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
                                     .ignore_corrupt = ignore_corrupt,
                                     .corrupt_floor_ms =
                                         ignore_corrupt ? corrupt_lease_floor_ms(a) : 0};
-    unsigned slots = s->per_thread_worker_ids ? c->server.threads : 1;
     if (sf_identity_static_init(&a->identity, &ic, err, errlen) != 0)
         return -1;
     return sf_identity_claim(&a->identity, slots, err, errlen);
@@ -217,6 +279,10 @@ static int make_api(app *a, char *err, size_t errlen)
     const cfg *c = a->config;
     api_ctx *api = &a->api;
     app_api_options(c, &api->opt);
+    if (a->identity.claimed) { /* the slots claimed (etcd decides them at start) */
+        api->opt.datacenter_id = a->identity.slots.datacenter;
+        api->opt.worker_id = a->identity.slots.worker[0];
+    }
     api->gens = a->gen_ptrs;
     api->ngens = a->gens_per_format;
     api->all_gens = a->gen_ptrs;
@@ -224,6 +290,7 @@ static int make_api(app *a, char *err, size_t errlen)
     api->gens128[SF_FORMAT_UUID7] = a->gen_ptrs + a->gens_per_format;
     api->gens128[SF_FORMAT_ULID] = a->gen_ptrs + 2 * a->gens_per_format;
     api->keeper = a->daemon ? &a->keeper : NULL; /* in process: no lease file */
+    api->identity = a->daemon ? &a->identity : NULL;
     api->http = a->http;
     api->net = a->net;
     api->cache = a->cache;
@@ -299,7 +366,12 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
     if (make_dirs(c->data_dir, err, errlen) != 0 || lock_data_dir(c->data_dir, err, errlen) != 0)
         return EXIT_FAILURE;
     snprintf(a->lease_path, sizeof a->lease_path, "%s/" SF_LEASE_FILE, c->data_dir);
-    if (claim_identity(a, cli->ignore_corrupt_lease, err, errlen) != 0)
+    int claimed = claim_identity(a, cli->ignore_corrupt_lease, err, errlen);
+    if (claimed == SF_IDENTITY_STOPPED) {
+        LOG_INFO("%s: exiting", err);
+        return APP_STOPPED_AT_START;
+    }
+    if (claimed != 0)
         return EXIT_FAILURE;
     uint64_t prev_end = a->identity.slots.handoff_ms;
     bool waited;
@@ -311,10 +383,15 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
         make_gens(a, c->server.threads, NULL, &a->identity.slots, prev_end, true, err, errlen);
     if (rc != 0)
         return rc;
-    sf_lease_store store; /* renew/release of the identity: today the lease file */
+    sf_lease_store store; /* renew/release of the identity: the lease file, or etcd */
     sf_identity_lease_store(&a->identity, &store);
+    /* etcd: the floor must reach past the fence (renewal + TTL - margin), or it, not the
+     * fence, would stop the generators: a window of one TTL does. */
+    uint32_t window = c->snowflake.worker_source == CFG_WORKER_ETCD
+                          ? c->snowflake.etcd.ttl_s * 1000u
+                          : c->snowflake.lease_ms;
     if (sf_lease_keeper_start_store(&a->keeper, a->gen_ptrs, perloop_count(&a->gens), &store,
-                                    c->snowflake.lease_ms, prev_end, err, errlen) != 0)
+                                    window, prev_end, err, errlen) != 0)
         return EXIT_FAILURE;
     return 0;
 }
@@ -324,19 +401,25 @@ static void sweep_cache(net_loop *l, void *arg)
     cache_store_sweep(arg, &l->tick_cursor, CACHE_SWEEP_BUCKETS, sf_clock_now(sf_clock_system()));
 }
 
-/* Before listening: a duplicate identity must not serve a single ID. */
-static int check_peers(const cfg *c, char *err, size_t errlen)
+/* Before listening: a duplicate identity must not serve a single ID. The slots claimed are
+ * checked (with etcd they need not be contiguous: the range spanning them is). */
+static int check_peers(const app *a, char *err, size_t errlen)
 {
-    const cfg_snowflake *s = &c->snowflake;
+    const cfg_snowflake *s = &a->config->snowflake;
+    const sf_identity_slots *sl = &a->identity.slots;
     if (!s->peers[0])
         return 0;
     peers_result pr;
-    uint32_t last_worker = s->worker_id + (s->per_thread_worker_ids ? c->server.threads - 1 : 0);
-    if (peers_check(s->peers, &s->layout, s->datacenter_id, s->worker_id, last_worker,
-                    s->peer_timeout_ms, &pr, err, errlen) != 0)
+    uint32_t first = sl->worker[0], last = sl->worker[0];
+    for (unsigned i = 1; i < sl->n; i++) {
+        first = sl->worker[i] < first ? sl->worker[i] : first;
+        last = sl->worker[i] > last ? sl->worker[i] : last;
+    }
+    if (peers_check(s->peers, &s->layout, sl->datacenter, first, last, s->peer_timeout_ms, &pr, err,
+                    errlen) != 0)
         return -1;
     LOG_INFO("peers: %u of %u answered; no other replica uses datacenter %u worker %u", pr.answered,
-             pr.asked, s->datacenter_id, s->worker_id);
+             pr.asked, sl->datacenter, first);
     return 0;
 }
 
@@ -370,13 +453,16 @@ static void log_listening(const app *a)
     const cfg_server *sv = &a->config->server;
     const cfg_snowflake *s = &a->config->snowflake;
     bool v6 = strchr(sv->host, ':') != NULL;
+    bool etcd = s->worker_source == CFG_WORKER_ETCD;
     LOG_INFO("snowflaked %s: listening on http://%s%s%s:%u with %u loop%s (%s); datacenter %u, "
-             "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s, malloc " SF_MALLOC_NAME,
+             "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s%s, malloc " SF_MALLOC_NAME,
              SF_VERSION, v6 ? "[" : "", sv->host, v6 ? "]" : "", sv->port, sv->threads,
              sv->threads == 1 ? "" : "s", a->net->reuseport ? "SO_REUSEPORT" : "one acceptor",
-             s->datacenter_id, s->worker_id, s->per_thread_worker_ids ? "+loop" : "",
+             a->identity.slots.datacenter, a->identity.slots.worker[0],
+             s->per_thread_worker_ids ? "+loop" : "",
              s->worker_origin, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
-             s->sequence_bits, sf_sync_mode_name(s->sync), a->lease_path);
+             s->sequence_bits, sf_sync_mode_name(s->sync), etcd ? "floor in etcd under " : "",
+             etcd ? s->etcd.prefix : a->lease_path);
     if (s->lifetime_warning[0])
         LOG_WARN("%s", s->lifetime_warning);
     uint64_t retry = sf_gen_retry_after_ms(a->gen_ptrs[0]);
@@ -420,7 +506,7 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
             a->api.persist = a->persist;
         }
     }
-    if (check_peers(c, err, errlen) != 0 || listen_all(a, err, errlen) != 0 ||
+    if (check_peers(a, err, errlen) != 0 || listen_all(a, err, errlen) != 0 ||
         net_server_start(a->net, err, errlen) != 0)
         return EXIT_FAILURE;
     atomic_store(&a->api.listening, true);
@@ -442,7 +528,12 @@ int app_stop(app *a)
         code = EXIT_FAILURE; /* the renewed lease on disk still covers every ID issued */
     }
     net_server_join(a->net); /* after the threads that open files: see net_server_wait */
-    LOG_INFO("stopped%s", code ? " with errors" : "");
+    if (atomic_load(&a->identity_lost)) {
+        LOG_INFO("stopped: the identity was lost (exit %d)", APP_EXIT_LOST);
+        code = APP_EXIT_LOST;
+    } else {
+        LOG_INFO("stopped%s", code ? " with errors" : "");
+    }
     log_shutdown();
     app_free(a);
     return code;

@@ -61,6 +61,7 @@ typedef struct app {
     unsigned gens_per_format; /* 1, or the loops */
     cache_persist *persist;
     sf_identity identity; /* the daemon's: where its slots and its floor E come from */
+    _Atomic bool identity_lost; /* the slots were lost while running: exit APP_EXIT_LOST */
     sf_lease_keeper keeper;
     char lease_path[CFG_PATH_MAX + 32];
     char token[256];
@@ -71,9 +72,14 @@ typedef struct app {
  * Signals must already be blocked in the calling thread (the threads started inherit the mask).
  * Returns 0, or an exit code with the message in err. */
 int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen);
+/* app_start's result when SIGTERM/SIGINT came while it waited for a slot: exit 0, nothing ran. */
+#define APP_STOPPED_AT_START (-1)
+/* app_stop's result after the identity's slots were lost (the etcd lease expired): EX_TEMPFAIL,
+ * so a supervisor restarts the process, which claims afresh. */
+#define APP_EXIT_LOST 75
 /* After app_start: drains (up to server.shutdown_grace_ms), joins the loops, writes the final
  * snapshot and lease, logs "stopped", shuts the logger down and frees everything. Returns the
- * exit code: 0, or 1 when a final snapshot or lease could not be written. */
+ * exit code: 0, 1 when a final snapshot or lease could not be written, APP_EXIT_LOST. */
 int app_stop(app *a);
 
 /* The in-process graph on o->net (c->server.threads is ignored: one generator per loop of o->net

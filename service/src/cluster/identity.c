@@ -15,8 +15,9 @@ int sf_identity_claim(sf_identity *id, unsigned n, char *err, size_t errlen)
     sf_identity_slots s;
     memset(&s, 0, sizeof s);
     s.fence_ms = SF_IDENTITY_NO_FENCE;
-    if (id->ops->claim(id->backend, n, &s, err, errlen) != 0)
-        return -1;
+    int rc = id->ops->claim(id->backend, n, &s, err, errlen);
+    if (rc != 0)
+        return rc == SF_IDENTITY_STOPPED ? rc : -1;
     /* A backend bug here would mean duplicate IDs: refuse rather than trust. */
     if (s.n != n) {
         snprintf(err, errlen, "identity %s: claimed %u slots, %u asked for", id->ops->name, s.n, n);
@@ -51,6 +52,13 @@ int sf_identity_release(sf_identity *id, uint64_t final_end_ms, char *err, size_
     return id->ops->release(id->backend, final_end_ms, err, errlen);
 }
 
+const char *sf_identity_not_ready(sf_identity *id, char *buf, size_t len)
+{
+    if (!id || !id->ops || !id->ops->not_ready)
+        return NULL;
+    return id->ops->not_ready(id->backend, buf, len);
+}
+
 void sf_identity_metrics(sf_identity *id, prom_buf *p)
 {
     if (id->ops && id->ops->metrics)
@@ -72,7 +80,11 @@ static int store_persist(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out,
     if (sf_identity_renew(id, want_end_ms, &r, err, errlen) != 0)
         return -1;
     if (r.lost) {
-        snprintf(err, errlen, "identity %s: the slot is no longer ours", id->ops->name);
+        if (!id->lost_reported && id->on_lost) {
+            id->lost_reported = true;
+            id->on_lost(id->on_lost_arg);
+        }
+        snprintf(err, errlen, "identity %s: the slots are no longer ours", id->ops->name);
         return -1;
     }
     out->stored_end_ms = r.stored_end_ms;

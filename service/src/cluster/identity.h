@@ -4,7 +4,8 @@
  * One interface, several backends:
  *   - static (identity_static.c): the id configured as a number, a StatefulSet ordinal or an
  *     environment variable (config resolves it); E lives in the local lease file;
- *   - etcd (later): slots claimed in etcd under a lease, E stored next to them, a fence.
+ *   - etcd (identity_etcd.c): slots claimed in etcd under a lease, E stored next to them, a
+ *     fence.
  *
  * The whole contract is claim, renew, fence deadline, release, handoff time, plus a metrics hook:
  *   claim    once at start, on the main thread, before any generator exists: the slots (n workers
@@ -37,6 +38,7 @@
 #include <stdint.h>
 
 #include "obs/prom.h"
+#include "snowflake/clock.h"
 #include "snowflake/lease.h"
 
 #define SF_IDENTITY_MAX_SLOTS 256 /* one per event loop at most (config's CFG_MAX_THREADS) */
@@ -63,6 +65,7 @@ typedef struct sf_identity_ops {
     uint64_t (*fence_ms)(void *b);
     int (*release)(void *b, uint64_t final_end_ms, char *err, size_t errlen);
     void (*metrics)(void *b, prom_buf *p);
+    const char *(*not_ready)(void *b, char *buf, size_t len); /* may be NULL */
     void (*destroy)(void *b);
 } sf_identity_ops;
 
@@ -71,16 +74,28 @@ typedef struct sf_identity {
     void *backend;
     sf_identity_slots slots; /* after a successful claim */
     bool claimed;
+    /* Called once, on the lease keeper's thread, when a renewal finds the slots gone for good:
+     * the owner caps its generators and decides what happens next (the daemon stops with 75). */
+    void (*on_lost)(void *arg);
+    void *on_lost_arg;
+    bool lost_reported;
 } sf_identity;
 
+/* claim's result when the backend's should_stop said so (a signal while waiting for a slot). */
+#define SF_IDENTITY_STOPPED (-2)
+
 /* Claims n slots (1 <= n <= SF_IDENTITY_MAX_SLOTS) and checks the backend's answer (n workers,
- * no worker twice). On success id->slots holds them. Returns 0, or -1 with err. */
+ * no worker twice). On success id->slots holds them. Returns 0, -1 with err, or
+ * SF_IDENTITY_STOPPED. */
 int sf_identity_claim(sf_identity *id, unsigned n, char *err, size_t errlen);
 int sf_identity_renew(sf_identity *id, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
                       size_t errlen);
 uint64_t sf_identity_fence_ms(sf_identity *id);
 int sf_identity_release(sf_identity *id, uint64_t final_end_ms, char *err, size_t errlen);
 void sf_identity_metrics(sf_identity *id, prom_buf *p);
+/* Why the identity keeps this process from issuing now (fenced, lost), in buf; NULL when it
+ * does not. Any thread. */
+const char *sf_identity_not_ready(sf_identity *id, char *buf, size_t len);
 /* Frees the backend (does not release: that is sf_identity_release's, at a clean stop). Safe on
  * a zeroed sf_identity. */
 void sf_identity_free(sf_identity *id);
@@ -107,5 +122,37 @@ typedef struct sf_identity_static_config {
 /* Makes id a static identity (strings copied). Returns 0, or -1 with err. */
 int sf_identity_static_init(sf_identity *id, const sf_identity_static_config *c, char *err,
                             size_t errlen);
+
+/* ---- the etcd backend (identity_etcd.c; design-14 sections 2-3) ---------------------------------
+ * Keys under prefix P (dc and worker zero-padded to 7 digits, so they sort numerically):
+ *   P/meta                   the fleet's layout; a claim compares it (another layout: refused)
+ *   P/owner/DDDDDDD/WWWWWWW  the holder (JSON, for operators), bound to our etcd lease
+ *   P/floor/DDDDDDD/WWWWWWW  {"v":1,"E":<unix ms>,...}, no lease: survives its holder
+ * claim: the lowest n free workers of [worker_min, worker_max] whose floor is readable, taken
+ *   in one compare-and-create transaction under a lease we grant (our own random ID), which
+ *   also reads their floors: handoff_ms = the highest E. All held: -1 naming the range, or with
+ *   wait_for_slot, try again every ttl/4 (jittered) until one frees (or should_stop). No etcd
+ *   answer for start_timeout_ms: -1.
+ * renew: a keepalive sent at s (our clock) that returns TTL T' sets the fence s + T' - margin
+ *   (etcd cannot expire the lease before s + T'); then a transaction that checks we still own
+ *   every slot (lease and create revision) writes E = want_end_ms to the floors. Only then
+ *   may the generators run, up to min(E, fence). A keepalive without TTL, or a failed check:
+ *   lost. Any other failure: -1, the generators stop at the old fence.
+ * release: the exact final E to the floors (still checked), then the lease revoked: the next
+ *   holder starts at once. Nothing when the slots were lost: the stored E covers every ID. */
+typedef struct sf_identity_etcd_config {
+    const char *endpoints, *prefix;
+    unsigned ttl_s, fence_margin_ms, request_timeout_ms, start_timeout_ms;
+    bool wait_for_slot;
+    uint32_t datacenter, worker_min, worker_max;
+    const char *layout;  /* the fleet's layout in one line (P/meta); identical across the fleet */
+    const char *holder;  /* who we are, for operators ($POD_NAME or the host name) */
+    const char *version; /* ours, for operators */
+    sf_clock *clock;     /* the generators' clock: fences are on it */
+    bool (*should_stop)(void); /* polled while waiting (a pending SIGTERM); may be NULL */
+} sf_identity_etcd_config;
+
+int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, char *err,
+                          size_t errlen);
 
 #endif

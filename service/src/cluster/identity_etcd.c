@@ -1,0 +1,750 @@
+/* The etcd identity backend: see identity.h (and design-14 sections 2-3 for the why).
+ *
+ * State: claim runs on the main thread before anything serves; renew and release run on the
+ * lease keeper's thread; fence_ms, not_ready and metrics on any thread. What the latter read is
+ * atomic (open_until, the counters); the rest belongs to the one thread at a time that claims,
+ * renews or releases. */
+#include "cluster/identity.h"
+
+#include <cJSON.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/etcd_client.h"
+#include "obs/log.h"
+#include "snowflake/rng.h"
+#include "util/counter.h"
+
+#define PREFIX_MAX       256
+#define KEY_MAX          (PREFIX_MAX + 64)
+#define FLOOR_FUTURE_MS  (24u * 3600u * 1000u) /* an E further ahead than this is not believed */
+#define BACKOFF_MIN_MS   50
+#define BACKOFF_MAX_MS   1000
+#define RACES_BEFORE_NAP 8 /* lost claim races in a row before waiting like a taken range */
+
+typedef enum { TRY_OK, TRY_TAKEN, TRY_RACE, TRY_UNAVAILABLE, TRY_FATAL } try_result;
+
+typedef struct etcd_backend {
+    sf_identity_etcd_config c;
+    char endpoints[1024], prefix[PREFIX_MAX], layout[256], holder[256], version[64];
+    char meta_value[512];
+    etcd_client *client;
+    bool meta_ok;
+    int64_t lease;     /* 0: none */
+    int64_t owner_rev; /* create revision of our owner keys (one transaction made them all) */
+    unsigned n;
+    uint32_t worker[SF_IDENTITY_MAX_SLOTS];
+    char workers_text[64]; /* "3" or "3,4,..." for labels and logs (cut when long) */
+    uint64_t started_ms;
+    uint64_t last_ok_ms; /* when the last successful renewal (or the claim's grant) was sent */
+    bool fenced_logged;
+    /* read by any thread */
+    _Atomic uint64_t open_until_ms; /* generators may issue ticks before this (our clock) */
+    _Atomic uint64_t fence_ms;      /* last fence (keepalive sent + TTL - margin) */
+    _Atomic bool held, lost;
+    _Atomic uint64_t fenced_ms_total; /* closed fenced intervals */
+    _Atomic uint64_t claims_ok, claims_taken, claims_error, bad_records;
+    _Atomic uint64_t renew_ok, renew_error, renew_lost, renew_us_sum, renew_us_max;
+} etcd_backend;
+
+static uint64_t now_ms(etcd_backend *b)
+{
+    return sf_clock_now(b->c.clock);
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t random_below(uint64_t n)
+{
+    uint64_t r = 0;
+    if (n == 0 || sf_rng_u64(&r) != 0)
+        return 0;
+    return r % n;
+}
+
+/* Sleeps ms, in slices, returning early (true) when should_stop says so. */
+static bool nap(etcd_backend *b, uint64_t ms)
+{
+    while (ms > 0) {
+        if (b->c.should_stop && b->c.should_stop())
+            return true;
+        uint64_t slice = ms < 100 ? ms : 100;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(slice * 1000000u)};
+        nanosleep(&ts, NULL);
+        ms -= slice;
+    }
+    return b->c.should_stop && b->c.should_stop();
+}
+
+/* ---- keys and records ------------------------------------------------------------------------ */
+
+static void key_of(const etcd_backend *b, const char *kind, uint32_t worker, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s/%07" PRIu32 "/%07" PRIu32, b->prefix, kind, b->c.datacenter, worker);
+}
+
+static void dc_prefix(const etcd_backend *b, const char *kind, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s/%07" PRIu32 "/", b->prefix, kind, b->c.datacenter);
+}
+
+/* The worker of "P/kind/DDDDDDD/WWWWWWW", or -1 for a key of another shape. */
+static int64_t worker_of_key(const etcd_backend *b, const char *kind, const etcd_kv *kv)
+{
+    char pre[KEY_MAX];
+    dc_prefix(b, kind, pre, sizeof pre);
+    size_t n = strlen(pre);
+    if (kv->key_len != n + 7 || memcmp(kv->key, pre, n) != 0)
+        return -1;
+    int64_t w = 0;
+    for (size_t i = n; i < n + 7; i++) {
+        if (kv->key[i] < '0' || kv->key[i] > '9')
+            return -1;
+        w = w * 10 + (kv->key[i] - '0');
+    }
+    return w;
+}
+
+/* A floor record's E, or -1 when it is unreadable or E is beyond belief. */
+static int64_t floor_of(const etcd_kv *kv)
+{
+    cJSON *j = cJSON_ParseWithLength(kv->value, kv->value_len);
+    const cJSON *e = j ? cJSON_GetObjectItemCaseSensitive(j, "E") : NULL;
+    int64_t out = -1;
+    if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble <= 9007199254740992.0 &&
+        e->valuedouble == (double)(int64_t)e->valuedouble &&
+        (uint64_t)e->valuedouble <= wall_ms() + FLOOR_FUTURE_MS)
+        out = (int64_t)e->valuedouble;
+    cJSON_Delete(j);
+    return out;
+}
+
+static int owner_value(const etcd_backend *b, char *out, size_t cap)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return -1;
+    char lease[24];
+    snprintf(lease, sizeof lease, "%" PRIx64, (uint64_t)b->lease);
+    cJSON_AddNumberToObject(j, "v", 1);
+    cJSON_AddStringToObject(j, "holder", b->holder);
+    cJSON_AddStringToObject(j, "host", host);
+    cJSON_AddNumberToObject(j, "pid", (double)getpid());
+    cJSON_AddNumberToObject(j, "started_ms", (double)b->started_ms);
+    cJSON_AddStringToObject(j, "version", b->version);
+    cJSON_AddStringToObject(j, "lease", lease);
+    int rc = cJSON_PrintPreallocated(j, out, (int)cap, false) ? 0 : -1;
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int floor_value(const etcd_backend *b, uint64_t end_ms, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "{\"v\":1,\"E\":%" PRIu64 ",\"at_ms\":%" PRIu64 ",\"by\":\"", end_ms,
+                     wall_ms());
+    /* the holder is ours ($POD_NAME or a host name); keep only what needs no escaping */
+    for (const char *p = b->holder; *p && (size_t)n + 3 < cap; p++)
+        if (*p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+            out[n++] = *p;
+    if ((size_t)n + 3 > cap)
+        return -1;
+    memcpy(out + n, "\"}", 3);
+    return 0;
+}
+
+static void describe(const etcd_error *e, char *out, size_t cap)
+{
+    if (e->kind == ETCD_E_SERVER)
+        snprintf(out, cap, "%s: etcd error %d (HTTP %d): %s", e->endpoint, e->grpc_code,
+                 e->http_status, e->message);
+    else
+        snprintf(out, cap, "%s: %s", e->endpoint[0] ? e->endpoint : "etcd", e->message);
+}
+
+/* ---- claim ----------------------------------------------------------------------------------- */
+
+/* P/meta: created by the first claimer; every later one must find its own layout there. */
+static try_result ensure_meta(etcd_backend *b, char *why, size_t cap)
+{
+    if (b->meta_ok)
+        return TRY_OK;
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s/meta", b->prefix);
+    etcd_txn *t = etcd_txn_new();
+    etcd_txn_compare_int(t, key, ETCD_CMP_CREATE, ETCD_CMP_EQUAL, 0);
+    etcd_txn_put(t, ETCD_SUCCESS, key, b->meta_value, strlen(b->meta_value), ETCD_NO_LEASE);
+    etcd_txn_range(t, ETCD_FAILURE, key, NULL);
+    etcd_txn_result r;
+    etcd_error e;
+    int rc = etcd_txn_commit(b->client, t, &r, &e);
+    etcd_txn_free(t);
+    if (rc != 0) {
+        describe(&e, why, cap);
+        return TRY_UNAVAILABLE;
+    }
+    try_result out = TRY_OK;
+    if (!r.succeeded) {
+        const etcd_range_result *got =
+            r.n_responses == 1 && r.responses[0].kind == ETCD_RESP_RANGE ? &r.responses[0].range
+                                                                          : NULL;
+        bool same = got && got->n_kvs == 1 && got->kvs[0].value_len == strlen(b->meta_value) &&
+                    memcmp(got->kvs[0].value, b->meta_value, got->kvs[0].value_len) == 0;
+        if (!same) {
+            snprintf(why, cap,
+                     "%s already holds another fleet's layout (%.*s); ours is %s: give this fleet "
+                     "its own snowflake.etcd.prefix or the same layout",
+                     key, got && got->n_kvs ? (int)(got->kvs[0].value_len > 200 ? 200 : got->kvs[0].value_len) : 0,
+                     got && got->n_kvs ? got->kvs[0].value : "", b->meta_value);
+            out = TRY_FATAL;
+        }
+    }
+    etcd_txn_result_free(&r);
+    b->meta_ok = out == TRY_OK;
+    return out;
+}
+
+/* Marks in `busy` (indexed worker - worker_min) the workers that are held or whose floor cannot be
+ * trusted; returns how many are free, or -1 with why. */
+static int64_t scan_slots(etcd_backend *b, uint8_t *busy, bool *bad_logged, char *why, size_t cap)
+{
+    uint32_t lo = b->c.worker_min, hi = b->c.worker_max;
+    memset(busy, 0, (size_t)(hi - lo) + 1);
+    const char *kinds[2] = {"owner", "floor"};
+    for (int k = 0; k < 2; k++) {
+        char pre[KEY_MAX], end[KEY_MAX];
+        dc_prefix(b, kinds[k], pre, sizeof pre);
+        etcd_prefix_end(pre, end, sizeof end);
+        etcd_range_result r;
+        etcd_error e;
+        if (etcd_range(b->client, pre, end, &r, &e) != 0) {
+            describe(&e, why, cap);
+            return -1;
+        }
+        for (size_t i = 0; i < r.n_kvs; i++) {
+            int64_t w = worker_of_key(b, kinds[k], &r.kvs[i]);
+            if (w < lo || w > hi)
+                continue;
+            if (k == 1 && floor_of(&r.kvs[i]) < 0) {
+                counter_add(&b->bad_records, 1);
+                if (!*bad_logged)
+                    LOG_ERROR("etcd identity: %.*s is unreadable or too far in the future; that "
+                              "slot is not taken (repair or delete the key)",
+                              (int)r.kvs[i].key_len, r.kvs[i].key);
+                *bad_logged = true;
+            } else if (k == 1) {
+                continue;
+            }
+            busy[w - lo] = 1;
+        }
+        etcd_range_result_free(&r);
+    }
+    int64_t free_n = 0;
+    for (uint64_t w = lo; w <= hi; w++)
+        free_n += !busy[w - lo];
+    return free_n;
+}
+
+/* Revokes our lease, best effort (it deletes whatever it holds); a new one next time. */
+static void drop_lease(etcd_backend *b)
+{
+    if (b->lease) {
+        etcd_error e;
+        etcd_lease_revoke(b->client, b->lease, NULL, &e);
+    }
+    b->lease = 0;
+}
+
+static try_result grant(etcd_backend *b, uint64_t *sent_ms, int64_t *ttl, char *why, size_t cap)
+{
+    uint64_t id = 0;
+    while (id == 0) {
+        if (sf_rng_u64(&id) != 0) {
+            snprintf(why, cap, "the kernel's random source failed (lease ID)");
+            return TRY_UNAVAILABLE;
+        }
+        id &= INT64_MAX; /* etcd lease IDs are positive int64 */
+    }
+    etcd_error e;
+    *sent_ms = now_ms(b);
+    if (etcd_lease_grant(b->client, (int64_t)b->c.ttl_s, (int64_t)id, ttl, &e) != 0) {
+        describe(&e, why, cap); /* a grant that may have happened expires unused */
+        return TRY_UNAVAILABLE;
+    }
+    b->lease = (int64_t)id;
+    return TRY_OK;
+}
+
+static try_result try_claim(etcd_backend *b, unsigned n, uint8_t *busy, bool *bad_logged,
+                            sf_identity_slots *out, char *why, size_t cap)
+{
+    try_result tr = ensure_meta(b, why, cap);
+    if (tr != TRY_OK)
+        return tr;
+    int64_t free_n = scan_slots(b, busy, bad_logged, why, cap);
+    if (free_n < 0)
+        return TRY_UNAVAILABLE;
+    if (free_n < (int64_t)n)
+        return TRY_TAKEN;
+    uint32_t chosen[SF_IDENTITY_MAX_SLOTS];
+    unsigned k = 0;
+    for (uint64_t w = b->c.worker_min; k < n; w++)
+        if (!busy[w - b->c.worker_min])
+            chosen[k++] = (uint32_t)w;
+    uint64_t sent;
+    int64_t ttl = 0;
+    if ((tr = grant(b, &sent, &ttl, why, cap)) != TRY_OK)
+        return tr;
+
+    char owner[1024], key[KEY_MAX], meta_key[KEY_MAX], lo[KEY_MAX], hi[KEY_MAX];
+    if (owner_value(b, owner, sizeof owner) != 0) {
+        snprintf(why, cap, "owner record too long");
+        return TRY_FATAL;
+    }
+    snprintf(meta_key, sizeof meta_key, "%s/meta", b->prefix);
+    etcd_txn *t = etcd_txn_new();
+    etcd_txn_compare_value(t, meta_key, ETCD_CMP_EQUAL, b->meta_value, strlen(b->meta_value));
+    for (unsigned i = 0; i < n; i++) {
+        key_of(b, "owner", chosen[i], key, sizeof key);
+        etcd_txn_compare_int(t, key, ETCD_CMP_CREATE, ETCD_CMP_EQUAL, 0);
+        etcd_txn_put(t, ETCD_SUCCESS, key, owner, strlen(owner), b->lease);
+    }
+    key_of(b, "floor", chosen[0], lo, sizeof lo);
+    key_of(b, "floor", chosen[n - 1] + 1, hi, sizeof hi); /* chosen is increasing */
+    etcd_txn_range(t, ETCD_SUCCESS, lo, hi);
+    etcd_txn_result r;
+    etcd_error e;
+    int rc = etcd_txn_commit(b->client, t, &r, &e);
+    etcd_txn_free(t);
+    if (rc != 0) {
+        /* Outcome unknown: revoking the lease undoes a claim that may have happened. */
+        describe(&e, why, cap);
+        drop_lease(b);
+        return TRY_UNAVAILABLE;
+    }
+    if (!r.succeeded) { /* someone was faster (or meta changed: the next scan sees it) */
+        etcd_txn_result_free(&r);
+        drop_lease(b);
+        b->meta_ok = false;
+        return TRY_RACE;
+    }
+    const etcd_range_result *floors = NULL;
+    for (size_t i = 0; i < r.n_responses; i++)
+        if (r.responses[i].kind == ETCD_RESP_RANGE)
+            floors = &r.responses[i].range;
+    uint64_t handoff = 0;
+    bool readable = floors != NULL;
+    for (size_t i = 0; floors && i < floors->n_kvs; i++) {
+        int64_t w = worker_of_key(b, "floor", &floors->kvs[i]);
+        bool ours = false;
+        for (unsigned j = 0; j < n; j++)
+            ours = ours || w == chosen[j];
+        if (!ours)
+            continue;
+        int64_t e_ms = floor_of(&floors->kvs[i]);
+        if (e_ms < 0)
+            readable = false; /* changed since the scan: give the slots back, scan again */
+        else if ((uint64_t)e_ms > handoff)
+            handoff = (uint64_t)e_ms;
+    }
+    b->owner_rev = r.header.revision;
+    etcd_txn_result_free(&r);
+    if (!readable) {
+        drop_lease(b);
+        return TRY_RACE;
+    }
+    b->n = n;
+    memcpy(b->worker, chosen, n * sizeof chosen[0]);
+    size_t len = 0;
+    b->workers_text[0] = '\0';
+    for (unsigned i = 0; i < n && len + 12 < sizeof b->workers_text; i++)
+        len += (size_t)snprintf(b->workers_text + len, sizeof b->workers_text - len, "%s%u",
+                                i ? "," : "", chosen[i]);
+    uint64_t fence = sent + (uint64_t)ttl * 1000u - b->c.fence_margin_ms;
+    atomic_store(&b->fence_ms, fence);
+    b->last_ok_ms = sent;
+    atomic_store(&b->open_until_ms, 0); /* the first renewal opens the generators */
+    atomic_store(&b->held, true);
+    out->datacenter = b->c.datacenter;
+    memcpy(out->worker, chosen, n * sizeof chosen[0]);
+    out->n = n;
+    out->handoff_ms = handoff;
+    out->fence_ms = fence;
+    LOG_INFO("etcd identity: claimed datacenter %u worker%s %s under %s (lease %" PRIx64
+             ", TTL %" PRId64 " s, fence margin %u ms); IDs start at or after %" PRIu64
+             " (the previous holders' floor)",
+             b->c.datacenter, n > 1 ? "s" : "", b->workers_text, b->prefix, (uint64_t)b->lease,
+             ttl, b->c.fence_margin_ms, handoff);
+    return TRY_OK;
+}
+
+static int etcd_claim(void *vb, unsigned n, sf_identity_slots *out, char *err, size_t errlen)
+{
+    etcd_backend *b = vb;
+    uint64_t range = (uint64_t)b->c.worker_max - b->c.worker_min + 1;
+    uint8_t *busy = malloc(range);
+    if (!busy) {
+        snprintf(err, errlen, "out of memory (worker range %" PRIu64 ")", range);
+        return -1;
+    }
+    uint64_t deadline = mono_us() + (uint64_t)b->c.start_timeout_ms * 1000u;
+    uint64_t backoff = BACKOFF_MIN_MS, renew_ms = (uint64_t)b->c.ttl_s * 250u;
+    bool said_waiting = false, said_unavailable = false, bad_logged = false;
+    unsigned races = 0;
+    char why[768] = "";
+    int rc = -1;
+    for (;;) {
+        try_result tr = try_claim(b, n, busy, &bad_logged, out, why, sizeof why);
+        if (tr == TRY_OK) {
+            counter_add(&b->claims_ok, 1);
+            rc = 0;
+            break;
+        }
+        if (tr == TRY_FATAL) {
+            counter_add(&b->claims_error, 1);
+            snprintf(err, errlen, "etcd identity: %s", why);
+            break;
+        }
+        uint64_t wait_ms;
+        if (tr == TRY_UNAVAILABLE) {
+            counter_add(&b->claims_error, 1);
+            if (mono_us() >= deadline) {
+                snprintf(err, errlen,
+                         "etcd identity: no usable answer from %s within start_timeout_ms=%u "
+                         "(last: %s); not guessing a worker id",
+                         b->endpoints, b->c.start_timeout_ms, why);
+                break;
+            }
+            if (!said_unavailable)
+                LOG_WARN("etcd identity: %s; retrying for up to %u ms", why, b->c.start_timeout_ms);
+            said_unavailable = true;
+            wait_ms = random_below(backoff) + 1; /* full jitter */
+            backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+        } else {
+            if (tr == TRY_RACE && ++races < RACES_BEFORE_NAP)
+                continue; /* lost to a faster claimer: rescan at once */
+            races = 0;
+            counter_add(&b->claims_taken, 1);
+            deadline = mono_us() + (uint64_t)b->c.start_timeout_ms * 1000u; /* etcd answers */
+            backoff = BACKOFF_MIN_MS;
+            if (!b->c.wait_for_slot && tr == TRY_TAKEN) {
+                snprintf(err, errlen,
+                         "etcd identity: all %" PRIu64 " slots of datacenter %u (workers %u..%u) "
+                         "under %s are held (or unreadable); %u needed. Raise worker_max, stop an "
+                         "instance, or set snowflake.etcd.wait_for_slot",
+                         range, b->c.datacenter, b->c.worker_min, b->c.worker_max, b->prefix, n);
+                break;
+            }
+            if (!said_waiting && tr == TRY_TAKEN)
+                LOG_WARN("etcd identity: waiting for a free slot: all %" PRIu64
+                         " slots of datacenter %u (workers %u..%u) under %s are held; trying "
+                         "every %" PRIu64 " ms",
+                         range, b->c.datacenter, b->c.worker_min, b->c.worker_max, b->prefix,
+                         renew_ms);
+            said_waiting = said_waiting || tr == TRY_TAKEN;
+            wait_ms = renew_ms / 2 + random_below(renew_ms / 2 + 1);
+        }
+        if (nap(b, wait_ms)) {
+            snprintf(err, errlen, "etcd identity: stopped while claiming a slot");
+            rc = SF_IDENTITY_STOPPED;
+            break;
+        }
+    }
+    free(busy);
+    return rc;
+}
+
+/* ---- renew, release -------------------------------------------------------------------------- */
+
+static int mark_lost(etcd_backend *b, const char *how, sf_identity_renewal *out)
+{
+    if (!atomic_exchange(&b->lost, true)) {
+        counter_add(&b->renew_lost, 1);
+        LOG_ERROR("etcd identity: datacenter %u worker%s %s lost (%s); no more IDs from them",
+                  b->c.datacenter, b->n > 1 ? "s" : "", b->workers_text, how);
+    }
+    atomic_store(&b->held, false);
+    atomic_store(&b->open_until_ms, 0);
+    out->lost = true;
+    return 0;
+}
+
+/* Every owner key still ours (lease and create revision): the check before writing a floor. */
+static void compare_ours(etcd_backend *b, etcd_txn *t)
+{
+    char key[KEY_MAX];
+    for (unsigned i = 0; i < b->n; i++) {
+        key_of(b, "owner", b->worker[i], key, sizeof key);
+        etcd_txn_compare_int(t, key, ETCD_CMP_LEASE, ETCD_CMP_EQUAL, b->lease);
+        etcd_txn_compare_int(t, key, ETCD_CMP_CREATE, ETCD_CMP_EQUAL, b->owner_rev);
+    }
+}
+
+/* Writes E to every floor if we still own every slot: 1 written, 0 not ours, -1 error. */
+static int write_floors(etcd_backend *b, uint64_t end_ms, char *why, size_t cap)
+{
+    char value[512], key[KEY_MAX];
+    if (floor_value(b, end_ms, value, sizeof value) != 0) {
+        snprintf(why, cap, "floor record too long");
+        return -1;
+    }
+    etcd_txn *t = etcd_txn_new();
+    compare_ours(b, t);
+    for (unsigned i = 0; i < b->n; i++) {
+        key_of(b, "floor", b->worker[i], key, sizeof key);
+        etcd_txn_put(t, ETCD_SUCCESS, key, value, strlen(value), ETCD_NO_LEASE);
+    }
+    etcd_txn_result r;
+    etcd_error e;
+    int rc = etcd_txn_commit(b->client, t, &r, &e);
+    etcd_txn_free(t);
+    if (rc != 0) {
+        describe(&e, why, cap);
+        return -1;
+    }
+    rc = r.succeeded ? 1 : 0;
+    etcd_txn_result_free(&r);
+    return rc;
+}
+
+static int renew_failed(etcd_backend *b, const char *why, char *err, size_t errlen)
+{
+    counter_add(&b->renew_error, 1);
+    uint64_t now = now_ms(b), open = atomic_load(&b->open_until_ms);
+    if (now >= open && !b->fenced_logged) {
+        LOG_ERROR("etcd identity: fenced: no successful renewal for %" PRIu64 " ms; IDs refused "
+                  "until etcd answers (%s)",
+                  now - b->last_ok_ms, why);
+        b->fenced_logged = true;
+    }
+    snprintf(err, errlen, "etcd identity: %s", why);
+    return -1;
+}
+
+static int etcd_renew(void *vb, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
+                      size_t errlen)
+{
+    etcd_backend *b = vb;
+    if (atomic_load(&b->lost))
+        return mark_lost(b, "earlier", out);
+    char why[512];
+    uint64_t t0 = mono_us(), sent = now_ms(b);
+    int64_t ttl = 0;
+    etcd_error e;
+    if (etcd_lease_keepalive(b->client, b->lease, &ttl, &e) != 0) {
+        describe(&e, why, sizeof why);
+        return renew_failed(b, why, err, errlen);
+    }
+    if (ttl <= 0)
+        return mark_lost(b, "etcd says the lease expired", out);
+    uint64_t fence = sent + (uint64_t)ttl * 1000u - b->c.fence_margin_ms;
+    int rc = write_floors(b, want_end_ms, why, sizeof why);
+    if (rc < 0)
+        return renew_failed(b, why, err, errlen);
+    if (rc == 0)
+        return mark_lost(b, "the owner keys are no longer ours", out);
+    uint64_t took = mono_us() - t0, now = now_ms(b);
+    counter_add(&b->renew_ok, 1);
+    counter_add(&b->renew_us_sum, took);
+    if (took > atomic_load(&b->renew_us_max))
+        atomic_store(&b->renew_us_max, took);
+    uint64_t old_open = atomic_load(&b->open_until_ms);
+    uint64_t open = fence < want_end_ms ? fence : want_end_ms;
+    if (old_open && now > old_open) { /* a fenced interval ends */
+        counter_add(&b->fenced_ms_total, now - old_open);
+        LOG_WARN("etcd identity: renewed after %" PRIu64 " ms fenced; issuing again",
+                 now - old_open);
+    }
+    b->fenced_logged = false;
+    b->last_ok_ms = sent;
+    atomic_store(&b->fence_ms, fence);
+    atomic_store(&b->open_until_ms, open);
+    out->stored_end_ms = want_end_ms;
+    out->fence_ms = fence;
+    return 0;
+}
+
+static uint64_t etcd_fence(void *vb)
+{
+    return atomic_load(&((etcd_backend *)vb)->open_until_ms);
+}
+
+static int etcd_release(void *vb, uint64_t final_end_ms, char *err, size_t errlen)
+{
+    etcd_backend *b = vb;
+    if (atomic_load(&b->lost) || !b->lease)
+        return 0; /* the floor stored last covers every ID; nothing of ours is left */
+    char why[512];
+    int rc = write_floors(b, final_end_ms, why, sizeof why);
+    if (rc <= 0) { /* the lease still lapses; the renewed floor covers every ID */
+        snprintf(err, errlen, "etcd identity: final floor not written: %s",
+                 rc < 0 ? why : "the slots were no longer ours");
+        drop_lease(b);
+        return -1;
+    }
+    bool gone = false;
+    etcd_error e;
+    if (etcd_lease_revoke(b->client, b->lease, &gone, &e) != 0) {
+        describe(&e, why, sizeof why);
+        snprintf(err, errlen, "etcd identity: lease not revoked (the slots free up at its TTL): %s",
+                 why);
+        return -1;
+    }
+    b->lease = 0;
+    atomic_store(&b->held, false);
+    LOG_INFO("etcd identity: released datacenter %u worker%s %s (floor %" PRIu64 ")",
+             b->c.datacenter, b->n > 1 ? "s" : "", b->workers_text, final_end_ms);
+    return 0;
+}
+
+static const char *etcd_not_ready(void *vb, char *buf, size_t len)
+{
+    etcd_backend *b = vb;
+    if (atomic_load(&b->lost))
+        return "etcd: the slot lease was lost";
+    uint64_t open = atomic_load(&b->open_until_ms), now = now_ms(b);
+    if (atomic_load(&b->held) && open && now >= open) {
+        snprintf(buf, len, "etcd: slot lease not renewed in time, fenced for %" PRIu64 " ms",
+                 now - open);
+        return buf;
+    }
+    return NULL;
+}
+
+static void etcd_metrics(void *vb, prom_buf *p)
+{
+    etcd_backend *b = vb;
+    char labels[160];
+    uint64_t now = now_ms(b), open = atomic_load(&b->open_until_ms);
+    bool held = atomic_load(&b->held), fenced = held && open && now >= open;
+    snprintf(labels, sizeof labels, "backend=\"etcd\",datacenter=\"%u\",workers=\"%s\"",
+             b->c.datacenter, b->workers_text);
+    prom_family(p, "snowflaked_identity_info", "gauge",
+                "Where this instance's worker ids come from, and which it holds.");
+    prom_u64(p, "snowflaked_identity_info", labels, 1);
+    prom_family(p, "snowflaked_identity_slots_held", "gauge",
+                "Worker slots this instance holds in etcd (0 once lost).");
+    prom_u64(p, "snowflaked_identity_slots_held", "", held ? b->n : 0);
+    prom_family(p, "snowflaked_identity_fenced", "gauge",
+                "1 while IDs are refused because the etcd lease was not renewed in time.");
+    prom_u64(p, "snowflaked_identity_fenced", "", fenced);
+    prom_family(p, "snowflaked_identity_fenced_seconds_total", "counter",
+                "Time spent fenced (IDs refused for want of an etcd renewal).");
+    prom_f64(p, "snowflaked_identity_fenced_seconds_total", "",
+             (double)(atomic_load(&b->fenced_ms_total) + (fenced ? now - open : 0)) / 1000.0);
+    prom_family(p, "snowflaked_identity_fence_remaining_seconds", "gauge",
+                "Time left before IDs stop unless the etcd lease is renewed.");
+    prom_f64(p, "snowflaked_identity_fence_remaining_seconds", "",
+             held && open > now ? (double)(open - now) / 1000.0 : 0.0);
+    prom_family(p, "snowflaked_identity_claims_total", "counter",
+                "Slot claim attempts at start, by result.");
+    prom_u64(p, "snowflaked_identity_claims_total", "result=\"ok\"", counter_get(&b->claims_ok));
+    prom_u64(p, "snowflaked_identity_claims_total", "result=\"taken\"",
+             counter_get(&b->claims_taken));
+    prom_u64(p, "snowflaked_identity_claims_total", "result=\"error\"",
+             counter_get(&b->claims_error));
+    prom_family(p, "snowflaked_identity_renewals_total", "counter",
+                "Lease renewals (keepalive and floor write), by result.");
+    prom_u64(p, "snowflaked_identity_renewals_total", "result=\"ok\"", counter_get(&b->renew_ok));
+    prom_u64(p, "snowflaked_identity_renewals_total", "result=\"error\"",
+             counter_get(&b->renew_error));
+    prom_u64(p, "snowflaked_identity_renewals_total", "result=\"lost\"",
+             counter_get(&b->renew_lost));
+    prom_family(p, "snowflaked_identity_renewal_seconds", "summary",
+                "Duration of successful renewals (keepalive and floor write).");
+    prom_f64(p, "snowflaked_identity_renewal_seconds_sum", "",
+             (double)counter_get(&b->renew_us_sum) / 1e6);
+    prom_u64(p, "snowflaked_identity_renewal_seconds_count", "", counter_get(&b->renew_ok));
+    prom_family(p, "snowflaked_identity_renewal_max_seconds", "gauge",
+                "Longest successful renewal since start.");
+    prom_f64(p, "snowflaked_identity_renewal_max_seconds", "",
+             (double)atomic_load(&b->renew_us_max) / 1e6);
+    prom_family(p, "snowflaked_identity_bad_records_total", "counter",
+                "Floor records found unreadable (their slots are not taken).");
+    prom_u64(p, "snowflaked_identity_bad_records_total", "", counter_get(&b->bad_records));
+}
+
+static void etcd_destroy(void *vb)
+{
+    etcd_backend *b = vb;
+    etcd_client_free(b->client);
+    free(b);
+}
+
+static const sf_identity_ops etcd_ops = {
+    .name = "etcd",
+    .claim = etcd_claim,
+    .renew = etcd_renew,
+    .fence_ms = etcd_fence,
+    .release = etcd_release,
+    .metrics = etcd_metrics,
+    .not_ready = etcd_not_ready,
+    .destroy = etcd_destroy,
+};
+
+static int copy_str(char *dst, size_t cap, const char *src, const char *what, char *err,
+                    size_t errlen)
+{
+    if (!src || (size_t)snprintf(dst, cap, "%s", src) >= cap) {
+        snprintf(err, errlen, "etcd identity: %s missing or too long", what);
+        return -1;
+    }
+    return 0;
+}
+
+int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, char *err,
+                          size_t errlen)
+{
+    memset(id, 0, sizeof *id);
+    if (!c->clock || c->worker_min > c->worker_max || c->ttl_s < 2 ||
+        (uint64_t)c->fence_margin_ms >= (uint64_t)c->ttl_s * 1000u) {
+        snprintf(err, errlen, "etcd identity: bad configuration (clock, worker range, TTL, margin)");
+        return -1;
+    }
+    etcd_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    b->c = *c;
+    if (copy_str(b->endpoints, sizeof b->endpoints, c->endpoints, "endpoints", err, errlen) ||
+        copy_str(b->prefix, sizeof b->prefix, c->prefix, "prefix", err, errlen) ||
+        copy_str(b->layout, sizeof b->layout, c->layout, "layout", err, errlen) ||
+        copy_str(b->holder, sizeof b->holder, c->holder ? c->holder : "", "holder", err, errlen) ||
+        copy_str(b->version, sizeof b->version, c->version ? c->version : "", "version", err,
+                 errlen)) {
+        free(b);
+        return -1;
+    }
+    snprintf(b->meta_value, sizeof b->meta_value, "{\"v\":1,\"layout\":\"%s\"}", b->layout);
+    etcd_client_opts o = {.endpoints = b->endpoints, .request_timeout_ms = c->request_timeout_ms};
+    etcd_error e;
+    if (!(b->client = etcd_client_new(&o, &e))) {
+        snprintf(err, errlen, "etcd identity: %s", e.message);
+        free(b);
+        return -1;
+    }
+    b->started_ms = wall_ms();
+    snprintf(b->workers_text, sizeof b->workers_text, "none");
+    id->ops = &etcd_ops;
+    id->backend = b;
+    return 0;
+}
