@@ -16,7 +16,6 @@ by idrecords.py at the end). Steps, each asserted, with FIGURE lines:
   6 SIGTERM a holder -> its owner key is gone at once (revoked), a waiter claims within ~ttl/4;
   7 end: sfload exit 0, 0 duplicates, per (datacenter, worker) non-interleaving intervals in
     receive order, every holder issued IDs.
-NoEtcdAtStart: no etcd answering -> exit 1 after start_timeout_ms, never listening.
 StaticFleetTest (no etcd): the same sfload + checker against static worker ids: a killed
 daemon's worker id handed to a daemon started later passes; two daemons given one worker id at
 the same time are caught.
@@ -198,28 +197,6 @@ def logs(daemons, lines=4):
 
 def ready(d):
     return d.http("/readyz", timeout=1.0)[0] == 200
-
-
-class NoEtcdAtStart(unittest.TestCase):
-    def test_exits_1_after_start_timeout(self):
-        """No etcd answering: exit 1 after start_timeout_ms, never listening (iface-14)."""
-        ensure_binaries(self)
-        dead = low_port()  # nobody listens there
-        d = Daemon(layout_sets() + ["snowflake.worker_id=etcd",
-                                    "snowflake.etcd.endpoints=http://127.0.0.1:%d" % dead,
-                                    "snowflake.etcd.start_timeout_ms=1000",
-                                    "snowflake.etcd.request_timeout_ms=300"], name="noetcd")
-        self.addCleanup(d.close)
-        listened = False
-        while d.alive() and not listened and time.monotonic() - d.t_start < 10:
-            listened = listened or d.port_open()
-            time.sleep(0.05)
-        took = time.monotonic() - d.t_start
-        self.assertFalse(listened, "listened without etcd:\n" + d.output())
-        self.assertEqual(d.wait_exit(1), 1, d.output())
-        self.assertGreaterEqual(took, 1.0, d.output())
-        self.assertIn("etcd", d.output())
-        figure("no_etcd_exit_s", "%.2f" % took)
 
 
 class EtcdIdentityScenario(unittest.TestCase):
