@@ -3,15 +3,18 @@ one-member etcd (test/cluster/etcdcluster.py). Each test uses its own key prefix
 
 - no etcd at start: exit 1 within start_timeout_ms, naming the endpoints, never a guessed id;
 - a server answering garbage instead of etcd: the same, the answer called garbage;
-- all slots held: exit 1 naming the range; with wait_for_slot, waits (port closed), takes the slot
-  the moment it is released, and SIGTERM while waiting exits 0 at once;
+- all slots held: exit 1 naming the range; with wait_for_slot, it listens but is not ready (/readyz
+  503 naming the wait, /id 503), takes the slot within a renewal period of its release, and
+  SIGTERM while waiting exits 0;
 - a floor record that cannot be read is not taken (the next slot is, the key is named, counted);
 - a floor in the future: the new holder issues nothing before it (handoff without going back);
 - another layout under the same prefix: refused, naming both;
 - handoff after kill -9: the successor's first ID is above the dead holder's last;
 - clean stop: the owner key is gone at once and the floor holds the exact final E;
-- the lease revoked behind its back, or its owner key deleted: the daemon stops issuing and exits
-  75 (EX_TEMPFAIL: its supervisor restarts it, which claims afresh);
+- the lease revoked behind its back, or its owner key deleted: the daemon stops issuing, takes the
+  same slot back under a new lease and goes on above everything issued before; when another
+  process took the slot meanwhile, it exits 75 (EX_TEMPFAIL: its supervisor restarts it, which
+  claims afresh);
 - etcd frozen (SIGSTOP): fenced (503, /readyz says etcd, metric) within ttl - margin of the last
   renewal, then issuing again after SIGCONT, same slot.
 """
@@ -247,27 +250,32 @@ class EtcdIdentityFaults(unittest.TestCase):
     def test_waiter_takes_a_released_slot_and_sigterm_while_waiting_exits_0(self):
         held = self.hold_all()
         w = self.daemon("--set", "snowflake.etcd.wait_for_slot=true")
-        time.sleep(1.0)
-        self.assertIsNone(w.proc.poll(), w.output())
-        self.assertFalse(w.listening())  # no port until it holds a slot
+        w.wait_listening()
         self.assertTrue(w.wait_output("waiting for a free slot"), w.output())
+        r = w.get("/readyz")
+        self.assertEqual(r.status, 503)
+        self.assertIn(b"waiting for a free slot in datacenter 0 (workers 0..3)", r.body)
+        self.assertEqual(w.get("/id").status, 503)
+        self.assertEqual(w.metric("snowflaked_identity_slots_held"), 0)
         last = held[2].new_id()
         held[2].proc.send_signal(signal.SIGTERM)  # clean stop: revoked at once
         self.assertEqual(held[2].wait_exit(10), 0, held[2].output())
         t0 = time.monotonic()
-        w.wait_listening(10)
+        while (first := w.new_id()) is None and time.monotonic() - t0 < 10:
+            time.sleep(0.02)
         figure("released_to_claimed_s", "%.2f" % (time.monotonic() - t0))
-        first = w.new_id()
+        self.assertIsNotNone(first, w.output())
+        self.assertEqual(w.get("/readyz").status, 200)
         self.assertEqual(id_worker(first), id_worker(last))
         self.assertGreater(first, last)
         # a second waiter, stopped while waiting
         w2 = self.daemon("--set", "snowflake.etcd.wait_for_slot=true")
-        time.sleep(0.5)
+        w2.wait_listening()
         t0 = time.monotonic()
         w2.proc.send_signal(signal.SIGTERM)
         self.assertEqual(w2.wait_exit(5), 0, w2.output())
         figure("sigterm_while_waiting_exit_s", "%.2f" % (time.monotonic() - t0))
-        self.assertIn("stopped while claiming a slot", w2.output())
+        self.assertNotIn("etcd identity: released", w2.output())  # it held nothing
 
     def test_clean_stop_revokes_and_writes_the_exact_floor(self):
         d = self.daemon()
@@ -322,38 +330,69 @@ class EtcdIdentityFaults(unittest.TestCase):
         a.wait_listening()
         ids = [a.new_id() for _ in range(50)]
         b = self.daemon(*one, "--set", "snowflake.etcd.wait_for_slot=true")
-        time.sleep(0.3)
+        b.wait_listening()
         a.proc.kill()
         a.proc.wait()
         t0 = time.monotonic()
-        b.wait_listening(15)
+        while (first := b.new_id()) is None and time.monotonic() - t0 < 15:
+            time.sleep(0.02)
         figure("kill9_to_reclaim_s", "%.2f" % (time.monotonic() - t0))
-        first = b.new_id()
+        self.assertIsNotNone(first, b.output())
         self.assertEqual(id_worker(first), 0)
         self.assertGreater(first, max(ids))
 
-    def lost(self, how):
+    def revoke(self):
+        owner = json.loads(self.etcd_get(self.owner_key(0)))
+        st, r = post(self.port, "/v3/lease/revoke", {"ID": str(int(owner["lease"], 16))})
+        self.assertEqual(st, 200, r)
+        return owner
+
+    def reclaimed(self, how):
         d = self.daemon()
         d.wait_listening()
-        self.assertIsNotNone(d.new_id())
-        how(d)
-        rc = d.wait_exit(TTL_S + 10)
-        self.assertEqual(rc, 75, d.output())
-        self.assertIn("lost", d.output())
+        before = [d.new_id() for _ in range(20)]
+        old = json.loads(self.etcd_get(self.owner_key(0)))["lease"]
+        how()
+        ok = 'snowflaked_identity_reclaims_total{result="ok"}'
+        t0 = time.monotonic()
+        while d.metric(ok) != 1 and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        figure("lapse_to_reclaimed_s", "%.2f" % (time.monotonic() - t0))
+        self.assertEqual(d.metric(ok), 1, d.output())
+        while (after := d.new_id()) is None and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        self.assertIsNotNone(after, d.output())
+        self.assertEqual(id_worker(after), 0)
+        self.assertGreater(after, max(before))
+        self.assertNotEqual(json.loads(self.etcd_get(self.owner_key(0)))["lease"], old)
+        self.assertEqual(d.get("/readyz").status, 200)
+        self.assertTrue(d.wait_output("re-claim") or d.wait_output("claimed"), d.output())
+        d.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(d.wait_exit(10), 0, d.output())
+
+    def test_revoked_lease_reclaims_the_same_slot(self):
+        self.reclaimed(self.revoke)
+
+    def test_deleted_owner_key_reclaims_the_same_slot(self):
+        self.reclaimed(lambda: self.assertEqual(
+            post(self.port, "/v3/kv/deleterange", {"key": b64(self.owner_key(0))})[0], 200))
+
+    def test_slot_taken_while_lapsed_exits_75(self):
+        d = self.daemon()
+        d.wait_listening()
+        last = d.new_id()
+        st, r = post(self.port, "/v3/lease/grant", {"TTL": 30})
+        self.assertEqual(st, 200, r)
+        self.revoke()  # and at once another "process" takes worker 0
+        st, r = post(self.port, "/v3/kv/put", {"key": b64(self.owner_key(0)),
+                                                "value": b64('{"holder":"intruder"}'),
+                                                "lease": r["ID"]})
+        self.assertEqual(st, 200, r)
+        self.assertEqual(d.wait_exit(TTL_S + 10), 75, d.output())
+        self.assertIn("held by another process now", d.output())
         self.assertIn("exit 75", d.output())
-
-    def test_revoked_lease_stops_with_75(self):
-        def revoke(d):
-            owner = json.loads(self.etcd_get(self.owner_key(0)))
-            st, r = post(self.port, "/v3/lease/revoke", {"ID": str(int(owner["lease"], 16))})
-            self.assertEqual(st, 200, r)
-        self.lost(revoke)
-
-    def test_deleted_owner_key_stops_with_75(self):
-        def delete(d):
-            st, r = post(self.port, "/v3/kv/deleterange", {"key": b64(self.owner_key(0))})
-            self.assertEqual(st, 200, r)
-        self.lost(delete)
+        floor = json.loads(self.etcd_get(self.floor_key(0)))
+        self.assertGreater(floor["E"], id_ms(last))  # the renewed floor still covers its IDs
 
     def test_frozen_etcd_fences_then_resumes(self):
         d = self.daemon()

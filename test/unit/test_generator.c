@@ -626,6 +626,43 @@ START_TEST(test_cap_lease)
 }
 END_TEST
 
+/* The same slot re-claimed after a cap: resume raises the floor to the new holder's handoff and
+ * lifts the ceiling; nothing below the floor is issued, nothing at all until the next extend;
+ * the node bits are kept. */
+START_TEST(test_resume_after_cap)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
+    cfg.datacenter = 3;
+    cfg.worker = 7;
+    sf_gen g;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
+    uint64_t before, id;
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    ck_assert_int_eq(sf_gen_next(&g, &before), SF_OK);
+    sf_gen_cap_lease(&g, 0); /* lapsed */
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
+    uint64_t floor = now_tick() + 5; /* another holder ran in between, up to here */
+    ck_assert_int_eq(sf_gen_resume(&g, floor, err, sizeof err), SF_OK);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* not before the next renewal */
+    sf_gen_extend_lease(&g, now_tick() + 100);
+    sf_fake_clock_set(&clk, T0 + 5);
+    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    ck_assert_uint_ge(tick_of(id), floor);
+    ck_assert_uint_gt(id, before);
+    ck_assert_uint_eq(dc_of(id), 3);
+    ck_assert_uint_eq(worker_of(id), 7);
+    ck_assert_int_eq(sf_gen_resume(&g, floor - 3, err, sizeof err), SF_OK); /* never lowers */
+    uint64_t next;
+    ck_assert_int_eq(sf_gen_next(&g, &next), SF_OK);
+    ck_assert_uint_gt(next, id);
+    ck_assert_int_eq(sf_gen_resume(&g, UINT64_MAX, err, sizeof err), SF_EINVAL);
+    sf_gen_destroy(&g);
+}
+END_TEST
+
 /* A cap before the first lease: bind is still allowed, and the ceiling stays. */
 START_TEST(test_cap_before_lease_stays)
 {
@@ -894,6 +931,7 @@ static Suite *generator_suite(void)
     tcase_add_loop_test(tc, test_lease_guard, 0, 3);
     tcase_add_loop_test(tc, test_cap_lease, 0, 3);
     tcase_add_test(tc, test_cap_before_lease_stays);
+    tcase_add_loop_test(tc, test_resume_after_cap, 0, 3);
     tcase_add_loop_test(tc, test_cap_does_not_recall_a_reservation_in_flight, 0, 3);
     tcase_add_loop_test(tc, test_cap_races_issuing_threads, 0, 3);
     tcase_add_loop_test(tc, test_bind, 0, 3);

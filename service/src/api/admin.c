@@ -267,13 +267,18 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
     metrics_id_space(b, a);
     const api_options *o = &a->opt;
     const sf_layout *l = &o->layout;
+    uint32_t dc_id = o->datacenter_id, worker_id = o->worker_id;
+    if (a->identity && sf_identity_claimed(a->identity)) { /* etcd decides them, maybe late */
+        dc_id = a->identity->slots.datacenter;
+        worker_id = a->identity->slots.worker[0];
+    }
     prom_family(b, "snowflaked_info", "gauge", "Build and identity of this instance.");
     char labels[400];
     snprintf(labels, sizeof labels,
              "version=\"%s\",datacenter_id=\"%u\",worker_id=\"%u\",per_thread_worker_ids=\"%s\","
              "layout=\"%u/%u/%u/%u\",layout_name=\"%s\",id_bits=\"%u\",node_bits_low=\"%s\","
              "epoch_ms=\"%llu\",time_unit_ms=\"%u\",sync=\"%s\"",
-             SF_VERSION, o->datacenter_id, o->worker_id,
+             SF_VERSION, dc_id, worker_id,
              o->per_thread_worker_ids ? "true" : "false", l->timestamp_bits, l->datacenter_bits,
              l->worker_bits, l->sequence_bits, o->layout_name ? o->layout_name : "custom",
              (unsigned)l->id_bits, l->node_bits_low ? "true" : "false",

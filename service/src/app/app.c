@@ -142,7 +142,6 @@ static int etcd_identity_init(app *a, char *err, size_t errlen)
                                   .fence_margin_ms = e->fence_margin_ms,
                                   .request_timeout_ms = e->request_timeout_ms,
                                   .start_timeout_ms = e->start_timeout_ms,
-                                  .wait_for_slot = e->wait_for_slot,
                                   .datacenter = s->datacenter_id,
                                   .worker_min = e->worker_min,
                                   .worker_max = e->worker_max,
@@ -154,13 +153,51 @@ static int etcd_identity_init(app *a, char *err, size_t errlen)
     return sf_identity_etcd_init(&a->identity, &ec, err, errlen);
 }
 
-/* The lease keeper found the slots gone (identity.h on_lost): nothing more is issued, and the
- * process stops like on SIGTERM, exiting APP_EXIT_LOST so its supervisor restarts it. */
-static void identity_lost(void *arg)
+/* The identity's hooks (identity.h), on the lease keeper's thread. A lapse stops every
+ * generator at once; the same slots re-claimed resume them from the previous holders' E; slots
+ * someone else took stop the process like SIGTERM, exiting APP_EXIT_LOST so its supervisor
+ * restarts it (it claims afresh, other slots or waiting). */
+static void identity_stop_issuing(void *arg)
 {
     app *a = arg;
     for (unsigned i = 0; i < perloop_count(&a->gens); i++)
         sf_gen_cap_lease(a->gen_ptrs[i], 0);
+}
+
+static int identity_bind(void *arg, const sf_identity_slots *s)
+{
+    app *a = arg;
+    char why[256];
+    for (unsigned i = 0; i < perloop_count(&a->gens); i++) {
+        sf_gen *g = a->gen_ptrs[i];
+        if (sf_gen_bind(g, s->datacenter, s->worker[i % a->gens_per_format],
+                        sf_lease_first_tick(&g->layout, s->handoff_ms), why, sizeof why) != 0) {
+            LOG_ERROR("identity claimed but generator %u cannot take it: %s", i, why);
+            return -1;
+        }
+    }
+    LOG_INFO("identity: now issuing as datacenter %u worker %u%s", s->datacenter, s->worker[0],
+             s->n > 1 ? " (and one per loop)" : "");
+    return 0;
+}
+
+static int identity_resume(void *arg, uint64_t handoff_ms)
+{
+    app *a = arg;
+    char why[256];
+    for (unsigned i = 0; i < perloop_count(&a->gens); i++) {
+        sf_gen *g = a->gen_ptrs[i];
+        if (sf_gen_resume(g, sf_lease_first_tick(&g->layout, handoff_ms), why, sizeof why) != 0) {
+            LOG_ERROR("identity re-claimed but generator %u cannot resume: %s", i, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void identity_lost(void *arg)
+{
+    app *a = arg;
     atomic_store(&a->identity_lost, true);
     LOG_ERROR("identity lost: stopping (exit %d) so the supervisor restarts and claims afresh",
               APP_EXIT_LOST);
@@ -169,7 +206,9 @@ static void identity_lost(void *arg)
 
 /* The identity: the ids config resolved (number, ordinal, env) and the lease file's floor through
  * the static backend, or slots claimed in etcd (cluster/identity.h). One slot, or one per loop
- * (per_thread_worker_ids). */
+ * (per_thread_worker_ids). With etcd's wait_for_slot and every slot held, the daemon starts
+ * anyway with placeholder ids in a->identity.slots (the generators, lease-guarded, issue
+ * nothing) and the lease keeper claims later (identity_bind). */
 static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
 {
     const cfg *c = a->config;
@@ -178,9 +217,30 @@ static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
     if (s->worker_source == CFG_WORKER_ETCD) {
         if (etcd_identity_init(a, err, errlen) != 0)
             return -1;
-        a->identity.on_lost = identity_lost;
-        a->identity.on_lost_arg = a;
-        return sf_identity_claim(&a->identity, slots, err, errlen);
+        a->identity.hooks = (sf_identity_hooks){.bind = identity_bind,
+                                                .stop_issuing = identity_stop_issuing,
+                                                .resume = identity_resume,
+                                                .lost = identity_lost,
+                                                .arg = a};
+        int rc = sf_identity_claim(&a->identity, slots, false, err, errlen);
+        if (rc == SF_IDENTITY_TAKEN && !s->etcd.wait_for_slot) {
+            size_t len = strlen(err);
+            snprintf(err + len, errlen - len,
+                     ". Raise worker_max, stop an instance, or set snowflake.etcd.wait_for_slot");
+            return -1;
+        }
+        if (rc != SF_IDENTITY_TAKEN)
+            return rc;
+        LOG_WARN("%s; waiting for a free slot (wait_for_slot): listening, /readyz 503 until one "
+                 "is claimed (trying every %u ms)",
+                 err, s->etcd.ttl_s * 250u);
+        sf_identity_claim_later(&a->identity, slots);
+        sf_identity_slots *p = &a->identity.slots;
+        p->datacenter = s->datacenter_id;
+        p->n = slots;
+        for (unsigned i = 0; i < slots; i++)
+            p->worker[i] = s->etcd.worker_min + i; /* config checked that the range holds them */
+        return 0;
     }
     sf_identity_static_config ic = {.datacenter = s->datacenter_id,
                                     .first_worker = s->worker_id,
@@ -191,7 +251,7 @@ static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
                                         ignore_corrupt ? corrupt_lease_floor_ms(a) : 0};
     if (sf_identity_static_init(&a->identity, &ic, err, errlen) != 0)
         return -1;
-    return sf_identity_claim(&a->identity, slots, err, errlen);
+    return sf_identity_claim(&a->identity, slots, false, err, errlen);
 }
 
 /* ---- the parts both ways of building share -------------------------------------------------- */
@@ -279,10 +339,6 @@ static int make_api(app *a, char *err, size_t errlen)
     const cfg *c = a->config;
     api_ctx *api = &a->api;
     app_api_options(c, &api->opt);
-    if (a->identity.claimed) { /* the slots claimed (etcd decides them at start) */
-        api->opt.datacenter_id = a->identity.slots.datacenter;
-        api->opt.worker_id = a->identity.slots.worker[0];
-    }
     api->gens = a->gen_ptrs;
     api->ngens = a->gens_per_format;
     api->all_gens = a->gen_ptrs;
@@ -409,6 +465,10 @@ static int check_peers(const app *a, char *err, size_t errlen)
     const sf_identity_slots *sl = &a->identity.slots;
     if (!s->peers[0])
         return 0;
+    if (!sf_identity_claimed(&a->identity)) {
+        LOG_WARN("peers: not checked: no slot claimed yet (etcd guarantees no other holder)");
+        return 0;
+    }
     peers_result pr;
     uint32_t first = sl->worker[0], last = sl->worker[0];
     for (unsigned i = 1; i < sl->n; i++) {
@@ -454,6 +514,11 @@ static void log_listening(const app *a)
     const cfg_snowflake *s = &a->config->snowflake;
     bool v6 = strchr(sv->host, ':') != NULL;
     bool etcd = s->worker_source == CFG_WORKER_ETCD;
+    if (!sf_identity_claimed(&a->identity))
+        LOG_INFO("snowflaked %s: listening on %s:%u, waiting for a free etcd slot", SF_VERSION,
+                 sv->host, sv->port);
+    if (!sf_identity_claimed(&a->identity))
+        return;
     LOG_INFO("snowflaked %s: listening on http://%s%s%s:%u with %u loop%s (%s); datacenter %u, "
              "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s%s, malloc " SF_MALLOC_NAME,
              SF_VERSION, v6 ? "[" : "", sv->host, v6 ? "]" : "", sv->port, sv->threads,

@@ -15,7 +15,12 @@
  *   renew    persists a floor E >= want_end_ms (the lease keeper's wish; a backend with a fence
  *            may store less and says so), returns the E stored and the fence: the moment (ms on
  *            the generators' clock) after which this process must not issue (UINT64_MAX: none).
- *            lost = the slot is gone for good (the caller caps its generators).
+ *            lapsed = the slots' lease is gone (the caller stops its generators at once, then
+ *            asks reclaim); lost = the slots are gone for good (someone else holds them).
+ *   reclaim  after a lapse (may be NULL: such a backend never lapses): takes the same slots
+ *            again under a new lease if they are free; reclaimed with handoff_ms (the E the
+ *            generators must now start at), or lost when another process holds them, or -1
+ *            (etcd unreachable: asked again at the next renewal). Then persists E like renew.
  *   fence_ms the current fence, cheap, any thread (UINT64_MAX: none).
  *   release  at a clean stop: persists the exact final E (the tick after the last ID issued) and
  *            frees the slots, so a successor starts without waiting.
@@ -33,6 +38,7 @@
 #ifndef SF_CLUSTER_IDENTITY_H
 #define SF_CLUSTER_IDENTITY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,13 +61,29 @@ typedef struct sf_identity_slots {
 typedef struct sf_identity_renewal {
     uint64_t stored_end_ms; /* the E now persisted */
     uint64_t fence_ms;      /* SF_IDENTITY_NO_FENCE when none */
-    bool lost;              /* the slot is no longer ours */
+    bool lapsed;            /* renew: the lease is gone; reclaim may get the slots back */
+    bool reclaimed;         /* reclaim: the same slots are ours again, from handoff_ms */
+    uint64_t handoff_ms;
+    bool lost;              /* the slots are someone else's now */
 } sf_identity_renewal;
+
+/* What the owner of the generators does when the identity changes under them; called on the
+ * lease keeper's thread, from inside a renewal. */
+typedef struct sf_identity_hooks {
+    int (*bind)(void *arg, const sf_identity_slots *s); /* a later claim: give the generators
+                                                           their slots and floor (sf_gen_bind) */
+    void (*stop_issuing)(void *arg); /* lapsed or lost: nothing more may be issued (cap) */
+    int (*resume)(void *arg, uint64_t handoff_ms); /* the same slots again: floor, lift caps */
+    void (*lost)(void *arg); /* for good, once: the daemon stops (exit 75) */
+    void *arg;
+} sf_identity_hooks;
 
 typedef struct sf_identity_ops {
     const char *name; /* "static", "etcd" */
-    int (*claim)(void *b, unsigned n, sf_identity_slots *out, char *err, size_t errlen);
+    int (*claim)(void *b, unsigned n, bool once, sf_identity_slots *out, char *err, size_t errlen);
     int (*renew)(void *b, uint64_t want_end_ms, sf_identity_renewal *out, char *err, size_t errlen);
+    int (*reclaim)(void *b, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
+                   size_t errlen);
     uint64_t (*fence_ms)(void *b);
     int (*release)(void *b, uint64_t final_end_ms, char *err, size_t errlen);
     void (*metrics)(void *b, prom_buf *p);
@@ -73,21 +95,26 @@ typedef struct sf_identity {
     const sf_identity_ops *ops;
     void *backend;
     sf_identity_slots slots; /* after a successful claim */
-    bool claimed;
-    /* Called once, on the lease keeper's thread, when a renewal finds the slots gone for good:
-     * the owner caps its generators and decides what happens next (the daemon stops with 75). */
-    void (*on_lost)(void *arg);
-    void *on_lost_arg;
+    _Atomic bool claimed;    /* set (release) once slots hold the claim: any thread may read them */
+    unsigned pending_n;      /* sf_identity_claim_later: the lease store claims this many */
+    sf_identity_hooks hooks; /* may be left zero: then a lapse just fails the renewals */
     bool lost_reported;
 } sf_identity;
 
-/* claim's result when the backend's should_stop said so (a signal while waiting for a slot). */
+/* claim's results besides 0 and -1: should_stop said so (a signal while retrying etcd); every
+ * slot is held (err says which). */
 #define SF_IDENTITY_STOPPED (-2)
+#define SF_IDENTITY_TAKEN   1
 
 /* Claims n slots (1 <= n <= SF_IDENTITY_MAX_SLOTS) and checks the backend's answer (n workers,
- * no worker twice). On success id->slots holds them. Returns 0, -1 with err, or
- * SF_IDENTITY_STOPPED. */
-int sf_identity_claim(sf_identity *id, unsigned n, char *err, size_t errlen);
+ * no worker twice). On success id->slots holds them. once: a single round, no retrying. Returns
+ * 0, -1 with err, SF_IDENTITY_TAKEN (err says which are held) or SF_IDENTITY_STOPPED. */
+int sf_identity_claim(sf_identity *id, unsigned n, bool once, char *err, size_t errlen);
+/* Every slot is held at start and the daemon waits: the lease store's persist tries one claim of
+ * n slots each time the keeper renews, answering "not yet" (SF_LEASE_NOT_YET) until one works;
+ * then hooks.bind gives the generators their slots, and the renewal goes on as usual. */
+void sf_identity_claim_later(sf_identity *id, unsigned n);
+bool sf_identity_claimed(const sf_identity *id); /* acquire: slots may be read when true */
 int sf_identity_renew(sf_identity *id, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
                       size_t errlen);
 uint64_t sf_identity_fence_ms(sf_identity *id);
@@ -101,8 +128,9 @@ const char *sf_identity_not_ready(sf_identity *id, char *buf, size_t len);
 void sf_identity_free(sf_identity *id);
 
 /* The lease keeper's store over id: persist = renew (open the generators up to min(E stored,
- * fence); a lost slot is an error, the generators keep their old limit and the fence runs out),
- * final = release. id must outlive the keeper. */
+ * fence)); on a lapse: hooks.stop_issuing, then reclaim, then hooks.resume and the renewal
+ * succeeds, or it fails (hooks.lost once when the slots are someone else's). final = release.
+ * id must outlive the keeper. */
 void sf_identity_lease_store(sf_identity *id, sf_lease_store *out);
 
 /* ---- the static backend (identity_static.c) ---------------------------------------------------

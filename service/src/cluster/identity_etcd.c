@@ -43,13 +43,17 @@ typedef struct etcd_backend {
     uint64_t started_ms;
     uint64_t last_ok_ms; /* when the last successful renewal (or the claim's grant) was sent */
     bool fenced_logged;
+    uint64_t lapsed_at_ms; /* when the lapse was seen (fenced time) */
     /* read by any thread */
     _Atomic uint64_t open_until_ms; /* generators may issue ticks before this (our clock) */
     _Atomic uint64_t fence_ms;      /* last fence (keepalive sent + TTL - margin) */
     _Atomic bool held, lost;
+    _Atomic bool lapsed; /* the lease is gone; reclaim tries to get the same slots back */
+    _Atomic bool waiting; /* the last claim found every slot held */
     _Atomic uint64_t fenced_ms_total; /* closed fenced intervals */
     _Atomic uint64_t claims_ok, claims_taken, claims_error, bad_records;
-    _Atomic uint64_t renew_ok, renew_error, renew_lost, renew_us_sum, renew_us_max;
+    _Atomic uint64_t renew_ok, renew_error, renew_lapsed, renew_us_sum, renew_us_max;
+    _Atomic uint64_t reclaims_ok, reclaims_taken, reclaims_error;
 } etcd_backend;
 
 static uint64_t now_ms(etcd_backend *b)
@@ -293,6 +297,9 @@ static try_result grant(etcd_backend *b, uint64_t *sent_ms, int64_t *ttl, char *
     return TRY_OK;
 }
 
+static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigned n,
+                                sf_identity_slots *out, char *why, size_t cap);
+
 static try_result try_claim(etcd_backend *b, unsigned n, uint8_t *busy, bool *bad_logged,
                             sf_identity_slots *out, char *why, size_t cap)
 {
@@ -309,6 +316,15 @@ static try_result try_claim(etcd_backend *b, unsigned n, uint8_t *busy, bool *ba
     for (uint64_t w = b->c.worker_min; k < n; w++)
         if (!busy[w - b->c.worker_min])
             chosen[k++] = (uint32_t)w;
+    return claim_workers(b, chosen, n, out, why, cap);
+}
+
+/* One compare-and-create of exactly these workers (increasing) under a new lease: TRY_OK (out
+ * filled), TRY_RACE (one was taken, or its floor is unreadable), TRY_UNAVAILABLE. */
+static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigned n,
+                                sf_identity_slots *out, char *why, size_t cap)
+{
+    try_result tr;
     uint64_t sent;
     int64_t ttl = 0;
     if ((tr = grant(b, &sent, &ttl, why, cap)) != TRY_OK)
@@ -396,7 +412,10 @@ static try_result try_claim(etcd_backend *b, unsigned n, uint8_t *busy, bool *ba
     return TRY_OK;
 }
 
-static int etcd_claim(void *vb, unsigned n, sf_identity_slots *out, char *err, size_t errlen)
+/* once: one round (the lease keeper's, while the daemon waits for a slot); otherwise a start-up
+ * claim that retries an unreachable etcd with jittered backoff until start_timeout_ms. */
+static int etcd_claim(void *vb, unsigned n, bool once, sf_identity_slots *out, char *err,
+                      size_t errlen)
 {
     etcd_backend *b = vb;
     uint64_t range = (uint64_t)b->c.worker_max - b->c.worker_min + 1;
@@ -406,15 +425,18 @@ static int etcd_claim(void *vb, unsigned n, sf_identity_slots *out, char *err, s
         return -1;
     }
     uint64_t deadline = mono_us() + (uint64_t)b->c.start_timeout_ms * 1000u;
-    uint64_t backoff = BACKOFF_MIN_MS, renew_ms = (uint64_t)b->c.ttl_s * 250u;
-    bool said_waiting = false, said_unavailable = false, bad_logged = false;
+    uint64_t backoff = BACKOFF_MIN_MS;
+    bool said_unavailable = false, bad_logged = b->waiting; /* logged when waiting began */
     unsigned races = 0;
     char why[768] = "";
     int rc = -1;
     for (;;) {
         try_result tr = try_claim(b, n, busy, &bad_logged, out, why, sizeof why);
+        if (tr == TRY_RACE && ++races < RACES_BEFORE_NAP)
+            continue; /* lost to a faster claimer: rescan at once */
         if (tr == TRY_OK) {
             counter_add(&b->claims_ok, 1);
+            atomic_store(&b->waiting, false);
             rc = 0;
             break;
         }
@@ -423,45 +445,30 @@ static int etcd_claim(void *vb, unsigned n, sf_identity_slots *out, char *err, s
             snprintf(err, errlen, "etcd identity: %s", why);
             break;
         }
-        uint64_t wait_ms;
-        if (tr == TRY_UNAVAILABLE) {
-            counter_add(&b->claims_error, 1);
-            if (mono_us() >= deadline) {
-                snprintf(err, errlen,
-                         "etcd identity: no usable answer from %s within start_timeout_ms=%u "
-                         "(last: %s); not guessing a worker id",
-                         b->endpoints, b->c.start_timeout_ms, why);
-                break;
-            }
-            if (!said_unavailable)
-                LOG_WARN("etcd identity: %s; retrying for up to %u ms", why, b->c.start_timeout_ms);
-            said_unavailable = true;
-            wait_ms = random_below(backoff) + 1; /* full jitter */
-            backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-        } else {
-            if (tr == TRY_RACE && ++races < RACES_BEFORE_NAP)
-                continue; /* lost to a faster claimer: rescan at once */
-            races = 0;
+        if (tr == TRY_TAKEN || tr == TRY_RACE) {
             counter_add(&b->claims_taken, 1);
-            deadline = mono_us() + (uint64_t)b->c.start_timeout_ms * 1000u; /* etcd answers */
-            backoff = BACKOFF_MIN_MS;
-            if (!b->c.wait_for_slot && tr == TRY_TAKEN) {
-                snprintf(err, errlen,
-                         "etcd identity: all %" PRIu64 " slots of datacenter %u (workers %u..%u) "
-                         "under %s are held (or unreadable); %u needed. Raise worker_max, stop an "
-                         "instance, or set snowflake.etcd.wait_for_slot",
-                         range, b->c.datacenter, b->c.worker_min, b->c.worker_max, b->prefix, n);
-                break;
-            }
-            if (!said_waiting && tr == TRY_TAKEN)
-                LOG_WARN("etcd identity: waiting for a free slot: all %" PRIu64
-                         " slots of datacenter %u (workers %u..%u) under %s are held; trying "
-                         "every %" PRIu64 " ms",
-                         range, b->c.datacenter, b->c.worker_min, b->c.worker_max, b->prefix,
-                         renew_ms);
-            said_waiting = said_waiting || tr == TRY_TAKEN;
-            wait_ms = renew_ms / 2 + random_below(renew_ms / 2 + 1);
+            atomic_store(&b->waiting, true);
+            snprintf(err, errlen,
+                     "etcd identity: all %" PRIu64 " slots of datacenter %u (workers %u..%u) "
+                     "under %s are held (or unreadable); %u needed",
+                     range, b->c.datacenter, b->c.worker_min, b->c.worker_max, b->prefix, n);
+            rc = SF_IDENTITY_TAKEN;
+            break;
         }
+        counter_add(&b->claims_error, 1); /* TRY_UNAVAILABLE */
+        if (once || mono_us() >= deadline) {
+            snprintf(err, errlen,
+                     once ? "etcd identity: %s%s"
+                          : "etcd identity: no usable answer from %s within start_timeout_ms "
+                            "(last: %s); not guessing a worker id",
+                     once ? "" : b->endpoints, why);
+            break;
+        }
+        if (!said_unavailable)
+            LOG_WARN("etcd identity: %s; retrying for up to %u ms", why, b->c.start_timeout_ms);
+        said_unavailable = true;
+        uint64_t wait_ms = random_below(backoff) + 1; /* full jitter */
+        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
         if (nap(b, wait_ms)) {
             snprintf(err, errlen, "etcd identity: stopped while claiming a slot");
             rc = SF_IDENTITY_STOPPED;
@@ -474,16 +481,21 @@ static int etcd_claim(void *vb, unsigned n, sf_identity_slots *out, char *err, s
 
 /* ---- renew, release -------------------------------------------------------------------------- */
 
-static int mark_lost(etcd_backend *b, const char *how, sf_identity_renewal *out)
+/* The lease is gone (expired, revoked, or the owner keys are not ours): stop, then reclaim. */
+static int mark_lapsed(etcd_backend *b, const char *how, sf_identity_renewal *out)
 {
-    if (!atomic_exchange(&b->lost, true)) {
-        counter_add(&b->renew_lost, 1);
-        LOG_ERROR("etcd identity: datacenter %u worker%s %s lost (%s); no more IDs from them",
+    if (!atomic_exchange(&b->lapsed, true)) {
+        counter_add(&b->renew_lapsed, 1);
+        uint64_t open = atomic_load(&b->open_until_ms), now = now_ms(b);
+        b->lapsed_at_ms = open && open < now ? open : now; /* fenced since then */
+        LOG_ERROR("etcd identity: datacenter %u worker%s %s: %s; no IDs until they are "
+                  "re-claimed",
                   b->c.datacenter, b->n > 1 ? "s" : "", b->workers_text, how);
     }
+    b->lease = 0; /* gone with whatever it held */
     atomic_store(&b->held, false);
     atomic_store(&b->open_until_ms, 0);
-    out->lost = true;
+    out->lapsed = true;
     return 0;
 }
 
@@ -543,8 +555,12 @@ static int etcd_renew(void *vb, uint64_t want_end_ms, sf_identity_renewal *out, 
                       size_t errlen)
 {
     etcd_backend *b = vb;
-    if (atomic_load(&b->lost))
-        return mark_lost(b, "earlier", out);
+    if (atomic_load(&b->lost)) {
+        out->lost = true;
+        return 0;
+    }
+    if (atomic_load(&b->lapsed))
+        return mark_lapsed(b, "still lapsed", out);
     char why[512];
     uint64_t t0 = mono_us(), sent = now_ms(b);
     int64_t ttl = 0;
@@ -554,13 +570,13 @@ static int etcd_renew(void *vb, uint64_t want_end_ms, sf_identity_renewal *out, 
         return renew_failed(b, why, err, errlen);
     }
     if (ttl <= 0)
-        return mark_lost(b, "etcd says the lease expired", out);
+        return mark_lapsed(b, "etcd says their lease expired", out);
     uint64_t fence = sent + (uint64_t)ttl * 1000u - b->c.fence_margin_ms;
     int rc = write_floors(b, want_end_ms, why, sizeof why);
     if (rc < 0)
         return renew_failed(b, why, err, errlen);
     if (rc == 0)
-        return mark_lost(b, "the owner keys are no longer ours", out);
+        return mark_lapsed(b, "their owner keys are no longer ours", out);
     uint64_t took = mono_us() - t0, now = now_ms(b);
     counter_add(&b->renew_ok, 1);
     counter_add(&b->renew_us_sum, took);
@@ -579,6 +595,58 @@ static int etcd_renew(void *vb, uint64_t want_end_ms, sf_identity_renewal *out, 
     atomic_store(&b->open_until_ms, open);
     out->stored_end_ms = want_end_ms;
     out->fence_ms = fence;
+    return 0;
+}
+
+static int etcd_reclaim(void *vb, uint64_t want_end_ms, sf_identity_renewal *out, char *err,
+                        size_t errlen)
+{
+    etcd_backend *b = vb;
+    char why[768];
+    sf_identity_slots s;
+    memset(&s, 0, sizeof s);
+    uint32_t workers[SF_IDENTITY_MAX_SLOTS];
+    memcpy(workers, b->worker, b->n * sizeof workers[0]);
+    try_result tr = claim_workers(b, workers, b->n, &s, why, sizeof why);
+    if (tr == TRY_RACE) { /* another process holds one of them (or wrote a bad floor) */
+        counter_add(&b->reclaims_taken, 1);
+        atomic_store(&b->lost, true);
+        LOG_ERROR("etcd identity: datacenter %u worker%s %s are held by another process now; "
+                  "giving them up",
+                  b->c.datacenter, b->n > 1 ? "s" : "", b->workers_text);
+        out->lost = true;
+        return 0;
+    }
+    if (tr != TRY_OK) {
+        counter_add(&b->reclaims_error, 1);
+        snprintf(err, errlen, "etcd identity: re-claim failed (retried at the next renewal): %s",
+                 why);
+        return -1;
+    }
+    /* Ours again: the floor goes to the higher of what the keeper wants and what the holders in
+     * between reached, before anything is issued. */
+    uint64_t stored = want_end_ms > s.handoff_ms ? want_end_ms : s.handoff_ms;
+    int rc = write_floors(b, stored, why, sizeof why);
+    if (rc <= 0) { /* give the slots back; the next renewal claims them afresh */
+        counter_add(&b->reclaims_error, 1);
+        drop_lease(b);
+        atomic_store(&b->held, false);
+        snprintf(err, errlen, "etcd identity: re-claimed, but the floor was not written: %s",
+                 rc < 0 ? why : "the slots changed hands at once");
+        return -1;
+    }
+    counter_add(&b->reclaims_ok, 1);
+    uint64_t now = now_ms(b);
+    if (now > b->lapsed_at_ms)
+        counter_add(&b->fenced_ms_total, now - b->lapsed_at_ms);
+    atomic_store(&b->lapsed, false);
+    b->fenced_logged = false;
+    uint64_t open = s.fence_ms < stored ? s.fence_ms : stored;
+    atomic_store(&b->open_until_ms, open);
+    out->reclaimed = true;
+    out->handoff_ms = s.handoff_ms;
+    out->stored_end_ms = stored;
+    out->fence_ms = s.fence_ms;
     return 0;
 }
 
@@ -619,7 +687,14 @@ static const char *etcd_not_ready(void *vb, char *buf, size_t len)
 {
     etcd_backend *b = vb;
     if (atomic_load(&b->lost))
-        return "etcd: the slot lease was lost";
+        return "etcd: the slots are held by another process now (stopping)";
+    if (atomic_load(&b->lapsed))
+        return "etcd: the slot lease lapsed; re-claiming the same slots";
+    if (atomic_load(&b->waiting)) {
+        snprintf(buf, len, "etcd: waiting for a free slot in datacenter %u (workers %u..%u)",
+                 b->c.datacenter, b->c.worker_min, b->c.worker_max);
+        return buf;
+    }
     uint64_t open = atomic_load(&b->open_until_ms), now = now_ms(b);
     if (atomic_load(&b->held) && open && now >= open) {
         snprintf(buf, len, "etcd: slot lease not renewed in time, fenced for %" PRIu64 " ms",
@@ -634,7 +709,9 @@ static void etcd_metrics(void *vb, prom_buf *p)
     etcd_backend *b = vb;
     char labels[160];
     uint64_t now = now_ms(b), open = atomic_load(&b->open_until_ms);
-    bool held = atomic_load(&b->held), fenced = held && open && now >= open;
+    bool held = atomic_load(&b->held), lapsed = atomic_load(&b->lapsed);
+    bool fenced = lapsed || (held && open && now >= open);
+    uint64_t fenced_since = lapsed ? b->lapsed_at_ms : open; /* racy read: a gauge's worth */
     snprintf(labels, sizeof labels, "backend=\"etcd\",datacenter=\"%u\",workers=\"%s\"",
              b->c.datacenter, b->workers_text);
     prom_family(p, "snowflaked_identity_info", "gauge",
@@ -649,7 +726,9 @@ static void etcd_metrics(void *vb, prom_buf *p)
     prom_family(p, "snowflaked_identity_fenced_seconds_total", "counter",
                 "Time spent fenced (IDs refused for want of an etcd renewal).");
     prom_f64(p, "snowflaked_identity_fenced_seconds_total", "",
-             (double)(atomic_load(&b->fenced_ms_total) + (fenced ? now - open : 0)) / 1000.0);
+             (double)(atomic_load(&b->fenced_ms_total) +
+                      (fenced && now > fenced_since ? now - fenced_since : 0)) /
+                 1000.0);
     prom_family(p, "snowflaked_identity_fence_remaining_seconds", "gauge",
                 "Time left before IDs stop unless the etcd lease is renewed.");
     prom_f64(p, "snowflaked_identity_fence_remaining_seconds", "",
@@ -666,8 +745,15 @@ static void etcd_metrics(void *vb, prom_buf *p)
     prom_u64(p, "snowflaked_identity_renewals_total", "result=\"ok\"", counter_get(&b->renew_ok));
     prom_u64(p, "snowflaked_identity_renewals_total", "result=\"error\"",
              counter_get(&b->renew_error));
-    prom_u64(p, "snowflaked_identity_renewals_total", "result=\"lost\"",
-             counter_get(&b->renew_lost));
+    prom_u64(p, "snowflaked_identity_renewals_total", "result=\"lapsed\"",
+             counter_get(&b->renew_lapsed));
+    prom_family(p, "snowflaked_identity_reclaims_total", "counter",
+                "Attempts to take the same slots back after their lease lapsed, by result.");
+    prom_u64(p, "snowflaked_identity_reclaims_total", "result=\"ok\"", counter_get(&b->reclaims_ok));
+    prom_u64(p, "snowflaked_identity_reclaims_total", "result=\"taken\"",
+             counter_get(&b->reclaims_taken));
+    prom_u64(p, "snowflaked_identity_reclaims_total", "result=\"error\"",
+             counter_get(&b->reclaims_error));
     prom_family(p, "snowflaked_identity_renewal_seconds", "summary",
                 "Duration of successful renewals (keepalive and floor write).");
     prom_f64(p, "snowflaked_identity_renewal_seconds_sum", "",
@@ -693,6 +779,7 @@ static const sf_identity_ops etcd_ops = {
     .name = "etcd",
     .claim = etcd_claim,
     .renew = etcd_renew,
+    .reclaim = etcd_reclaim,
     .fence_ms = etcd_fence,
     .release = etcd_release,
     .metrics = etcd_metrics,

@@ -14,9 +14,11 @@ typedef struct static_backend {
     unsigned n; /* slots claimed */
 } static_backend;
 
-static int static_claim(void *b, unsigned n, sf_identity_slots *out, char *err, size_t errlen)
+static int static_claim(void *b, unsigned n, bool once, sf_identity_slots *out, char *err,
+                        size_t errlen)
 {
     static_backend *s = b;
+    (void)once; /* one round is all there is */
     if ((uint64_t)s->c.first_worker + n - 1 > UINT32_MAX) {
         snprintf(err, errlen, "worker ids %u + %u loops overflow", s->c.first_worker, n);
         return -1;

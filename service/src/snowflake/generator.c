@@ -443,21 +443,10 @@ static uint64_t floor_raised(const sf_gen *g, uint64_t st, uint64_t min_tick)
     return (st & SEALED_BIT) | (min_tick << bits) | g->layout.sequence_max;
 }
 
-int sf_gen_bind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_tick, char *err,
-                size_t errlen)
+/* Raises the issue floor (state word and `seen`) to min_tick, never lowering it; lease_mutex
+ * held. Issuing threads raise `seen` concurrently: CAS, never a plain store. */
+static void raise_floor_locked(sf_gen *g, uint64_t min_tick)
 {
-    if (check_identity(&g->layout, datacenter, worker, min_tick, err, errlen) != 0)
-        return SF_EINVAL;
-    pthread_mutex_lock(&g->lease_mutex);
-    if (g->lease_granted) {
-        pthread_mutex_unlock(&g->lease_mutex);
-        snprintf(err, errlen, "%s", sf_gen_strerror(SF_EBOUND));
-        return SF_EBOUND;
-    }
-    /* No lease was ever granted, so no reservation can succeed and none reads node_bits or
-     * publishes a state word until the next extend, which this lock orders after us. Issuing
-     * threads do raise `seen` meanwhile: raise it too, never lower it. */
-    g->node_bits = sf_layout_node(&g->layout, datacenter, worker);
     if (g->sync == SF_SYNC_ATOMIC) {
         uint64_t st = atomic_load(&g->state);
         while (!atomic_compare_exchange_weak(&g->state, &st, floor_raised(g, st, min_tick))) {
@@ -475,6 +464,40 @@ int sf_gen_bind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_ti
     uint64_t seen = atomic_load(&g->seen);
     while (want_seen > seen && !atomic_compare_exchange_weak(&g->seen, &seen, want_seen)) {
     }
+}
+
+int sf_gen_bind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_tick, char *err,
+                size_t errlen)
+{
+    if (check_identity(&g->layout, datacenter, worker, min_tick, err, errlen) != 0)
+        return SF_EINVAL;
+    pthread_mutex_lock(&g->lease_mutex);
+    if (g->lease_granted) {
+        pthread_mutex_unlock(&g->lease_mutex);
+        snprintf(err, errlen, "%s", sf_gen_strerror(SF_EBOUND));
+        return SF_EBOUND;
+    }
+    /* No lease was ever granted, so no reservation can succeed and none reads node_bits or
+     * publishes a state word until the next extend, which this lock orders after us. */
+    g->node_bits = sf_layout_node(&g->layout, datacenter, worker);
+    raise_floor_locked(g, min_tick);
+    pthread_mutex_unlock(&g->lease_mutex);
+    return SF_OK;
+}
+
+int sf_gen_resume(sf_gen *g, uint64_t min_tick, char *err, size_t errlen)
+{
+    if (min_tick > g->layout.tick_max) {
+        snprintf(err, errlen, "floor tick %llu is beyond the layout's last tick",
+                 (unsigned long long)min_tick);
+        return SF_EINVAL;
+    }
+    pthread_mutex_lock(&g->lease_mutex);
+    /* The cap left lease_limit at or below what any persisted floor covered; raising the floor
+     * first means the next extend publishes both. A reservation still in flight from before the
+     * cap finishes below the old limit, which the new floor is above. */
+    raise_floor_locked(g, min_tick);
+    g->lease_ceiling = UINT64_MAX;
     pthread_mutex_unlock(&g->lease_mutex);
     return SF_OK;
 }

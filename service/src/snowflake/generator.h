@@ -129,12 +129,13 @@ uint64_t sf_gen_retry_after_ms(sf_gen *g);
 int sf_gen_status(sf_gen *g, uint64_t *retry_ms);
 
 /* Last tick that may be issued is limit - 1. Only ever raises the limit, and never above a cap
- * (sf_gen_cap_lease). Any thread. */
+ * (sf_gen_cap_lease, until sf_gen_resume). Any thread. */
 void sf_gen_extend_lease(sf_gen *g, uint64_t limit_tick);
 /* The slot is lost (an identity backend says so: lease lost, not ours any more). Lowers the limit
  * to limit_tick at once if it is above, and makes limit_tick a permanent ceiling: no later
  * sf_gen_extend_lease raises the limit above the lowest cap, so a renewal that raced the loss
- * cannot revive the slot. To issue under an identity again, build a new generator. Any thread.
+ * cannot revive the slot. To issue under the same slot again (re-claimed), sf_gen_resume; under
+ * another, build a new generator. Any thread.
  *
  * What a cap guarantees to reservations racing it: every reservation (sf_gen_next, _batch,
  * _reserve) compares its last tick with lease_limit, loaded once per attempt, and publishes only
@@ -158,6 +159,12 @@ void sf_gen_cap_lease(sf_gen *g, uint64_t limit_tick);
  * their acquire load of a granted limit, so the first extend publishes the binding). */
 int sf_gen_bind(sf_gen *g, uint32_t datacenter, uint32_t worker, uint64_t min_tick, char *err,
                 size_t errlen);
+/* The same slot is ours again after a cap (the identity re-claimed it under a new lease): raises
+ * the floor to min_tick (the previous holders' E: never lowered) and lifts the ceiling, so the
+ * next sf_gen_extend_lease opens it. The node bits do not change: a different slot needs a new
+ * generator. Returns SF_OK, or SF_EINVAL (err filled) for a min_tick the layout cannot hold. Any
+ * thread. */
+int sf_gen_resume(sf_gen *g, uint64_t min_tick, char *err, size_t errlen);
 /* Last issued tick + 1 (or min_tick if nothing was issued); what the lease must stay above. */
 uint64_t sf_gen_next_tick(sf_gen *g);
 /* How far (ms) IDs can run ahead of the clock: what a lease must cover beyond `now`. */

@@ -105,7 +105,10 @@ static int renew(sf_lease_keeper *k, char *err, size_t errlen)
     if (end < k->end_ms)
         end = k->end_ms;
     sf_lease_renewal r;
-    if (k->store.persist(k->store.ctx, end, &r, err, errlen) != 0) {
+    int rc = k->store.persist(k->store.ctx, end, &r, err, errlen);
+    if (rc == SF_LEASE_NOT_YET)
+        return rc;
+    if (rc != 0) {
         counter_add(&k->failures, 1);
         return -1;
     }
@@ -152,7 +155,7 @@ static void *keeper_main(void *arg)
         if (k->end_ms > now &&
             k->end_ms - now > keeper_ahead_ms(k) + (uint64_t)k->window_ms * 3 / 4)
             continue;
-        if (renew(k, err, sizeof err) != 0 && now - last_report >= 10000) {
+        if (renew(k, err, sizeof err) < 0 && now - last_report >= 10000) {
             /* Rate-limited: the generator keeps issuing while the old lease lasts. */
             LOG_ERROR("lease renewal failed (%llu so far; IDs stop when the lease runs out): %s",
                       (unsigned long long)counter_get(&k->failures), err);
@@ -177,7 +180,7 @@ static int keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens,
     k->ngens = ngens;
     k->window_ms = window_ms;
     k->end_ms = prev_end_ms;
-    if (renew(k, err, errlen) != 0)
+    if (renew(k, err, errlen) < 0)
         return -1;
     pthread_mutex_init(&k->mu, NULL);
     pthread_condattr_t ca;

@@ -47,9 +47,13 @@ typedef struct sf_lease_renewal {
 
 /* Where the keeper's promises go. Called by one thread at a time: the starter (the first
  * persist), the keeper thread (renewals), the stopper (final). */
+#define SF_LEASE_NOT_YET 1
+
 typedef struct sf_lease_store {
     /* Persists a promise that every ID issued starts before want_end_ms (never below the last
-     * one). Returns 0 with *out, or -1 with a reason in err: the generators keep their limit. */
+     * one). Returns 0 with *out, -1 with a reason in err (the generators keep their limit, a
+     * failure is counted), or SF_LEASE_NOT_YET: nothing to persist yet (an identity still
+     * waiting for a slot), the generators stay closed, asked again at the next renewal. */
     int (*persist)(void *ctx, uint64_t want_end_ms, sf_lease_renewal *out, char *err,
                    size_t errlen);
     /* The exact promise at a clean stop: the tick after the last ID issued (may be below the
@@ -73,7 +77,8 @@ typedef struct sf_lease_keeper {
 } sf_lease_keeper;
 
 /* Writes the first lease (covering [now, now + window) and never below prev_end_ms) synchronously,
- * opens the generators up to it, then starts the renewal thread. The generators share one clock
+ * opens the generators up to it, then starts the renewal thread (also when the store says
+ * SF_LEASE_NOT_YET: then the generators stay closed until a renewal succeeds). The generators share one clock
  * and must outlive the keeper; each may have its own layout (tick space): E is a Unix-ms time, so
  * one lease covers Snowflake IDs and the 128-bit formats alike. Returns 0, or -1 with err. */
 int sf_lease_keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens, const char *path,
