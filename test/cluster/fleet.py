@@ -1,16 +1,17 @@
 """A fleet of real snowflaked daemons and one sfload over all of them (issue 14, design-14 §5).
 
-    d = Daemon(["snowflake.worker_id=etcd", ...])  # started, NOT waited for: a daemon waiting
-    d.port_open(); d.http("/readyz")              # for an etcd slot has no open port yet
+    d = Daemon(["snowflake.worker_id=etcd", ...])  # started, NOT waited for (a daemon that is
+    d.port_open(); d.http("/readyz")              # killed, frozen or restarted may not listen)
     d.wait_until(lambda: ..., 5, "what")          # bounded polls
     load = Load([d.url("/ids?count=10") for d in fleet], seconds=60, rate=600, out=path)
     load.finish()                                 # (exit status, JSON report)
 
-Unlike sfharness.Server, a Daemon does not wait for its port at start (a waiter listens only once
-it holds a slot) and keeps its exit status for the test to check (75 = lease lost). Ports are
-taken below the kernel's ephemeral range (ip_local_port_range starts at 32768 here), so that a
-port nobody listens on yet is never the source port of another connection (no self-connect, no
-EADDRINUSE when the waiter finally binds it). Every process is signalled by PID only, and killed
+Unlike sfharness.Server, a Daemon does not wait for its port at start (nor fail when it exits at
+start: a 13th daemon must exit 1) and keeps its exit status for the test to check (75 = lease
+lost). Ports are taken below the kernel's ephemeral range (ip_local_port_range starts at 32768
+here), so that a port nobody listens on yet (a daemon started later on a port sfload already
+targets) is never the source port of another connection (no self-connect, no EADDRINUSE when
+the daemon finally binds it). Every process is signalled by PID only, and killed
 at close() if still alive.
 """
 import json
