@@ -34,8 +34,8 @@ environment (endpoints from a ConfigMap or Secret key: http:// URLs), the etcd t
 the replica ceiling: (HPA maxReplicas + the rollout's maxSurge) x slots per pod (server.threads
 with per_thread_worker_ids, else 1) <= worker_max - worker_min + 1, printed as "(HPA: at most N
 replicas)"; an HPA is autoscaling/v2, the Deployment has no spec.replicas, a Utilization target
-has its resource request, the startupProbe outlasts start_timeout_ms + ttl_s (a pod waiting for a
-slot does not listen). Step 3 wants data_dir on an emptyDir and a grace period that also covers
+has its resource request, the startupProbe outlasts start_timeout_ms + ttl_s (a pod connecting
+to etcd does not listen yet). Step 3 wants data_dir on an emptyDir and a grace period that also covers
 the final floor write and the lease revoke. Step 4 starts a single-member etcd on loopback
 (Debian's etcd-server), points the daemon at it, probes as above plus snowflaked_identity_info
 and an ID with the lowest worker of the range, sees the owner key in etcd, starts a second pod
@@ -535,8 +535,8 @@ class ManifestCheck:
              f"the {slots} worker slots {wmin}..{wmax} (HPA: at most {cap} replicas)",
              f"{(top + surge(top)) * per_pod} slots needed: exceeds the {slots} worker slots "
              f"{wmin}..{wmax} of datacenter {sf['datacenter_id']}")
-        # A pod that waits for a slot, or for etcd at start, does not listen: the startupProbe
-        # must give it that long before the kubelet restarts it.
+        # A pod that connects to etcd at start does not listen yet: the startupProbe must give
+        # it that long before the kubelet restarts it.
         sp = self.ctr.get("startupProbe") or {}
         budget = sp.get("periodSeconds", 10) * sp.get("failureThreshold", 3)
         need = etcd["start_timeout_ms"] / 1000 + etcd["ttl_s"]

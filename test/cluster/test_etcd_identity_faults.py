@@ -428,6 +428,32 @@ class EtcdIdentityFaults(unittest.TestCase):
         self.assertIsNotNone(i, d.output())
         self.assertEqual(id_worker(i), freed)
 
+    def test_frozen_holder_finds_its_slot_taken_and_waits(self):
+        one = ("--set", "snowflake.etcd.worker_max=0", "--set", "snowflake.etcd.wait_for_slot=true")
+        a = self.daemon(*one)
+        a.wait_listening()
+        last = a.new_id()
+        b = self.daemon(*one)
+        b.wait_listening()
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            while (first := b.new_id()) is None and time.monotonic() - t0 < TTL_S + 8:
+                time.sleep(0.05)
+            self.assertIsNotNone(first, b.output())
+            self.assertGreater(first, last)
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 5:
+            r = a.get("/readyz")
+            if r.status == 503 and b"waiting for a free slot" in r.body:
+                break
+            time.sleep(0.05)
+        self.assertIn(b"waiting for a free slot", a.get("/readyz").body, a.output())
+        self.assertEqual(a.get("/id").status, 503)
+        self.assertIsNone(a.proc.poll())
+
     def test_slot_taken_while_lapsed_and_none_free_exits_75(self):
         d = self.daemon()
         d.wait_listening()

@@ -449,7 +449,8 @@ static int etcd_claim(void *vb, unsigned n, bool once, sf_identity_slots *out, c
         }
         if (tr == TRY_TAKEN || tr == TRY_RACE) {
             counter_add(&b->claims_taken, 1);
-            atomic_store(&b->waiting, true);
+            atomic_store(&b->waiting, true); /* (the owner may give up instead: lost) */
+            atomic_store(&b->lapsed, false); /* whatever we held is given up */
             snprintf(err, errlen,
                      "etcd identity: all %" PRIu64 " slots of datacenter %u (workers %u..%u) "
                      "under %s are held (or unreadable); %u needed",
@@ -688,15 +689,15 @@ static int etcd_release(void *vb, uint64_t final_end_ms, char *err, size_t errle
 static const char *etcd_not_ready(void *vb, char *buf, size_t len)
 {
     etcd_backend *b = vb;
-    if (atomic_load(&b->lost))
-        return "etcd: the slots are held by another process now (stopping)";
-    if (atomic_load(&b->lapsed))
-        return "etcd: the slot lease lapsed; re-claiming the same slots";
     if (atomic_load(&b->waiting)) {
         snprintf(buf, len, "etcd: waiting for a free slot in datacenter %u (workers %u..%u)",
                  b->c.datacenter, b->c.worker_min, b->c.worker_max);
         return buf;
     }
+    if (atomic_load(&b->lost))
+        return "etcd: the slots are held by another process now";
+    if (atomic_load(&b->lapsed))
+        return "etcd: the slot lease lapsed; re-claiming the same slots";
     uint64_t open = atomic_load(&b->open_until_ms), now = now_ms(b);
     if (atomic_load(&b->held) && open && now >= open) {
         snprintf(buf, len, "etcd: slot lease not renewed in time, fenced for %" PRIu64 " ms",
