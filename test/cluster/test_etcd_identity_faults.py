@@ -493,6 +493,12 @@ class EtcdIdentityFaults(unittest.TestCase):
         self.assertEqual(d.metric("snowflaked_identity_fenced"), 0)
         self.assertGreater(d.metric("snowflaked_identity_fenced_seconds_total"), 0)
         self.assertEqual(d.metric("snowflaked_identity_slots_held"), 1)
+        ep = self.ec.endpoint(0).split("//", 1)[1]
+        self.assertGreater(d.metric('snowflaked_etcd_requests_total{endpoint="%s",result="answered"}'
+                                    % ep), 0)
+        self.assertGreaterEqual(d.metric('snowflaked_etcd_requests_total{endpoint="%s",'
+                                         'result="failed"}' % ep), 1)  # the timed-out renewals
+        self.assertEqual(d.metric('snowflaked_etcd_endpoint_current{endpoint="%s"}' % ep), 1)
 
 
 if __name__ == "__main__":

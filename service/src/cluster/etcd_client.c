@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,11 +26,13 @@ typedef struct etcd_endpoint {
     char port[8];
     int fd;        /* -1: not connected */
     bool reused;   /* fd already carried an exchange */
+    _Atomic uint64_t answered, failed; /* calls; read by any thread (metrics) */
 } etcd_endpoint;
 
 struct etcd_client {
     etcd_endpoint ep[ETCD_MAX_ENDPOINTS];
     size_t n_ep, cur;
+    _Atomic size_t cur_seen; /* cur, for other threads */
     unsigned timeout_ms;
     size_t body_max;
     uint64_t cluster_id;
@@ -133,7 +136,9 @@ static void ep_close(etcd_endpoint *e)
 static void rotate(etcd_client *c)
 {
     ep_close(&c->ep[c->cur]);
+    atomic_fetch_add(&c->ep[c->cur].failed, 1);
     c->cur = (c->cur + 1) % c->n_ep;
+    atomic_store(&c->cur_seen, c->cur);
 }
 
 static int on_response(void *ud, const hresp *r)
@@ -297,7 +302,7 @@ static int post(etcd_client *c, const char *path, const char *body, etcd_error *
                 resent = true; /* the server closed an idle connection: nothing was done */
                 continue;
             }
-            c->cur = (c->cur + 1) % c->n_ep;
+            rotate(c); /* closed already; counts the failure */
             break;
         }
         e->reused = true;
@@ -456,6 +461,7 @@ static int call(etcd_client *c, const char *path, cJSON *req, cJSON **root, etcd
         set_err(err, c, ETCD_E_GARBAGE, c->status, 0, "HTTP %d without an error body", c->status);
         goto bad;
     }
+    atomic_fetch_add(&c->ep[c->cur].answered, 1);
     *root = j;
     return 0;
 bad:
@@ -885,4 +891,18 @@ bad:
     etcd_txn_result_free(out);
     set_err(err, c, ETCD_E_GARBAGE, c->status, 0, "txn answer with malformed fields");
     return garbage(c, root);
+}
+
+size_t etcd_client_endpoint_count(const etcd_client *c)
+{
+    return c->n_ep;
+}
+
+void etcd_client_endpoint_stats(const etcd_client *c, size_t i, etcd_endpoint_stats *out)
+{
+    etcd_client *m = (etcd_client *)c; /* the counters are atomics */
+    out->name = c->ep[i].name;
+    out->answered = atomic_load(&m->ep[i].answered);
+    out->failed = atomic_load(&m->ep[i].failed);
+    out->current = atomic_load(&m->cur_seen) == i;
 }

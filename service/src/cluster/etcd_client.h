@@ -104,6 +104,17 @@ typedef struct etcd_txn_result {
     size_t n_responses;
 } etcd_txn_result;
 
+/* Per endpoint, for metrics; any thread. answered: calls it answered with a well-formed
+ * answer (an etcd error like "lease not found" included); failed: calls that moved the client
+ * on to the next endpoint (no answer, garbage, 5xx). */
+typedef struct etcd_endpoint_stats {
+    const char *name; /* "host:port" */
+    uint64_t answered, failed;
+    bool current; /* the next call goes here */
+} etcd_endpoint_stats;
+size_t etcd_client_endpoint_count(const etcd_client *c);
+void etcd_client_endpoint_stats(const etcd_client *c, size_t i, etcd_endpoint_stats *out);
+
 /* NULL with *err when the options are bad ("https://" → TLS not supported yet). */
 etcd_client *etcd_client_new(const etcd_client_opts *opts, etcd_error *err);
 void etcd_client_free(etcd_client *c);

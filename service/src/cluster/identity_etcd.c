@@ -707,6 +707,18 @@ static const char *etcd_not_ready(void *vb, char *buf, size_t len)
     return NULL;
 }
 
+/* A counter family with three result="..." series. */
+static void by_result(prom_buf *p, const char *name, const char *help, const char *const *results,
+                      const uint64_t *values)
+{
+    char labels[48];
+    prom_family(p, name, "counter", help);
+    for (int i = 0; i < 3; i++) {
+        snprintf(labels, sizeof labels, "result=\"%s\"", results[i]);
+        prom_u64(p, name, labels, values[i]);
+    }
+}
+
 static void etcd_metrics(void *vb, prom_buf *p)
 {
     etcd_backend *b = vb;
@@ -736,27 +748,39 @@ static void etcd_metrics(void *vb, prom_buf *p)
                 "Time left before IDs stop unless the etcd lease is renewed.");
     prom_f64(p, "snowflaked_identity_fence_remaining_seconds", "",
              held && open > now ? (double)(open - now) / 1000.0 : 0.0);
-    prom_family(p, "snowflaked_identity_claims_total", "counter",
-                "Slot claim attempts at start, by result.");
-    prom_u64(p, "snowflaked_identity_claims_total", "result=\"ok\"", counter_get(&b->claims_ok));
-    prom_u64(p, "snowflaked_identity_claims_total", "result=\"taken\"",
-             counter_get(&b->claims_taken));
-    prom_u64(p, "snowflaked_identity_claims_total", "result=\"error\"",
-             counter_get(&b->claims_error));
-    prom_family(p, "snowflaked_identity_renewals_total", "counter",
-                "Lease renewals (keepalive and floor write), by result.");
-    prom_u64(p, "snowflaked_identity_renewals_total", "result=\"ok\"", counter_get(&b->renew_ok));
-    prom_u64(p, "snowflaked_identity_renewals_total", "result=\"error\"",
-             counter_get(&b->renew_error));
-    prom_u64(p, "snowflaked_identity_renewals_total", "result=\"lapsed\"",
-             counter_get(&b->renew_lapsed));
-    prom_family(p, "snowflaked_identity_reclaims_total", "counter",
-                "Attempts to take the same slots back after their lease lapsed, by result.");
-    prom_u64(p, "snowflaked_identity_reclaims_total", "result=\"ok\"", counter_get(&b->reclaims_ok));
-    prom_u64(p, "snowflaked_identity_reclaims_total", "result=\"taken\"",
-             counter_get(&b->reclaims_taken));
-    prom_u64(p, "snowflaked_identity_reclaims_total", "result=\"error\"",
-             counter_get(&b->reclaims_error));
+    by_result(p, "snowflaked_identity_claims_total", "Slot claim attempts, by result.",
+              (const char *[]){"ok", "taken", "error"},
+              (uint64_t[]){counter_get(&b->claims_ok), counter_get(&b->claims_taken),
+                           counter_get(&b->claims_error)});
+    by_result(p, "snowflaked_identity_renewals_total",
+              "Lease renewals (keepalive and floor write), by result.",
+              (const char *[]){"ok", "error", "lapsed"},
+              (uint64_t[]){counter_get(&b->renew_ok), counter_get(&b->renew_error),
+                           counter_get(&b->renew_lapsed)});
+    by_result(p, "snowflaked_identity_reclaims_total",
+              "Attempts to take the same slots back after their lease lapsed, by result.",
+              (const char *[]){"ok", "taken", "error"},
+              (uint64_t[]){counter_get(&b->reclaims_ok), counter_get(&b->reclaims_taken),
+                           counter_get(&b->reclaims_error)});
+    size_t n_ep = etcd_client_endpoint_count(b->client);
+    prom_family(p, "snowflaked_etcd_requests_total", "counter",
+                "etcd calls by endpoint: answered, or failed over to the next endpoint.");
+    for (size_t i = 0; i < n_ep; i++) {
+        etcd_endpoint_stats st;
+        etcd_client_endpoint_stats(b->client, i, &st);
+        snprintf(labels, sizeof labels, "endpoint=\"%s\",result=\"answered\"", st.name);
+        prom_u64(p, "snowflaked_etcd_requests_total", labels, st.answered);
+        snprintf(labels, sizeof labels, "endpoint=\"%s\",result=\"failed\"", st.name);
+        prom_u64(p, "snowflaked_etcd_requests_total", labels, st.failed);
+    }
+    prom_family(p, "snowflaked_etcd_endpoint_current", "gauge",
+                "1 for the etcd endpoint the next call goes to.");
+    for (size_t i = 0; i < n_ep; i++) {
+        etcd_endpoint_stats st;
+        etcd_client_endpoint_stats(b->client, i, &st);
+        snprintf(labels, sizeof labels, "endpoint=\"%s\"", st.name);
+        prom_u64(p, "snowflaked_etcd_endpoint_current", labels, st.current);
+    }
     prom_family(p, "snowflaked_identity_renewal_seconds", "summary",
                 "Duration of successful renewals (keepalive and floor write).");
     prom_f64(p, "snowflaked_identity_renewal_seconds_sum", "",
