@@ -500,8 +500,8 @@ static int check_peers(const app *a, char *err, size_t errlen)
     const sf_identity_slots *sl = &a->identity.slots;
     if (!s->peers[0])
         return 0;
-    if (!sf_identity_claimed(&a->identity)) {
-        LOG_WARN("peers: not checked: no slot claimed yet (etcd guarantees no other holder)");
+    if (s->worker_source == CFG_WORKER_ETCD) { /* and the keeper may be changing the slots */
+        LOG_INFO("peers: not checked: etcd guarantees one holder per slot");
         return 0;
     }
     peers_result pr;
@@ -549,17 +549,17 @@ static void log_listening(const app *a)
     const cfg_snowflake *s = &a->config->snowflake;
     bool v6 = strchr(sv->host, ':') != NULL;
     bool etcd = s->worker_source == CFG_WORKER_ETCD;
-    if (!sf_identity_claimed(&a->identity))
+    uint32_t dc, worker; /* the keeper thread may be changing the slots (etcd): the atomic copy */
+    if (!sf_identity_current(&a->identity, &dc, &worker)) {
         LOG_INFO("snowflaked %s: listening on %s:%u, waiting for a free etcd slot", SF_VERSION,
                  sv->host, sv->port);
-    if (!sf_identity_claimed(&a->identity))
         return;
+    }
     LOG_INFO("snowflaked %s: listening on http://%s%s%s:%u with %u loop%s (%s); datacenter %u, "
              "worker %u%s (%s), layout %u/%u/%u/%u, sync %s, lease %s%s, malloc " SF_MALLOC_NAME,
              SF_VERSION, v6 ? "[" : "", sv->host, v6 ? "]" : "", sv->port, sv->threads,
              sv->threads == 1 ? "" : "s", a->net->reuseport ? "SO_REUSEPORT" : "one acceptor",
-             a->identity.slots.datacenter, a->identity.slots.worker[0],
-             s->per_thread_worker_ids ? "+loop" : "",
+             dc, worker, s->per_thread_worker_ids ? "+loop" : "",
              s->worker_origin, s->timestamp_bits, s->datacenter_bits, s->worker_bits,
              s->sequence_bits, sf_sync_mode_name(s->sync), etcd ? "floor in etcd under " : "",
              etcd ? s->etcd.prefix : a->lease_path);
