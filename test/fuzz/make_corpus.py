@@ -257,6 +257,15 @@ def config_seeds():
         "long_string": b'{"data_dir": "' + b"d" * 1100 + b'"}',
         "peers": b'{"snowflake": {"peers": "10.0.0.1:8080,10.0.0.2:8080", "peer_timeout_ms": 49}}',
         "cache_limits": b'{"cache": {"max_memory_bytes": 1048575, "max_item_bytes": 2097152}}',
+        # worker_id "etcd": the nested section, its rules, and a nesting too deep for any key
+        "etcd": b'{"snowflake": {"worker_id": "etcd", "etcd": {"endpoints": "http://127.0.0.1:2379,'
+                b'http://[::1]:2379", "prefix": "/sf", "ttl_s": 3, "fence_margin_ms": 500,'
+                b' "request_timeout_ms": 400, "worker_min": 2, "worker_max": "max"}}}',
+        "etcd_bad": b'{"snowflake": {"worker_id": "etcd", "etcd": {"endpoints": "https://h:1,h:2,'
+                    b'http://h:99999", "prefix": "x/", "ttl_s": 1, "worker_max": "most"}}}',
+        "etcd_nested": b'{"snowflake": {"etcd": {"tls": {"ca": "x"}}}}',
+        "args_etcd": b'{}\0--worker-id\0etcd\0--set\0snowflake.etcd.endpoints=http://h:1'
+                     b'\0--set\0snowflake.etcd.worker_max=max',
         # Arguments after NULs: --set, --port, --threads, --worker-id, and garbage.
         "args_set": b'{}\0--set\0server.port=1234\0--set\0snowflake.sync=spinlock\0--port\08081',
         "args_bad": b'{}\0-p\0abc\0--threads\0-1\0--worker-id\0x',
