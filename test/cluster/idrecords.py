@@ -4,6 +4,8 @@
     lay = Layout.parse("41/5/3/12")           # the daemons' snowflake layout (T/D/W/S)
     rep = check_fleet(recs, lay)              # FleetReport
     rep.problems()                            # [] when every invariant below holds
+    hr = check_handoffs(recs, lay, holder_of, order)  # HandoffReport (restarts on one target,
+    hr.problems(late_allowed)                         # a holder taking a slot back; chaos.py)
 
 Record format (loadtest/sfload/idrec.h, README "--ids-out-v2 records"): 16 bytes, little-endian,
 no header: u64 id, u16 target (index on sfload's command line), u32 ms (receive time, ms since
@@ -188,4 +190,109 @@ def check_fleet(recs, layout):
             late = sum(1 for ms in a.ms if ms > b.first_ms)
             if late:
                 rep.late[(slot, a.target)] = late
+    return rep
+
+
+class Run:
+    """A maximal stretch of one holder's IDs in a slot's ID order (check_handoffs)."""
+
+    def __init__(self, slot, holder):
+        self.slot, self.holder = slot, holder
+        self.count = 0
+        self.min_id = self.max_id = None
+        self.first_ms = None
+        self.ms = []
+
+    def add(self, r):
+        self.count += 1
+        if self.min_id is None:
+            self.min_id = r.id
+        self.max_id = r.id
+        self.first_ms = r.ms if self.first_ms is None else min(self.first_ms, r.ms)
+        self.ms.append(r.ms)
+
+    def __repr__(self):
+        return ("holder %s: %d IDs %d..%d first received at %d ms"
+                % (self.holder, self.count, self.min_id, self.max_id, self.first_ms))
+
+
+class HandoffReport:
+    def __init__(self):
+        self.records = 0
+        self.unattributed = []   # records holder_of could not place
+        self.runs = {}           # slot -> [Run] in ID order
+        self.out_of_order = []   # (slot, run, etcd's holder order): a run no ownership explains
+        self.order = []          # (slot, lower run, higher run): the higher run was received first
+        self.late = {}           # (slot, holder) -> records received after the next run's first
+
+    def problems(self, late_allowed=None):
+        """Violations; a holder's late records count unless late_allowed[holder] allows them
+        (summed over the holder's runs in one slot)."""
+        late_allowed = late_allowed or {}
+        out = []
+        if self.unattributed:
+            out.append("%d records not attributable to a holder, e.g. %s"
+                       % (len(self.unattributed), self.unattributed[:3]))
+        for slot, run, order in self.out_of_order:
+            out.append("slot %s: in ID order, %r does not follow etcd's order of holders %s "
+                       "(two holders at once, or IDs below a predecessor's)" % (slot, run, order))
+        for slot, a, b in self.order:
+            out.append("slot %s: the higher IDs came first: %r received before %r" % (slot, b, a))
+        for (slot, holder), n in sorted(self.late.items(), key=repr):
+            if n > late_allowed.get(holder, 0):
+                out.append("slot %s: holder %s sent %d IDs after the next holder's first "
+                           "(allowed %d)" % (slot, holder, n, late_allowed.get(holder, 0)))
+        return out
+
+    def summary(self):
+        lines = ["%d records, %d slots" % (self.records, len(self.runs))]
+        for slot in sorted(self.runs):
+            lines.append("  slot %s: %d runs: %s" % (slot, len(self.runs[slot]), "; ".join(
+                repr(r) for r in self.runs[slot])))
+        return "\n".join(lines)
+
+
+def check_handoffs(recs, layout, holder_of, order):
+    """Per (datacenter, worker) check for fleets whose holders restart on the same target or
+    take a slot back after another holder had it (check_fleet's one-interval-per-target would
+    call that interleaving). holder_of(rec) names the process that sent rec (None: unknown);
+    order[slot] is the sequence of holders etcd gave the slot to, in revision order (a holder
+    may appear more than once). The slot's IDs in ID order split into runs of one holder; the
+    runs' holders must be a subsequence of order[slot] (consecutive repeats merged): two holders
+    at once, or a holder issuing below its predecessor, produce a run etcd's order cannot
+    explain. Then, as in check_fleet, consecutive runs must be received in ID order, and a
+    run's records received after the next run's first are counted as late."""
+    rep = HandoffReport()
+    rep.records = len(recs)
+    by_slot = collections.defaultdict(list)
+    for r in recs:
+        h = holder_of(r)
+        if h is None:
+            rep.unattributed.append(r)
+            continue
+        by_slot[layout.slot(r.id)].append((r.id, h, r))
+    for slot, items in by_slot.items():
+        items.sort(key=lambda x: x[0])
+        runs = []
+        for _, h, r in items:
+            if not runs or runs[-1].holder != h:
+                runs.append(Run(slot, h))
+            runs[-1].add(r)
+        rep.runs[slot] = runs
+        seq = [h for k, h in enumerate(order.get(slot, [])) if k == 0 or order[slot][k - 1] != h]
+        pos = 0
+        for run in runs:
+            while pos < len(seq) and seq[pos] != run.holder:
+                pos += 1
+            if pos == len(seq):
+                rep.out_of_order.append((slot, run, seq))
+                break
+            pos += 1
+        for a, b in zip(runs, runs[1:]):
+            if a.first_ms > b.first_ms:
+                rep.order.append((slot, a, b))
+            late = sum(1 for ms in a.ms if ms > b.first_ms)
+            if late:
+                key = (slot, a.holder)
+                rep.late[key] = rep.late.get(key, 0) + late
     return rep

@@ -5,7 +5,7 @@ import os
 import tempfile
 import unittest
 
-from idrecords import Layout, Rec, check_fleet, encode_records, read_records
+from idrecords import Layout, Rec, check_fleet, check_handoffs, encode_records, read_records
 
 LAY = Layout.parse("41/5/3/12")
 
@@ -103,6 +103,49 @@ class IdRecordsSelfTest(unittest.TestCase):
         rep = check_fleet(recs, LAY)
         self.assertEqual(rep.problems(), [])
         self.assertEqual(sorted(rep.tenures), [(0, 2), (1, 2)])
+
+
+class HandoffSelfTest(unittest.TestCase):
+    """check_handoffs: holders named by a function (here: target and a restart at 2000 ms on
+    target 0), etcd's order of holders per slot."""
+
+    @staticmethod
+    def holder(r):
+        return "t%d%s" % (r.target, "b" if r.target == 0 and r.ms >= 2000 else "")
+
+    def test_holder_taking_its_slot_back_passes(self):
+        # worker 3: t0 (restarted as t0b later) / t5 / t0b: one target, two processes, A B A
+        recs = (stream(0, 0, 3, 1000, 0, 100) + stream(5, 5, 3, 2000, 1100, 50)
+                + stream(0, 1, 3, 3000, 2100, 50))
+        rep = check_handoffs(recs, LAY, self.holder, {(0, 3): ["t0", "t5", "t0b"]})
+        self.assertEqual(rep.problems(), [])
+        self.assertEqual([r.holder for r in rep.runs[(0, 3)]], ["t0", "t5", "t0b"])
+        # the same process taking it back after t5 is fine too when etcd says so
+        recs2 = stream(5, 5, 3, 1000, 0, 50) + stream(7, 7, 3, 2000, 600, 50) + stream(
+            5, 5, 3, 3000, 1200, 50)
+        self.assertEqual(check_handoffs(recs2, LAY, self.holder,
+                                        {(0, 3): ["t5", "t7", "t7", "t5"]}).problems(), [])
+        # ... but not when etcd never gave it back
+        rep = check_handoffs(recs2, LAY, self.holder, {(0, 3): ["t5", "t7"]})
+        self.assertEqual(len(rep.out_of_order), 1, rep.problems())
+
+    def test_two_holders_at_once_caught(self):
+        recs = stream(0, 0, 3, 1000, 0, 100) + stream(5, 5, 3, 1050, 500, 100)
+        rep = check_handoffs(recs, LAY, self.holder, {(0, 3): ["t0", "t5"]})
+        self.assertTrue(any("does not follow etcd's order" in p for p in rep.problems()))
+
+    def test_below_predecessor_and_late_caught(self):
+        recs = stream(0, 0, 3, 5000, 0, 100) + stream(5, 5, 3, 1000, 2500, 50)
+        rep = check_handoffs(recs, LAY, self.holder, {(0, 3): ["t0", "t5"]})
+        self.assertEqual(len(rep.out_of_order), 1, rep.problems())
+        recs = (stream(1, 1, 3, 1000, 0, 100) + stream(5, 5, 3, 3500, 1500, 50)
+                + [Rec(mk(1100 + k, 3, 0), 1, 1600 + k, 1, False) for k in range(3)])
+        rep = check_handoffs(recs, LAY, self.holder, {(0, 3): ["t1", "t5"]})
+        self.assertEqual(rep.late, {((0, 3), "t1"): 3})
+        self.assertEqual(len(rep.problems()), 1)
+        self.assertEqual(rep.problems(late_allowed={"t1": 3}), [])
+        unknown = check_handoffs(recs, LAY, lambda r: None, {})
+        self.assertEqual(len(unknown.problems()), 1)
 
 
 if __name__ == "__main__":
