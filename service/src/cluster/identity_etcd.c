@@ -658,29 +658,37 @@ static uint64_t etcd_fence(void *vb)
     return atomic_load(&((etcd_backend *)vb)->open_until_ms);
 }
 
+/* Both steps of a release are idempotent, so each is tried on every endpoint in turn (the client
+ * moves on after a failure) plus twice more: one frozen or dead member must not make a clean
+ * stop leave its slot held until the TTL (found by make chaos). Bounded: attempts x
+ * request_timeout_ms. Without quorum both fail: the floor renewed last still covers every ID. */
 static int etcd_release(void *vb, uint64_t final_end_ms, char *err, size_t errlen)
 {
     etcd_backend *b = vb;
     if (atomic_load(&b->lost) || !b->lease)
         return 0; /* the floor stored last covers every ID; nothing of ours is left */
-    char why[512];
-    int rc = write_floors(b, final_end_ms, why, sizeof why);
-    if (rc <= 0) { /* the lease still lapses; the renewed floor covers every ID */
-        snprintf(err, errlen, "etcd identity: final floor not written: %s",
+    size_t attempts = etcd_client_endpoint_count(b->client) + 2;
+    char why[512] = "";
+    int rc = -1;
+    for (size_t i = 0; i < attempts && rc < 0; i++)
+        rc = write_floors(b, final_end_ms, why, sizeof why);
+    if (rc <= 0)
+        snprintf(err, errlen, "etcd identity: final floor not written (the renewed one covers every "
+                 "ID): %s",
                  rc < 0 ? why : "the slots were no longer ours");
-        drop_lease(b);
-        return -1;
-    }
-    bool gone = false;
+    bool revoked = false;
     etcd_error e;
-    if (etcd_lease_revoke(b->client, b->lease, &gone, &e) != 0) {
+    for (size_t i = 0; i < attempts && !revoked; i++)
+        revoked = etcd_lease_revoke(b->client, b->lease, NULL, &e) == 0;
+    if (!revoked && rc > 0) {
         describe(&e, why, sizeof why);
         snprintf(err, errlen, "etcd identity: lease not revoked (the slots free up at its TTL): %s",
                  why);
-        return -1;
     }
     b->lease = 0;
     atomic_store(&b->held, false);
+    if (rc <= 0 || !revoked)
+        return -1;
     LOG_INFO("etcd identity: released datacenter %u worker%s %s (floor %" PRIu64 ")",
              b->c.datacenter, b->n > 1 ? "s" : "", b->workers_text, final_end_ms);
     return 0;
