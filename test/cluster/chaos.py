@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from etcdcluster import EtcdCluster, b64, ensure_etcd, post  # noqa: E402
-from fleet import BINARY, SFLOAD, Daemon, Load, low_port  # noqa: E402
+from fleet import BINARY, SFLOAD, Daemon, Load, etcd_sets, low_port  # noqa: E402
 from idrecords import Layout, check_fleet, check_handoffs, read_records  # noqa: E402
 
 LAYOUT = "41/5/3/12"
@@ -131,15 +131,8 @@ class Chaos:
 
     # -- fleet ----------------------------------------------------------------------------------
     def sets(self):
-        return ["snowflake.worker_bits=3", "snowflake.datacenter_id=%d" % DC,
-                "snowflake.worker_id=etcd",
-                "snowflake.etcd.endpoints=" + self.ec.endpoints(),
-                "snowflake.etcd.prefix=" + PREFIX,
-                "snowflake.etcd.ttl_s=%d" % TTL_S,
-                "snowflake.etcd.fence_margin_ms=%d" % MARGIN_MS,
-                "snowflake.etcd.request_timeout_ms=400",
-                "snowflake.etcd.start_timeout_ms=10000",
-                "snowflake.etcd.wait_for_slot=true"]
+        return ["snowflake.worker_bits=3", "snowflake.datacenter_id=%d" % DC] + etcd_sets(
+            self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS)
 
     def spawn(self, pos):
         gen = sum(1 for i in self.incs if i.pos == pos)

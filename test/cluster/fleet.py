@@ -54,6 +54,18 @@ def low_port():
     raise RuntimeError("no free port below 32768")
 
 
+def etcd_sets(endpoints, prefix, ttl_s, margin_ms, wait=True):
+    """--set values for worker_id "etcd" as the cluster tests run it (request timeout 400 ms)."""
+    return ["snowflake.worker_id=etcd",
+            "snowflake.etcd.endpoints=" + endpoints,
+            "snowflake.etcd.prefix=" + prefix,
+            "snowflake.etcd.ttl_s=%d" % ttl_s,
+            "snowflake.etcd.fence_margin_ms=%d" % margin_ms,
+            "snowflake.etcd.request_timeout_ms=400",
+            "snowflake.etcd.start_timeout_ms=10000",
+            "snowflake.etcd.wait_for_slot=%s" % ("true" if wait else "false")]
+
+
 def figure(name, value):
     print("FIGURE %s %s" % (name, value), flush=True)
 

@@ -34,7 +34,7 @@ import time
 import unittest
 
 from etcdcluster import EtcdCluster, b64, ensure_etcd, post
-from fleet import BINARY, SFLOAD, Daemon, Load, figure, low_port, wait_until
+from fleet import BINARY, SFLOAD, Daemon, Load, etcd_sets, figure, low_port, wait_until
 from idrecords import Layout, check_fleet, read_records
 
 LAYOUT = "41/5/3/12"          # worker_bits 3: 8 slots per datacenter
@@ -226,15 +226,7 @@ class EtcdIdentityScenario(unittest.TestCase):
             d.close()
 
     def sets(self, wait=True):
-        return layout_sets() + [
-            "snowflake.worker_id=etcd",
-            "snowflake.etcd.endpoints=" + self.ec.endpoints(),
-            "snowflake.etcd.prefix=" + PREFIX,
-            "snowflake.etcd.ttl_s=%d" % TTL_S,
-            "snowflake.etcd.fence_margin_ms=%d" % MARGIN_MS,
-            "snowflake.etcd.request_timeout_ms=400",
-            "snowflake.etcd.start_timeout_ms=10000",
-            "snowflake.etcd.wait_for_slot=%s" % ("true" if wait else "false")]
+        return layout_sets() + etcd_sets(self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS, wait)
 
     def new_holder_of(self, worker, among, timeout, what):
         """The daemon of `among` whose log says it claimed worker, and when it was seen."""
