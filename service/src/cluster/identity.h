@@ -164,26 +164,29 @@ int sf_identity_static_init(sf_identity *id, const sf_identity_static_config *c,
  *   P/floor/DDDDDDD/WWWWWWW  {"v":1,"E":<unix ms>,...}, no lease: survives its holder
  * claim: the lowest n free workers of [worker_min, worker_max] whose floor is readable, taken
  *   in one compare-and-create transaction under a lease we grant (our own random ID), which
- *   also reads their floors: handoff_ms = the highest E. All held: -1 naming the range, or with
- *   wait_for_slot, try again every ttl/4 (jittered) until one frees (or should_stop). No etcd
- *   answer for start_timeout_ms: -1.
+ *   also reads their floors: handoff_ms = the highest E. All held: SF_IDENTITY_TAKEN naming
+ *   the range (waiting is the caller's: sf_identity_claim_later). No usable etcd answer for
+ *   start_timeout_ms (jittered retries, should_stop polled): -1; with once, no retries.
  * renew: a keepalive sent at s (our clock) that returns TTL T' sets the fence s + T' - margin
  *   (etcd cannot expire the lease before s + T'); then a transaction that checks we still own
  *   every slot (lease and create revision) writes E = want_end_ms to the floors. Only then
  *   may the generators run, up to min(E, fence). A keepalive without TTL, or a failed check:
- *   lost. Any other failure: -1, the generators stop at the old fence.
- * release: the exact final E to the floors (still checked), then the lease revoked: the next
- *   holder starts at once. Nothing when the slots were lost: the stored E covers every ID. */
+ *   lapsed. Any other failure: -1, the generators stop at the old fence.
+ * reclaim: the same workers again under a new lease (the floor = max(want, their E)), or lost
+ *   when another process holds one of them.
+ * release: the exact final E to the floors (still checked), then the lease revoked, each tried
+ *   on every endpoint in turn: the next holder starts at once. Nothing when the slots were
+ *   lost: the stored E covers every ID. */
 typedef struct sf_identity_etcd_config {
     const char *endpoints, *prefix;
     unsigned ttl_s, fence_margin_ms, request_timeout_ms, start_timeout_ms;
-    bool wait_for_slot;
     uint32_t datacenter, worker_min, worker_max;
     const char *layout;  /* the fleet's layout in one line (P/meta); identical across the fleet */
     const char *holder;  /* who we are, for operators ($POD_NAME or the host name) */
     const char *version; /* ours, for operators */
     sf_clock *clock;     /* the generators' clock: fences are on it */
-    bool (*should_stop)(void); /* polled while waiting (a pending SIGTERM); may be NULL */
+    bool (*should_stop)(void); /* polled between start-up retries (a pending SIGTERM); may be
+                                  NULL */
 } sf_identity_etcd_config;
 
 int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, char *err,

@@ -31,7 +31,7 @@ typedef enum { TRY_OK, TRY_TAKEN, TRY_RACE, TRY_UNAVAILABLE, TRY_FATAL } try_res
 
 typedef struct etcd_backend {
     sf_identity_etcd_config c;
-    char endpoints[1024], prefix[PREFIX_MAX], layout[256], holder[256], version[64];
+    char endpoints[1024], prefix[PREFIX_MAX], holder[256], version[64];
     char meta_value[512];
     etcd_client *client;
     bool meta_ok;
@@ -46,7 +46,6 @@ typedef struct etcd_backend {
     uint64_t lapsed_at_ms; /* when the lapse was seen (fenced time) */
     /* read by any thread */
     _Atomic uint64_t open_until_ms; /* generators may issue ticks before this (our clock) */
-    _Atomic uint64_t fence_ms;      /* last fence (keepalive sent + TTL - margin) */
     _Atomic bool held, lost;
     _Atomic bool lapsed; /* the lease is gone; reclaim tries to get the same slots back */
     _Atomic bool waiting; /* the last claim found every slot held */
@@ -184,6 +183,17 @@ static void describe(const etcd_error *e, char *out, size_t cap)
         snprintf(out, cap, "%s: %s", e->endpoint[0] ? e->endpoint : "etcd", e->message);
 }
 
+/* Commits and frees t; on failure, why says what went wrong (*r is then not to be freed). */
+static int commit(etcd_backend *b, etcd_txn *t, etcd_txn_result *r, char *why, size_t cap)
+{
+    etcd_error e;
+    int rc = etcd_txn_commit(b->client, t, r, &e);
+    etcd_txn_free(t);
+    if (rc != 0)
+        describe(&e, why, cap);
+    return rc;
+}
+
 /* ---- claim ----------------------------------------------------------------------------------- */
 
 /* P/meta: created by the first claimer; every later one must find its own layout there. */
@@ -198,13 +208,8 @@ static try_result ensure_meta(etcd_backend *b, char *why, size_t cap)
     etcd_txn_put(t, ETCD_SUCCESS, key, b->meta_value, strlen(b->meta_value), ETCD_NO_LEASE);
     etcd_txn_range(t, ETCD_FAILURE, key, NULL);
     etcd_txn_result r;
-    etcd_error e;
-    int rc = etcd_txn_commit(b->client, t, &r, &e);
-    etcd_txn_free(t);
-    if (rc != 0) {
-        describe(&e, why, cap);
+    if (commit(b, t, &r, why, cap) != 0)
         return TRY_UNAVAILABLE;
-    }
     try_result out = TRY_OK;
     if (!r.succeeded) {
         const etcd_range_result *got =
@@ -347,12 +352,8 @@ static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigne
     key_of(b, "floor", chosen[n - 1] + 1, hi, sizeof hi); /* chosen is increasing */
     etcd_txn_range(t, ETCD_SUCCESS, lo, hi);
     etcd_txn_result r;
-    etcd_error e;
-    int rc = etcd_txn_commit(b->client, t, &r, &e);
-    etcd_txn_free(t);
-    if (rc != 0) {
+    if (commit(b, t, &r, why, cap) != 0) {
         /* Outcome unknown: revoking the lease undoes a claim that may have happened. */
-        describe(&e, why, cap);
         drop_lease(b);
         return TRY_UNAVAILABLE;
     }
@@ -395,7 +396,6 @@ static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigne
         len += (size_t)snprintf(b->workers_text + len, sizeof b->workers_text - len, "%s%u",
                                 i ? "," : "", chosen[i]);
     uint64_t fence = sent + (uint64_t)ttl * 1000u - b->c.fence_margin_ms;
-    atomic_store(&b->fence_ms, fence);
     b->last_ok_ms = sent;
     atomic_store(&b->open_until_ms, 0); /* the first renewal opens the generators */
     atomic_store(&b->lapsed, false);
@@ -528,14 +528,9 @@ static int write_floors(etcd_backend *b, uint64_t end_ms, char *why, size_t cap)
         etcd_txn_put(t, ETCD_SUCCESS, key, value, strlen(value), ETCD_NO_LEASE);
     }
     etcd_txn_result r;
-    etcd_error e;
-    int rc = etcd_txn_commit(b->client, t, &r, &e);
-    etcd_txn_free(t);
-    if (rc != 0) {
-        describe(&e, why, cap);
+    if (commit(b, t, &r, why, cap) != 0)
         return -1;
-    }
-    rc = r.succeeded ? 1 : 0;
+    int rc = r.succeeded ? 1 : 0;
     etcd_txn_result_free(&r);
     return rc;
 }
@@ -594,7 +589,6 @@ static int etcd_renew(void *vb, uint64_t want_end_ms, sf_identity_renewal *out, 
     }
     b->fenced_logged = false;
     b->last_ok_ms = sent;
-    atomic_store(&b->fence_ms, fence);
     atomic_store(&b->open_until_ms, open);
     out->stored_end_ms = want_end_ms;
     out->fence_ms = fence;
@@ -849,14 +843,19 @@ int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, cha
     b->c = *c;
     if (copy_str(b->endpoints, sizeof b->endpoints, c->endpoints, "endpoints", err, errlen) ||
         copy_str(b->prefix, sizeof b->prefix, c->prefix, "prefix", err, errlen) ||
-        copy_str(b->layout, sizeof b->layout, c->layout, "layout", err, errlen) ||
         copy_str(b->holder, sizeof b->holder, c->holder ? c->holder : "", "holder", err, errlen) ||
         copy_str(b->version, sizeof b->version, c->version ? c->version : "", "version", err,
                  errlen)) {
         free(b);
         return -1;
     }
-    snprintf(b->meta_value, sizeof b->meta_value, "{\"v\":1,\"layout\":\"%s\"}", b->layout);
+    if (!c->layout || (size_t)snprintf(b->meta_value, sizeof b->meta_value,
+                                       "{\"v\":1,\"layout\":\"%s\"}", c->layout) >=
+                          sizeof b->meta_value) {
+        snprintf(err, errlen, "etcd identity: layout missing or too long");
+        free(b);
+        return -1;
+    }
     etcd_client_opts o = {.endpoints = b->endpoints, .request_timeout_ms = c->request_timeout_ms};
     etcd_error e;
     if (!(b->client = etcd_client_new(&o, &e))) {
