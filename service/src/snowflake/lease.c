@@ -141,6 +141,14 @@ static int file_final(void *ctx, uint64_t end_ms, char *err, size_t errlen)
  * generators' limit (and an identity's fence) keeps running out meanwhile. */
 #define RETRY_MS 100
 
+/* ms until the next renewal is due (0: now), at most `period`: due once the lease left beyond
+ * `now` is down to `keep`. */
+static uint64_t until_due(const sf_lease_keeper *k, uint64_t now, uint64_t keep, uint64_t period)
+{
+    uint64_t left = k->end_ms > now + keep ? k->end_ms - now - keep : 0;
+    return left < period ? left : period;
+}
+
 static void *keeper_main(void *arg)
 {
     sf_lease_keeper *k = arg;
@@ -159,11 +167,8 @@ static void *keeper_main(void *arg)
             break;
         uint64_t now = sf_clock_now(keeper_clock(k));
         uint64_t keep = keeper_ahead_ms(k) + (uint64_t)k->window_ms * 3 / 4;
-        if (k->end_ms > now && k->end_ms - now > keep) { /* not due yet: sleep until it is */
-            wait_ms = k->end_ms - now - keep;
-            wait_ms = wait_ms > period ? period : wait_ms;
-            continue;
-        }
+        if ((wait_ms = until_due(k, now, keep, period)) > 0)
+            continue; /* not due yet: sleep until it is */
         int rc = renew(k, err, sizeof err);
         if (rc < 0 && now - last_report >= 10000) {
             /* Rate-limited: the generator keeps issuing while the old lease lasts. */
@@ -171,13 +176,12 @@ static void *keeper_main(void *arg)
                       (unsigned long long)counter_get(&k->failures), err);
             last_report = now;
         }
-        if (rc == 0) { /* due again a quarter window after this one's start */
-            uint64_t after = sf_clock_now(keeper_clock(k));
-            wait_ms = k->end_ms > after + keep ? k->end_ms - after - keep : 1;
-            wait_ms = wait_ms > period ? period : wait_ms;
-        } else {
+        if (rc == 0) /* due again a quarter window after this one's start */
+            wait_ms = until_due(k, sf_clock_now(keeper_clock(k)), keep, period);
+        else
             wait_ms = rc < 0 ? retry : period; /* SF_LEASE_NOT_YET: the next period */
-        }
+        if (wait_ms == 0)
+            wait_ms = 1;
     }
     pthread_mutex_unlock(&k->mu);
     return NULL;
