@@ -626,22 +626,31 @@ START_TEST(test_cap_lease)
 }
 END_TEST
 
+/* A lease-guarded generator of datacenter 3 worker 7 on a fake clock at T0, leased 100 ticks
+ * ahead; returns the first ID it issued. */
+static uint64_t issuing_as_3_7(sf_gen *g, sf_fake_clock *clk, sf_sync_mode mode)
+{
+    sf_fake_clock_init(clk, T0, 0, 0);
+    sf_gen_config cfg = guarded_config(mode, &clk->base);
+    cfg.datacenter = 3;
+    cfg.worker = 7;
+    char err[256];
+    ck_assert_int_eq(sf_gen_init(g, &cfg, err, sizeof err), 0);
+    uint64_t id;
+    sf_gen_extend_lease(g, now_tick() + 100);
+    ck_assert_int_eq(sf_gen_next(g, &id), SF_OK);
+    return id;
+}
+
 /* The same slot re-claimed after a cap: resume raises the floor to the new holder's handoff and
  * lifts the ceiling; nothing below the floor is issued, nothing at all until the next extend;
  * the node bits are kept. */
 START_TEST(test_resume_after_cap)
 {
     sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
-    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
-    cfg.datacenter = 3;
-    cfg.worker = 7;
     sf_gen g;
     char err[256];
-    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
-    uint64_t before, id;
-    sf_gen_extend_lease(&g, now_tick() + 100);
-    ck_assert_int_eq(sf_gen_next(&g, &before), SF_OK);
+    uint64_t before = issuing_as_3_7(&g, &clk, (sf_sync_mode)_i), id;
     sf_gen_cap_lease(&g, 0); /* lapsed */
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
     uint64_t floor = now_tick() + 5; /* another holder ran in between, up to here */
@@ -668,16 +677,9 @@ END_TEST
 START_TEST(test_rebind_after_cap)
 {
     sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
-    sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
-    cfg.datacenter = 3;
-    cfg.worker = 7;
     sf_gen g;
     char err[256];
-    ck_assert_int_eq(sf_gen_init(&g, &cfg, err, sizeof err), 0);
-    uint64_t id;
-    sf_gen_extend_lease(&g, now_tick() + 100);
-    ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
+    uint64_t id = issuing_as_3_7(&g, &clk, (sf_sync_mode)_i);
     ck_assert_int_eq(sf_gen_rebind(&g, 3, 9, 0, err, sizeof err), SF_EBOUND); /* not capped */
     sf_gen_cap_lease(&g, 0);
     ck_assert_int_eq(sf_gen_rebind(&g, 3, 32, 0, err, sizeof err), SF_EINVAL); /* 5 bits */

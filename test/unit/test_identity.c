@@ -9,44 +9,12 @@
 
 #include "check_main.h"
 #include "cluster/identity.h"
+#include "lease_fixture.h"
 #include "util/counter.h"
-
-#define T0 (SF_DEFAULT_EPOCH_MS + UINT64_C(200000000000))
-
-static char dir[64], path[128];
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/sf_ident_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/" SF_LEASE_FILE, dir);
-}
-
-static void teardown(void)
-{
-    char tmp[160];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    unlink(path);
-    unlink(tmp);
-    rmdir(dir);
-}
 
 static uint64_t worker_of_id(uint64_t id) /* layout 41/5/5/12 */
 {
     return (id >> 12) & 31;
-}
-
-static void gen_at(sf_gen *g, sf_fake_clock *clk, uint64_t min_tick)
-{
-    sf_gen_config cfg = {.max_backward_ms = 5,
-                         .max_batch = 64,
-                         .min_tick = min_tick,
-                         .lease_guarded = true,
-                         .clock = &clk->base};
-    char err[256];
-    ck_assert(sf_layout_init(&cfg.layout, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 1, T0, err,
-                             sizeof err) == 0);
-    ck_assert_msg(sf_gen_init(g, &cfg, err, sizeof err) == 0, "%s", err);
 }
 
 static void static_identity(sf_identity *id, bool ignore_corrupt)
