@@ -800,14 +800,10 @@ class ManifestCheck:
             time.sleep(0.05)
         return last or (None, {}, b"")
 
-    def check_live(self):
-        c, eff = self.c, self.eff
-        sf = eff["snowflake"]
-        ordinal = self.start + self.replicas - 1  # the highest pod: the one closest to the limit
-        if not c.ok(self.start_daemon(ordinal), f"pod {self.sts_name}-{ordinal} runs and listens",
-                    f"exit {self.proc.poll()}"):
-            print("     daemon log:\n" + self.daemon_log()[-3000:])
-            return
+    def probe_and_scrape(self):
+        """Every probe answers 200; every scrape path is Prometheus text 0.0.4 with
+        snowflaked_ready 1. The scraped bodies, for the caller's own checks."""
+        c, bodies = self.c, []
         for kind, path in self.probes.items():
             st, _, body = self.poll(path)
             c.ok(st == 200, f"{kind} GET {path} -> 200", f"got {st} {body[:200]!r}")
@@ -819,6 +815,18 @@ class ManifestCheck:
                  re.search(r"^snowflaked_ready 1$", body, re.M),
                  f"Prometheus GET {path} -> 200 text format 0.0.4 with snowflaked_ready 1",
                  f"{st} {ctype}")
+            bodies.append(body)
+        return bodies
+
+    def check_live(self):
+        c, eff = self.c, self.eff
+        sf = eff["snowflake"]
+        ordinal = self.start + self.replicas - 1  # the highest pod: the one closest to the limit
+        if not c.ok(self.start_daemon(ordinal), f"pod {self.sts_name}-{ordinal} runs and listens",
+                    f"exit {self.proc.poll()}"):
+            print("     daemon log:\n" + self.daemon_log()[-3000:])
+            return
+        for body in self.probe_and_scrape():
             info = re.search(r"^snowflaked_info\{([^}]*)\}", body, re.M)
             labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1))) if info else {}
             c.ok(labels.get("worker_id") == str(ordinal) and
@@ -956,16 +964,7 @@ class ManifestCheck:
                     f"pod {pod} claims a slot from etcd and listens", f"exit {self.proc.poll()}"):
             print("     daemon log:\n" + self.daemon_log()[-3000:])
             return
-        for kind, path in self.probes.items():
-            st, _, body = self.poll(path)
-            c.ok(st == 200, f"{kind} GET {path} -> 200", f"got {st} {body[:200]!r}")
-        for path in sorted(self.scrape_paths):
-            st, headers, raw = self.poll(path)
-            body = raw.decode("utf-8", "replace")
-            ctype = headers.get("Content-Type", "")
-            c.ok(st == 200 and ctype.startswith("text/plain") and
-                 re.search(r"^snowflaked_ready 1$", body, re.M),
-                 f"Prometheus GET {path} -> 200 with snowflaked_ready 1", f"{st} {ctype}")
+        for body in self.probe_and_scrape():
             info = re.search(r"^snowflaked_identity_info\{([^}]*)\} 1$", body, re.M)
             labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1))) if info else {}
             c.ok(labels.get("backend") == "etcd" and labels.get("datacenter") == str(dc),

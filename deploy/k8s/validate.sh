@@ -161,6 +161,17 @@ for o in $overlays; do
     cat "$TMP/check-$o.out"
 done
 
+# check_manifest.py must refuse the rendered manifest $1.yaml with a FAIL matching $2 ($3 says
+# what was rendered); the FAIL lines are shown.
+must_be_refused() {
+    if check --no-live "$1.yaml" >"$1.out" 2>&1; then
+        cat "$1.out"
+        die "$3 passed check_manifest.py"
+    fi
+    grep -q "$2" "$1.out" || { cat "$1.out"; die "no refusal matching '$2' for $3"; }
+    grep '^FAIL' "$1.out" | cut -c1-200
+}
+
 # ---- 5. too many replicas cannot pass ---------------------------------------------------------
 
 first=""
@@ -183,13 +194,7 @@ replicas:
 EOF
 render "$TMP/too-many" "$TMP/too-many.yaml"
 say "check_manifest.py: overlay $first scaled to $too_many replicas must fail"
-if check --no-live "$TMP/too-many.yaml" >"$TMP/too-many.out" 2>&1; then
-    cat "$TMP/too-many.out"
-    die "$too_many replicas passed check_manifest.py"
-fi
-grep -q "does not fit worker_bits" "$TMP/too-many.out" ||
-    { cat "$TMP/too-many.out"; die "no worker_bits refusal for $too_many replicas"; }
-grep '^FAIL' "$TMP/too-many.out" | cut -c1-160
+must_be_refused "$TMP/too-many" "does not fit worker_bits" "$too_many replicas"
 say "ok: $too_many replicas rejected"
 
 # ---- 6. an autoscaler beyond the worker slots cannot pass -------------------------------------
@@ -217,13 +222,8 @@ patches:
 EOF
     render "$TMP/hpa-too-many" "$TMP/hpa-too-many.yaml"
     say "check_manifest.py: overlay $o with HPA maxReplicas $too_many must fail"
-    if check --no-live "$TMP/hpa-too-many.yaml" >"$TMP/hpa-too-many.out" 2>&1; then
-        cat "$TMP/hpa-too-many.out"
-        die "HPA maxReplicas $too_many passed check_manifest.py"
-    fi
-    grep -q "exceeds the [0-9]* worker slots" "$TMP/hpa-too-many.out" ||
-        { cat "$TMP/hpa-too-many.out"; die "no worker-slot refusal for maxReplicas $too_many"; }
-    grep '^FAIL' "$TMP/hpa-too-many.out" | cut -c1-200
+    must_be_refused "$TMP/hpa-too-many" "exceeds the [0-9]* worker slots" \
+        "HPA maxReplicas $too_many"
     say "ok: HPA maxReplicas $too_many rejected"
     hpa_checked=$((hpa_checked + 1))
 done
