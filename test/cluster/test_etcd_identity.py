@@ -176,11 +176,15 @@ class EtcdView:
         return int(self._post("/v3/lease/timetolive", {"ID": lease}).get("TTL", "-1"))
 
 
-def claimed_worker(d):
-    """The worker d's log says it claimed, or None; AssertionError if it claimed twice."""
+def claimed_worker(d, latest=False):
+    """The worker d's log says it claimed, or None; AssertionError if it claimed twice,
+    unless latest (a holder that lost its slot and waited may rightly claim another): then
+    the last claim counts."""
     found = CLAIM_RE.findall(d.output())
     if not found:
         return None
+    if latest:
+        found = found[-1:]
     if len(found) > 1:
         raise AssertionError("daemon %s claimed more than once: %s" % (d.name, found))
     dc, w = int(found[0][0]), int(found[0][1])
@@ -229,8 +233,10 @@ class EtcdIdentityScenario(unittest.TestCase):
         return layout_sets() + etcd_sets(self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS, wait)
 
     def new_holder_of(self, worker, among, timeout, what):
-        """The daemon of `among` whose log says it claimed worker, and when it was seen."""
-        d = wait_until(lambda: next((x for x in among if claimed_worker(x) == worker), None),
+        """The daemon of `among` whose latest claim in its log is worker, and when it was seen
+        (among may hold a former holder that lost its slot and waits: its latest claim counts)."""
+        d = wait_until(lambda: next((x for x in among
+                                     if claimed_worker(x, latest=True) == worker), None),
                        timeout, what)
         return d, time.monotonic()
 
