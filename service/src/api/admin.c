@@ -327,8 +327,10 @@ static void metrics_persist(prom_buf *b, cache_persist *p)
           ps.last_items);
     gauge(b, "snowflaked_cache_snapshot_last_bytes", "Size of the last snapshot written.",
           ps.last_bytes);
-    gauge(b, "snowflaked_cache_snapshot_last_duration_us", "How long the last snapshot took.",
-          ps.last_duration_us);
+    prom_family(b, "snowflaked_cache_snapshot_last_duration_seconds", "gauge",
+                "How long the last snapshot took to write.");
+    prom_f64(b, "snowflaked_cache_snapshot_last_duration_seconds", NULL,
+             (double)ps.last_duration_us / 1e6);
     gauge(b, "snowflaked_cache_snapshot_loaded_items", "Items restored from the snapshot at start.",
           ps.loaded_items);
 }
