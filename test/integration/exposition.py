@@ -1,0 +1,127 @@
+"""A live /metrics exposition from a daemon that has served every route and protocol.
+
+    with exercised_server() as (server, text):   # static identity, every listener open
+        ...
+
+exercise(http_port, memcached_port, echo_port) drives each HTTP route (every method family,
+a 404, a 405, a 400, a HEAD), the memcached text protocol (storage, retrieval, arithmetic,
+touch, meta commands, stats, an error) and the raw TCP echo, so that every labelled series the
+daemon can print has been created. scrape(port) returns /metrics as text. metric_names(text)
+gives the family names an exposition declares (# TYPE lines) and the sample names it prints.
+Used by test_exposition.py (promtool check metrics) and by the checks of deploy/monitoring.
+"""
+import contextlib
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import sfharness
+
+TYPE_RE = re.compile(r"^# TYPE (\S+) (\S+)$", re.M)
+SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})? ", re.M)
+
+
+def _http(port, method, path, body=None):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=body,
+                                 method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _raw_http(port, raw):
+    """Sends bytes the urllib client would refuse to send; returns the status line."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(raw)
+        return s.recv(4096).split(b"\r\n", 1)[0]
+
+
+def _memcached(port, lines):
+    """Sends a memcached text-protocol session and reads until the final 'quit' closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"".join(l + b"\r\n" for l in lines) + b"quit\r\n")
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+
+
+def exercise(http_port, memcached_port=None, echo_port=None):
+    """Touches every route and protocol once or more; returns nothing, asserts the basics."""
+    import json
+    ok = []
+    st, body = _http(http_port, "GET", "/id")
+    ok.append(st == 200)
+    sid = json.loads(body)["id"]
+    for path in ("/id?format=text", "/ids?count=3", "/id/%s" % sid, "/uuids?count=2",
+                 "/ulids?count=2", "/bounds?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z",
+                 "/healthz", "/readyz"):
+        ok.append(_http(http_port, "GET", path)[0] == 200)
+    for kind in ("uuid", "ulid"):
+        st, body = _http(http_port, "GET", "/" + kind)
+        ok.append(st == 200)
+        ok.append(_http(http_port, "GET", "/%s/%s" % (kind, json.loads(body)["id"]))[0] == 200)
+    ok.append(_http(http_port, "HEAD", "/id")[0] == 200)
+    ok.append(_http(http_port, "PUT", "/cache/expo", b"41")[0] in (200, 201, 204))
+    ok.append(_http(http_port, "GET", "/cache/expo")[0] == 200)
+    ok.append(_http(http_port, "POST", "/cache/expo/incr")[0] == 200)
+    ok.append(_http(http_port, "POST", "/cache/expo/decr")[0] == 200)
+    ok.append(_http(http_port, "DELETE", "/cache/expo")[0] in (200, 204))
+    ok.append(_http(http_port, "GET", "/cache/expo")[0] == 404)
+    ok.append(_http(http_port, "POST", "/echo", b"hello")[0] == 200)
+    ok.append(_http(http_port, "GET", "/no/such/route")[0] == 404)
+    ok.append(_http(http_port, "DELETE", "/id")[0] == 405)
+    ok.append(_http(http_port, "GET", "/ids?count=banana")[0] == 400)
+    ok.append(_raw_http(http_port, b"BREW / HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 4"))
+    assert all(ok), "a route answered unexpectedly: %s" % ok
+    if memcached_port:
+        out = _memcached(memcached_port, [
+            b"set a 0 0 1", b"1", b"add b 0 0 1", b"2", b"get a b", b"gets a", b"incr a 5",
+            b"decr a 1", b"append a 0 0 1", b"x", b"touch b 100", b"delete b", b"get missing",
+            b"mg a v", b"ms c 1", b"z", b"md c", b"ma a", b"mn", b"stats", b"stats slabs",
+            b"version", b"bogus_command"])
+        assert b"VALUE a" in out and b"ERROR" in out, out[-300:]
+    if echo_port:
+        with socket.create_connection(("127.0.0.1", echo_port), timeout=5) as s:
+            s.sendall(b"ping\n")
+            assert s.recv(16) == b"ping\n"
+
+
+def scrape(http_port):
+    st, body = _http(http_port, "GET", "/metrics")
+    assert st == 200, st
+    return body.decode()
+
+
+def metric_names(text):
+    """(families {name: type}, sample names) of an exposition."""
+    return dict(TYPE_RE.findall(text)), set(SAMPLE_RE.findall(text))
+
+
+def wait_ready(http_port, timeout):
+    deadline = time.monotonic() + timeout
+    while _http(http_port, "GET", "/readyz")[0] != 200:
+        if time.monotonic() > deadline:
+            raise AssertionError("/readyz not 200 within %.0f s" % timeout)
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def exercised_server(*extra_args, ready_timeout=5, **kw):
+    """A daemon with its HTTP, memcached and echo listeners, ready and exercised; yields
+    (server, text). extra_args and kw go to sfharness.Server."""
+    mc, echo = sfharness.free_port(), sfharness.free_port()
+    server = sfharness.Server("--set", "cache.memcached_port=%d" % mc,
+                              "--set", "echo.tcp_port=%d" % echo, *extra_args, **kw)
+    try:
+        wait_ready(server.port, ready_timeout)
+        exercise(server.port, mc, echo)
+        yield server, scrape(server.port)
+    finally:
+        server.stop()
