@@ -74,6 +74,9 @@ try:
 except ImportError:  # validate.sh installs python3-yaml; say so when run by hand
     sys.exit("check_manifest: needs PyYAML (Debian: apt-get install python3-yaml)")
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The alerting and recording rules a PrometheusRule must carry (deploy/monitoring/README.md).
+RULES_FILE = os.path.join(ROOT, "deploy", "monitoring", "snowflaked.rules.yml")
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 CONTAINER = "snowflaked"
 # Waits for the live daemon (listening, probes answering 200) give up after this long.
@@ -659,6 +662,51 @@ class ManifestCheck:
         c.ok(bool(self.scrape_paths), "Prometheus scraping is configured",
              "no prometheus.io annotations and no ServiceMonitor")
 
+    def check_prometheus_rules(self):
+        """A PrometheusRule must carry exactly the groups of deploy/monitoring/snowflaked.rules.yml
+        (generated from it by gen_prometheusrule.py; compared here as data, after kustomize),
+        pass `promtool check rules`, and its target-down regex must match the job name the
+        ServiceMonitor gives the scraped targets (the Service's name, or its spec.jobLabel)."""
+        c = self.c
+        rules = self.kind("PrometheusRule")
+        if not rules:
+            return
+        with open(RULES_FILE, encoding="utf-8") as f:
+            want = yaml.safe_load(f)["groups"]
+        exprs = [r["expr"] for g in want for r in g["rules"]]
+        up_regexes = sorted({m for e in exprs for m in re.findall(r'\bup\{job=~"([^"]+)"\}', e)})
+        for pr in rules:
+            name = pr["metadata"]["name"]
+            groups = (pr.get("spec") or {}).get("groups")
+            c.ok(groups == want, f"PrometheusRule {name}: spec.groups = "
+                 f"{os.path.relpath(RULES_FILE, ROOT)} ({len(want)} groups)",
+                 "differs: run python3 deploy/monitoring/gen_prometheusrule.py")
+            path = os.path.join(self.tmp, f"prometheusrule-{name}.yml")
+            with open(path, "w", encoding="utf-8") as f:
+                yaml.safe_dump({"groups": groups or []}, f)
+            if not shutil.which("promtool"):
+                c.ok(False, f"PrometheusRule {name}: promtool check rules",
+                     "promtool not found (Debian package prometheus; validate.sh installs it)")
+                continue
+            p = subprocess.run(["promtool", "check", "rules", path], capture_output=True,
+                               text=True, timeout=60)
+            found = re.search(r"SUCCESS: (\d+) rules found", p.stdout)
+            c.ok(p.returncode == 0 and found, f"PrometheusRule {name}: promtool check rules: "
+                 f"{found.group(1) if found else 0} rules",
+                 (p.stdout + p.stderr).strip()[-400:])
+        sms = self.kind("ServiceMonitor")
+        c.ok(sms, "PrometheusRule next to a ServiceMonitor (its alerts need the scrape)")
+        for sm in sms:
+            label = sm["spec"].get("jobLabel")
+            for svc in self.services:
+                if not matches(sm["spec"]["selector"], svc["metadata"].get("labels", {})):
+                    continue
+                job = svc["metadata"].get("labels", {}).get(label) if label else \
+                    svc["metadata"]["name"]
+                c.ok(up_regexes and all(re.fullmatch(r, job or "") for r in up_regexes),
+                     f"the rules' up{{job=~...}} {up_regexes} match the scrape job {job!r} of "
+                     f"ServiceMonitor {sm['metadata']['name']}")
+
     def check_storage_shutdown_memory(self):
         c, eff = self.c, self.eff
         server, cache = eff["server"], eff["cache"]
@@ -1057,6 +1105,7 @@ class ManifestCheck:
         self.check_env()
         self.check_ports()
         self.check_probes_and_scraping()
+        self.check_prometheus_rules()
         self.check_storage_shutdown_memory()
         self.check_container_config()
         self.check_same_pod()

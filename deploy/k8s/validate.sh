@@ -9,12 +9,16 @@
 #      names, worker ids for every ordinal, then the daemon started on loopback and probed;
 #   5. checks that a StatefulSet overlay scaled one replica beyond the worker-id space fails step 4;
 #   6. checks that a Deployment overlay (worker ids from etcd) whose HorizontalPodAutoscaler may
-#      scale beyond the worker slots fails step 4.
+#      scale beyond the worker slots fails step 4;
+#   7. the PrometheusRule (components/servicemonitor): generated from
+#      deploy/monitoring/snowflaked.rules.yml and up to date (gen_prometheusrule.py --check, before
+#      step 1); step 3 validates its schema, step 4 that its spec.groups equal the rules file and
+#      pass `promtool check rules`; and an overlay that edits one rule must fail step 4.
 #
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
 # Installs what is missing from Debian (yamllint, kubernetes-client, nodejs + npm, python3-yaml,
-# etcd-server for the Deployment overlay's daemon;
+# etcd-server for the Deployment overlay's daemon, prometheus for promtool;
 # with sudo when not root) and the npm packages pinned by package.json/package-lock.json into
 # deploy/k8s/node_modules/ (git-ignored; reused while the lock file and Node's major version are
 # unchanged). Every step runs under `timeout`; temporary files are removed on exit; the daemon
@@ -27,7 +31,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -74,6 +78,8 @@ command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
 # The Deployment overlay's daemon claims its worker id from a real (single-member, loopback) etcd.
 command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"
+# promtool (Debian's prometheus package) checks the PrometheusRule's rules.
+command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
 # python3 with PyYAML: the one on PATH if it has it, else Debian's with python3-yaml.
 PY=python3
 if ! python3 -c 'import yaml' >/dev/null 2>&1; then
@@ -93,6 +99,9 @@ say "tools: $(kubectl version --client 2>/dev/null | tr '\n' ' ')| $(yamllint --
     "| node $(node --version) | $($PY --version 2>&1) + PyYAML"
 
 # ---- 1. yamllint ----------------------------------------------------------------------------
+
+say "PrometheusRule up to date with deploy/monitoring/snowflaked.rules.yml"
+timeout 60 "$PY" "$ROOT/deploy/monitoring/gen_prometheusrule.py" --check
 
 say "yamllint -s (sources)"
 timeout 60 yamllint -s -c "$HERE/.yamllint" "$HERE"
@@ -229,5 +238,33 @@ EOF
 done
 [ "$hpa_checked" -gt 0 ] ||
     die "no overlay with a HorizontalPodAutoscaler (overlays/etcd-deployment)"
+
+# ---- 7. a PrometheusRule that drifted from the rules file cannot pass -------------------------
+
+rule_checked=0
+for o in $overlays; do
+    grep -q '^kind: PrometheusRule$' "$TMP/overlay-$o.yaml" || continue
+    mkdir "$TMP/rule-drift"
+    cat >"$TMP/rule-drift/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to="$TMP/rule-drift" "$HERE/overlays/$o")
+patches:
+  - target:
+      kind: PrometheusRule
+    patch: |-
+      - op: replace
+        path: /spec/groups/0/rules/0/expr
+        value: vector(1)
+EOF
+    render "$TMP/rule-drift" "$TMP/rule-drift.yaml"
+    say "check_manifest.py: overlay $o with an edited PrometheusRule must fail"
+    must_be_refused "$TMP/rule-drift" "spec.groups = " "an edited PrometheusRule"
+    say "ok: edited PrometheusRule rejected"
+    rule_checked=1
+    break
+done
+[ "$rule_checked" -gt 0 ] || die "no overlay with a PrometheusRule (components/servicemonitor)"
 
 say "validate.sh: all checks passed in $(($(date +%s) - T0)) s"
