@@ -9,6 +9,8 @@ PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check python3
 PACKAGES="$PACKAGES libmemcached-tools python3-pymemcache memcached"
 # memcached's own t/*.t files (test/memcached_t): prove (perl), apt-get source (dpkg-dev).
 PACKAGES="$PACKAGES perl dpkg-dev"
+# PyYAML for the checks of deploy/monitoring's rules (ctest monitoring).
+PACKAGES="$PACKAGES python3-yaml"
 PACKAGES="$PACKAGES ${SNOWFLAKED_EXTRA_PACKAGES:-}"
 
 missing=""
