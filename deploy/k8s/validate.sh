@@ -206,6 +206,26 @@ say "check_manifest.py: overlay $first scaled to $too_many replicas must fail"
 must_be_refused "$TMP/too-many" "does not fit worker_bits" "$too_many replicas"
 say "ok: $too_many replicas rejected"
 
+# Renders overlay $2 with one JSON patch (replace $4 in every $3 by $5) into DIR $1 and $1.yaml.
+render_patched() { # DIR OVERLAY KIND PATH VALUE
+    rm -rf "$1"
+    mkdir "$1"
+    cat >"$1/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to="$1" "$HERE/overlays/$2")
+patches:
+  - target:
+      kind: $3
+    patch: |-
+      - op: replace
+        path: $4
+        value: $5
+EOF
+    render "$1" "$1.yaml"
+}
+
 # ---- 6. an autoscaler beyond the worker slots cannot pass -------------------------------------
 
 hpa_checked=0
@@ -214,22 +234,7 @@ for o in $overlays; do
     cap=$(sed -n 's/.*(HPA: at most \([0-9]*\) replicas).*/\1/p' "$TMP/check-$o.out" | head -n 1)
     [ -n "$cap" ] || die "could not read the HPA limit of overlay $o from check_manifest.py"
     too_many=$((cap + 1))
-    rm -rf "$TMP/hpa-too-many"
-    mkdir "$TMP/hpa-too-many"
-    cat >"$TMP/hpa-too-many/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - $(realpath --relative-to="$TMP/hpa-too-many" "$HERE/overlays/$o")
-patches:
-  - target:
-      kind: HorizontalPodAutoscaler
-    patch: |-
-      - op: replace
-        path: /spec/maxReplicas
-        value: $too_many
-EOF
-    render "$TMP/hpa-too-many" "$TMP/hpa-too-many.yaml"
+    render_patched "$TMP/hpa-too-many" "$o" HorizontalPodAutoscaler /spec/maxReplicas "$too_many"
     say "check_manifest.py: overlay $o with HPA maxReplicas $too_many must fail"
     must_be_refused "$TMP/hpa-too-many" "exceeds the [0-9]* worker slots" \
         "HPA maxReplicas $too_many"
@@ -244,21 +249,7 @@ done
 rule_checked=0
 for o in $overlays; do
     grep -q '^kind: PrometheusRule$' "$TMP/overlay-$o.yaml" || continue
-    mkdir "$TMP/rule-drift"
-    cat >"$TMP/rule-drift/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - $(realpath --relative-to="$TMP/rule-drift" "$HERE/overlays/$o")
-patches:
-  - target:
-      kind: PrometheusRule
-    patch: |-
-      - op: replace
-        path: /spec/groups/0/rules/0/expr
-        value: vector(1)
-EOF
-    render "$TMP/rule-drift" "$TMP/rule-drift.yaml"
+    render_patched "$TMP/rule-drift" "$o" PrometheusRule /spec/groups/0/rules/0/expr "vector(1)"
     say "check_manifest.py: overlay $o with an edited PrometheusRule must fail"
     must_be_refused "$TMP/rule-drift" "spec.groups = " "an edited PrometheusRule"
     say "ok: edited PrometheusRule rejected"

@@ -6,13 +6,16 @@
 exercise(http_port, memcached_port, echo_port) drives each HTTP route (every method family,
 a 404, a 405, a 400, a HEAD), the memcached text protocol (storage, retrieval, arithmetic,
 touch, meta commands, stats, an error) and the raw TCP echo, so that every labelled series the
-daemon can print has been created. scrape(port) returns /metrics as text. metric_names(text)
+daemon can print has been created (exercised_etcd_server: the same with its identity from a
+one-member etcd). scrape(port) returns /metrics as text. metric_names(text)
 gives the family names an exposition declares (# TYPE lines) and the sample names it prints.
 Used by test_exposition.py (promtool check metrics) and by the checks of deploy/monitoring.
 """
 import contextlib
+import os
 import re
 import socket
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -125,3 +128,21 @@ def exercised_server(*extra_args, ready_timeout=5, **kw):
         yield server, scrape(server.port)
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def exercised_etcd_server(**kw):
+    """As exercised_server, with the worker id claimed from a one-member etcd on loopback (the
+    identity_* and etcd_* families exist only then). Fails when etcd cannot be installed."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+    import etcdcluster
+    reason = etcdcluster.ensure_etcd()
+    if reason:
+        raise AssertionError(reason)  # CI is root: never a silent skip
+    with etcdcluster.EtcdCluster(members=1) as ec:
+        sets = []
+        for kv in ("snowflake.worker_id=etcd", "snowflake.etcd.endpoints=" + ec.endpoints(),
+                   "snowflake.etcd.ttl_s=5", "snowflake.etcd.fence_margin_ms=500"):
+            sets += ["--set", kv]
+        with exercised_server(*sets, ready_timeout=15, **kw) as served:
+            yield served

@@ -110,20 +110,11 @@ class EtcdIdentity(unittest.TestCase):
     """The identity_* and etcd_* families exist only with worker_id "etcd"."""
 
     def test_promtool_accepts_the_exposition_in_etcd_mode(self):
-        import etcdcluster
-        reason = etcdcluster.ensure_etcd()
-        if reason:
-            self.fail(reason)
-        with etcdcluster.EtcdCluster(members=1) as ec:
-            sets = []
-            for kv in ("snowflake.worker_id=etcd", "snowflake.etcd.endpoints=" + ec.endpoints(),
-                       "snowflake.etcd.ttl_s=5", "snowflake.etcd.fence_margin_ms=500"):
-                sets += ["--set", kv]
-            with exposition.exercised_server(*sets, ready_timeout=15) as (server, text):
-                self.assertRegex(text, r"(?m)^snowflaked_identity_slots_held [1-9]")
-                self.assertRegex(text, r'(?m)^snowflaked_etcd_requests_total\{')
-                promtool_check(self, text)
-                self.assertEqual(structure_problems(text), [])
+        with exposition.exercised_etcd_server() as (server, text):
+            self.assertRegex(text, r"(?m)^snowflaked_identity_slots_held [1-9]")
+            self.assertRegex(text, r'(?m)^snowflaked_etcd_requests_total\{')
+            promtool_check(self, text)
+            self.assertEqual(structure_problems(text), [])
 
 
 if __name__ == "__main__":

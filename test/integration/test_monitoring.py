@@ -35,7 +35,6 @@ RULES = os.path.join(MON, "snowflaked.rules.yml")
 RULE_TESTS = os.path.join(MON, "snowflaked.rules.test.yml")
 DASHBOARD = os.path.join(MON, "grafana-dashboard.json")
 sys.path.insert(0, os.path.join(HERE, "..", "fault"))
-sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 
 import exposition  # noqa: E402
 import faultutil  # noqa: E402
@@ -95,20 +94,11 @@ class Exposition:
     def collect(cls):
         if cls.types is not None:
             return
-        import etcdcluster
         texts = []
         with exposition.exercised_server() as (_, text):
             texts.append(text)
-        reason = etcdcluster.ensure_etcd()
-        if reason:
-            raise AssertionError(reason)
-        with etcdcluster.EtcdCluster(members=1) as ec:
-            sets = []
-            for kv in ("snowflake.worker_id=etcd", "snowflake.etcd.endpoints=" + ec.endpoints(),
-                       "snowflake.etcd.ttl_s=5", "snowflake.etcd.fence_margin_ms=500"):
-                sets += ["--set", kv]
-            with exposition.exercised_server(*sets, ready_timeout=15) as (_, text):
-                texts.append(text)
+        with exposition.exercised_etcd_server() as (_, text):
+            texts.append(text)
         cls.types, cls.labels = {}, {}
         for text in texts:
             families, _ = exposition.metric_names(text)
