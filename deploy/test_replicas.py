@@ -3,8 +3,12 @@
 StatefulSet starts them (POD_NAME/HOSTNAME snowflaked-0..2, the container's config.json, worker id
 from the ordinal, each in its own network namespace with its own address on a private bridge),
 loaded at once with /ids from the root namespace by sfload, must issue IDs whose union has no
-duplicate, with worker ids 0, 1 and 2. A fourth instance with a duplicate ordinal (snowflake.peers
-finds the owner) or an ordinal beyond worker_bits must refuse to start.
+duplicate, with worker ids 0, 1 and 2. A real Prometheus scrapes them all along; while sfload loads
+them at a fixed rate for 12 s, and after it, its HTTP API must show every target up and ready, the
+ID rate sfload measured, sane latency quantiles, counters adding up to every ID issued, and (with
+deploy/monitoring/snowflaked.rules.yml) healthy rules and no alert (prometheus_scrape.py). A
+fourth instance with a duplicate ordinal (snowflake.peers finds the owner) or an ordinal beyond
+worker_bits must refuse to start.
 
 Needs root (ip netns) and iproute2; creates only namespaces, a bridge and veth pairs of its own
 (10.77.0.0/24), and removes them, and every process it started, on exit.
@@ -22,6 +26,9 @@ import sys
 import tempfile
 import threading
 import time
+
+from prometheus_scrape import (MonitoredLoad, Prometheus, ScrapeChecks, QUERY_AT_S,
+                               ids_issued_before)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 CONFIG = os.path.join(ROOT, "deploy/container/config.json")
@@ -106,6 +113,7 @@ def main():
     ap.add_argument("-n", "--requests", type=int, default=5000,
                     help="/ids?count=100 requests per replica (default 5000: 500,000 IDs each)")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # in order with the FIGURE lines on stderr
     if os.geteuid() != 0:
         sys.exit("test_replicas: needs root (ip netns)")
     if not shutil.which("ip"):
@@ -116,7 +124,7 @@ def main():
             sys.exit("test_replicas: %s missing (make build)" % tool)
 
     work = tempfile.mkdtemp(prefix="sf_replicas_")
-    net, procs, failures = None, [], []
+    net, procs, failures, prom, load = None, [], [], None, None
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
     t0 = time.time()
     try:
@@ -125,6 +133,10 @@ def main():
         for i in range(REPLICAS + 1):
             addrs.append(net.add(i))
         peers = ",".join("%s:8080" % a for _, a in addrs[:REPLICAS])
+        pods = ["snowflaked-%d" % i for i in range(REPLICAS)]
+        targets = ["%s:8080" % a for _, a in addrs[:REPLICAS]]
+        # Started first so that it is up by the time the replicas are.
+        prom = Prometheus(work, list(zip(pods, targets)))
         # Parallel start, as podManagementPolicy: Parallel does.
         for i in range(REPLICAS):
             ns, addr = addrs[i]
@@ -134,6 +146,8 @@ def main():
         for i in range(REPLICAS):
             wait_ready(addrs[i][1], procs[i], deadline)
         print("3 replicas ready at %s" % ", ".join(a for _, a in addrs[:REPLICAS]))
+        prom.wait_ready()
+        issued_at_start = ids_issued_before(targets)
 
         # Load all three at once from the root namespace.
         outs = [os.path.join(work, "ids-%d.bin" % i) for i in range(REPLICAS)]
@@ -167,6 +181,21 @@ def main():
         if dups or workers != [0, 1, 2] or not ordered:
             failures.append("the union is not clean")
 
+        # What Prometheus sees of a steady load, and of the whole run. Its first scrape comes
+        # about 5 s after it starts (it applies discovered targets at most every 5 s): waiting
+        # for it here, not before the first load, overlaps the two.
+        t_monitored = time.time()
+        checks = ScrapeChecks(prom, pods, failures)
+        checks.wait_targets_up()
+        load = MonitoredLoad(sfload, targets)
+        load.sleep_until(QUERY_AT_S)
+        prom_rate = checks.during_load()
+        ids, sfload_rate = load.finish(failures)
+        checks.compare_rate(prom_rate, sfload_rate)
+        checks.after_load(issued_at_start + len(ordered) + ids)
+        checks.rules_and_alerts()
+        print("Prometheus checks: %.1f s" % (time.time() - t_monitored))
+
         # A fourth replica: a duplicate ordinal, then one beyond worker_bits.
         ns, addr = addrs[REPLICAS]
         for name, code, text in (("snowflaked-1", 1, "already issues IDs as datacenter 0 worker 1"),
@@ -187,6 +216,10 @@ def main():
             if http_status(addr, "/id", timeout=0.3) is not None:
                 failures.append("%s served a request" % name)
     finally:
+        if load:
+            load.kill()
+        if prom:
+            prom.stop()
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)

@@ -130,7 +130,7 @@ long http_percent_decode(const char *in, size_t len, char *out, size_t outcap);
 const char *http_status_text(int status);
 
 /* ---- metrics (summed over loops on scrape) ---- */
-#define HTTP_LATENCY_BUCKETS 14
+#define HTTP_LATENCY_BUCKETS 17
 extern const double http_latency_bounds[HTTP_LATENCY_BUCKETS]; /* seconds, +Inf implied */
 typedef enum {
     HTTP_S_1XX,
