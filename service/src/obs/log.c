@@ -40,7 +40,7 @@
 #define MAX_INTERVAL_MS     60000u
 #define DEFAULT_MAX_THREADS 512u
 #define MAX_MAX_THREADS     65536u
-#define TS_TEXT_LEN         24 /* "2026-11-29T21:18:17.123Z" */
+#define TS_TEXT_LEN         24                /* "2026-11-29T21:18:17.123Z" */
 #define TS_LEN              (TS_TEXT_LEN + 1) /* and the space of the text format */
 #define TRUNC_MARK          " [truncated]"
 #define TRUNC_MARK_LEN      (sizeof TRUNC_MARK - 1)
@@ -55,11 +55,11 @@ static const char access_tag[] = "ACCESS ";
 
 /* The JSON format's keys after "ts", up to the opening quote of "msg" (or, for the structured
  * access line, up to its first key). Fixed strings: a line costs no key formatting. */
-#define JSON_HEAD "{\"ts\":\""
+#define JSON_HEAD             "{\"ts\":\""
 #define JSON_MID(level, type) "\",\"level\":\"" level "\",\"type\":\"" type "\","
 static const char *const json_log_mids[] = {
-    JSON_MID("?", "log") "\"msg\":\"",     JSON_MID("debug", "log") "\"msg\":\"",
-    JSON_MID("info", "log") "\"msg\":\"",  JSON_MID("warn", "log") "\"msg\":\"",
+    JSON_MID("?", "log") "\"msg\":\"", JSON_MID("debug", "log") "\"msg\":\"",
+    JSON_MID("info", "log") "\"msg\":\"", JSON_MID("warn", "log") "\"msg\":\"",
     JSON_MID("error", "log") "\"msg\":\""};
 static const char json_access_msg_mid[] = JSON_MID("info", "access") "\"msg\":\"";
 static const char json_access_mid[] = JSON_MID("info", "access") "\"method\":\"";
@@ -413,13 +413,11 @@ __attribute__((format(printf, 3, 0))) static size_t format_json_line(char *line,
 }
 
 /* One line in the current format into line (LOG_LINE_MAX + 1 bytes); returns its length. */
-__attribute__((format(printf, 4, 0))) static size_t format_line(char *line, log_level level,
-                                                                bool access, const char *fmt,
-                                                                va_list ap)
+__attribute__((format(printf, 4, 0))) static size_t
+format_line(char *line, log_level level, bool access, const char *fmt, va_list ap)
 {
     if (atomic_load_explicit(&line_format, memory_order_relaxed) == LOG_FORMAT_JSON)
-        return format_json_line(line, access ? json_access_msg_mid : json_log_mids[level], fmt,
-                                ap);
+        return format_json_line(line, access ? json_access_msg_mid : json_log_mids[level], fmt, ap);
     if (access)
         return format_text_line(line, access_tag, sizeof access_tag - 1, fmt, ap);
     return format_text_line(line, level_tags[level], TAG_LEN, fmt, ap);
@@ -586,8 +584,8 @@ void log_access_http(const log_access_entry *e)
                         : e->target_len > LOG_ACCESS_TARGET_MAX ? LOG_ACCESS_TARGET_MAX
                                                                 : e->target_len;
     if (atomic_load_explicit(&line_format, memory_order_relaxed) == LOG_FORMAT_TEXT) {
-        emit_access_text("%s %.*s %d %.3fms", e->method ? e->method : "-", (int)target_len,
-                         target, e->status, (double)e->duration_ns / 1e6);
+        emit_access_text("%s %.*s %d %.3fms", e->method ? e->method : "-", (int)target_len, target,
+                         e->status, (double)e->duration_ns / 1e6);
         return;
     }
     char line[LOG_LINE_MAX + 1];

@@ -183,15 +183,15 @@ static void record(http_conn *h, int status)
     counter_add(&m->latency[route][b], 1);
     counter_add(&m->latency_sum_ns[route], ns);
     if (log_access_enabled())
-        log_access_http(&(log_access_entry){
-            .method = llhttp_method_name((llhttp_method_t)h->parser.method),
-            .target = h->head,
-            .target_len = h->url_len,
-            .status = status,
-            .duration_ns = ns,
-            .bytes = h->sent_body_len,
-            .version_major = h->parser.http_major,
-            .version_minor = h->parser.http_minor});
+        log_access_http(
+            &(log_access_entry){.method = llhttp_method_name((llhttp_method_t)h->parser.method),
+                                .target = h->head,
+                                .target_len = h->url_len,
+                                .status = status,
+                                .duration_ns = ns,
+                                .bytes = h->sent_body_len,
+                                .version_major = h->parser.http_major,
+                                .version_minor = h->parser.http_minor});
 }
 
 /* ---- responses ---------------------------------------------------------------------------- */
