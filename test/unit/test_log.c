@@ -114,6 +114,24 @@ static uint64_t summary_total(char **lines, size_t n)
     return sum;
 }
 
+/* Sends stderr to <dir>/stderr.txt (its path into errpath); returns the saved descriptor. */
+static int capture_stderr(char *errpath, size_t cap)
+{
+    snprintf(errpath, cap, "%s/stderr.txt", dir);
+    int saved = dup(STDERR_FILENO);
+    int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    return saved;
+}
+
+static void restore_stderr(int saved)
+{
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+}
+
 static int calls;
 static int side_effect(void)
 {
@@ -484,12 +502,7 @@ START_TEST(test_stderr_before_init_and_after_shutdown)
 {
     make_dir();
     char errpath[160];
-    snprintf(errpath, sizeof errpath, "%s/stderr.txt", dir);
-    int saved = dup(STDERR_FILENO);
-    int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
+    int saved = capture_stderr(errpath, sizeof errpath);
 
     LOG_DEBUG("not shown: default level is info");
     LOG_ERROR("before init %d", 1);
@@ -502,8 +515,7 @@ START_TEST(test_stderr_before_init_and_after_shutdown)
     log_reopen(); /* harmless when stopped */
     log_flush();
 
-    dup2(saved, STDERR_FILENO);
-    close(saved);
+    restore_stderr(saved);
     size_t len;
     char *buf = slurp(errpath, &len), **lines;
     size_t n = split_lines(buf, len, &lines);
@@ -1024,19 +1036,13 @@ START_TEST(test_json_kept_after_shutdown)
 {
     make_dir();
     char errpath[160];
-    snprintf(errpath, sizeof errpath, "%s/stderr.txt", dir);
-    int saved = dup(STDERR_FILENO);
-    int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
+    int saved = capture_stderr(errpath, sizeof errpath);
     LOG_WARN("before init: text");
     start((log_options){.format = LOG_FORMAT_JSON});
     log_shutdown();
     ck_assert_int_eq(log_current_format(), LOG_FORMAT_JSON);
     LOG_ERROR("after shutdown: \"json\"");
-    dup2(saved, STDERR_FILENO);
-    close(saved);
+    restore_stderr(saved);
     size_t len;
     char *buf = slurp(errpath, &len), **lines;
     ck_assert_uint_eq(split_lines(buf, len, &lines), 2);
