@@ -868,6 +868,50 @@ START_TEST(test_json_escaping)
 }
 END_TEST
 
+/* Each byte value at each offset of a 16-byte plain message (the scan goes eight bytes at a
+ * time): the escape is the one the schema says, and nothing around it changes. */
+START_TEST(test_json_every_byte_at_every_offset)
+{
+    make_dir();
+    start((log_options){.format = LOG_FORMAT_JSON, .buffer_size = 1u << 20});
+    static const char plain[] = "abcdefghijklmnop";
+    for (int b = 0; b < 256; b++)
+        for (int at = 0; at < 16; at++)
+            LOG_INFO("%.*s%c%s", at, plain, b, plain + at);
+    log_shutdown();
+    size_t n;
+    char *buf, **lines = read_lines(&n, &buf);
+    ck_assert_uint_eq(n, 256 * 16);
+    int bad = 0;
+    for (int b = 0; b < 256; b++) {
+        char esc[8];
+        if (b == '"' || b == '\\')
+            snprintf(esc, sizeof esc, "\\%c", b);
+        else if (b == '\n' || b == '\r' || b == '\t')
+            snprintf(esc, sizeof esc, "\\%c", b == '\n' ? 'n' : b == '\r' ? 'r' : 't');
+        else if (b < 0x20 || b == 0x7f)
+            snprintf(esc, sizeof esc, "\\u%04x", b);
+        else if (b >= 0x80) /* alone, never UTF-8 */
+            snprintf(esc, sizeof esc, "\\ufffd");
+        else
+            snprintf(esc, sizeof esc, "%c", b);
+        for (int at = 0; at < 16; at++) {
+            char want[128];
+            snprintf(want, sizeof want,
+                     ",\"level\":\"info\",\"type\":\"log\",\"msg\":\"%.*s%s%s\"}", at, plain, esc,
+                     plain + at);
+            const char *line = lines[b * 16 + at];
+            if (strcmp(json_after_ts(line), want) != 0 && bad++ < 5)
+                fprintf(stderr, "byte 0x%02x at %d: %s\n", b, at, line);
+        }
+    }
+    ck_assert_int_eq(bad, 0);
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
 /* Long messages of every kind of unit (plain, 2-byte escapes, 6-byte escapes, UTF-8, replaced
  * bytes), at every alignment against the limit: the line is cut with the marker, stays within
  * LOG_LINE_MAX and stays valid JSON. */
@@ -1100,6 +1144,7 @@ int main(void)
     tcase_add_test(tc, test_access_log_off_by_default);
     tcase_add_test(tc, test_json_lines_and_levels);
     tcase_add_test(tc, test_json_escaping);
+    tcase_add_test(tc, test_json_every_byte_at_every_offset);
     tcase_add_test(tc, test_json_truncation_stays_valid);
     tcase_add_test(tc, test_json_drop_summary);
     tcase_add_test(tc, test_json_access_lines);

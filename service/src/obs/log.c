@@ -291,6 +291,36 @@ static inline bool json_plain(unsigned char c)
     return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
 
+#define BYTES_01 UINT64_C(0x0101010101010101)
+#define BYTES_80 UINT64_C(0x8080808080808080)
+
+/* Non-zero if a byte of v is zero (exact as to whether one is). */
+static inline uint64_t any_zero_byte(uint64_t v)
+{
+    return (v - BYTES_01) & ~v & BYTES_80;
+}
+
+/* How many bytes at the start of s[0, n) are json_plain, eight at a time while they are (the
+ * common message needs no escaping: this is the whole cost the JSON format adds to it). */
+static size_t json_plain_prefix(const char *s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t special = (w & BYTES_80) |                          /* >= 0x80 */
+                           ((w - 0x20 * BYTES_01) & ~w & BYTES_80) | /* < 0x20, once none >= 0x80 */
+                           any_zero_byte(w ^ ('"' * BYTES_01)) |
+                           any_zero_byte(w ^ ('\\' * BYTES_01)) |
+                           any_zero_byte(w ^ (0x7f * BYTES_01));
+        if (special)
+            break;
+    }
+    while (i < n && json_plain((unsigned char)s[i]))
+        i++;
+    return i;
+}
+
 /* Length of the well-formed UTF-8 sequence at s[0, n) (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF), or 0 if s[0] does not start one. s[0] >= 0x80. */
 static size_t utf8_sequence(const unsigned char *s, size_t n)
@@ -326,9 +356,7 @@ static size_t json_escape(const char *src, size_t n, char *out, size_t room, siz
     const unsigned char *s = (const unsigned char *)src;
     size_t i = 0, o = 0;
     while (i < n) {
-        size_t run = i;
-        while (run < n && json_plain(s[run]))
-            run++;
+        size_t run = i + json_plain_prefix(src + i, n - i);
         if (run > i) { /* plain ASCII: may be cut anywhere */
             size_t k = run - i;
             if (k > room - o) {
@@ -404,9 +432,7 @@ __attribute__((format(printf, 3, 0))) static size_t format_json_line(char *line,
         while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
             n--;
     }
-    size_t plain = 0;
-    while (plain < n && json_plain((unsigned char)msg[plain]))
-        plain++;
+    size_t plain = json_plain_prefix(msg, n);
     if (plain == n && !cut) {
         o = n;
     } else {
