@@ -3,11 +3,13 @@
  * figures; not a test.
  *
  *   bench_log [-n LINES] [-t THREADS] [-b BUFFER_BYTES] [-i FLUSH_MS] [-r RATE] [-R REPEATS]
+ *             [-f text|json] [-a]
  *
  * -n lines per thread (default 1,000,000); -t runs only that thread count (default 1, 2, 4);
  * -b bytes per buffer (default 65536, the daemon's default); -i flush interval (default 100);
  * -r paces the writers to RATE lines/s in total (default: as fast as they can); -R runs each
- * row REPEATS times (default 3) and prints the median by written/s.
+ * row REPEATS times (default 3) and prints the median by written/s. -f sets log.format; -a logs
+ * access lines (log_access_http, as http.c does for each request) instead of the message.
  *
  * Columns: "calls/s" is the rate the writer threads logged at (lines offered / time until the
  * last writer finished), "ns/call" the time of one call on one thread; "written/s" is lines
@@ -26,6 +28,9 @@
 #include <unistd.h>
 
 #include "obs/log.h"
+
+static log_format format = LOG_FORMAT_TEXT;
+static bool access_lines;
 
 static uint64_t mono_ns(void)
 {
@@ -70,6 +75,18 @@ static void *write_lines(void *p)
     for (uint64_t i = 0; i < w->lines; i++) {
         if (w->rate > 0 && (i & 63) == 63)
             pace(&next, w->rate);
+        if (access_lines) {
+            static const char target[] = "/id?format=base62";
+            log_access_http(&(log_access_entry){.method = "GET",
+                                                .target = target,
+                                                .target_len = sizeof target - 1,
+                                                .status = 200,
+                                                .duration_ns = 48000 + i % 1000,
+                                                .bytes = 19,
+                                                .version_major = 1,
+                                                .version_minor = 1});
+            continue;
+        }
         /* 100 bytes of message with the two integers */
         LOG_INFO("bench writer %d line %llu: request handled, status=ok, the quick brown fox "
                  "jumps over the dog",
@@ -88,7 +105,11 @@ static result run(const char *path, int threads, uint64_t lines, size_t buffer,
                   unsigned interval_ms, double total_rate)
 {
     char err[256];
-    log_options o = {.path = path, .buffer_size = buffer, .flush_interval_ms = interval_ms};
+    log_options o = {.path = path,
+                     .buffer_size = buffer,
+                     .flush_interval_ms = interval_ms,
+                     .access_log = access_lines,
+                     .format = format};
     if (log_init(&o, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         exit(1);
@@ -203,7 +224,7 @@ int main(int argc, char **argv)
     double fixed_rate = 0;
     int repeats = 3;
     int c;
-    while ((c = getopt(argc, argv, "n:t:b:i:r:R:")) != -1) {
+    while ((c = getopt(argc, argv, "n:t:b:i:r:R:f:a")) != -1) {
         switch (c) {
         case 'n': lines = strtoull(optarg, NULL, 10); break;
         case 't': only_threads = atoi(optarg); break;
@@ -211,10 +232,12 @@ int main(int argc, char **argv)
         case 'i': interval_ms = (unsigned)atoi(optarg); break;
         case 'r': fixed_rate = strtod(optarg, NULL); break;
         case 'R': repeats = atoi(optarg); break;
+        case 'f': format = strcmp(optarg, "json") == 0 ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT; break;
+        case 'a': access_lines = true; break;
         default:
             fprintf(stderr,
                     "usage: %s [-n LINES] [-t THREADS] [-b BUFFER] [-i FLUSH_MS] [-r RATE]"
-                    " [-R REPEATS]\n",
+                    " [-R REPEATS] [-f text|json] [-a]\n",
                     argv[0]);
             return 2;
         }
@@ -230,9 +253,11 @@ int main(int argc, char **argv)
         return 1;
     }
     close(fd);
-    printf("bench_log: %llu lines per thread, %zu-byte buffers x2 per thread, flush %u ms, "
-           "%ld CPUs\n",
-           (unsigned long long)lines, buffer, interval_ms, sysconf(_SC_NPROCESSORS_ONLN));
+    printf("bench_log: %llu %s lines per thread, format %s, %zu-byte buffers x2 per thread, "
+           "flush %u ms, %ld CPUs\n",
+           (unsigned long long)lines, access_lines ? "access" : "message",
+           format == LOG_FORMAT_JSON ? "json" : "text", buffer, interval_ms,
+           sysconf(_SC_NPROCESSORS_ONLN));
     printf("%-10s %7s %12s %8s %12s %10s %7s %14s\n", "sink", "threads", "calls/s", "ns/call",
            "written/s", "dropped", "drop%", "no-drop rate");
     static const int counts[] = {1, 2, 4};

@@ -15,7 +15,10 @@
 static int fail(int code, const char *msg)
 {
     log_shutdown(); /* what was logged before comes first */
-    fprintf(stderr, "snowflaked: %s\n", msg);
+    if (log_current_format() == LOG_FORMAT_JSON)
+        LOG_ERROR("snowflaked: %s", msg); /* a JSON log stays JSON to its last line */
+    else
+        fprintf(stderr, "snowflaked: %s\n", msg);
     return code;
 }
 

@@ -237,6 +237,7 @@ static void check_default_values(const cfg *c)
     ck_assert_int_eq(c->log.level, CFG_LOG_INFO);
     ck_assert_str_eq(c->log.file, "");
     ck_assert(!c->log.access_log);
+    ck_assert_int_eq(c->log.format, CFG_LOG_TEXT);
     ck_assert_str_eq(c->auth.token, "");
     ck_assert_str_eq(c->auth.token_file, "");
     ck_assert(!c->auth.protect_reads);
@@ -500,6 +501,10 @@ static const bad_case bad_files[] = {
      "dec|hex|base62|base32"},
     {"{\"log\":{\"level\":\"verbose\"}}", "log.level", "one of debug|info|warn|error"},
     {"{\"log\":{\"level\":\"INFO\"}}", "log.level", "got \"INFO\""},
+    {"{\"log\":{\"format\":\"logfmt\"}}", "log.format",
+     "must be one of text|json, got \"logfmt\""},
+    {"{\"log\":{\"format\":\"JSON\"}}", "log.format", "got \"JSON\""},
+    {"{\"log\":{\"format\":true}}", "log.format", "expected one of text|json"},
     /* epoch */
     {"{\"snowflake\":{\"epoch\":\"2020-13-01T00:00:00Z\"}}", "snowflake.epoch", "month"},
     {"{\"snowflake\":{\"epoch\":\"2020-00-01T00:00:00Z\"}}", "snowflake.epoch", "month"},
@@ -1103,6 +1108,7 @@ START_TEST(test_env_values)
     setenv("SNOWFLAKED_LOG_ACCESS_LOG", "YES", 1);
     setenv("SNOWFLAKED_AUTH_PROTECT_READS", "1", 1);
     setenv("SNOWFLAKED_LOG_LEVEL", "debug", 1);
+    setenv("SNOWFLAKED_LOG_FORMAT", "json", 1);
     setenv("SNOWFLAKED_LOG_FILE", "", 1); /* empty is a value: stderr */
     setenv("SNOWFLAKED_SNOWFLAKE_SYNC", "mutex", 1);
     setenv("SNOWFLAKED_SNOWFLAKE_EPOCH", "1600000000000", 1);
@@ -1115,6 +1121,7 @@ START_TEST(test_env_values)
     ck_assert(!c.server.tcp_nodelay && !c.server.reuseport && !c.cache.enabled);
     ck_assert(c.log.access_log && c.auth.protect_reads);
     ck_assert_int_eq(c.log.level, CFG_LOG_DEBUG);
+    ck_assert_int_eq(c.log.format, CFG_LOG_JSON);
     ck_assert_int_eq(c.snowflake.sync, SF_SYNC_MUTEX);
     ck_assert_uint_eq(c.snowflake.epoch_ms, UINT64_C(1600000000000));
     ck_assert_uint_eq(c.cache.max_memory_bytes, UINT64_C(1099511627776));

@@ -1,5 +1,6 @@
 /* Logger: line format and order, levels, sanitising, truncation, overflow accounting, many
- * threads, the synchronous path outside init/shutdown, shutdown flush, reopen. */
+ * threads, the synchronous path outside init/shutdown, shutdown flush, reopen; the JSON format
+ * (escaping, validity under truncation, access lines) and the text access line. */
 #include <check.h>
 #include <ctype.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 
 #include "check_main.h"
 #include "obs/log.h"
+#include "util/rfc3339.h"
 
 /* --- helpers ---------------------------------------------------------------------------------- */
 
@@ -110,6 +112,24 @@ static uint64_t summary_total(char **lines, size_t n)
             sum += d;
     }
     return sum;
+}
+
+/* Sends stderr to <dir>/stderr.txt (its path into errpath); returns the saved descriptor. */
+static int capture_stderr(char *errpath, size_t cap)
+{
+    snprintf(errpath, cap, "%s/stderr.txt", dir);
+    int saved = dup(STDERR_FILENO);
+    int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    return saved;
+}
+
+static void restore_stderr(int saved)
+{
+    dup2(saved, STDERR_FILENO);
+    close(saved);
 }
 
 static int calls;
@@ -482,12 +502,7 @@ START_TEST(test_stderr_before_init_and_after_shutdown)
 {
     make_dir();
     char errpath[160];
-    snprintf(errpath, sizeof errpath, "%s/stderr.txt", dir);
-    int saved = dup(STDERR_FILENO);
-    int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
+    int saved = capture_stderr(errpath, sizeof errpath);
 
     LOG_DEBUG("not shown: default level is info");
     LOG_ERROR("before init %d", 1);
@@ -500,8 +515,7 @@ START_TEST(test_stderr_before_init_and_after_shutdown)
     log_reopen(); /* harmless when stopped */
     log_flush();
 
-    dup2(saved, STDERR_FILENO);
-    close(saved);
+    restore_stderr(saved);
     size_t len;
     char *buf = slurp(errpath, &len), **lines;
     size_t n = split_lines(buf, len, &lines);
@@ -602,6 +616,491 @@ START_TEST(test_access_log_off_by_default)
 }
 END_TEST
 
+/* --- JSON format ------------------------------------------------------------------------------ */
+
+/* A strict reader for the flat objects the JSON format writes: {"key":value,...} with string or
+ * number values, no whitespace. Strings: RFC 8259 escapes only, no raw control characters,
+ * well-formed UTF-8 (RFC 3629). Fills keys[] (malloc'd, decoded) up to max; returns the count,
+ * or -1 with the reason in *why. */
+static size_t utf8_len_ok(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
+    if (!len)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return len;
+}
+
+static const char *json_string_end(const char *p, const char **why)
+{
+    if (*p++ != '"') {
+        *why = "string expected";
+        return NULL;
+    }
+    for (;;) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"')
+            return p + 1;
+        if (c == '\0' || c < 0x20) {
+            *why = c ? "raw control character in a string" : "unterminated string";
+            return NULL;
+        }
+        if (c == '\\') {
+            char e = p[1];
+            if (e == 'u') {
+                for (int i = 2; i < 6; i++)
+                    if (!isxdigit((unsigned char)p[i])) {
+                        *why = "bad \\u escape";
+                        return NULL;
+                    }
+                if (p[2] == 'd' || p[2] == 'D') { /* surrogates are never written */
+                    *why = "surrogate escape";
+                    return NULL;
+                }
+                p += 6;
+            } else if (e && strchr("\"\\/bfnrt", e)) {
+                p += 2;
+            } else {
+                *why = "bad escape";
+                return NULL;
+            }
+        } else if (c >= 0x80) {
+            size_t k = utf8_len_ok((const unsigned char *)p);
+            if (!k) {
+                *why = "invalid UTF-8 in a string";
+                return NULL;
+            }
+            p += k;
+        } else {
+            p++;
+        }
+    }
+}
+
+typedef struct json_field {
+    char key[32];
+    const char *value; /* into the line: the raw JSON text of the value */
+    size_t value_len;
+} json_field;
+
+static int json_flat_object(const char *line, json_field *f, int max, const char **why)
+{
+    const char *p = line;
+    int n = 0;
+    if (*p++ != '{') {
+        *why = "not an object";
+        return -1;
+    }
+    for (;;) {
+        const char *k = p, *e = json_string_end(p, why);
+        if (!e)
+            return -1;
+        if (*e != ':' || n == max || (size_t)(e - k - 2) >= sizeof f[n].key) {
+            *why = "bad key";
+            return -1;
+        }
+        memcpy(f[n].key, k + 1, (size_t)(e - k - 2));
+        f[n].key[e - k - 2] = '\0';
+        p = e + 1;
+        f[n].value = p;
+        if (*p == '"') {
+            if (!(p = json_string_end(p, why)))
+                return -1;
+        } else {
+            if (*p == '-')
+                p++;
+            if (!isdigit((unsigned char)*p)) {
+                *why = "value neither string nor number";
+                return -1;
+            }
+            while (isdigit((unsigned char)*p))
+                p++;
+            if (*p == '.') {
+                p++;
+                if (!isdigit((unsigned char)*p)) {
+                    *why = "bad fraction";
+                    return -1;
+                }
+                while (isdigit((unsigned char)*p))
+                    p++;
+            }
+        }
+        f[n].value_len = (size_t)(p - f[n].value);
+        n++;
+        if (*p == '}') {
+            if (p[1] != '\0') {
+                *why = "text after the object";
+                return -1;
+            }
+            return n;
+        }
+        if (*p++ != ',') {
+            *why = "',' or '}' expected";
+            return -1;
+        }
+    }
+}
+
+/* The line is a valid JSON object whose keys are exactly `keys` (comma separated, in order). */
+static void assert_json_keys(const char *line, const char *keys)
+{
+    json_field f[16];
+    const char *why = "";
+    int n = json_flat_object(line, f, 16, &why);
+    size_t l = strlen(line); /* check's messages are short: the head and the tail */
+    ck_assert_msg(n > 0, "not valid JSON (%s): %.120s ... %s", why, line,
+                  line + (l > 120 ? l - 120 : 0));
+    char got[256] = "";
+    for (int i = 0; i < n; i++) {
+        strcat(got, i ? "," : "");
+        strcat(got, f[i].key);
+    }
+    ck_assert_msg(strcmp(got, keys) == 0, "keys %s, want %s: %.200s", got, keys, line);
+}
+
+/* {"ts":"<RFC 3339 UTC with ms, within a minute of now>", ... : returns what follows the ts. */
+static const char *json_after_ts(const char *line)
+{
+    static const char head[] = "{\"ts\":\"";
+    ck_assert_msg(strncmp(line, head, sizeof head - 1) == 0, "%s", line);
+    const char *ts = line + sizeof head - 1, *why = "";
+    uint64_t ms;
+    ck_assert_msg(rfc3339_parse_utc_ms(ts, 24, &ms, &why) == 0, "ts: %s: %.80s", why, line);
+    ck_assert_msg(ts[19] == '.' && ts[23] == 'Z' && ts[24] == '"', "ts not .mmmZ: %.80s", line);
+    ck_assert_msg(llabs((long long)(ms / 1000) - (long long)time(NULL)) <= 60, "ts far: %.80s",
+                  line);
+    return ts + 25;
+}
+
+static char **read_lines(size_t *n, char **buf)
+{
+    size_t len;
+    char **lines;
+    *buf = slurp(path, &len);
+    *n = split_lines(*buf, len, &lines);
+    return lines;
+}
+
+START_TEST(test_json_lines_and_levels)
+{
+    make_dir();
+    start((log_options){.format = LOG_FORMAT_JSON, .level = LOG_LEVEL_DEBUG});
+    ck_assert_int_eq(log_current_format(), LOG_FORMAT_JSON);
+    LOG_DEBUG("d %d", 1);
+    LOG_INFO("i %s", "two");
+    LOG_WARN("w");
+    LOG_ERROR("e\n"); /* trailing newlines dropped, as in text */
+    log_shutdown();
+    size_t n;
+    char *buf, **lines = read_lines(&n, &buf);
+    ck_assert_uint_eq(n, 4);
+    static const char *const want[] = {
+        ",\"level\":\"debug\",\"type\":\"log\",\"msg\":\"d 1\"}",
+        ",\"level\":\"info\",\"type\":\"log\",\"msg\":\"i two\"}",
+        ",\"level\":\"warn\",\"type\":\"log\",\"msg\":\"w\"}",
+        ",\"level\":\"error\",\"type\":\"log\",\"msg\":\"e\"}",
+    };
+    for (size_t i = 0; i < n; i++) {
+        assert_json_keys(lines[i], "ts,level,type,msg");
+        ck_assert_str_eq(json_after_ts(lines[i]), want[i]);
+    }
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(test_json_escaping)
+{
+    make_dir();
+    start((log_options){.format = LOG_FORMAT_JSON});
+    /* every control character, NUL through %c, and DEL */
+    char ctl[40];
+    size_t k = 0;
+    for (int c = 1; c < 0x20; c++)
+        ctl[k++] = (char)c;
+    ctl[k++] = 0x7f;
+    ctl[k] = '\0';
+    LOG_INFO("[%c%s]", 0, ctl);
+    LOG_INFO("q\"uo\"te \\back\\slash /");
+    LOG_INFO("utf-8 stays: \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    /* not UTF-8: a lone continuation, 0xff, overlong, a surrogate, above U+10FFFF, cut short */
+    LOG_INFO("bad: \x80|\xff|\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82");
+    LOG_INFO("user=%s", "evil\"}\n{\"ts\":\"forged");
+    log_shutdown();
+    size_t n;
+    char *buf, **lines = read_lines(&n, &buf);
+    ck_assert_uint_eq(n, 5);
+    char want[512] = "[\\u0000";
+    for (int c = 1; c < 0x20; c++) {
+        char e[8];
+        if (c == '\n' || c == '\r' || c == '\t')
+            snprintf(e, sizeof e, "\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
+        else
+            snprintf(e, sizeof e, "\\u%04x", c);
+        strcat(want, e);
+    }
+    strcat(want, "\\u007f]");
+    const char *msgs[5];
+    for (size_t i = 0; i < n; i++) {
+        assert_json_keys(lines[i], "ts,level,type,msg");
+        msgs[i] = strstr(lines[i], "\"msg\":\"") + 7;
+        lines[i][strlen(lines[i]) - 2] = '\0'; /* the closing quote and brace */
+    }
+    ck_assert_str_eq(msgs[0], want);
+    ck_assert_str_eq(msgs[1], "q\\\"uo\\\"te \\\\back\\\\slash /");
+    ck_assert_str_eq(msgs[2], "utf-8 stays: \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    ck_assert_str_eq(msgs[3], "bad: \\ufffd|\\ufffd|\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|"
+                              "\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd");
+    ck_assert_str_eq(msgs[4], "user=evil\\\"}\\n{\\\"ts\\\":\\\"forged");
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
+/* Each byte value at each offset of a 16-byte plain message (the scan goes eight bytes at a
+ * time): the escape is the one the schema says, and nothing around it changes. */
+START_TEST(test_json_every_byte_at_every_offset)
+{
+    make_dir();
+    start((log_options){.format = LOG_FORMAT_JSON, .buffer_size = 1u << 20});
+    static const char plain[] = "abcdefghijklmnop";
+    for (int b = 0; b < 256; b++)
+        for (int at = 0; at < 16; at++)
+            LOG_INFO("%.*s%c%s", at, plain, b, plain + at);
+    log_shutdown();
+    size_t n;
+    char *buf, **lines = read_lines(&n, &buf);
+    ck_assert_uint_eq(n, 256 * 16);
+    int bad = 0;
+    for (int b = 0; b < 256; b++) {
+        char esc[8];
+        if (b == '"' || b == '\\')
+            snprintf(esc, sizeof esc, "\\%c", b);
+        else if (b == '\n' || b == '\r' || b == '\t')
+            snprintf(esc, sizeof esc, "\\%c", b == '\n' ? 'n' : b == '\r' ? 'r' : 't');
+        else if (b < 0x20 || b == 0x7f)
+            snprintf(esc, sizeof esc, "\\u%04x", b);
+        else if (b >= 0x80) /* alone, never UTF-8 */
+            snprintf(esc, sizeof esc, "\\ufffd");
+        else
+            snprintf(esc, sizeof esc, "%c", b);
+        for (int at = 0; at < 16; at++) {
+            char want[128];
+            snprintf(want, sizeof want,
+                     ",\"level\":\"info\",\"type\":\"log\",\"msg\":\"%.*s%s%s\"}", at, plain, esc,
+                     plain + at);
+            const char *line = lines[b * 16 + at];
+            if (strcmp(json_after_ts(line), want) != 0 && bad++ < 5)
+                fprintf(stderr, "byte 0x%02x at %d: %s\n", b, at, line);
+        }
+    }
+    ck_assert_int_eq(bad, 0);
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
+/* Long messages of every kind of unit (plain, 2-byte escapes, 6-byte escapes, UTF-8, replaced
+ * bytes), at every alignment against the limit: the line is cut with the marker, stays within
+ * LOG_LINE_MAX and stays valid JSON. */
+START_TEST(test_json_truncation_stays_valid)
+{
+    make_dir();
+    start((log_options){.format = LOG_FORMAT_JSON, .buffer_size = 1u << 20});
+    static const char *const units[] = {
+        "x", "\"", "\x01", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff"};
+    const size_t nunits = sizeof units / sizeof units[0];
+    char *big = malloc(20000);
+    for (size_t u = 0; u < nunits; u++)
+        for (int pad = 0; pad < 6; pad++) {
+            size_t o = 0;
+            for (int i = 0; i < pad; i++)
+                big[o++] = 'p';
+            while (o + 4 < 10000)
+                for (const char *s = units[u]; *s; s++)
+                    big[o++] = *s;
+            big[o] = '\0';
+            LOG_INFO("%s", big);
+        }
+    memset(big, 'y', 5000);
+    big[5000] = '\0';
+    LOG_INFO("%s", big); /* longer than vsnprintf's buffer too */
+    LOG_INFO("short after");
+    log_shutdown();
+    free(big);
+    size_t n;
+    char *buf, **lines = read_lines(&n, &buf);
+    ck_assert_uint_eq(n, nunits * 6 + 2);
+    static const char tail[] = " [truncated]\"}";
+    for (size_t i = 0; i + 1 < n; i++) {
+        size_t l = strlen(lines[i]) + 1;
+        ck_assert_uint_le(l, LOG_LINE_MAX);
+        ck_assert_uint_ge(l, LOG_LINE_MAX - 6 - 1); /* at most one 6-byte escape short */
+        assert_json_keys(lines[i], "ts,level,type,msg");
+        ck_assert_str_eq(lines[i] + l - sizeof tail, tail);
+    }
+    ck_assert_str_eq(json_after_ts(lines[n - 1]),
+                     ",\"level\":\"info\",\"type\":\"log\",\"msg\":\"short after\"}");
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
+/* The logger's own lines (the drop summary) follow the format too. */
+START_TEST(test_json_drop_summary)
+{
+    make_dir();
+    start(
+        (log_options){.format = LOG_FORMAT_JSON, .buffer_size = 1024, .flush_interval_ms = 60000});
+    log_test_hold(true);
+    for (int i = 0; i < 100; i++)
+        LOG_INFO("overflow %d", i);
+    log_test_hold(false);
+    log_shutdown();
+    size_t n;
+    char *buf, **lines = read_lines(&n, &buf);
+    ck_assert_uint_ge(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_json_keys(lines[i], "ts,level,type,msg");
+    char want[128];
+    snprintf(want, sizeof want,
+             ",\"level\":\"warn\",\"type\":\"log\",\"msg\":\"log: dropped %zu lines\"}",
+             100 - (n - 1));
+    ck_assert_str_eq(json_after_ts(lines[n - 1]), want);
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
+static const char access_keys[] = "ts,level,type,method,path,status,duration_ms,bytes,proto";
+
+START_TEST(test_json_access_lines)
+{
+    make_dir();
+    start((log_options){.format = LOG_FORMAT_JSON, .access_log = true});
+    static const char target[] = "/cache/a\"b\\c\x01\xff?q=\xc3\xa9";
+    log_access_http(&(log_access_entry){.method = "GET",
+                                        .target = target,
+                                        .target_len = sizeof target - 1,
+                                        .status = 404,
+                                        .duration_ns = 1234567,
+                                        .bytes = 21,
+                                        .version_major = 1,
+                                        .version_minor = 1});
+    log_access_http(&(log_access_entry){.method = "POST", .status = 400, .duration_ns = 499});
+    char *long_target = malloc(3000);
+    memset(long_target, '"', 3000); /* 512 kept, each escaped to 2 bytes */
+    log_access_http(&(log_access_entry){.method = "HEAD",
+                                        .target = long_target,
+                                        .target_len = 3000,
+                                        .status = 200,
+                                        .duration_ns = 12345678999,
+                                        .version_major = 1});
+    free(long_target);
+    log_access("free %s", "form");
+    log_shutdown();
+    size_t n;
+    char *buf, **lines = read_lines(&n, &buf);
+    ck_assert_uint_eq(n, 4);
+    for (size_t i = 0; i < 3; i++)
+        assert_json_keys(lines[i], access_keys);
+    ck_assert_str_eq(json_after_ts(lines[0]),
+                     ",\"level\":\"info\",\"type\":\"access\",\"method\":\"GET\","
+                     "\"path\":\"/cache/a\\\"b\\\\c\\u0001\\ufffd?q=\xc3\xa9\",\"status\":404,"
+                     "\"duration_ms\":1.235,\"bytes\":21,\"proto\":\"HTTP/1.1\"}");
+    ck_assert_str_eq(json_after_ts(lines[1]),
+                     ",\"level\":\"info\",\"type\":\"access\",\"method\":\"POST\",\"path\":\"-\","
+                     "\"status\":400,\"duration_ms\":0.000,\"bytes\":0,\"proto\":\"\"}");
+    const char *p = strstr(lines[2], "\"path\":\"") + 8;
+    for (int i = 0; i < 512; i++)
+        ck_assert_msg(p[2 * i] == '\\' && p[2 * i + 1] == '"', "at %d: %s", i, lines[2]);
+    ck_assert_str_eq(p + 1024, "\",\"status\":200,\"duration_ms\":12345.679,\"bytes\":0,"
+                               "\"proto\":\"HTTP/1.0\"}");
+    assert_json_keys(lines[3], "ts,level,type,msg");
+    ck_assert_str_eq(json_after_ts(lines[3]),
+                     ",\"level\":\"info\",\"type\":\"access\",\"msg\":\"free form\"}");
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
+/* The text access line of log_access_http is exactly the line http.c wrote before it existed. */
+START_TEST(test_text_access_lines_unchanged)
+{
+    make_dir();
+    start((log_options){.access_log = true});
+    ck_assert_int_eq(log_current_format(), LOG_FORMAT_TEXT);
+    log_access_http(&(log_access_entry){.method = "GET",
+                                        .target = "/id?format=hex",
+                                        .target_len = 14,
+                                        .status = 200,
+                                        .duration_ns = 1234567,
+                                        .bytes = 17,
+                                        .version_major = 1,
+                                        .version_minor = 1});
+    log_access_http(&(log_access_entry){.method = "DELETE", .status = 400, .duration_ns = 999});
+    char *long_target = malloc(1000);
+    memset(long_target, 'a', 1000);
+    log_access_http(&(log_access_entry){
+        .method = "GET", .target = long_target, .target_len = 1000, .status = 414});
+    log_shutdown();
+    size_t n;
+    char *buf, **lines = read_lines(&n, &buf);
+    ck_assert_uint_eq(n, 3);
+    ck_assert(line_format_ok(lines[0], "ACCESS "));
+    ck_assert_str_eq(lines[0] + 32, "GET /id?format=hex 200 1.235ms");
+    ck_assert_str_eq(lines[1] + 32, "DELETE - 400 0.001ms");
+    char want[600];
+    snprintf(want, sizeof want, "GET %.512s 414 0.000ms", long_target);
+    ck_assert_str_eq(lines[2] + 32, want);
+    free(long_target);
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
+/* After log_shutdown a JSON log stays JSON (the synchronous stderr lines). */
+START_TEST(test_json_kept_after_shutdown)
+{
+    make_dir();
+    char errpath[160];
+    int saved = capture_stderr(errpath, sizeof errpath);
+    LOG_WARN("before init: text");
+    start((log_options){.format = LOG_FORMAT_JSON});
+    log_shutdown();
+    ck_assert_int_eq(log_current_format(), LOG_FORMAT_JSON);
+    LOG_ERROR("after shutdown: \"json\"");
+    restore_stderr(saved);
+    size_t len;
+    char *buf = slurp(errpath, &len), **lines;
+    ck_assert_uint_eq(split_lines(buf, len, &lines), 2);
+    ck_assert(line_format_ok(lines[0], "WARN  "));
+    assert_json_keys(lines[1], "ts,level,type,msg");
+    ck_assert_str_eq(
+        json_after_ts(lines[1]),
+        ",\"level\":\"error\",\"type\":\"log\",\"msg\":\"after shutdown: \\\"json\\\"\"}");
+    free(lines);
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
 START_TEST(test_init_errors)
 {
     make_dir();
@@ -613,6 +1112,9 @@ START_TEST(test_init_errors)
     ck_assert_int_eq(log_init(&o, err, sizeof err), -1);
     o = (log_options){.level = (log_level)9};
     ck_assert_int_eq(log_init(&o, err, sizeof err), -1);
+    o = (log_options){.format = (log_format)7};
+    ck_assert_int_eq(log_init(&o, err, sizeof err), -1);
+    ck_assert_str_eq(err, "log: invalid format 7");
     start((log_options){0});
     o = (log_options){.path = path};
     ck_assert_int_eq(log_init(&o, err, sizeof err), -1);
@@ -640,6 +1142,14 @@ int main(void)
     tcase_add_test(tc, test_shutdown_flushes_and_restarts);
     tcase_add_test(tc, test_reopen_after_rename);
     tcase_add_test(tc, test_access_log_off_by_default);
+    tcase_add_test(tc, test_json_lines_and_levels);
+    tcase_add_test(tc, test_json_escaping);
+    tcase_add_test(tc, test_json_every_byte_at_every_offset);
+    tcase_add_test(tc, test_json_truncation_stays_valid);
+    tcase_add_test(tc, test_json_drop_summary);
+    tcase_add_test(tc, test_json_access_lines);
+    tcase_add_test(tc, test_text_access_lines_unchanged);
+    tcase_add_test(tc, test_json_kept_after_shutdown);
     tcase_add_test(tc, test_init_errors);
     suite_add_tcase(s, tc);
     return sf_run_suite(s);

@@ -85,9 +85,11 @@ void app_memcache_options(const cfg *c, memcache_options *out)
 
 void app_log_options(const cfg *c, log_options *out)
 {
-    *out = (log_options){.level = (log_level)(c->log.level + LOG_LEVEL_DEBUG),
-                         .path = c->log.file,
-                         .access_log = c->log.access_log};
+    *out =
+        (log_options){.level = (log_level)(c->log.level + LOG_LEVEL_DEBUG),
+                      .path = c->log.file,
+                      .access_log = c->log.access_log,
+                      .format = c->log.format == CFG_LOG_JSON ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT};
 }
 
 void app_api_options(const cfg *c, api_options *out)

@@ -129,6 +129,17 @@ static const char *cfg_log_name(const void *field)
 {
     return cfg_log_level_name(*(const cfg_log_level *)field);
 }
+static int cfg_log_format_parse(const char *s, void *field)
+{
+    if (strcmp(s, "text") != 0 && strcmp(s, "json") != 0)
+        return -1;
+    *(cfg_log_format *)field = s[0] == 'j' ? CFG_LOG_JSON : CFG_LOG_TEXT;
+    return 0;
+}
+static const char *cfg_log_format_name(const void *field)
+{
+    return *(const cfg_log_format *)field == CFG_LOG_JSON ? "json" : "text";
+}
 
 /* offsetof(cfg, f), plus a compile-time check that the field has the size the row's type needs:
  * a row pointing a U32 at a bool does not compile (negative array size). */
@@ -308,6 +319,7 @@ static const cfg_key cfg_keys[] = {
     K_ENUM("log.level", log.level, cfg_log_parse, cfg_log_name, "debug|info|warn|error"),
     K_STR("log.file", log.file, 0, 0),
     K_BOOL("log.access_log", log.access_log),
+    K_ENUM("log.format", log.format, cfg_log_format_parse, cfg_log_format_name, "text|json"),
     K_STR("auth.token", auth.token, 0, CFG_F_SECRET),
     K_STR("auth.token_file", auth.token_file, 0, 0),
     K_BOOL("auth.protect_reads", auth.protect_reads),

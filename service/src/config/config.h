@@ -32,6 +32,7 @@
 #define CFG_MAX_SETS    64
 
 typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
+typedef enum { CFG_LOG_TEXT = 0, CFG_LOG_JSON } cfg_log_format;
 
 typedef struct cfg_server {
     char host[CFG_HOST_MAX]; /* listen address, numeric IPv4 or IPv6 */
@@ -142,6 +143,7 @@ typedef struct cfg_log {
     cfg_log_level level;
     char file[CFG_PATH_MAX]; /* "" = stderr */
     bool access_log;
+    cfg_log_format format; /* text lines or one JSON object per line */
 } cfg_log;
 
 typedef struct cfg_auth {

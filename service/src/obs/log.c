@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "util/counter.h"
+#include "util/fmt.h"
 
 #define DEFAULT_BUFFER      (64u * 1024)
 #define MIN_BUFFER          1024u
@@ -39,16 +40,31 @@
 #define MAX_INTERVAL_MS     60000u
 #define DEFAULT_MAX_THREADS 512u
 #define MAX_MAX_THREADS     65536u
-#define TS_LEN              25 /* "2026-11-29T21:18:17.123Z " */
+#define TS_TEXT_LEN         24                /* "2026-11-29T21:18:17.123Z" */
+#define TS_LEN              (TS_TEXT_LEN + 1) /* and the space of the text format */
 #define TRUNC_MARK          " [truncated]"
 #define TRUNC_MARK_LEN      (sizeof TRUNC_MARK - 1)
 #define TAG_LEN             6
 
 _Atomic int log__level = LOG_LEVEL_INFO;
 _Atomic bool log__access_on = false;
+static _Atomic int line_format = LOG_FORMAT_TEXT; /* set by log_init, kept after log_shutdown */
 
 static const char level_tags[][TAG_LEN + 1] = {"?     ", "DEBUG ", "INFO  ", "WARN  ", "ERROR "};
 static const char access_tag[] = "ACCESS ";
+
+/* The JSON format's keys after "ts", up to the opening quote of "msg" (or, for the structured
+ * access line, up to its first key). Fixed strings: a line costs no key formatting. */
+#define JSON_HEAD             "{\"ts\":\""
+#define JSON_MID(level, type) "\",\"level\":\"" level "\",\"type\":\"" type "\","
+static const char *const json_log_mids[] = {
+    JSON_MID("?", "log") "\"msg\":\"", JSON_MID("debug", "log") "\"msg\":\"",
+    JSON_MID("info", "log") "\"msg\":\"", JSON_MID("warn", "log") "\"msg\":\"",
+    JSON_MID("error", "log") "\"msg\":\""};
+static const char json_access_msg_mid[] = JSON_MID("info", "access") "\"msg\":\"";
+static const char json_access_mid[] = JSON_MID("info", "access") "\"method\":\"";
+#define JSON_TAIL     "\"}\n"
+#define JSON_TAIL_LEN (sizeof JSON_TAIL - 1)
 
 typedef struct log_slot {
     _Alignas(64) _Atomic bool lock;
@@ -143,8 +159,8 @@ static void put2(char *p, int v)
     p[1] = (char)('0' + v % 10);
 }
 
-/* Writes the "YYYY-MM-DDTHH:MM:SS.mmmZ " prefix; the seconds part is reformatted only when the
- * second changes (per thread). */
+/* Writes "YYYY-MM-DDTHH:MM:SS.mmmZ" (TS_TEXT_LEN bytes); the seconds part is reformatted only
+ * when the second changes (per thread). */
 static void put_timestamp(char *out)
 {
     struct timespec ts;
@@ -175,7 +191,6 @@ static void put_timestamp(char *out)
     out[20] = (char)('0' + ms / 100);
     put2(out + 21, ms % 100);
     out[23] = 'Z';
-    out[24] = ' ';
 }
 
 static inline bool is_ctl(unsigned char c)
@@ -236,9 +251,10 @@ static size_t mark_truncated(char *msg, size_t n, size_t room)
 /* Formats one complete line (newline included, at most LOG_LINE_MAX bytes) into line, which
  * holds LOG_LINE_MAX + 1 bytes. Returns its length. */
 __attribute__((format(printf, 4, 0))) static size_t
-format_line(char *line, const char *tag, size_t taglen, const char *fmt, va_list ap)
+format_text_line(char *line, const char *tag, size_t taglen, const char *fmt, va_list ap)
 {
     put_timestamp(line);
+    line[TS_TEXT_LEN] = ' ';
     memcpy(line + TS_LEN, tag, taglen);
     size_t h = TS_LEN + taglen;
     char *msg = line + h;
@@ -267,6 +283,230 @@ format_line(char *line, const char *tag, size_t taglen, const char *fmt, va_list
         n = mark_truncated(msg, n, room);
     msg[n] = '\n';
     return h + n + 1;
+}
+
+/* Bytes copied into a JSON string as they are: printable ASCII but the quote and the backslash. */
+static inline bool json_plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+#define BYTES_01 UINT64_C(0x0101010101010101)
+#define BYTES_80 UINT64_C(0x8080808080808080)
+
+/* Non-zero if a byte of v is zero (exact as to whether one is). */
+static inline uint64_t any_zero_byte(uint64_t v)
+{
+    return (v - BYTES_01) & ~v & BYTES_80;
+}
+
+/* How many bytes at the start of s[0, n) are json_plain, eight at a time while they are (the
+ * common message needs no escaping: this is the whole cost the JSON format adds to it). */
+static size_t json_plain_prefix(const char *s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t special = (w & BYTES_80) |                          /* >= 0x80 */
+                           ((w - 0x20 * BYTES_01) & ~w & BYTES_80) | /* < 0x20, once none >= 0x80 */
+                           any_zero_byte(w ^ ('"' * BYTES_01)) |
+                           any_zero_byte(w ^ ('\\' * BYTES_01)) |
+                           any_zero_byte(w ^ (0x7f * BYTES_01));
+        if (special)
+            break;
+    }
+    while (i < n && json_plain((unsigned char)s[i]))
+        i++;
+    return i;
+}
+
+/* Length of the well-formed UTF-8 sequence at s[0, n) (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 if s[0] does not start one. s[0] >= 0x80. */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    size_t len;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        lo = c == 0xE0 ? 0xA0 : 0x80; /* overlong */
+        hi = c == 0xED ? 0x9F : 0xBF; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        lo = c == 0xF0 ? 0x90 : 0x80; /* overlong */
+        hi = c == 0xF4 ? 0x8F : 0xBF; /* above U+10FFFF */
+    } else
+        return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+/* Writes src[0, n) as the inside of a JSON string into out, at most room bytes, stopping before
+ * the first escape or character that does not fit (never half of one). Returns the bytes
+ * written; *used is the source bytes consumed (n unless cut). */
+static size_t json_escape(const char *src, size_t n, char *out, size_t room, size_t *used)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)src;
+    size_t i = 0, o = 0;
+    while (i < n) {
+        size_t run = i + json_plain_prefix(src + i, n - i);
+        if (run > i) { /* plain ASCII: may be cut anywhere */
+            size_t k = run - i;
+            if (k > room - o) {
+                memcpy(out + o, s + i, room - o);
+                i += room - o;
+                o = room;
+                break;
+            }
+            memcpy(out + o, s + i, k);
+            o += k;
+            i = run;
+            if (i == n)
+                break;
+        }
+        unsigned char c = s[i];
+        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+        const char *put = esc;
+        size_t k = 6, adv = 1;
+        if (c >= 0x80) {
+            size_t len = utf8_sequence(s + i, n - i);
+            if (len) {
+                put = (const char *)s + i;
+                k = adv = len;
+            } else {
+                memcpy(esc, "\\ufffd", 6); /* not UTF-8: U+FFFD, as encoding/json does */
+            }
+        } else if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t') {
+            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : (char)c;
+            k = 2;
+        }
+        if (k > room - o)
+            break;
+        memcpy(out + o, put, k);
+        o += k;
+        i += adv;
+    }
+    *used = i;
+    return o;
+}
+
+/* Writes JSON_HEAD and the timestamp, then mid; returns the length. */
+static size_t put_json_head(char *line, const char *mid, size_t midlen)
+{
+    memcpy(line, JSON_HEAD, sizeof JSON_HEAD - 1);
+    put_timestamp(line + sizeof JSON_HEAD - 1);
+    size_t h = sizeof JSON_HEAD - 1 + TS_TEXT_LEN;
+    memcpy(line + h, mid, midlen);
+    return h + midlen;
+}
+
+/* The JSON twin of format_text_line: head (mid ends with the opening quote of "msg"), the
+ * escaped message, cut with TRUNC_MARK when it does not fit, the closing quote and brace. The
+ * message is formatted in place, as in text; only one that needs escaping or cutting is copied
+ * out and escaped back (the common line costs one scan more than in text). */
+__attribute__((format(printf, 3, 0))) static size_t format_json_line(char *line, const char *mid,
+                                                                     const char *fmt, va_list ap)
+{
+    size_t h = put_json_head(line, mid, strlen(mid));
+    char *msg = line + h;
+    size_t room = LOG_LINE_MAX - h - JSON_TAIL_LEN; /* escaped message bytes */
+    int r = vsnprintf(msg, room + 1, fmt, ap);
+    size_t n, o;
+    bool cut = false;
+    if (r < 0) {
+        static const char bad[] = "(log format error)";
+        memcpy(msg, bad, sizeof bad - 1);
+        n = sizeof bad - 1;
+    } else if ((size_t)r > room) {
+        n = room; /* escaping only grows: no byte past room can be kept */
+        cut = true;
+    } else {
+        n = (size_t)r;
+        while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+            n--;
+    }
+    size_t plain = json_plain_prefix(msg, n);
+    if (plain == n && !cut) {
+        o = n;
+    } else {
+        char raw[LOG_LINE_MAX];
+        memcpy(raw + plain, msg + plain, n - plain);
+        size_t used;
+        o = plain + json_escape(raw + plain, n - plain, msg + plain, room - plain, &used);
+        if (cut || plain + used < n) { /* again with room for the marker: the same cut, earlier */
+            memcpy(raw, msg, plain);   /* still untouched: the escaping wrote after it */
+            o = json_escape(raw, n, msg, room - TRUNC_MARK_LEN, &used);
+            memcpy(msg + o, TRUNC_MARK, TRUNC_MARK_LEN);
+            o += TRUNC_MARK_LEN;
+        }
+    }
+    memcpy(msg + o, JSON_TAIL, JSON_TAIL_LEN);
+    return h + o + JSON_TAIL_LEN;
+}
+
+/* One line in the current format into line (LOG_LINE_MAX + 1 bytes); returns its length. */
+__attribute__((format(printf, 4, 0))) static size_t
+format_line(char *line, log_level level, bool access, const char *fmt, va_list ap)
+{
+    if (atomic_load_explicit(&line_format, memory_order_relaxed) == LOG_FORMAT_JSON)
+        return format_json_line(line, access ? json_access_msg_mid : json_log_mids[level], fmt, ap);
+    if (access)
+        return format_text_line(line, access_tag, sizeof access_tag - 1, fmt, ap);
+    return format_text_line(line, level_tags[level], TAG_LEN, fmt, ap);
+}
+
+/* The structured access line: {"ts",...,"type":"access","method","path","status","duration_ms",
+ * "bytes","proto"}. No printf: the numbers are integers (the duration in microseconds, written
+ * as milliseconds with three decimals). */
+static size_t format_access_json(char *line, const log_access_entry *e, const char *target,
+                                 size_t target_len)
+{
+    /* The longest tail after "path": `","status":` + 11 + `,"duration_ms":` + 24 + `,"bytes":` +
+     * 20 + `,"proto":"HTTP/` + 3 + `.` + 3 + `"}\n`, rounded up. */
+    enum { METHOD_ROOM = 32, TAIL_ROOM = 160 };
+    size_t used, o = put_json_head(line, json_access_mid, sizeof json_access_mid - 1);
+    const char *method = e->method ? e->method : "-";
+    o += json_escape(method, strlen(method), line + o, METHOD_ROOM, &used);
+    static const char path_key[] = "\",\"path\":\"";
+    memcpy(line + o, path_key, sizeof path_key - 1);
+    o += sizeof path_key - 1;
+    o += json_escape(target, target_len, line + o, LOG_LINE_MAX - TAIL_ROOM - o, &used);
+    static const char status_key[] = "\",\"status\":";
+    memcpy(line + o, status_key, sizeof status_key - 1);
+    o += sizeof status_key - 1;
+    o += fmt_u64(line + o, e->status < 0 ? 0 : (uint64_t)e->status);
+    static const char duration_key[] = ",\"duration_ms\":";
+    memcpy(line + o, duration_key, sizeof duration_key - 1);
+    o += sizeof duration_key - 1;
+    uint64_t us = e->duration_ns / 1000 + (e->duration_ns % 1000 >= 500);
+    o += fmt_u64(line + o, us / 1000);
+    line[o++] = '.';
+    line[o++] = (char)('0' + us % 1000 / 100);
+    put2(line + o, (int)(us % 100));
+    o += 2;
+    static const char bytes_key[] = ",\"bytes\":";
+    memcpy(line + o, bytes_key, sizeof bytes_key - 1);
+    o += sizeof bytes_key - 1;
+    o += fmt_u64(line + o, e->bytes);
+    static const char proto_key[] = ",\"proto\":\"";
+    memcpy(line + o, proto_key, sizeof proto_key - 1);
+    o += sizeof proto_key - 1;
+    if (e->version_major || e->version_minor) { /* else refused before the version: "" */
+        memcpy(line + o, "HTTP/", 5);
+        o += 5;
+        o += fmt_u64(line + o, e->version_major);
+        line[o++] = '.';
+        o += fmt_u64(line + o, e->version_minor);
+    }
+    memcpy(line + o, JSON_TAIL, JSON_TAIL_LEN);
+    return o + JSON_TAIL_LEN;
 }
 
 /* --- writers -------------------------------------------------------------------------------- */
@@ -322,11 +562,9 @@ static void append(log_slot *s, const char *line, size_t n)
         wake_logger();
 }
 
-__attribute__((format(printf, 3, 0))) static void emit(const char *tag, size_t taglen,
-                                                       const char *fmt, va_list ap)
+/* Queues one formatted line (or writes it to stderr when the logger is not running). */
+static void queue_line(const char *line, size_t n)
 {
-    char line[LOG_LINE_MAX + 1];
-    size_t n = format_line(line, tag, taglen, fmt, ap);
     unsigned epoch = atomic_load_explicit(&g.epoch, memory_order_acquire);
     if (epoch == 0) {
         write_sync(line, n);
@@ -340,13 +578,29 @@ __attribute__((format(printf, 3, 0))) static void emit(const char *tag, size_t t
         atomic_fetch_add_explicit(&g.extra_dropped, 1, memory_order_relaxed);
 }
 
+__attribute__((format(printf, 3, 0))) static void emit(log_level level, bool access,
+                                                       const char *fmt, va_list ap)
+{
+    char line[LOG_LINE_MAX + 1];
+    queue_line(line, format_line(line, level, access, fmt, ap));
+}
+
+/* For the text access line, which goes through printf like any other. */
+__attribute__((format(printf, 1, 2))) static void emit_access_text(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit(LOG_LEVEL_INFO, true, fmt, ap);
+    va_end(ap);
+}
+
 void log_write(log_level level, const char *fmt, ...)
 {
     if (level < LOG_LEVEL_DEBUG || level > LOG_LEVEL_ERROR || !log_enabled(level))
         return;
     va_list ap;
     va_start(ap, fmt);
-    emit(level_tags[level], TAG_LEN, fmt, ap);
+    emit(level, false, fmt, ap);
     va_end(ap);
 }
 
@@ -356,8 +610,30 @@ void log_access(const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    emit(access_tag, sizeof access_tag - 1, fmt, ap);
+    emit(LOG_LEVEL_INFO, true, fmt, ap);
     va_end(ap);
+}
+
+void log_access_http(const log_access_entry *e)
+{
+    if (!log_access_enabled())
+        return;
+    const char *target = e->target ? e->target : "-";
+    size_t target_len = !e->target                              ? 1
+                        : e->target_len > LOG_ACCESS_TARGET_MAX ? LOG_ACCESS_TARGET_MAX
+                                                                : e->target_len;
+    if (atomic_load_explicit(&line_format, memory_order_relaxed) == LOG_FORMAT_TEXT) {
+        emit_access_text("%s %.*s %d %.3fms", e->method ? e->method : "-", (int)target_len, target,
+                         e->status, (double)e->duration_ns / 1e6);
+        return;
+    }
+    char line[LOG_LINE_MAX + 1];
+    queue_line(line, format_access_json(line, e, target, target_len));
+}
+
+log_format log_current_format(void)
+{
+    return (log_format)atomic_load_explicit(&line_format, memory_order_relaxed);
 }
 
 /* --- the logger thread ---------------------------------------------------------------------- */
@@ -369,7 +645,7 @@ __attribute__((format(printf, 2, 3))) static void internal_line(log_level level,
         return;
     va_list ap;
     va_start(ap, fmt);
-    g.internal_len += format_line(g.internal + g.internal_len, level_tags[level], TAG_LEN, fmt, ap);
+    g.internal_len += format_line(g.internal + g.internal_len, level, false, fmt, ap);
     va_end(ap);
 }
 
@@ -579,6 +855,8 @@ static int check_options(log_options *o, char *err, size_t errlen)
                  MAX_INTERVAL_MS);
     else if (o->max_threads > MAX_MAX_THREADS)
         snprintf(err, errlen, "log: max threads %u above %u", o->max_threads, MAX_MAX_THREADS);
+    else if (o->format != LOG_FORMAT_TEXT && o->format != LOG_FORMAT_JSON)
+        snprintf(err, errlen, "log: invalid format %d", (int)o->format);
     else
         return 0;
     return -1;
@@ -644,6 +922,7 @@ int log_init(const log_options *opts, char *err, size_t errlen)
     }
     atomic_store_explicit(&log__level, (int)o.level, memory_order_relaxed);
     atomic_store_explicit(&log__access_on, o.access_log, memory_order_relaxed);
+    atomic_store_explicit(&line_format, (int)o.format, memory_order_relaxed);
     if (++g.last_epoch == 0) /* 0 means "not running" */
         g.last_epoch = 1;
     atomic_store_explicit(&g.epoch, g.last_epoch, memory_order_release);

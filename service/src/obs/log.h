@@ -19,9 +19,20 @@
  * - Order: one thread's lines keep their order. Across threads, order is per flush: each flush
  *   writes every thread's pending lines, one thread after another, so lines of different threads
  *   that are close in time may appear out of timestamp order.
- * - Line: "2026-11-29T21:18:17.123Z INFO  message\n" (UTC). Control characters in the message
- *   are escaped (\n \r \t \xHH; trailing newlines dropped) so one event is one line and a logged
- *   value cannot forge lines; lines longer than LOG_LINE_MAX are cut with " [truncated]".
+ * - Line, format "text" (the default): "2026-11-29T21:18:17.123Z INFO  message\n" (UTC).
+ *   Control characters in the message are escaped (\n \r \t \xHH; trailing newlines dropped) so
+ *   one event is one line and a logged value cannot forge lines; lines longer than LOG_LINE_MAX
+ *   are cut with " [truncated]". Access lines: "<ts> ACCESS GET /id 200 0.123ms".
+ * - Line, format "json": one object per line, keys always in this order:
+ *     {"ts":"2026-11-29T21:18:17.123Z","level":"info","type":"log","msg":"message"}
+ *   level: debug|info|warn|error; type: "log", or "access" for access lines, which carry
+ *     {"ts","level":"info","type":"access","method","path","status","duration_ms","bytes","proto"}
+ *   (log_access_http; a log_access line has "msg" instead). Strings are valid JSON and UTF-8
+ *   whatever was logged: " \ escaped, control characters as \n \r \t or \u00XX (DEL too),
+ *   bytes that are not valid UTF-8 as \ufffd. A line longer than LOG_LINE_MAX gets
+ *   " [truncated]" at the end of "msg", cut between escapes and characters, so it stays valid.
+ *   The format is chosen by log_init and kept after log_shutdown (so the last lines of a JSON
+ *   log are JSON too); before the first log_init it is text.
  * - Disabled levels cost one relaxed load and a branch: the LOG_* macros test the level before
  *   evaluating their arguments. The access log is off by default; callers test
  *   log_access_enabled() (or use LOG_ACCESS) and do nothing at all when it is off.
@@ -45,6 +56,24 @@ typedef enum log_level {
 
 #define LOG_LINE_MAX 4096 /* bytes per line, timestamp and newline included */
 
+typedef enum log_format {
+    LOG_FORMAT_TEXT = 0,
+    LOG_FORMAT_JSON = 1,
+} log_format;
+
+#define LOG_ACCESS_TARGET_MAX 512 /* bytes of the request target an access line keeps */
+
+/* One HTTP request for the access log. Nothing is copied beyond the line being formatted. */
+typedef struct log_access_entry {
+    const char *method;   /* "GET" */
+    const char *target;   /* the request target as received (path and query); NULL: "-" */
+    size_t target_len;    /* bytes of target; the line keeps LOG_ACCESS_TARGET_MAX at most */
+    int status;           /* the response status sent */
+    uint64_t duration_ns; /* from the request's first byte to its response queued */
+    uint64_t bytes;       /* response body bytes sent (0 for HEAD, 204, 304) */
+    uint8_t version_major, version_minor; /* the request's HTTP version; 0.0: not received */
+} log_access_entry;
+
 /* Zero means the default for every field. */
 typedef struct log_options {
     log_level level;            /* default LOG_LEVEL_INFO */
@@ -53,6 +82,7 @@ typedef struct log_options {
     unsigned flush_interval_ms; /* default 100 */
     unsigned max_threads;       /* registered threads; default 512 */
     bool access_log;            /* default off */
+    log_format format;          /* default LOG_FORMAT_TEXT */
 } log_options;
 
 /* Opens the output and starts the logger thread. Returns 0, or -1 with a reason in err (bad
@@ -91,6 +121,11 @@ static inline bool log_access_enabled(void)
 void log_write(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One access-log line, tagged ACCESS; does nothing when the access log is off. */
 void log_access(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* One HTTP request in the access log: in text "METHOD TARGET STATUS 0.123ms" (as log_access
+ * would print it), in JSON the structured object described above. Nothing when it is off. */
+void log_access_http(const log_access_entry *e);
+/* The format of the current (or last) run: what a line written now looks like. */
+log_format log_current_format(void);
 
 #define LOG__AT(level, ...)                                                                        \
     do {                                                                                           \

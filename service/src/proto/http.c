@@ -83,6 +83,7 @@ typedef struct http_conn {
     bool te_other;          /* a Transfer-Encoding other than exactly "chunked" was seen */
     uint8_t te_matched;     /* bytes of "chunked" matched so far in the current value */
     uint64_t start_ns;
+    uint64_t sent_body_len; /* the response's body bytes, for the access log */
 } http_conn;
 
 static const llhttp_settings_t settings;
@@ -183,9 +184,16 @@ static void record(http_conn *h, int status)
         b++;
     counter_add(&m->latency[route][b], 1);
     counter_add(&m->latency_sum_ns[route], ns);
-    LOG_ACCESS("%s %.*s %d %.3fms", llhttp_method_name((llhttp_method_t)h->parser.method),
-               (int)(h->head ? (h->url_len > 512 ? 512 : h->url_len) : 1), h->head ? h->head : "-",
-               status, (double)ns / 1e6);
+    if (log_access_enabled())
+        log_access_http(
+            &(log_access_entry){.method = llhttp_method_name((llhttp_method_t)h->parser.method),
+                                .target = h->head,
+                                .target_len = h->url_len,
+                                .status = status,
+                                .duration_ns = ns,
+                                .bytes = h->sent_body_len,
+                                .version_major = h->parser.http_major,
+                                .version_minor = h->parser.http_minor});
 }
 
 /* ---- responses ---------------------------------------------------------------------------- */
@@ -194,6 +202,7 @@ static void respond(http_conn *h, bool head_only, int status, const char *ctype,
                     const void *body, size_t len, obuf *chunks)
 {
     conn *c = h->c;
+    h->sent_body_len = 0;
     size_t extra_len = extra ? strlen(extra) : 0;
     if (extra_len > EXTRA_HEADERS_MAX)
         extra_len = 0; /* a handler bug; never a buffer overrun */
@@ -247,6 +256,7 @@ static void respond(http_conn *h, bool head_only, int status, const char *ctype,
     *p++ = '\n';
     conn_commit(c, (size_t)(p - start));
     if (len && !head_only && status != 204 && status != 304) {
+        h->sent_body_len = len;
         if (chunks)
             obuf_splice(&c->out, chunks);
         else
