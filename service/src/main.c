@@ -3,8 +3,9 @@
  * Exit codes: 0 clean stop (or --help/--version/--check-config), 1 a runtime failure at start
  * (data directory, lease file, ...), 2 bad configuration or usage.
  *
- * SIGTERM and SIGINT are blocked before any thread starts, so only this thread takes them
- * (sigwait); a second one during the drain ends the process at once. */
+ * SIGTERM, SIGINT and SIGHUP are blocked before any thread starts, so only this thread takes
+ * them (sigwait). SIGHUP reopens log.file (after logrotate renamed it) and nothing else; a
+ * second SIGTERM/SIGINT during the drain ends the process at once; SIGHUP stays blocked then. */
 #include <signal.h>
 #include <stdio.h>
 
@@ -44,11 +45,13 @@ int main(int argc, char **argv)
         cfg_print_json(&c, stdout);
         return 0;
     }
-    sigset_t stop;
+    sigset_t stop, waited;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL); /* inherited by every thread app_start creates */
+    waited = stop;
+    sigaddset(&waited, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &waited, NULL); /* inherited by every thread app_start creates */
     signal(SIGPIPE, SIG_IGN);
     static app a;
     int code = app_start(&a, &c, &cli, err, sizeof err);
@@ -59,7 +62,10 @@ int main(int argc, char **argv)
     if (code != 0)
         return fail(code, err);
     int sig = 0;
-    sigwait(&stop, &sig);
+    while (sigwait(&waited, &sig) == 0 && sig == SIGHUP) {
+        LOG_INFO("SIGHUP received: reopening the log file");
+        log_reopen();
+    }
     LOG_INFO("%s received, draining (up to %u ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
              c.server.shutdown_grace_ms);
     signal(SIGTERM, SIG_DFL);

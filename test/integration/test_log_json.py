@@ -6,9 +6,11 @@ failure after the logger started is reported as JSON too."""
 import datetime
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
 from sfharness import BINARY, Server, free_port, get, request
@@ -108,6 +110,36 @@ class JsonLog(unittest.TestCase):
                 entries = parse_lines(self, f.read())
         self.check_access(entries, sent)
         self.assertIn("stopped", [e.get("msg") for e in entries])
+
+    def test_sighup_reopens_the_log_file(self):
+        """logrotate's way: rename the file, SIGHUP; later lines go to a new file at the old
+        path, nothing is lost or written twice, and the daemon keeps serving."""
+        with tempfile.TemporaryDirectory(prefix="sf_jsonlog_") as d:
+            path = os.path.join(d, "snowflaked.log")
+            srv = Server("--set", "log.format=json", "--set", "log.access_log=true",
+                         "--set", "log.file=" + path)
+            try:
+                request(srv, get("/before-rotation"))
+                deadline = time.monotonic() + 5
+                while b"/before-rotation" not in open(path, "rb").read():
+                    self.assertLess(time.monotonic(), deadline, "access line not written")
+                    time.sleep(0.02)
+                os.rename(path, path + ".1")
+                srv.signal(signal.SIGHUP)
+                while not os.path.exists(path):
+                    self.assertLess(time.monotonic(), deadline, "no new file after SIGHUP")
+                    time.sleep(0.02)
+                self.assertEqual(request(srv, get("/after-rotation")).status, 404)
+            finally:
+                srv.stop()
+            with open(path + ".1", "rb") as f:
+                old = parse_lines(self, f.read())
+            with open(path, "rb") as f:
+                new = parse_lines(self, f.read())
+        old_paths = [e["path"] for e in old if e["type"] == "access"]
+        new_paths = [e["path"] for e in new if e["type"] == "access"]
+        self.assertEqual((old_paths, new_paths), (["/before-rotation"], ["/after-rotation"]))
+        self.assertIn("stopped", [e.get("msg") for e in new])
 
     def test_text_unchanged(self):
         """The default stays the text format, access lines as before."""
