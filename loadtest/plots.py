@@ -129,19 +129,27 @@ def peers_figure(peers, outdir, fmt):
                "peer_p99_us", "p99_ratio", "ours_cpu_us", "peer_cpu_us", "cpu_ratio"], rows)
     image = "peers.%s" % fmt
     path = gp_str(os.path.join(outdir, name))
-    top = max([1.0] + [max(r[4], r[7], r[10]) for r in rows])
-    s = [terminal(fmt, max(900, 150 * len(rows) + 200), 520),
+    ratios = [v for r in rows for v in (r[4], r[7], r[10]) if v > 0] or [1.0]
+    s = [terminal(fmt, max(900, 160 * len(rows) + 240), 560),
          "set output %s" % gp_str(os.path.join(outdir, image)),
-         "set title 'ours / peer per workload: above 1 is better for req/s, below 1 is better "
-         "for p99 and CPU per request'",
+         "set title 'ours / peer per workload (log scale): req/s above 1 is better; p99 and "
+         "CPU per request below 1 are better'",
          "set style data histograms", "set style histogram clustered gap 1",
          "set style fill solid 0.85 border -1", "set boxwidth 0.9", "set grid ytics",
-         "set ylabel 'ratio ours / peer'", "set yrange [0:%.2f]" % (top * 1.15),
-         "set xtics rotate by -20 left font ',9'", "set key top right",
-         "set bmargin 7", "set rmargin 8",
+         "set logscale y", "set ylabel 'ours / peer'", "set xrange [-0.6:%g]" % (len(rows) - 0.4),
+         "set yrange [%g:%g]" % (min(0.5, min(ratios) / 1.5), max(2.0, max(ratios) * 1.5)),
+         "set xtics rotate by 25 right font ',9'", "set key top right", "set bmargin 9",
+         "set lmargin 16",
+         # value labels over the bars: a cluster of 3 with gap 1 puts the bars at -0.25, 0, 0.25
          "plot %s using 5:xticlabels(stringcolumn(1).' vs '.stringcolumn(2)) lc rgb '#2ca02c' "
          "title 'req/s', \\\n     '' using 8 lc rgb '#ff7f0e' title 'p99 latency', \\\n"
          "     '' using 11 lc rgb '#9467bd' title 'server CPU-us per request', \\\n"
+         "     '' using ($0-0.25):5:(sprintf('%%.2f',$5)) with labels offset 0,0.6 font ',8' "
+         "notitle, \\\n"
+         "     '' using ($0):8:(sprintf('%%.2f',$8)) with labels offset 0,0.6 font ',8' notitle, "
+         "\\\n"
+         "     '' using ($0+0.25):11:(sprintf('%%.2f',$11)) with labels offset 0,0.6 font ',8' "
+         "notitle, \\\n"
          "     1 with lines lc rgb 'black' dt 2 notitle" % path]
     run_gnuplot("\n".join(s) + "\n", os.path.join(outdir, image))
     return [image]
@@ -194,7 +202,9 @@ def openloop_figure(openloop, outdir, fmt):
 
 
 def kfmt(rate):
-    return "%.0fk/s" % (rate / 1000.0) if rate else "none"
+    if not rate:
+        return "none"
+    return "%.0f/s" % rate if rate < 10000 else "%.0fk/s" % (rate / 1000.0)
 
 
 def render(results, outdir, fmt="svg"):
