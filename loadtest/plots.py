@@ -51,6 +51,8 @@ def write_dat(path, header, rows):
 def fmt_cell(v):
     if isinstance(v, float):
         return "%.3f" % v
+    if v == "NaN":
+        return v
     if isinstance(v, str):
         return '"%s"' % v
     return str(v)
@@ -172,8 +174,9 @@ def openloop_figure(openloop, outdir, fmt):
         for who in ("ours", "peer"):
             srv = w["servers"].get(who)
             for p in (srv or {}).get("points", []):
-                rows.append((who, float(p["offered"]), float(p["achieved"]), float(p["p50"]),
-                             float(p["p99"]), float(p["p999"])))
+                # a step where nothing completed in the window has no latency (not 0 us)
+                lat = [float(p[k]) if p["achieved"] else "NaN" for k in ("p50", "p99", "p999")]
+                rows.append((who, float(p["offered"]), float(p["achieved"]), *lat))
         write_dat(os.path.join(outdir, name),
                   ["server", "offered_req_per_s", "achieved_req_per_s", "p50_us", "p99_us",
                    "p999_us"], rows)
