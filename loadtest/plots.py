@@ -64,6 +64,18 @@ def run_gnuplot(script, image):
         sys.exit("gnuplot failed on %s: %s" % (image, r.stderr.strip()[-800:]))
 
 
+def percentile_plots(path, peer):
+    """gnuplot plot clauses for p50/p99/p99.9 of ours and the peer from a .dat file whose column
+    1 is the server, 2 the x value and 4, 5, 6 the percentiles."""
+    plots = []
+    for who, color, label in (("ours", OURS_COLOR, "snowflaked"), ("peer", PEER_COLOR, peer)):
+        for col, (_, pct, dt) in zip((4, 5, 6), PCTS):
+            plots.append("%s using 2:(strcol(1) eq '%s' ? $%d : 1/0) with linespoints lw 2 dt %d "
+                         "pt 7 ps 0.6 lc rgb '%s' title %s" % (
+                             path, who, col, dt, color, gp_str("%s %s" % (label, pct))))
+    return plots
+
+
 # ---- figures -----------------------------------------------------------------------------------
 
 
@@ -102,13 +114,7 @@ def concurrency_figures(sweep, outdir, fmt):
             else:
                 s += ["set logscale y", "set ylabel 'latency (us)'", "set yrange [*:*]",
                       "set format y '%g'"]
-                plots = []
-                for who, color, label in (("ours", OURS_COLOR, "snowflaked"),
-                                          ("peer", PEER_COLOR, w["peer"])):
-                    for col, (_, pct, dt) in zip((4, 5, 6), PCTS):
-                        plots.append("%s using 2:(strcol(1) eq '%s' ? $%d : 1/0) with linespoints "
-                                     "lw 2 dt %d pt 7 ps 0.6 lc rgb '%s' title %s" % (
-                                         path, who, col, dt, color, gp_str("%s %s" % (label, pct))))
+                plots = percentile_plots(path, w["peer"])
             s.append("plot " + ", \\\n     ".join(plots))
         s.append("unset multiplot")
         run_gnuplot("\n".join(s) + "\n", os.path.join(outdir, image))
@@ -191,14 +197,7 @@ def openloop_figure(openloop, outdir, fmt):
                          "lc rgb '%s'" % (i + 1, knees[who], knees[who], color))
         s.append("set arrow 3 from graph 0, first %f to graph 1, first %f nohead lc rgb 'gray' "
                  "dt 3" % (w["p99_bound_us"], w["p99_bound_us"]))
-        plots = []
-        for who, color, label in (("ours", OURS_COLOR, "snowflaked"),
-                                  ("peer", PEER_COLOR, w["peer"])):
-            for col, (_, pct, dt) in zip((4, 5, 6), PCTS):
-                plots.append("%s using 2:(strcol(1) eq '%s' ? $%d : 1/0) with linespoints lw 2 "
-                             "dt %d pt 7 ps 0.6 lc rgb '%s' title %s" % (
-                                 path, who, col, dt, color, gp_str("%s %s" % (label, pct))))
-        s.append("plot " + ", \\\n     ".join(plots))
+        s.append("plot " + ", \\\n     ".join(percentile_plots(path, w["peer"])))
     s.append("unset multiplot")
     run_gnuplot("\n".join(s) + "\n", os.path.join(outdir, image))
     return [image]
@@ -206,7 +205,7 @@ def openloop_figure(openloop, outdir, fmt):
 
 def kfmt(rate):
     if not rate:
-        return "none"
+        return "under the 1st step"
     return "%.0f/s" % rate if rate < 10000 else "%.0fk/s" % (rate / 1000.0)
 
 
