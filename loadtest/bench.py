@@ -477,7 +477,8 @@ def knee_of(points, p99_bound_us):
 def section_openloop(b):
     """sfload -R at rising offered rates (fractions of the closed-loop capacity at the row's
     connection count, the higher of ours and the peer's), ours and the peer alternating on two
-    long-lived servers; a server's steps end after its second failing step."""
+    long-lived servers; a server's steps end after the second that fell behind (achieved < 95 %
+    of offered: overloaded), so a noisy p99 does not cut the curve short."""
     fractions = OPENLOOP_FRACTIONS_QUICK if b.args.quick else OPENLOOP_FRACTIONS
     bound = b.args.knee_p99_ms * 1000.0
     print("\n== open loop (sfload -R): latency vs offered load, %g s per step after 0.5 s of "
@@ -509,7 +510,7 @@ def section_openloop(b):
                     pt = point(rep)
                     pt.update(offered=rate, achieved=pt.pop("rps"))
                     points[who].append(pt)
-                    if pt["achieved"] < 0.95 * rate or pt["p99"] > bound:
+                    if pt["achieved"] < 0.95 * rate:  # overloaded: a p99 miss alone goes on
                         failures[who] += 1
                     print("%-26s %9d | %-5s %9.0f %5.0f%% | %8.0f %8.0f %8.0f" % (
                         label, rate, who, pt["achieved"], 100.0 * pt["achieved"] / rate,
