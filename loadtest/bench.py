@@ -464,14 +464,14 @@ def section_sweep(b):
 
 
 def knee_of(points, p99_bound_us):
-    """The highest offered rate, below the first step that fails, that was served: achieved
-    >= 95 % of offered and p99 <= the bound. None when even the first step failed."""
-    knee = None
-    for p in sorted(points, key=lambda p: p["offered"]):
-        if p["achieved"] < 0.95 * p["offered"] or p["p99"] > p99_bound_us:
-            return knee, True
-        knee = p["offered"]
-    return knee, False
+    """(knee, reached): the knee is the highest offered rate that was served, achieved >= 95 %
+    of offered and p99 <= the bound (None when no step was); reached says a higher step failed,
+    so the knee is the capacity and not just the highest rate tried. A lower step that missed
+    (a stall of a shared machine) does not hide a higher one that passed."""
+    served = [p["offered"] for p in points
+              if p["achieved"] >= 0.95 * p["offered"] and p["p99"] <= p99_bound_us]
+    knee = max(served) if served else None
+    return knee, any(p["offered"] > (knee or 0) for p in points)
 
 
 def section_openloop(b):
@@ -532,7 +532,7 @@ def section_openloop(b):
 
 def knee_text(srv):
     if srv["knee"] is None:
-        return "below the first step"
+        return "none (no step served)"
     return "%.0f/s%s" % (srv["knee"], "" if srv["knee_reached"] else " (or more: never failed)")
 
 

@@ -205,7 +205,7 @@ def openloop_figure(openloop, outdir, fmt):
 
 def kfmt(rate):
     if not rate:
-        return "under the 1st step"
+        return "none"
     return "%.0f/s" % rate if rate < 10000 else "%.0fk/s" % (rate / 1000.0)
 
 

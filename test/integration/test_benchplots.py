@@ -87,6 +87,8 @@ class BenchPlots(unittest.TestCase):
         overloaded = dict(steps[-1], offered=800, achieved=500.0)
         self.assertEqual(bench.knee_of(steps + [overloaded], 1e6), (400, True))
         self.assertEqual(bench.knee_of(steps, 0.001), (None, True))  # no step under 1 ns
+        stalled = dict(steps[0], p99=2e6)  # a stall at the lowest rate hides no higher step
+        self.assertEqual(bench.knee_of([stalled, steps[1], overloaded], 1e6), (400, True))
 
         servers = {who: {"points": steps + [overloaded], "knee": 400, "knee_reached": True}
                    for who in ("ours", "peer")}
