@@ -5,20 +5,21 @@ with req/s, p99 latency and server CPU-microseconds per request, then the machin
 commands. Loopback only; every run is bounded in time; every process started here is stopped by
 PID (also on Ctrl-C).
 
-    loadtest/bench.py                      # everything (about 12 minutes)
-    loadtest/bench.py --quick              # 1 run of 3 s each (about 3 minutes)
+    loadtest/bench.py                      # everything (about 15 minutes)
+    loadtest/bench.py --quick              # 1 run of 3 s each, short sweeps (about 5 minutes)
     loadtest/bench.py --only peers,sync,alloc  -t 5 --repeat 3
+    loadtest/bench.py --only sweep,openloop    # the two sweeps and their plots (about 2.5 min)
 
 Sections:
   peers  GET /id vs nginx `return 200` (keep-alive, pipelined 16, connection per request at
          -c 1000); the cache over the memcached protocol vs memcached; raw TCP echo vs the epoll
          reference (loadtest/epoll_echo.c); HTTP echo of 1 KiB bodies vs nginx's echo module.
-         Servers get one thread each, pinned to core 0; sfload runs on core 1.
+         Servers get one thread each, pinned to core 0; sfload runs on core 1. Then the
+         keep-alive and pipelined HTTP rows again with h2load --h1 as the client.
   sync   GET /id with the generator in atomic, spinlock and mutex mode, keep-alive and connection
          per request at -c 1000, 3000, 5000 (2 server threads, unpinned).
   alloc  glibc, jemalloc, tcmalloc and mimalloc builds (-DSF_MALLOC) on connection per request
          and on cache sets (where the daemon allocates).
-         The HTTP keep-alive and pipelined rows again with h2load --h1 as the client.
   sweep  closed loop at 1..1000 connections: req/s and p50/p99/p99.9 of ours vs each peer
          (HTTP GET /id vs nginx, memcached vs memcached, TCP echo vs epoll_echo).
   openloop  sfload -R stepping the offered rate up to ~1.25x the closed-loop capacity: latency vs
@@ -44,7 +45,7 @@ import tempfile
 import time
 
 import plots
-from benchlib import ROOT, free_port, rss_kib, wait_port
+from benchlib import ROOT, cpu_seconds, free_port, rss_kib, wait_port
 
 PEER_PACKAGES = ("nginx libnginx-mod-http-echo memcached libjemalloc-dev libgoogle-perftools-dev "
                  "libmimalloc-dev nghttp2-client gnuplot-nox")
@@ -222,15 +223,9 @@ class Bench:
             sys.exit("h2load failed (%d): %s" % (p.returncode, out[-800:]))
         if fig.pop("failed"):
             print("  note: h2load: %s" % re.search(r"requests: .*", out).group(0), file=sys.stderr)
-        fig["cpu_us"] = (after - before) * 1e6 / fig.pop("done") if fig["done"] else 0.0
+        done = fig.pop("done")
+        fig["cpu_us"] = (after - before) * 1e6 / done if done else 0.0
         return fig
-
-
-def cpu_seconds(pid):
-    """utime + stime of process pid (all its threads) in seconds, from /proc/PID/stat."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 H2LOAD_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
