@@ -65,8 +65,8 @@ test-tsan:
 	$(MAKE) test BUILD=build-tsan BUILD_TYPE=RelWithDebInfo CMAKE_ARGS=-DSANITIZE=thread
 
 # Everything side by side with its peer (nginx, memcached, an epoll echo server), the generator's
-# sync modes and the allocators, through sfload; installs the peers; ~12 minutes (quick: ~3).
-# Results and how to read them: loadtest/README.md.
+# sync modes and the allocators, through sfload (and h2load); installs the peers; ~15 minutes
+# (quick: ~5). Figures and gnuplot plots in $(BUILD)/bench/. How to read them: loadtest/README.md.
 bench: build
 	python3 loadtest/bench.py -b $(BUILD)
 bench-quick: build

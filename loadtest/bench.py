@@ -5,21 +5,31 @@ with req/s, p99 latency and server CPU-microseconds per request, then the machin
 commands. Loopback only; every run is bounded in time; every process started here is stopped by
 PID (also on Ctrl-C).
 
-    loadtest/bench.py                      # everything (about 12 minutes)
-    loadtest/bench.py --quick              # 1 run of 3 s each (about 3 minutes)
+    loadtest/bench.py                      # everything (about 15 minutes)
+    loadtest/bench.py --quick              # 1 run of 3 s each, short sweeps (about 5 minutes)
     loadtest/bench.py --only peers,sync,alloc  -t 5 --repeat 3
+    loadtest/bench.py --only sweep,openloop    # the two sweeps and their plots (about 2.5 min)
 
 Sections:
   peers  GET /id vs nginx `return 200` (keep-alive, pipelined 16, connection per request at
          -c 1000); the cache over the memcached protocol vs memcached; raw TCP echo vs the epoll
          reference (loadtest/epoll_echo.c); HTTP echo of 1 KiB bodies vs nginx's echo module.
-         Servers get one thread each, pinned to core 0; sfload runs on core 1.
+         Servers get one thread each, pinned to core 0; sfload runs on core 1. Then the
+         keep-alive and pipelined HTTP rows again with h2load --h1 as the client.
   sync   GET /id with the generator in atomic, spinlock and mutex mode, keep-alive and connection
          per request at -c 1000, 3000, 5000 (2 server threads, unpinned).
   alloc  glibc, jemalloc, tcmalloc and mimalloc builds (-DSF_MALLOC) on connection per request
          and on cache sets (where the daemon allocates).
+  sweep  closed loop at 1..1000 connections: req/s and p50/p99/p99.9 of ours vs each peer
+         (HTTP GET /id vs nginx, memcached vs memcached, TCP echo vs epoll_echo).
+  openloop  sfload -R stepping the offered rate up to ~1.25x the closed-loop capacity: latency vs
+         offered load per server; the knee (capacity) is the highest offered rate served at
+         >= 95 % with p99 under --knee-p99-ms.
   formats  GET /id, /uuid, /ulid (and /ids, /uuids, /ulids at count=20) on one server thread
          pinned to core 0, sfload on core 1: req/s and server CPU-us per request against /id.
+
+Every figure also goes to OUT/results.json (default BUILD/bench), and loadtest/plots.py draws
+it with gnuplot into OUT (.dat files and .svg images; `plots.py results.json OUTDIR` redraws).
 """
 import argparse
 import json
@@ -34,10 +44,11 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, free_port, rss_kib, wait_port
+import plots
+from benchlib import ROOT, cpu_seconds, free_port, rss_kib, wait_port
 
 PEER_PACKAGES = ("nginx libnginx-mod-http-echo memcached libjemalloc-dev libgoogle-perftools-dev "
-                 "libmimalloc-dev")
+                 "libmimalloc-dev nghttp2-client gnuplot-nox")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
 NGINX_CONF = """
 worker_processes 1;
@@ -65,6 +76,12 @@ http {{
 }}
 """
 ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
+# Connection counts of the closed-loop sweep; they include the peers rows' 50 and 100, whose
+# req/s sets the open-loop steps: fractions of that closed-loop capacity.
+SWEEP_LEVELS = (1, 10, 50, 100, 1000)
+SWEEP_LEVELS_QUICK = (1, 50, 100, 1000)
+OPENLOOP_FRACTIONS = (0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25)
+OPENLOOP_FRACTIONS_QUICK = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25)
 
 
 class Bench:
@@ -75,6 +92,10 @@ class Bench:
         self.commands = []
         self.build = os.path.join(ROOT, args.build)
         self.sfload = os.path.join(self.build, "sfload")
+        self.results = {"sweep": [], "peers": [], "h2load": [], "openloop": []}
+        # The sweeps are many short runs (about 1 + 1.5 minutes in all; --quick about 1.5).
+        self.sweep_seconds = 1 if args.quick else 1.5
+        self.openloop_seconds = 1 if args.quick else 1.5
         self.body_1k = os.path.join(self.work, "body-1k")
         with open(self.body_1k, "wb") as f:
             f.write(b"x" * 1024)
@@ -90,6 +111,7 @@ class Bench:
         log = open(os.path.join(self.work, "server-%d.log" % len(self.procs)), "wb")
         p = subprocess.Popen(argv, env=env, cwd=cwd or self.work, stdout=log,
                              stderr=subprocess.STDOUT, preexec_fn=raise_nofile)
+        log.close()  # the server has its own descriptor
         self.procs.append(p)
         return p
 
@@ -155,14 +177,15 @@ class Bench:
 
     # ---- load -------------------------------------------------------------------------------
 
-    def load(self, server, args, target, cpu=1):
-        """Runs sfload against the server; returns its JSON report."""
-        argv = [self.sfload, "--json", "-q", "-t", str(self.args.time), "--warmup", "1",
+    def load(self, server, args, target, cpu=1, seconds=None, warmup=1):
+        """Runs sfload against the server (for seconds, default -t); returns its JSON report."""
+        seconds = seconds or self.args.time
+        argv = [self.sfload, "--json", "-q", "-t", str(seconds), "--warmup", str(warmup),
                 "--server-pid", str(server["pid"])] + args + [target]
         if cpu is not None:
             argv = ["taskset", "-c", str(cpu)] + argv
         self.commands.append(" ".join(shlex.quote(a) for a in argv))
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=self.args.time + 120,
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + warmup + 120,
                            preexec_fn=raise_nofile)
         try:
             report = json.loads(r.stdout)
@@ -173,6 +196,56 @@ class Bench:
             print("  note: %d errors: %s" % (errors, {k: v for k, v in report["errors"].items()
                                                      if v}), file=sys.stderr)
         return report
+
+    def h2load(self, server, args, url, cpu=1):
+        """Runs h2load --h1 against the server for -t seconds after 1 s of warm-up; returns
+        {rps, mean_us, sd_us, max_us, cpu_us}. The server's CPU is read from /proc when the
+        warm-up ends and after the run, so it covers the measured window (h2load has no
+        --server-pid)."""
+        seconds = min(self.args.time, 3)  # a second client, not the main figure: 3 s are enough
+        argv = ["h2load", "--h1", "-t", "1", "-D", str(seconds), "--warm-up-time", "1"] + \
+            args + [url]
+        if cpu is not None:
+            argv = ["taskset", "-c", str(cpu)] + argv
+        self.commands.append(" ".join(shlex.quote(a) for a in argv))
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             preexec_fn=raise_nofile)
+        time.sleep(1.0)
+        before = cpu_seconds(server["pid"])
+        try:
+            out, _ = p.communicate(timeout=seconds + 120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        after = cpu_seconds(server["pid"])
+        fig = parse_h2load(out)
+        if fig is None:
+            sys.exit("h2load failed (%d): %s" % (p.returncode, out[-800:]))
+        if fig.pop("failed"):
+            print("  note: h2load: %s" % re.search(r"requests: .*", out).group(0), file=sys.stderr)
+        done = fig.pop("done")
+        fig["cpu_us"] = (after - before) * 1e6 / done if done else 0.0
+        return fig
+
+
+H2LOAD_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def parse_h2load(out):
+    """h2load's summary: 'finished in 5.00s, 123.00 req/s, ...', 'requests: N total, ... N done,
+    N succeeded, N failed, N errored, N timeout' and 'time for request: min max mean sd +/-sd'.
+    None when those lines are missing."""
+    rps = re.search(r"^finished in [\d.]+s, ([\d.]+) req/s", out, re.M)
+    reqs = re.search(r"^requests: .* (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, "
+                     r"(\d+) timeout", out, re.M)
+    lat = re.search(r"^time for request:\s+([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)\s+"
+                    r"([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)", out, re.M)
+    if not (rps and reqs and lat):
+        return None
+    us = [float(lat.group(i)) * H2LOAD_UNITS[lat.group(i + 1)] for i in (1, 3, 5, 7)]
+    done, ok = int(reqs.group(1)), int(reqs.group(2))
+    return {"rps": float(rps.group(1)), "min_us": us[0], "max_us": us[1], "mean_us": us[2],
+            "sd_us": us[3], "done": done, "failed": done - ok + int(reqs.group(4))}
 
 
 def raise_nofile():
@@ -209,6 +282,10 @@ def ratio(a, b):
     return "%.2f" % (a / b) if b else "-"
 
 
+def as_dict(fig):
+    return {"rps": fig[0], "p99": fig[1], "cpu_us": fig[2]}
+
+
 def print_row(name, ours, peer):
     print("%-34s %10.0f %10.0f %6s | %8.0f %8.0f %6s | %7.2f %7.2f %6s" % (
         name, ours[0], peer[0], ratio(ours[0], peer[0]), ours[1], peer[1], ratio(ours[1], peer[1]),
@@ -239,6 +316,18 @@ def other_rows(b):
     ]
 
 
+PEER_NAMES = {"memcache": "memcached", "echo": "epoll_echo"}
+
+
+def h2load_rows():
+    """The HTTP rows again with h2load --h1 as the client: (name, h2load arguments, path). For
+    HTTP/1.1, h2load's -m is the pipelining depth."""
+    return [
+        ("GET /id keep-alive -c 50", ["-c", "50"], "/id"),
+        ("GET /id pipelined 16 -c 50 (-m 16)", ["-c", "50", "-m", "16"], "/id"),
+    ]
+
+
 def section_peers(b):
     print("\n== snowflaked vs peers: 1 server thread on core 0, sfload on core 1, median of %d ==" %
           b.args.repeat)
@@ -260,7 +349,10 @@ def section_peers(b):
                     runs[who].append(figures(rep))
                 finally:
                     b.stop(srv["proc"])
-        print_row(name, median_figures(runs["ours"]), median_figures(runs["peer"]))
+        ours, peer = median_figures(runs["ours"]), median_figures(runs["peer"])
+        print_row(name, ours, peer)
+        b.results["peers"].append({"name": name, "peer": "nginx", "ours": as_dict(ours),
+                                   "peer_figures": as_dict(peer)})
 
     for name, kind, peer, args in other_rows(b):
         runs = {"ours": [], "peer": []}
@@ -272,7 +364,182 @@ def section_peers(b):
                     runs[who].append(figures(rep))
                 finally:
                     b.stop(srv["proc"])
-        print_row(name, median_figures(runs["ours"]), median_figures(runs["peer"]))
+        ours, peer = median_figures(runs["ours"]), median_figures(runs["peer"])
+        print_row(name, ours, peer)
+        b.results["peers"].append({"name": name, "peer": PEER_NAMES[kind], "ours": as_dict(ours),
+                                   "peer_figures": as_dict(peer)})
+    section_h2load(b)
+
+
+def section_h2load(b):
+    """The HTTP rows through a second client, h2load --h1 (nghttp2): its req/s and its
+    latency summary (mean, sd, max: h2load prints no percentiles), server CPU from /proc."""
+    print("\n-- the same HTTP rows with h2load --h1 (1 client thread on core 1, %d s after 1 s of "
+          "warm-up), median of %d --" % (min(b.args.time, 3), b.args.repeat))
+    print("%-34s %10s %10s %6s | %8s %8s %6s | %7s %7s | %8s %8s | %7s %7s %6s" % (
+        "workload", "ours/s", "nginx/s", "ratio", "ours", "nginx", "ratio", "ours", "nginx",
+        "ours", "nginx", "ours us", "nginx us", "ratio"))
+    print("%-34s %29s | %24s | %15s | %17s | %22s" % (
+        "", "requests per second", "mean latency (us)", "sd (us)", "max (us)",
+        "server CPU-us per request"))
+    keys = ("rps", "mean_us", "sd_us", "max_us", "cpu_us")
+    for name, args, path in h2load_rows():
+        runs = {"ours": [], "peer": []}
+        for _ in range(b.args.repeat):
+            for who in ("ours", "peer"):
+                srv = b.ours() if who == "ours" else b.nginx()
+                try:
+                    runs[who].append(b.h2load(srv, args, "http://127.0.0.1:%d%s" % (
+                        srv["http"], path)))
+                finally:
+                    b.stop(srv["proc"])
+        o, p = ({k: statistics.median(r[k] for r in runs[who]) for k in keys}
+                for who in ("ours", "peer"))
+        print("%-34s %10.0f %10.0f %6s | %8.0f %8.0f %6s | %7.0f %7.0f | %8.0f %8.0f | "
+              "%7.2f %7.2f %6s" % (name, o["rps"], p["rps"], ratio(o["rps"], p["rps"]),
+                                   o["mean_us"], p["mean_us"], ratio(o["mean_us"], p["mean_us"]),
+                                   o["sd_us"], p["sd_us"], o["max_us"], p["max_us"],
+                                   o["cpu_us"], p["cpu_us"], ratio(o["cpu_us"], p["cpu_us"])),
+              flush=True)
+        b.results["h2load"].append({"name": name, "peer": "nginx", "ours": o, "peer_figures": p})
+
+
+def protocol_workloads(b):
+    """One workload per protocol for the sweeps: (label, peer name, peer starter, port key,
+    sfload arguments without -c, connections of the peers table row)."""
+    return [
+        ("HTTP GET /id keep-alive", "nginx", b.nginx, "http", [], 50),
+        ("memcached 90:10 get:set", "memcached", b.memcached, "memcache",
+         ["--mode", "memcache", "--keys", "10000", "--value-size", "100"], 50),
+        ("TCP echo 32 B", "epoll_echo", b.epoll_echo, "echo",
+         ["--mode", "echo", "--msg-size", "32"], 100),
+    ]
+
+
+def target_of(srv, kind):
+    return ("http://127.0.0.1:%d/id" % srv["http"]) if kind == "http" else \
+        "127.0.0.1:%d" % srv[kind]
+
+
+def point(rep):
+    lat = rep["latency_us"]
+    return {"rps": rep["requests_per_sec"], "p50": lat["p50"], "p99": lat["p99"],
+            "p999": lat["p99_9"], "cpu_us": rep.get("server", {}).get("cpu_us_per_request", 0.0)}
+
+
+def section_sweep(b):
+    """Closed loop over connection counts, ours and the peer alternating at each count on the
+    same two long-lived servers (one run each; the tables above are the medians)."""
+    levels = SWEEP_LEVELS_QUICK if b.args.quick else SWEEP_LEVELS
+    print("\n== closed loop vs connections: 1 server thread on core 0, sfload on core 1, %g s "
+          "per point ==" % b.sweep_seconds)
+    print("%-26s %6s | %10s %10s %6s | %8s %8s | %8s %8s | %8s %8s" % (
+        "workload", "conns", "ours/s", "peer/s", "ratio", "ours p50", "peer p50", "ours p99",
+        "peer p99", "ours 99.9", "peer 99.9"))
+    for label, peer_name, starter, kind, args, _ in protocol_workloads(b):
+        servers = {"ours": b.ours(), "peer": starter()}
+        entry = {"workload": label, "peer": peer_name, "points": []}
+        try:
+            for conns in levels:
+                got = {}
+                for who in ("ours", "peer"):
+                    rep = b.load(servers[who], args + ["-c", str(conns)],
+                                 target_of(servers[who], kind), seconds=b.sweep_seconds,
+                                 warmup=0.5)
+                    got[who] = point(rep)
+                    entry["points"].append(dict(got[who], server=who, connections=conns))
+                o, p = got["ours"], got["peer"]
+                print("%-26s %6d | %10.0f %10.0f %6s | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f" % (
+                    label, conns, o["rps"], p["rps"], ratio(o["rps"], p["rps"]), o["p50"],
+                    p["p50"], o["p99"], p["p99"], o["p999"], p["p999"]), flush=True)
+        finally:
+            for srv in servers.values():
+                b.stop(srv["proc"])
+        b.results["sweep"].append(entry)
+
+
+def knee_of(points, p99_bound_us):
+    """(knee, reached): the knee is the highest offered rate that was served, achieved >= 95 %
+    of offered and p99 <= the bound (None when no step was); reached says a higher step failed,
+    so the knee is the capacity and not just the highest rate tried. A lower step that missed
+    (a stall of a shared machine) does not hide a higher one that passed."""
+    served = [p["offered"] for p in points
+              if p["achieved"] >= 0.95 * p["offered"] and p["p99"] <= p99_bound_us]
+    knee = max(served) if served else None
+    return knee, any(p["offered"] > (knee or 0) for p in points)
+
+
+def section_openloop(b):
+    """sfload -R at rising offered rates (fractions of the closed-loop capacity at the row's
+    connection count, the higher of ours and the peer's), ours and the peer alternating on two
+    long-lived servers; a server's steps end after the second that fell behind (achieved < 95 %
+    of offered: overloaded), so a noisy p99 does not cut the curve short."""
+    fractions = OPENLOOP_FRACTIONS_QUICK if b.args.quick else OPENLOOP_FRACTIONS
+    bound = b.args.knee_p99_ms * 1000.0
+    print("\n== open loop (sfload -R): latency vs offered load, %g s per step after 0.5 s of "
+          "warm-up; knee = highest rate served at >= 95 %% with p99 <= %g ms ==" % (
+              b.openloop_seconds, b.args.knee_p99_ms))
+    print("%-26s %9s | %-5s %9s %6s | %8s %8s %8s" % (
+        "workload", "offered/s", "who", "achieved", "share", "p50 us", "p99 us", "p99.9 us"))
+    for label, peer_name, starter, kind, args, conns in protocol_workloads(b):
+        servers = {"ours": b.ours(), "peer": starter()}
+        entry = {"workload": label, "peer": peer_name, "connections": conns,
+                 "p99_bound_us": bound, "servers": {}}
+        try:
+            capacity = sweep_capacity(b, label, conns)
+            if capacity is None:  # no sweep in this run: a short closed-loop probe
+                capacity = max(b.load(servers[who], args + ["-c", str(conns)],
+                                      target_of(servers[who], kind), seconds=1,
+                                      warmup=0.5)["requests_per_sec"] for who in servers)
+            entry["capacity_closed_loop"] = capacity
+            failures = {"ours": 0, "peer": 0}
+            points = {"ours": [], "peer": []}
+            for frac in fractions:
+                rate = max(1000, int(round(capacity * frac, -3)))
+                for who in ("ours", "peer"):
+                    if failures[who] >= 2:
+                        continue
+                    rep = b.load(servers[who], args + ["-c", str(conns), "-R", str(rate)],
+                                 target_of(servers[who], kind), seconds=b.openloop_seconds,
+                                 warmup=0.5)
+                    pt = point(rep)
+                    pt.update(offered=rate, achieved=pt.pop("rps"))
+                    points[who].append(pt)
+                    if pt["achieved"] < 0.95 * rate:  # overloaded: a p99 miss alone goes on
+                        failures[who] += 1
+                    print("%-26s %9d | %-5s %9.0f %5.0f%% | %8.0f %8.0f %8.0f" % (
+                        label, rate, who, pt["achieved"], 100.0 * pt["achieved"] / rate,
+                        pt["p50"], pt["p99"], pt["p999"]), flush=True)
+                if failures["ours"] >= 2 and failures["peer"] >= 2:
+                    break
+        finally:
+            for srv in servers.values():
+                b.stop(srv["proc"])
+        for who in ("ours", "peer"):
+            knee, reached = knee_of(points[who], bound)
+            entry["servers"][who] = {"points": points[who], "knee": knee, "knee_reached": reached}
+        k = entry["servers"]
+        print("%-26s knee: ours %s, %s %s (closed-loop capacity at -c %d: %.0f/s)" % (
+            label, knee_text(k["ours"]), peer_name, knee_text(k["peer"]), conns, capacity),
+            flush=True)
+        b.results["openloop"].append(entry)
+
+
+def knee_text(srv):
+    if srv["knee"] is None:
+        return "none (no step served)"
+    return "%.0f/s%s" % (srv["knee"], "" if srv["knee_reached"] else " (or more: never failed)")
+
+
+def sweep_capacity(b, label, conns):
+    """The higher closed-loop req/s of ours and the peer at conns connections in this run's
+    sweep, None without one."""
+    for w in b.results["sweep"]:
+        if w["workload"] == label:
+            rates = [p["rps"] for p in w["points"] if p["connections"] == conns]
+            if rates:
+                return max(rates)
+    return None
 
 
 def section_sync(b):
@@ -373,13 +640,16 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="peers,formats,sync,alloc",
-                    help="sections: peers,formats,sync,alloc")
+    ap.add_argument("--only", default="peers,sweep,openloop,formats,sync,alloc",
+                    help="sections: peers,sweep,openloop,formats,sync,alloc")
     ap.add_argument("-t", "--time", type=int, default=5, help="seconds per run (default 5)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure, median (default 3)")
     ap.add_argument("--quick", action="store_true", help="-t 3 --repeat 1")
     ap.add_argument("-b", "--build", default="build", help="build directory (default build)")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get the peers")
+    ap.add_argument("--knee-p99-ms", type=float, default=10.0,
+                    help="open loop: a step beyond this p99 is past the knee (default 10)")
+    ap.add_argument("--out", help="results.json, .dat files and plots (default BUILD/bench)")
     args = ap.parse_args()
     if args.quick:
         args.time, args.repeat = 3, 1
@@ -393,17 +663,33 @@ def main():
         if not os.access(tool, os.X_OK):
             sys.exit("%s missing: run `make build` first" % tool)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
-    print("machine: " + machine())
-    print("date: " + time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    sections = {"peers": section_peers, "sweep": section_sweep, "openloop": section_openloop,
+                "sync": section_sync, "alloc": section_alloc, "formats": section_formats}
+    for name in args.only.split(","):
+        if name not in sections:
+            sys.exit("unknown section %r (%s)" % (name, ", ".join(sections)))
+    out = os.path.abspath(args.out or os.path.join(b.build, "bench"))
+    b.results.update(machine=machine(), date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                     command=" ".join(shlex.quote(a) for a in sys.argv), seconds=args.time,
+                     repeat=args.repeat, quick=args.quick)
+    print("machine: " + b.results["machine"])
+    print("date: " + b.results["date"])
+    started = time.monotonic()
     try:
-        sections = {"peers": section_peers, "sync": section_sync, "alloc": section_alloc,
-                    "formats": section_formats}
         for name in args.only.split(","):
-            if name not in sections:
-                sys.exit("unknown section %r (peers, sync, alloc, formats)" % name)
+            t0 = time.monotonic()
             sections[name](b)
+            print("(%s: %.0f s)" % (name, time.monotonic() - t0), flush=True)
     finally:
         b.stop_all()
+        b.results["wall_seconds"] = round(time.monotonic() - started, 1)
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "results.json"), "w") as f:
+            json.dump(b.results, f, indent=1)
+    images = plots.render(b.results, out)
+    print("\nresults: %s/results.json; plots: %s (%.0f s in all; redraw: python3 "
+          "loadtest/plots.py %s/results.json DIR)" % (
+              out, ", ".join(images) if images else "none", b.results["wall_seconds"], out))
     print("\ncommands (servers, then the load; each distinct one once, ports, pids and temporary "
           "directories vary):")
     seen = set()

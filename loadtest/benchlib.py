@@ -22,6 +22,13 @@ def rss_kib(pid):
     return 0
 
 
+def cpu_seconds(pid):
+    """utime + stime of process pid (all its threads) in seconds, from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # the name in () may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_port(port):
     for _ in range(200):
         try:
