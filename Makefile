@@ -65,7 +65,7 @@ test-tsan:
 	$(MAKE) test BUILD=build-tsan BUILD_TYPE=RelWithDebInfo CMAKE_ARGS=-DSANITIZE=thread
 
 # Everything side by side with its peer (nginx, memcached, an epoll echo server), the generator's
-# sync modes and the allocators, through sfload (and h2load); installs the peers; ~15 minutes
+# sync modes and the allocators, through sfload (and h2load); installs the peers; ~18 minutes
 # (quick: ~5). Figures and gnuplot plots in $(BUILD)/bench/. How to read them: loadtest/README.md.
 bench: build
 	python3 loadtest/bench.py -b $(BUILD)

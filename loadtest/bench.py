@@ -80,7 +80,7 @@ ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
 # req/s sets the open-loop steps: fractions of that closed-loop capacity.
 SWEEP_LEVELS = (1, 10, 50, 100, 1000)
 SWEEP_LEVELS_QUICK = (1, 50, 100, 1000)
-OPENLOOP_FRACTIONS = (0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25)
+OPENLOOP_FRACTIONS = (0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 1.75)
 OPENLOOP_FRACTIONS_QUICK = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25)
 
 
@@ -520,15 +520,20 @@ def section_openloop(b):
             entry["servers"][who] = {"points": points[who], "knee": knee, "knee_reached": reached}
         k = entry["servers"]
         print("%-26s knee: ours %s, %s %s (closed-loop capacity at -c %d: %.0f/s)" % (
-            label, knee_text(k["ours"]), peer_name, knee_text(k["peer"]), conns, capacity),
+            label, knee_text(k["ours"], bound), peer_name, knee_text(k["peer"], bound), conns,
+            capacity),
             flush=True)
         b.results["openloop"].append(entry)
 
 
-def knee_text(srv):
+def knee_text(srv, p99_bound_us):
+    """The knee, and the lower steps that missed (a stall, or a real dip a reader should see)."""
     if srv["knee"] is None:
         return "none (no step served)"
-    return "%.0f/s%s" % (srv["knee"], "" if srv["knee_reached"] else " (or more: never failed)")
+    missed = ["%d" % p["offered"] for p in srv["points"] if p["offered"] < srv["knee"] and not (
+        p["achieved"] >= 0.95 * p["offered"] and p["p99"] <= p99_bound_us)]
+    return "%.0f/s%s%s" % (srv["knee"], "" if srv["knee_reached"] else " (or more: never failed)",
+                           " (missed lower steps: %s)" % ", ".join(missed) if missed else "")
 
 
 def sweep_capacity(b, label, conns):

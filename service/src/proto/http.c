@@ -20,7 +20,8 @@
 /* From 5 us: a keep-alive /id is answered in 10..30 us, and histogram_quantile() can say no
  * more than "below the lowest bound" about requests that all fall in the lowest bucket. */
 const double http_latency_bounds[HTTP_LATENCY_BUCKETS] = {
-    0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
+    0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+    0.005,    0.01,    0.025,    0.05,    0.1,    0.25,    0.5,    1.0};
 
 typedef struct loop_metrics {
     _Atomic uint64_t requests[HTTP_MAX_ROUTES + 1][HTTP_S_COUNT];
