@@ -17,7 +17,7 @@ from sfharness import BINARY, Server, free_port, get, request
 
 LOG_KEYS = ["ts", "level", "type", "msg"]
 ACCESS_KEYS = ["ts", "level", "type", "method", "path", "status", "duration_ms", "bytes",
-               "proto"]
+               "proto", "remote"]
 LEVELS = {"debug", "info", "warn", "error"}
 
 
@@ -78,6 +78,8 @@ class JsonLog(unittest.TestCase):
             want = ("" if e["status"] == 400 else
                     "HTTP/1.0" if e["path"] == "/http10" else "HTTP/1.1")
             self.assertEqual(e["proto"], want, e)
+            # the client's address: these requests come from this process over loopback
+            self.assertRegex(e["remote"], r"^127\.0\.0\.1:\d{1,5}$", e)
 
     def test_stderr(self):
         srv = Server("--set", "log.format=json", "--set", "log.access_log=true")

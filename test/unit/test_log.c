@@ -986,7 +986,8 @@ START_TEST(test_json_drop_summary)
 }
 END_TEST
 
-static const char access_keys[] = "ts,level,type,method,path,status,duration_ms,bytes,proto";
+static const char access_keys[] =
+    "ts,level,type,method,path,status,duration_ms,bytes,proto,remote";
 
 START_TEST(test_json_access_lines)
 {
@@ -1000,7 +1001,8 @@ START_TEST(test_json_access_lines)
                                         .duration_ns = 1234567,
                                         .bytes = 21,
                                         .version_major = 1,
-                                        .version_minor = 1});
+                                        .version_minor = 1,
+                                        .remote = "[2001:db8::1]:443"});
     log_access_http(&(log_access_entry){.method = "POST", .status = 400, .duration_ns = 499});
     char *long_target = malloc(3000);
     memset(long_target, '"', 3000); /* 512 kept, each escaped to 2 bytes */
@@ -1021,15 +1023,17 @@ START_TEST(test_json_access_lines)
     ck_assert_str_eq(json_after_ts(lines[0]),
                      ",\"level\":\"info\",\"type\":\"access\",\"method\":\"GET\","
                      "\"path\":\"/cache/a\\\"b\\\\c\\u0001\\ufffd?q=\xc3\xa9\",\"status\":404,"
-                     "\"duration_ms\":1.235,\"bytes\":21,\"proto\":\"HTTP/1.1\"}");
+                     "\"duration_ms\":1.235,\"bytes\":21,\"proto\":\"HTTP/1.1\","
+                     "\"remote\":\"[2001:db8::1]:443\"}");
     ck_assert_str_eq(json_after_ts(lines[1]),
                      ",\"level\":\"info\",\"type\":\"access\",\"method\":\"POST\",\"path\":\"-\","
-                     "\"status\":400,\"duration_ms\":0.000,\"bytes\":0,\"proto\":\"\"}");
+                     "\"status\":400,\"duration_ms\":0.000,\"bytes\":0,\"proto\":\"\","
+                     "\"remote\":\"\"}");
     const char *p = strstr(lines[2], "\"path\":\"") + 8;
     for (int i = 0; i < 512; i++)
         ck_assert_msg(p[2 * i] == '\\' && p[2 * i + 1] == '"', "at %d: %s", i, lines[2]);
     ck_assert_str_eq(p + 1024, "\",\"status\":200,\"duration_ms\":12345.679,\"bytes\":0,"
-                               "\"proto\":\"HTTP/1.0\"}");
+                               "\"proto\":\"HTTP/1.0\",\"remote\":\"\"}");
     assert_json_keys(lines[3], "ts,level,type,msg");
     ck_assert_str_eq(json_after_ts(lines[3]),
                      ",\"level\":\"info\",\"type\":\"access\",\"msg\":\"free form\"}");

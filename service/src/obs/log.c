@@ -469,8 +469,8 @@ static size_t format_access_json(char *line, const log_access_entry *e, const ch
                                  size_t target_len)
 {
     /* The longest tail after "path": `","status":` + 11 + `,"duration_ms":` + 24 + `,"bytes":` +
-     * 20 + `,"proto":"HTTP/` + 3 + `.` + 3 + `"}\n`, rounded up. */
-    enum { METHOD_ROOM = 32, TAIL_ROOM = 160 };
+     * 20 + `,"proto":"HTTP/` + 3 + `.` + 3 + `","remote":"` + REMOTE_ROOM + `"}\n`, rounded up. */
+    enum { METHOD_ROOM = 32, REMOTE_ROOM = 64, TAIL_ROOM = 240 };
     size_t used, o = put_json_head(line, json_access_mid, sizeof json_access_mid - 1);
     const char *method = e->method ? e->method : "-";
     o += json_escape(method, strlen(method), line + o, METHOD_ROOM, &used);
@@ -505,6 +505,11 @@ static size_t format_access_json(char *line, const log_access_entry *e, const ch
         line[o++] = '.';
         o += fmt_u64(line + o, e->version_minor);
     }
+    static const char remote_key[] = "\",\"remote\":\"";
+    memcpy(line + o, remote_key, sizeof remote_key - 1);
+    o += sizeof remote_key - 1;
+    if (e->remote)
+        o += json_escape(e->remote, strnlen(e->remote, REMOTE_ROOM), line + o, REMOTE_ROOM, &used);
     memcpy(line + o, JSON_TAIL, JSON_TAIL_LEN);
     return o + JSON_TAIL_LEN;
 }

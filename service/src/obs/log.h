@@ -72,6 +72,7 @@ typedef struct log_access_entry {
     uint64_t duration_ns; /* from the request's first byte to its response queued */
     uint64_t bytes;       /* response body bytes sent (0 for HEAD, 204, 304) */
     uint8_t version_major, version_minor; /* the request's HTTP version; 0.0: not received */
+    const char *remote; /* the client "address:port" ("[v6]:port"), NUL-terminated; NULL: "" */
 } log_access_entry;
 
 /* Zero means the default for every field. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "llhttp.h"
@@ -85,6 +86,8 @@ typedef struct http_conn {
     uint8_t te_matched;     /* bytes of "chunked" matched so far in the current value */
     uint64_t start_ns;
     uint64_t sent_body_len; /* the response's body bytes, for the access log */
+    bool remote_known;      /* remote holds the client's address (access log only) */
+    char remote[56];        /* "[ffff:...:ffff]:65535", or "" when the socket does not say */
 } http_conn;
 
 static const llhttp_settings_t settings;
@@ -173,6 +176,31 @@ const char *http_status_slot_label(http_status_slot s)
     return (unsigned)s < HTTP_S_COUNT ? labels[s] : "?";
 }
 
+/* The client's address for the access log: one getpeername per connection, on its first
+ * logged request (nothing when the access log is off). */
+static const char *remote_of(http_conn *h)
+{
+    if (h->remote_known)
+        return h->remote;
+    h->remote_known = true;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int fd = conn_fd(h->c);
+    char ip[INET6_ADDRSTRLEN];
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+        return h->remote; /* "" */
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in4 = (const struct sockaddr_in *)&ss;
+        if (inet_ntop(AF_INET, &in4->sin_addr, ip, sizeof ip))
+            snprintf(h->remote, sizeof h->remote, "%s:%u", ip, ntohs(in4->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+        if (inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip))
+            snprintf(h->remote, sizeof h->remote, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    }
+    return h->remote;
+}
+
 static void record(http_conn *h, int status)
 {
     unsigned route = h->route < 0 ? h->srv->nroutes : (unsigned)h->route;
@@ -185,16 +213,19 @@ static void record(http_conn *h, int status)
         b++;
     counter_add(&m->latency[route][b], 1);
     counter_add(&m->latency_sum_ns[route], ns);
-    if (log_access_enabled())
-        log_access_http(
-            &(log_access_entry){.method = llhttp_method_name((llhttp_method_t)h->parser.method),
-                                .target = h->head,
-                                .target_len = h->url_len,
-                                .status = status,
-                                .duration_ns = ns,
-                                .bytes = h->sent_body_len,
-                                .version_major = h->parser.http_major,
-                                .version_minor = h->parser.http_minor});
+    if (!log_access_enabled())
+        return;
+    log_access_entry e = {.method = llhttp_method_name((llhttp_method_t)h->parser.method),
+                          .target = h->head,
+                          .target_len = h->url_len,
+                          .status = status,
+                          .duration_ns = ns,
+                          .bytes = h->sent_body_len,
+                          .version_major = h->parser.http_major,
+                          .version_minor = h->parser.http_minor};
+    if (log_current_format() == LOG_FORMAT_JSON) /* the text line has no address */
+        e.remote = remote_of(h);
+    log_access_http(&e);
 }
 
 /* ---- responses ---------------------------------------------------------------------------- */
