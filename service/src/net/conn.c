@@ -2,7 +2,10 @@
  * every transport (transport.h). */
 #include "net/conn.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -527,6 +530,31 @@ int conn_fd(conn *c)
     if (c->tcp.type == UV_TCP && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
         return fd;
     return -1;
+}
+
+int conn_sock_addr_text(int fd, bool peer, char *out, size_t n)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    char ip[INET6_ADDRSTRLEN] = "";
+    memset(&sa, 0, sizeof sa);
+    if (n)
+        out[0] = '\0';
+    if (fd < 0 || (peer ? getpeername(fd, (struct sockaddr *)&sa, &len)
+                        : getsockname(fd, (struct sockaddr *)&sa, &len)) != 0)
+        return 0;
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)&sa;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+        snprintf(out, n, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
+    } else if (sa.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)&sa;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+        snprintf(out, n, "[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
+    } else {
+        snprintf(out, n, "<AF %d>", (int)sa.ss_family);
+    }
+    return sa.ss_family;
 }
 
 bool conn_draining(const conn *c)

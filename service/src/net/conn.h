@@ -155,6 +155,10 @@ static inline bool conn_closing(const conn *c)
 }
 /* The connection's socket (for getpeername, `stats conns`), or -1 (in-memory transport). */
 int conn_fd(conn *c);
+/* fd's peer (peer) or local address as "1.2.3.4:5" or "[::1]:5" into out (n bytes;
+ * INET6_ADDRSTRLEN + 8 hold any), "<AF n>" for another family. Returns the address family, or 0 when fd is < 0 or the
+ * socket does not say (out is then ""). */
+int conn_sock_addr_text(int fd, bool peer, char *out, size_t n);
 /* True while the server drains for shutdown: protocols answer with "Connection: close". */
 bool conn_draining(const conn *c);
 

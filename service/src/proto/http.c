@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "llhttp.h"
@@ -177,26 +176,12 @@ const char *http_status_slot_label(http_status_slot s)
 }
 
 /* The client's address for the access log: one getpeername per connection, on its first
- * logged request (nothing when the access log is off). */
+ * logged request (nothing when the access log is off). "" when the socket does not say. */
 static const char *remote_of(http_conn *h)
 {
-    if (h->remote_known)
-        return h->remote;
-    h->remote_known = true;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    int fd = conn_fd(h->c);
-    char ip[INET6_ADDRSTRLEN];
-    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
-        return h->remote; /* "" */
-    if (ss.ss_family == AF_INET) {
-        const struct sockaddr_in *in4 = (const struct sockaddr_in *)&ss;
-        if (inet_ntop(AF_INET, &in4->sin_addr, ip, sizeof ip))
-            snprintf(h->remote, sizeof h->remote, "%s:%u", ip, ntohs(in4->sin_port));
-    } else if (ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
-        if (inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip))
-            snprintf(h->remote, sizeof h->remote, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    if (!h->remote_known) {
+        h->remote_known = true;
+        conn_sock_addr_text(conn_fd(h->c), true, h->remote, sizeof h->remote);
     }
     return h->remote;
 }

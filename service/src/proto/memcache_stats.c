@@ -594,32 +594,15 @@ static void stats_slabs(mc_conn *m)
 
 /* ---- stats conns -------------------------------------------------------------------------- */
 
-/* memcached's "tcp:1.2.3.4:5" / "tcp6:[::1]:5" of a socket address. */
-static void addr_text(const struct sockaddr_storage *sa, char *out, size_t n)
-{
-    char ip[INET6_ADDRSTRLEN] = "";
-    if (sa->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const void *)sa;
-        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
-        snprintf(out, n, "tcp:%s:%u", ip, (unsigned)ntohs(a->sin_port));
-    } else if (sa->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const void *)sa;
-        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
-        snprintf(out, n, "tcp6:[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
-    } else {
-        snprintf(out, n, "<AF %d>", (int)sa->ss_family);
-    }
-}
-
+/* memcached's "tcp:1.2.3.4:5" / "tcp6:[::1]:5" of fd's peer or local address. */
 static bool sock_addr(int fd, bool peer, char *out, size_t n)
 {
-    struct sockaddr_storage sa;
-    socklen_t len = sizeof sa;
-    memset(&sa, 0, sizeof sa);
-    if (fd < 0 || (peer ? getpeername(fd, (struct sockaddr *)&sa, &len)
-                        : getsockname(fd, (struct sockaddr *)&sa, &len)) != 0)
+    char addr[INET6_ADDRSTRLEN + 8]; /* "[v6]:port" */
+    int family = conn_sock_addr_text(fd, peer, addr, sizeof addr);
+    if (!family)
         return false;
-    addr_text(&sa, out, n);
+    snprintf(out, n, "%s%s", family == AF_INET ? "tcp:" : family == AF_INET6 ? "tcp6:" : "",
+             addr);
     return true;
 }
 
