@@ -130,6 +130,16 @@ def exercised_server(*extra_args, ready_timeout=5, **kw):
         server.stop()
 
 
+def promtool():
+    """The promtool command (Debian's prometheus package, installed when missing, as root)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fault"))
+    import faultutil
+    reason = faultutil.ensure_programs({"promtool": "prometheus"})
+    if reason:
+        raise AssertionError(reason)  # CI is root: never a silent skip
+    return "promtool"
+
+
 @contextlib.contextmanager
 def exercised_etcd_server(**kw):
     """As exercised_server, with the worker id claimed from a one-member etcd on loopback (the

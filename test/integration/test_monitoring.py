@@ -34,10 +34,8 @@ MON = os.path.join(ROOT, "deploy", "monitoring")
 RULES = os.path.join(MON, "snowflaked.rules.yml")
 RULE_TESTS = os.path.join(MON, "snowflaked.rules.test.yml")
 DASHBOARD = os.path.join(MON, "grafana-dashboard.json")
-sys.path.insert(0, os.path.join(HERE, "..", "fault"))
 
 import exposition  # noqa: E402
-import faultutil  # noqa: E402
 
 # Labels Prometheus adds to every scraped series (target labels), not the daemon.
 TARGET_LABELS = {"job", "instance"}
@@ -77,13 +75,6 @@ def names_in(expr):
     return {n for n in IDENT_RE.findall(bare) if n.startswith("snowflaked_") or ":" in n}
 
 
-def promtool():
-    reason = faultutil.ensure_programs({"promtool": "prometheus"})
-    if reason:
-        raise AssertionError(reason)  # CI is root: never a silent skip
-    return "promtool"
-
-
 class Exposition:
     """Family types and, per sample name, the label names and values seen, from both the static
     and the etcd-identity daemons (computed once)."""
@@ -121,7 +112,7 @@ class Exposition:
 
 class Rules(unittest.TestCase):
     def test_promtool_check_rules(self):
-        r = subprocess.run([promtool(), "check", "rules", RULES], capture_output=True, text=True,
+        r = subprocess.run([exposition.promtool(), "check", "rules", RULES], capture_output=True, text=True,
                            timeout=60)
         out = (r.stdout + r.stderr).strip()
         print("promtool check rules:", " ".join(out.split()), flush=True)
@@ -129,7 +120,7 @@ class Rules(unittest.TestCase):
         self.assertRegex(out, r"SUCCESS: \d+ rules found")
 
     def test_promtool_test_rules(self):
-        r = subprocess.run([promtool(), "test", "rules", RULE_TESTS], capture_output=True,
+        r = subprocess.run([exposition.promtool(), "test", "rules", RULE_TESTS], capture_output=True,
                            text=True, timeout=120, cwd=MON)
         out = (r.stdout + r.stderr).strip()
         print("promtool test rules:", " ".join(out.split()), flush=True)
@@ -269,7 +260,7 @@ class Dashboard(unittest.TestCase):
         with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
             yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, f)
             f.flush()
-            r = subprocess.run([promtool(), "check", "rules", f.name], capture_output=True,
+            r = subprocess.run([exposition.promtool(), "check", "rules", f.name], capture_output=True,
                                text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("SUCCESS: %d rules found" % len(rules), r.stdout)
