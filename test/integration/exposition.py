@@ -16,7 +16,6 @@ import os
 import re
 import socket
 import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -107,14 +106,6 @@ def metric_names(text):
     return dict(TYPE_RE.findall(text)), set(SAMPLE_RE.findall(text))
 
 
-def wait_ready(http_port, timeout):
-    deadline = time.monotonic() + timeout
-    while _http(http_port, "GET", "/readyz")[0] != 200:
-        if time.monotonic() > deadline:
-            raise AssertionError("/readyz not 200 within %.0f s" % timeout)
-        time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def exercised_server(*extra_args, ready_timeout=5, **kw):
     """A daemon with its HTTP, memcached and echo listeners, ready and exercised; yields
@@ -123,7 +114,7 @@ def exercised_server(*extra_args, ready_timeout=5, **kw):
     server = sfharness.Server("--set", "cache.memcached_port=%d" % mc,
                               "--set", "echo.tcp_port=%d" % echo, *extra_args, **kw)
     try:
-        wait_ready(server.port, ready_timeout)
+        sfharness.wait_ready(server, ready_timeout)
         exercise(server.port, mc, echo)
         yield server, scrape(server.port)
     finally:

@@ -185,6 +185,17 @@ def metric(server, name):
     return float(m.group(1)) if m else None
 
 
+def wait_ready(server, timeout=10):
+    """Waits until /readyz answers 200. The port accepts before the daemon calls itself ready
+    (/readyz says "starting" until the main thread has started every loop), and under a
+    sanitizer that moment can come after the first requests were served."""
+    deadline = time.time() + timeout
+    while request(server, get("/readyz")).status != 200:
+        if time.time() > deadline:
+            raise AssertionError("/readyz not 200 within %.0f s:\n%s" % (timeout, server.output()))
+        time.sleep(0.02)
+
+
 def wait_quiet(server, timeout=5):
     """Waits until the only open connection is the one asking (earlier probes are closed)."""
     deadline = time.time() + timeout

@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 import unittest
 
-from sfharness import BINARY, Server, free_port, get, metric, request
+from sfharness import BINARY, Server, free_port, get, metric, request, wait_ready
 
 TOKEN = "s3cret-Token_42"
 
@@ -25,6 +25,7 @@ class WritesProtected(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.srv = Server("--set", "auth.token=" + TOKEN, "--set", "log.access_log=true")
+        wait_ready(cls.srv)  # test_reads_stay_open asks /readyz
 
     @classmethod
     def tearDownClass(cls):
