@@ -1,11 +1,12 @@
 """The cache over HTTP (/cache/{key}) against the real binary: status codes, ETag/CAS,
 conditional requests, TTL, counters, key rules, limits, eviction under the memory limit."""
 import os
+import socket
 import tempfile
 import time
 import unittest
 
-from sfharness import Reader, Server, get, metric, request
+from sfharness import Reader, Server, free_port, get, metric, request
 
 
 def req(srv, method, path, body=b"", headers=""):
@@ -103,6 +104,79 @@ class CacheHttp(unittest.TestCase):
         value = bytes(range(256)) * 64
         req(self.srv, "PUT", "/cache/bin", value)
         self.assertEqual(request(self.srv, get("/cache/bin")).body, value)
+
+
+class ContentTypeAcrossProtocols(unittest.TestCase):
+    """A read says nosniff, and a value changed over memcached (which carries no content type) is
+    never served under the type an HTTP writer gave to the bytes before: an attacker who can
+    reach the memcached port cannot make a browser run their bytes as the old text/html."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mc_port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.mc_port)
+        cls.mc = socket.create_connection(("127.0.0.1", cls.mc_port), timeout=5)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.mc.close()
+        cls.srv.stop()
+
+    def memcached(self, raw, reply_end=b"\r\n"):
+        self.mc.sendall(raw)
+        got = b""
+        while not got.endswith(reply_end):
+            chunk = self.mc.recv(4096)
+            self.assertTrue(chunk, "memcached port closed after %r" % raw)
+            got += chunk
+        return got
+
+    def test_reads_say_nosniff(self):
+        req(self.srv, "PUT", "/cache/ns", b"<b>x</b>", "Content-Type: text/html\r\n")
+        for method in ("GET", "HEAD"):
+            r = req(self.srv, method, "/cache/ns")
+            self.assertEqual((r.status, r.header("x-content-type-options")), (200, "nosniff"))
+        etag = req(self.srv, "GET", "/cache/ns").header("etag")
+        r = req(self.srv, "GET", "/cache/ns", headers="If-None-Match: %s\r\n" % etag)
+        self.assertEqual((r.status, r.header("x-content-type-options")), (304, "nosniff"))
+
+    def test_memcached_writes_drop_the_http_content_type(self):
+        def cas_of(key):
+            line = self.memcached(b"gets %s\r\n" % key, b"END\r\n").split(b"\r\n")[0]
+            return int(line.split()[4])
+        # (name, the memcached exchange, its expected reply); each starts from an item PUT over
+        # HTTP as text/html with the value "7"
+        cases = [
+            ("set", lambda k: b"set %s 0 0 6\r\n<svg/>\r\n" % k, b"STORED\r\n"),
+            ("replace", lambda k: b"replace %s 0 0 6\r\n<svg/>\r\n" % k, b"STORED\r\n"),
+            ("cas", lambda k: b"cas %s 0 0 6 %d\r\n<svg/>\r\n" % (k, cas_of(k)), b"STORED\r\n"),
+            ("append", lambda k: b"append %s 0 0 6\r\n<svg/>\r\n" % k, b"STORED\r\n"),
+            ("prepend", lambda k: b"prepend %s 0 0 6\r\n<svg/>\r\n" % k, b"STORED\r\n"),
+            ("incr", lambda k: b"incr %s 1\r\n" % k, b"8\r\n"),
+            ("decr", lambda k: b"decr %s 1\r\n" % k, b"6\r\n"),
+            ("ms", lambda k: b"ms %s 6\r\n<svg/>\r\n" % k, b"HD\r\n"),
+            ("ms MA", lambda k: b"ms %s 6 MA\r\n<svg/>\r\n" % k, b"HD\r\n"),
+            ("ms MP C", lambda k: b"ms %s 6 MP C%d\r\n<svg/>\r\n" % (k, cas_of(k)), b"HD\r\n"),
+            ("ma", lambda k: b"ma %s\r\n" % k, b"HD\r\n"),
+            ("ma MD", lambda k: b"ma %s MD\r\n" % k, b"HD\r\n"),
+        ]
+        for i, (name, exchange, reply) in enumerate(cases):
+            with self.subTest(name):
+                key = b"ct%d" % i
+                r = req(self.srv, "PUT", "/cache/" + key.decode(), b"7",
+                        "Content-Type: text/html\r\n")
+                self.assertIn(r.status, (201, 204))
+                self.assertEqual(req(self.srv, "GET", "/cache/" + key.decode())
+                                 .header("content-type"), "text/html")
+                self.assertEqual(self.memcached(exchange(key)), reply)
+                r = req(self.srv, "GET", "/cache/" + key.decode())
+                self.assertEqual((r.status, r.header("content-type")),
+                                 (200, "application/octet-stream"), r.body)
+        # add stores only when the key is absent: the HTTP item is deleted first, so a type
+        # cannot survive there; md I (invalidate) keeps the value and so its type
+        req(self.srv, "PUT", "/cache/inv", b"7", "Content-Type: text/html\r\n")
+        self.assertEqual(self.memcached(b"md inv I\r\n"), b"HD\r\n")
+        self.assertEqual(req(self.srv, "GET", "/cache/inv").header("content-type"), "text/html")
 
 
 class CacheEviction(unittest.TestCase):

@@ -231,6 +231,44 @@ START_TEST(test_append_prepend)
 }
 END_TEST
 
+/* A content type belongs to the bytes it came with: a value the store computes has none. */
+static size_t ctype_len_of(cache_store *s, const char *key, uint64_t now)
+{
+    cache_item *it = cache_get(s, key, strlen(key), now);
+    ck_assert_ptr_nonnull(it);
+    size_t ctlen;
+    cache_item_ctype(it, &ctlen);
+    cache_item_release(it);
+    return ctlen;
+}
+
+START_TEST(test_computed_values_drop_the_content_type)
+{
+    cache_store *s = mk(16 * MiB, 2, CACHE_LOCK_MUTEX);
+    const char *keys[] = {"app", "pre", "inc", "dec", "held"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int err;
+        cache_item *it = cache_item_new(s, keys[i], strlen(keys[i]), 1, 0, 0, "text/html", 9, &err);
+        memcpy(cache_item_value_mut(it), "7", 1);
+        ck_assert_int_eq(cache_store_item(s, it, CACHE_MODE_SET, 0, NULL, 1), CACHE_STORED);
+        ck_assert_uint_eq(ctype_len_of(s, keys[i], 1), 9);
+    }
+    ck_assert_int_eq(put(s, "app", "<svg/>", CACHE_MODE_APPEND, 2), CACHE_STORED);
+    ck_assert_int_eq(put(s, "pre", "<svg/>", CACHE_MODE_PREPEND, 2), CACHE_STORED);
+    uint64_t v;
+    ck_assert_int_eq(cache_incr(s, "inc", 3, 1, false, &v, 2), CACHE_OK); /* same length */
+    ck_assert_int_eq(cache_incr(s, "dec", 3, 1, true, &v, 2), CACHE_OK);
+    cache_item *reader = cache_get(s, "held", 4, 2); /* a reader holds it: the copying path */
+    ck_assert_int_eq(cache_incr(s, "held", 4, 100, false, &v, 2), CACHE_OK);
+    cache_item_release(reader);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(ctype_len_of(s, keys[i], 3) == 0, "%s kept its content type", keys[i]);
+    ck_assert_str_eq(val(s, "inc", 3), "8");
+    ck_assert_str_eq(val(s, "held", 3), "107");
+    cache_store_free(s);
+}
+END_TEST
+
 START_TEST(test_cas_mode)
 {
     cache_store *s = mk(MiB, 4, CACHE_LOCK_MUTEX);
@@ -1833,6 +1871,7 @@ int main(void)
     tcase_add_test(tc, test_set_get_cas_unique);
     tcase_add_test(tc, test_add_replace);
     tcase_add_test(tc, test_append_prepend);
+    tcase_add_test(tc, test_computed_values_drop_the_content_type);
     tcase_add_test(tc, test_cas_mode);
     tcase_add_test(tc, test_delete);
     tcase_add_test(tc, test_incr_decr);

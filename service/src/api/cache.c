@@ -35,10 +35,14 @@ static int parse_target(http_request *r, char *buf, size_t *klen, int *counter)
     return 0;
 }
 
-static void etag_header(char *out, size_t cap, uint64_t cas)
+static size_t etag_header(char *out, size_t cap, uint64_t cas)
 {
-    snprintf(out, cap, "ETag: \"%llu\"\r\n", (unsigned long long)cas);
+    return (size_t)snprintf(out, cap, "ETag: \"%llu\"\r\n", (unsigned long long)cas);
 }
+
+/* A read serves bytes anyone with write access chose (over memcached too, without a token):
+ * browsers must take the Content-Type as given and never sniff the value into HTML or script. */
+#define NOSNIFF "X-Content-Type-Options: nosniff\r\n"
 
 /* A quoted CAS value ("123", W/"123") -> 1 with *cas; "*" -> 2; absent -> 0; garbage -> -1. */
 static int parse_tag(http_str h, uint64_t *cas)
@@ -142,8 +146,9 @@ static void cache_read(http_request *r, cache_store *s, const char *key, size_t 
     }
     uint64_t tag = 0;
     int inm = parse_tag(r->headers[HTTP_H_IF_NONE_MATCH], &tag);
-    char extra[64];
-    etag_header(extra, sizeof extra, cache_item_cas(it));
+    char extra[64 + sizeof NOSNIFF];
+    size_t n = etag_header(extra, 64, cache_item_cas(it));
+    memcpy(extra + n, NOSNIFF, sizeof NOSNIFF);
     if (inm == 2 || (inm == 1 && tag == cache_item_cas(it))) {
         http_respond(r, 304, NULL, extra, NULL, 0);
     } else {

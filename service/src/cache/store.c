@@ -1603,11 +1603,9 @@ static cache_item *get_ref(cache_shard *sh, uint64_t h, const char *key, size_t 
 static cache_item *build_concat(cache_store *s, uint64_t h, const cache_item *old,
                                 const cache_item *add, bool append, int *err)
 {
-    size_t ctlen;
-    const char *ctype = cache_item_ctype(old, &ctlen);
     size_t ov = old->vlen, av = add->vlen;
     cache_item *n = item_make(s, h, old->data, old->klen, ov + av, item_flags(old),
-                              cache_item_expiry(old), ctype, ctlen, err);
+                              cache_item_expiry(old), NULL, 0, err); /* no content type: store.h */
     if (n) {
         char *v = cache_item_value_mut(n);
         memcpy(v + (append ? 0 : av), cache_item_value(old), ov);
@@ -1898,8 +1896,9 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
         }
         /* Only the table holds it and new references need this lock: nobody can watch the
          * change, so "immutable once stored" still holds for every reader. The acquire pairs
-         * with the readers' releases: their reads of the old value come first. */
-        if (len == old->vlen && item_refs(old, memory_order_acquire) == 1) {
+         * with the readers' releases: their reads of the old value come first. An item with a
+         * content type is rebuilt without it (store.h). */
+        if (len == old->vlen && old->ctlen == 0 && item_refs(old, memory_order_acquire) == 1) {
             memcpy(cache_item_value_mut(old), buf, len);
             old->cas = next_cas(sh);
             lru_move(sh, old, bump_seg(sh, old), false); /* dated by its new CAS */
@@ -1912,16 +1911,14 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
             *out = v;
             return CACHE_OK;
         }
-        /* Length changed, or readers hold the item: build a new one outside the lock. */
+        /* Length or type changed, or readers hold the item: build a new one outside the lock. */
         if (!ref_take(old)) {
             unlock(sh);
             return CACHE_NO_MEMORY;
         }
         unlock(sh);
-        size_t ctlen;
-        const char *ctype = cache_item_ctype(old, &ctlen);
-        cache_item *n =
-            item_make(s, h, key, klen, len, item_flags(old), cache_item_expiry(old), ctype, ctlen, &rc);
+        cache_item *n = /* no content type: store.h */
+            item_make(s, h, key, klen, len, item_flags(old), cache_item_expiry(old), NULL, 0, &rc);
         if (n) {
             memcpy(cache_item_value_mut(n), buf, len);
             rc = reserve(s, sh, n);

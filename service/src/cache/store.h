@@ -31,6 +31,9 @@
  *
  * Items. One allocation each: header, key (1..250 bytes of 0x21..0x7e, the memcached rule:
  * cache_key_valid), optional content type (<= 127 bytes, for HTTP), value (<= max_item_bytes).
+ * The content type belongs to the value it came with: a value the store computes (append,
+ * prepend, incr/decr) has none, so bytes written without one (over memcached) are never served
+ * under a type an HTTP writer chose for other bytes.
  * A stored item is immutable (touch changes only its expiry, atomically) and reference counted:
  * cache_get returns a referenced item that stays valid, unchanged, until cache_item_release,
  * whatever happens to the key meanwhile (replace, delete, eviction, flush).
@@ -42,7 +45,7 @@
  *   SET      always                               -> STORED
  *   ADD      key absent (or expired / flushed)    -> STORED, else NOT_STORED
  *   REPLACE  key present                          -> STORED, else NOT_STORED
- *   APPEND / PREPEND  key present: a new item old+new (old flags, expiry and content type; the
+ *   APPEND / PREPEND  key present: a new item old+new (old flags and expiry, no content type; the
  *            passed item's flags/expiry are ignored) -> STORED, else NOT_STORED
  *   CAS      present and cas matches -> STORED; present, other cas -> EXISTS; absent -> NOT_FOUND
  *   CAS_STALE  as CAS, except that 0 < cas_in < the item's cas stores too, the new item marked
@@ -350,8 +353,8 @@ int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_
 int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms);
 
 /* memcached incr/decr: the value must be 1..20 decimal digits <= 2^64-1 (else NOT_NUMERIC);
- * incr wraps modulo 2^64, decr stops at 0. The result is stored as decimal with the old flags,
- * expiry and content type and a new CAS. CACHE_OK with the new value in *out, NOT_FOUND,
+ * incr wraps modulo 2^64, decr stops at 0. The result is stored as decimal with the old flags
+ * and expiry, no content type, and a new CAS. CACHE_OK with the new value in *out, NOT_FOUND,
  * NOT_NUMERIC, NO_MEMORY. */
 int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, bool decr,
                uint64_t *out, uint64_t now_ms);

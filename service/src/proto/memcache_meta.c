@@ -654,12 +654,12 @@ static int ms_concat_cas(mc_conn *m, cache_item *it, uint64_t *cas_out, uint64_t
         r = CACHE_EXISTS;
     cache_item *joined = NULL;
     if (old && r != CACHE_EXISTS) {
-        size_t ovlen = cache_item_vlen(old), ctlen;
-        const char *ct = cache_item_ctype(old, &ctlen);
+        size_t ovlen = cache_item_vlen(old);
         int e;
-        /* memcached's joined item forgets a base64 key's mark (as the store's append does) */
+        /* memcached's joined item forgets a base64 key's mark (as the store's append does), and
+         * its HTTP content type (store.h: a changed value is not served under the old type) */
         joined = cache_item_new_ex(s, key, klen, ovlen + vlen, cache_item_flags(old),
-                                   cache_item_expiry(old), ct, ctlen, CACHE_ITEM_KEY_ANY, &e);
+                                   cache_item_expiry(old), NULL, 0, CACHE_ITEM_KEY_ANY, &e);
         if (joined) {
             bool append = m->mode == CACHE_MODE_APPEND;
             char *v = cache_item_value_mut(joined);
@@ -783,16 +783,16 @@ typedef struct mc_arith {
     bool created;
 } mc_arith;
 
-/* Stores the number as the item's new value (ADD when creating, else CAS against the one read). */
+/* Stores the number as the item's new value (ADD when creating, else CAS against the one read),
+ * without an HTTP content type (as the store's incr: the old one described another value). */
 static int arith_store(mc_conn *m, const mc_meta *mm, uint64_t v, uint32_t flags, uint64_t exp,
-                       const char *ct, size_t ctlen, cache_mode mode, uint64_t cas_in, mc_arith *a,
-                       unsigned marks, uint64_t now)
+                       cache_mode mode, uint64_t cas_in, mc_arith *a, unsigned marks, uint64_t now)
 {
     char num[FMT_U64_MAX];
     size_t len = fmt_u64(num, v);
     int e;
-    cache_item *it = cache_item_new_ex(m->srv->store, mm->key, mm->klen, len, flags, exp, ct,
-                                       ctlen, marks, &e);
+    cache_item *it = cache_item_new_ex(m->srv->store, mm->key, mm->klen, len, flags, exp, NULL,
+                                       0, marks, &e);
     if (!it)
         return e == CACHE_BAD_KEY ? CACHE_NOT_FOUND : CACHE_NO_MEMORY;
     memcpy(cache_item_value_mut(it), num, len);
@@ -815,7 +815,7 @@ static int meta_arith(mc_conn *m, const mc_meta *mm, bool decr, uint64_t viv_exp
                 return CACHE_NOT_FOUND;
             a->base_exp = 0;
             /* memcached's ma N creates the item without its base64 mark, as mg N */
-            int r = arith_store(m, mm, mm->initial, 0, viv_exp, NULL, 0, CACHE_MODE_ADD, 0, a,
+            int r = arith_store(m, mm, mm->initial, 0, viv_exp, CACHE_MODE_ADD, 0, a,
                                 mm->b ? CACHE_ITEM_KEY_ANY : 0, now);
             a->created = r == CACHE_STORED;
             if (r == CACHE_STORED)
@@ -834,15 +834,13 @@ static int meta_arith(mc_conn *m, const mc_meta *mm, bool decr, uint64_t viv_exp
             return CACHE_NOT_NUMERIC;
         }
         v = decr ? (v > mm->delta ? v - mm->delta : 0) : v + mm->delta; /* incr wraps */
-        size_t ctlen;
-        const char *ct = cache_item_ctype(it, &ctlen);
         a->base_exp = cache_item_expiry(it);
         uint64_t exp = mm->has_ttl ? expiry_ms(mm->ttl, now) : a->base_exp;
         unsigned marks = cache_item_key_binary(it) ? CACHE_ITEM_KEY_BINARY
                          : mm->b                   ? CACHE_ITEM_KEY_ANY
                                                    : 0;
-        int r = arith_store(m, mm, v, cache_item_flags(it), exp, ct, ctlen, CACHE_MODE_CAS, cas, a,
-                            marks, now);
+        int r = arith_store(m, mm, v, cache_item_flags(it), exp, CACHE_MODE_CAS, cas, a, marks,
+                            now);
         cache_item_release(it);
         if (r == CACHE_STORED)
             return CACHE_OK;
