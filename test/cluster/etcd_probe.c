@@ -1,7 +1,7 @@
 /* etcd_probe: drives cluster/etcd_client for test/cluster/test_etcd_client.py. One client for the
  * process's life (so connection reuse and endpoint rotation are what the daemon would see); one
  * operation per stdin line, one JSON line per operation on stdout:
- *   grant ID TTL | keepalive ID | revoke ID | range KEY | claim KEY VALUE LEASE | quit
+ *   grant ID TTL | keepalive ID [MAX_TTL] | revoke ID | range KEY | claim KEY VALUE LEASE | quit
  * claim = the design's claim txn: compare create_revision(KEY) == 0; success: put KEY=VALUE with
  * LEASE; failure: range KEY (the holder comes back).
  * Output: {"op":..,"ok":bool,"ms":..,"endpoint":..,[result fields],[error fields]}.
@@ -72,7 +72,8 @@ int main(int argc, char **argv)
             snprintf(extra, sizeof extra, ",\"ttl\":%" PRId64, ttl);
         } else if (strcmp(op, "keepalive") == 0) {
             int64_t ttl = -1;
-            rc = etcd_lease_keepalive(c, atoll(a), &ttl, &err);
+            rc = etcd_lease_keepalive(c, atoll(a), b[0] ? atoll(b) : ETCD_MAX_LEASE_TTL_S, &ttl,
+                                      &err);
             snprintf(extra, sizeof extra, ",\"ttl\":%" PRId64, ttl);
         } else if (strcmp(op, "revoke") == 0) {
             bool gone = false;

@@ -172,17 +172,17 @@ START_TEST(test_keepalive_chunked)
     etcd_error err;
     int64_t ttl = -1;
     for (int i = 0; i < 3; i++) { /* one connection, reused */
-        ck_assert_msg(etcd_lease_keepalive(c, 4242, &ttl, &err) == 0, "%s", err.message);
+        ck_assert_msg(etcd_lease_keepalive(c, 4242, 10, &ttl, &err) == 0, "%s", err.message);
         ck_assert_int_eq(ttl, 10);
     }
     ck_assert_str_eq(f->last_body, "{\"ID\":\"4242\"}");
     ck_assert_uint_eq(etcd_client_cluster_id(c), 11);
     /* lease lost: 200, a result without TTL */
     atomic_store(&f->answer, http200("{\"result\":{" HDR("11") ",\"ID\":\"4242\"}}"));
-    ck_assert_int_eq(etcd_lease_keepalive(c, 4242, &ttl, &err), 0);
+    ck_assert_int_eq(etcd_lease_keepalive(c, 4242, 10, &ttl, &err), 0);
     ck_assert_int_eq(ttl, 0);
     /* the answer is for another lease: garbage */
-    ck_assert_int_eq(etcd_lease_keepalive(c, 4343, &ttl, &err), -1);
+    ck_assert_int_eq(etcd_lease_keepalive(c, 4343, 10, &ttl, &err), -1);
     ck_assert_int_eq(err.kind, ETCD_E_GARBAGE);
     etcd_client_free(c);
     fake_stop(f);
@@ -213,7 +213,7 @@ START_TEST(test_error_shapes)
                              "{\"error\":{\"grpc_code\":14,\"http_code\":503,\"message\":"
                              "\"etcdserver: no leader\",\"http_status\":\"Service Unavailable\"}}"));
     int64_t left = 0;
-    ck_assert_int_eq(etcd_lease_keepalive(c, 4242, &left, &err), -1);
+    ck_assert_int_eq(etcd_lease_keepalive(c, 4242, 5, &left, &err), -1);
     ck_assert_int_eq(err.kind, ETCD_E_SERVER);
     ck_assert_int_eq(err.http_status, 503);
     ck_assert_int_eq(err.grpc_code, ETCD_GRPC_UNAVAILABLE);
@@ -231,6 +231,68 @@ START_TEST(test_error_shapes)
     etcd_client_free(c);
     fake_stop(a);
     fake_stop(b);
+}
+END_TEST
+
+/* TTLs in answers never exceed what was asked: the identity computes its fence as sent + TTL -
+ * margin, so a hostile or broken etcd answering 9223372036854775807 must not move (or overflow)
+ * it; a TTL above etcd's own maximum, or negative, is garbage. */
+START_TEST(test_hostile_ttls)
+{
+    fake *f = fake_start(http200("{" HDR("11") ",\"ID\":\"4242\",\"TTL\":\"9223372036854775807\"}"));
+    etcd_client *c = client(2000, 0, f->port, 0);
+    etcd_error err;
+    int64_t ttl = 0;
+    ck_assert_int_eq(etcd_lease_grant(c, 10, 4242, &ttl, &err), -1);
+    ck_assert_msg(err.kind == ETCD_E_GARBAGE, "kind %d: %s", err.kind, err.message);
+    const char *grants[][2] = {
+        {"3600", "10"}, /* more than asked: what was asked */
+        {"9000000000", "10"},
+        {"2", "2"}, /* less (never, but honest): as answered */
+    };
+    for (size_t i = 0; i < sizeof grants / sizeof grants[0]; i++) {
+        static char body[256];
+        snprintf(body, sizeof body, "{" HDR("11") ",\"ID\":\"4242\",\"TTL\":\"%s\"}",
+                 grants[i][0]);
+        atomic_store(&f->answer, http200(body));
+        ttl = 0;
+        ck_assert_msg(etcd_lease_grant(c, 10, 4242, &ttl, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(ttl, atoll(grants[i][1]));
+    }
+    const char *bad_grants[] = {"-5", "0", "9000000001", "-9223372036854775808"};
+    for (size_t i = 0; i < sizeof bad_grants / sizeof bad_grants[0]; i++) {
+        static char body[256];
+        snprintf(body, sizeof body, "{" HDR("11") ",\"ID\":\"4242\",\"TTL\":\"%s\"}",
+                 bad_grants[i]);
+        atomic_store(&f->answer, http200(body));
+        ck_assert_int_eq(etcd_lease_grant(c, 10, 4242, &ttl, &err), -1);
+        ck_assert_msg(err.kind == ETCD_E_GARBAGE, "TTL %s: kind %d", bad_grants[i], err.kind);
+    }
+    const char *kept[][2] = {{"9223372036854775807", NULL}, {"-1", NULL}, {"-9223372036854775808", NULL},
+                             {"9000000000", "10"}, {"11", "10"}, {"10", "10"}, {"4", "4"}};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+        static char body[256];
+        snprintf(body, sizeof body, "{\"result\":{" HDR("11") ",\"ID\":\"4242\",\"TTL\":\"%s\"}}",
+                 kept[i][0]);
+        atomic_store(&f->answer, http200_chunked(body));
+        ttl = -7;
+        int rc = etcd_lease_keepalive(c, 4242, 10, &ttl, &err);
+        if (kept[i][1]) {
+            ck_assert_msg(rc == 0, "TTL %s: %s", kept[i][0], err.message);
+            ck_assert_int_eq(ttl, atoll(kept[i][1]));
+        } else {
+            ck_assert_msg(rc == -1 && err.kind == ETCD_E_GARBAGE, "TTL %s: rc %d kind %d",
+                          kept[i][0], rc, err.kind);
+            ck_assert_int_eq(ttl, -7); /* untouched */
+        }
+    }
+    /* what the caller asks is checked too */
+    ck_assert_int_eq(etcd_lease_keepalive(c, 4242, 0, &ttl, &err), -1);
+    ck_assert_int_eq(err.kind, ETCD_E_USAGE);
+    ck_assert_int_eq(etcd_lease_grant(c, INT64_MAX, 4242, &ttl, &err), -1);
+    ck_assert_int_eq(err.kind, ETCD_E_USAGE);
+    etcd_client_free(c);
+    fake_stop(f);
 }
 END_TEST
 
@@ -414,6 +476,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_keepalive_chunked);
     tcase_add_test(tc, test_error_shapes);
     tcase_add_test(tc, test_garbage);
+    tcase_add_test(tc, test_hostile_ttls);
     tcase_add_test(tc, test_cluster_id_pinned);
     tcase_add_test(tc, test_stall_then_next);
     tcase_add_test(tc, test_refused_rotates_within_call);

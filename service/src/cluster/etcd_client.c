@@ -490,7 +490,7 @@ static cJSON *id_string(int64_t v)
 int etcd_lease_grant(etcd_client *c, int64_t ttl_s, int64_t id, int64_t *granted_ttl_s,
                      etcd_error *err)
 {
-    if (id <= 0 || ttl_s <= 0) {
+    if (id <= 0 || ttl_s <= 0 || ttl_s > ETCD_MAX_LEASE_TTL_S) {
         set_err(err, c, ETCD_E_USAGE, 0, 0, "lease grant needs a positive ID and TTL");
         return -1;
     }
@@ -505,19 +505,26 @@ int etcd_lease_grant(etcd_client *c, int64_t ttl_s, int64_t id, int64_t *granted
     if (!parse_header(c, root, NULL, err) ||
         !parse_i64(cJSON_GetObjectItemCaseSensitive(root, "ID"), &got_id) ||
         !parse_i64(cJSON_GetObjectItemCaseSensitive(root, "TTL"), &ttl) || got_id != id ||
-        ttl <= 0) {
+        ttl <= 0 || ttl > ETCD_MAX_LEASE_TTL_S) {
         if (err && err->kind != ETCD_E_GARBAGE)
-            set_err(err, c, ETCD_E_GARBAGE, c->status, 0, "grant answer without our ID and a TTL");
+            set_err(err, c, ETCD_E_GARBAGE, c->status, 0,
+                    "grant answer without our ID and a TTL of 1..%" PRId64 " s",
+                    ETCD_MAX_LEASE_TTL_S);
         return garbage(c, root);
     }
     if (granted_ttl_s)
-        *granted_ttl_s = ttl;
+        *granted_ttl_s = ttl < ttl_s ? ttl : ttl_s;
     cJSON_Delete(root);
     return 0;
 }
 
-int etcd_lease_keepalive(etcd_client *c, int64_t id, int64_t *ttl_s, etcd_error *err)
+int etcd_lease_keepalive(etcd_client *c, int64_t id, int64_t max_ttl_s, int64_t *ttl_s,
+                         etcd_error *err)
 {
+    if (max_ttl_s <= 0 || max_ttl_s > ETCD_MAX_LEASE_TTL_S) {
+        set_err(err, c, ETCD_E_USAGE, 0, 0, "lease keepalive needs the lease's positive TTL");
+        return -1;
+    }
     cJSON *req = cJSON_CreateObject(), *root = NULL;
     cJSON_AddItemToObject(req, "ID", id_string(id));
     int rc = call(c, "/v3/lease/keepalive", req, &root, err);
@@ -533,12 +540,16 @@ int etcd_lease_keepalive(etcd_client *c, int64_t id, int64_t *ttl_s, etcd_error 
     if (!parse_header(c, res, NULL, err))
         return garbage(c, root);
     if (!parse_i64(cJSON_GetObjectItemCaseSensitive(res, "ID"), &got_id) ||
-        !parse_i64(cJSON_GetObjectItemCaseSensitive(res, "TTL"), &ttl) || got_id != id ||
-        ttl < 0) {
+        !parse_i64(cJSON_GetObjectItemCaseSensitive(res, "TTL"), &ttl) || got_id != id) {
         set_err(err, c, ETCD_E_GARBAGE, c->status, 0, "keepalive answer for another lease");
         return garbage(c, root);
     }
-    *ttl_s = ttl;
+    if (ttl < 0 || ttl > ETCD_MAX_LEASE_TTL_S) {
+        set_err(err, c, ETCD_E_GARBAGE, c->status, 0,
+                "keepalive answer with a TTL outside 0..%" PRId64 " s", ETCD_MAX_LEASE_TTL_S);
+        return garbage(c, root);
+    }
+    *ttl_s = ttl < max_ttl_s ? ttl : max_ttl_s;
     cJSON_Delete(root);
     return 0;
 }

@@ -36,6 +36,9 @@
 
 #define ETCD_MAX_ENDPOINTS   16
 #define ETCD_DEFAULT_BODY_MAX (1u << 20)
+/* etcd's own ceiling on a lease TTL (lease.MaxLeaseTTL, about 285 years): a TTL above it in an
+ * answer is garbage. */
+#define ETCD_MAX_LEASE_TTL_S INT64_C(9000000000)
 
 /* gRPC codes the caller acts on (the gateway's "code" / "grpc_code"). */
 enum {
@@ -121,14 +124,21 @@ void etcd_client_free(etcd_client *c);
 const char *etcd_client_endpoint(const etcd_client *c); /* the current one, "host:port" */
 uint64_t etcd_client_cluster_id(const etcd_client *c);   /* 0 until the first answer */
 
+/* TTLs in answers are never trusted beyond what was asked: the caller computes deadlines from
+ * them (sent + TTL - margin), and an answer is not allowed to move those past what it chose. */
+
 /* Grants lease `id` (non-zero: ours, so a retried grant cannot make a second lease; etcd answers
- * a repeat with ETCD_E_SERVER code 9) with ttl_s; *granted_ttl_s = the TTL etcd granted (it
- * raises small ones). */
+ * a repeat with ETCD_E_SERVER code 9) with ttl_s (1..ETCD_MAX_LEASE_TTL_S); *granted_ttl_s = the
+ * TTL etcd granted, at most ttl_s (etcd raises small ones; a larger answer reads as ttl_s, which
+ * only ends the caller's deadline earlier). A TTL <= 0 or above ETCD_MAX_LEASE_TTL_S: garbage. */
 int etcd_lease_grant(etcd_client *c, int64_t ttl_s, int64_t id, int64_t *granted_ttl_s,
                      etcd_error *err);
-/* One renewal (a POST to the streaming endpoint; one chunked message back). *ttl_s = remaining
- * TTL etcd granted; 0 = the lease is unknown or expired (lost). */
-int etcd_lease_keepalive(etcd_client *c, int64_t id, int64_t *ttl_s, etcd_error *err);
+/* One renewal (a POST to the streaming endpoint; one chunked message back). *ttl_s = the TTL etcd
+ * renewed the lease for, at most max_ttl_s (the TTL the lease was granted with: a larger answer
+ * reads as it); 0 = the lease is unknown or expired (lost). A TTL < 0 or above
+ * ETCD_MAX_LEASE_TTL_S: garbage. */
+int etcd_lease_keepalive(etcd_client *c, int64_t id, int64_t max_ttl_s, int64_t *ttl_s,
+                         etcd_error *err);
 /* Revokes lease `id`; a lease that is already gone is success with *was_gone (may be NULL). */
 int etcd_lease_revoke(etcd_client *c, int64_t id, bool *was_gone, etcd_error *err);
 /* Linearizable range [key, range_end); range_end NULL = the one key. */

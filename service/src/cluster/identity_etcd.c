@@ -395,6 +395,7 @@ static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigne
     for (unsigned i = 0; i < n && len + 12 < sizeof b->workers_text; i++)
         len += (size_t)snprintf(b->workers_text + len, sizeof b->workers_text - len, "%s%u",
                                 i ? "," : "", chosen[i]);
+    /* ttl is 1..c.ttl_s (etcd_lease_grant never passes on more than was asked): no overflow */
     uint64_t fence = sent + (uint64_t)ttl * 1000u - b->c.fence_margin_ms;
     b->last_ok_ms = sent;
     atomic_store(&b->open_until_ms, 0); /* the first renewal opens the generators */
@@ -563,12 +564,13 @@ static int etcd_renew(void *vb, uint64_t want_end_ms, sf_identity_renewal *out, 
     uint64_t t0 = mono_us(), sent = now_ms(b);
     int64_t ttl = 0;
     etcd_error e;
-    if (etcd_lease_keepalive(b->client, b->lease, &ttl, &e) != 0) {
+    if (etcd_lease_keepalive(b->client, b->lease, (int64_t)b->c.ttl_s, &ttl, &e) != 0) {
         describe(&e, why, sizeof why);
         return renew_failed(b, why, err, errlen);
     }
     if (ttl <= 0)
         return mark_lapsed(b, "etcd says their lease expired", out);
+    /* ttl is 1..c.ttl_s (etcd_lease_keepalive's max): a hostile answer cannot push the fence */
     uint64_t fence = sent + (uint64_t)ttl * 1000u - b->c.fence_margin_ms;
     int rc = write_floors(b, want_end_ms, why, sizeof why);
     if (rc < 0)
