@@ -8,10 +8,27 @@
  * second SIGTERM/SIGINT during the drain ends the process at once; SIGHUP stays blocked then. */
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "app/app.h"
 #include "obs/log.h"
 #include "util/version.h"
+
+/* "snowflaked: <msg><tail>" on stderr, msg's control characters escaped as the logger escapes
+ * them: a start-up error quotes etcd's answers, paths and configuration values, and none of them
+ * may put a raw CR, LF or ESC on an operator's terminal or forge lines in a log collector. */
+static void print_error(const char *msg, const char *tail)
+{
+    enum { SLICE = 256 };
+    char out[4 * SLICE]; /* an escape is at most 4 bytes: a slice always fits */
+    fputs("snowflaked: ", stderr);
+    for (size_t n = strlen(msg), i = 0; i < n; i += SLICE) {
+        bool cut = false;
+        size_t k = n - i < SLICE ? n - i : SLICE;
+        fwrite(out, 1, log_escape_controls(msg + i, k, out, sizeof out, &cut), stderr);
+    }
+    fputs(tail, stderr);
+}
 
 static int fail(int code, const char *msg)
 {
@@ -19,7 +36,7 @@ static int fail(int code, const char *msg)
     if (log_current_format() == LOG_FORMAT_JSON)
         LOG_ERROR("snowflaked: %s", msg); /* a JSON log stays JSON to its last line */
     else
-        fprintf(stderr, "snowflaked: %s\n", msg);
+        print_error(msg, "\n");
     return code;
 }
 
@@ -28,7 +45,7 @@ int main(int argc, char **argv)
     char err[CFG_PATH_MAX * 3]; /* room for messages quoting paths */
     cfg_cli cli;
     if (cfg_parse_args(argc, argv, &cli, err, sizeof err) != 0) {
-        fprintf(stderr, "snowflaked: %s\nTry 'snowflaked --help'.\n", err);
+        print_error(err, "\nTry 'snowflaked --help'.\n");
         return 2;
     }
     if (cli.help || cli.version) {

@@ -220,6 +220,23 @@ START_TEST(test_control_characters_escaped)
 }
 END_TEST
 
+/* The same escaping for lines written outside the logger (main's fatal line). */
+START_TEST(test_escape_controls_exposed)
+{
+    char out[64];
+    bool cut = false;
+    const char *src = "a\nb\x1b[31m\xc3\xa9";
+    size_t n = log_escape_controls(src, strlen(src), out, sizeof out, &cut);
+    ck_assert(!cut);
+    ck_assert_int_eq((int)n, (int)strlen("a\\nb\\x1b[31m\xc3\xa9"));
+    ck_assert_int_eq(memcmp(out, "a\\nb\\x1b[31m\xc3\xa9", n), 0);
+    /* never half an escape: "a\n" in 2 bytes is "a", cut */
+    n = log_escape_controls("a\n", 2, out, 2, &cut);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(cut);
+}
+END_TEST
+
 START_TEST(test_long_lines_truncated)
 {
     make_dir();
@@ -1136,6 +1153,7 @@ int main(void)
     tcase_add_test(tc, test_format_and_order);
     tcase_add_test(tc, test_levels_and_lazy_arguments);
     tcase_add_test(tc, test_control_characters_escaped);
+    tcase_add_test(tc, test_escape_controls_exposed);
     tcase_add_test(tc, test_long_lines_truncated);
     tcase_add_test(tc, test_overflow_drops_and_counts);
     tcase_add_test(tc, test_many_threads_every_line_once);

@@ -198,12 +198,9 @@ static inline bool is_ctl(unsigned char c)
     return c < 0x20 || c == 0x7f;
 }
 
-/* Rewrites msg[0, n) with control characters escaped, within room bytes. */
-static size_t escape_controls(char *msg, size_t n, size_t room, bool *cut)
+size_t log_escape_controls(const char *src, size_t n, char *out, size_t room, bool *cut)
 {
     static const char hex[] = "0123456789abcdef";
-    char src[LOG_LINE_MAX];
-    memcpy(src, msg, n);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)src[i];
@@ -230,7 +227,7 @@ static size_t escape_controls(char *msg, size_t n, size_t room, bool *cut)
             *cut = true;
             break;
         }
-        memcpy(msg + o, esc, k);
+        memcpy(out + o, esc, k);
         o += k;
     }
     return o;
@@ -276,7 +273,9 @@ format_text_line(char *line, const char *tag, size_t taglen, const char *fmt, va
     }
     for (size_t i = 0; i < n; i++)
         if (is_ctl((unsigned char)msg[i])) {
-            n = escape_controls(msg, n, room, &cut);
+            char raw[LOG_LINE_MAX];
+            memcpy(raw, msg, n);
+            n = log_escape_controls(raw, n, msg, room, &cut);
             break;
         }
     if (cut)

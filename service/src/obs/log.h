@@ -127,6 +127,11 @@ void log_access(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_access_http(const log_access_entry *e);
 /* The format of the current (or last) run: what a line written now looks like. */
 log_format log_current_format(void);
+/* The text format's escaping, for lines written outside the logger (main's fatal line, which
+ * carries etcd's error text, paths and configuration values): src[0, n) into out with control
+ * characters as \n \r \t \xHH, at most room bytes, never half an escape (*cut set when
+ * something did not fit). Returns the bytes written; out is not NUL-terminated. */
+size_t log_escape_controls(const char *src, size_t n, char *out, size_t room, bool *cut);
 
 #define LOG__AT(level, ...)                                                                        \
     do {                                                                                           \

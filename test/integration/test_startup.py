@@ -1,0 +1,133 @@
+"""What the daemon says at start, against the real binary: a fatal line quoting a hostile etcd's
+error text, or a value read from it, reaches stderr escaped (no raw CR, LF or ESC, in text and
+JSON log formats)."""
+import base64
+import http.server
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import unittest
+
+from sfharness import BINARY, free_port
+
+# What a hostile or broken etcd puts in its error message: a line break that would forge a log
+# line, and a terminal escape (red) that would reach the operator's terminal.
+HOSTILE = "no leader\r\n2026-01-01T00:00:00.000Z INFO  all good\x1b[31m"
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+class FakeEtcd(http.server.BaseHTTPRequestHandler):
+    """Every call answers 503 with the gateway's streaming error shape and HOSTILE as message;
+    with meta_value set, a txn answers that the fleet's meta key holds it instead."""
+    meta_value = None
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        status = 503
+        body = json.dumps({"error": {"grpc_code": 14, "http_code": 503, "message": HOSTILE,
+                                     "http_status": "Service Unavailable"}}).encode()
+        if self.meta_value is not None and self.path == "/v3/kv/txn":
+            header = {"cluster_id": "7", "member_id": "1", "revision": "3", "raft_term": "2"}
+            kv = {"key": b64("/snowflaked/meta"), "value": b64(self.meta_value),
+                  "create_revision": "2", "mod_revision": "2", "version": "1"}
+            status, body = 200, json.dumps({"header": header, "responses": [
+                {"response_range": {"header": header, "kvs": [kv], "count": "1"}}]}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def run(*args, env=None, timeout=30):
+    """Runs the daemon to its exit; (exit code, stderr bytes)."""
+    with tempfile.TemporaryDirectory(prefix="sf_start_") as d:
+        full = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
+        full.update({"SNOWFLAKED_DATA_DIR": os.path.join(d, "data"),
+                     "SNOWFLAKED_SERVER_PORT": str(free_port()),
+                     "SNOWFLAKED_SERVER_THREADS": "1"})
+        full.update(env or {})
+        p = subprocess.run([BINARY, *args], env=full, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=timeout)
+        return p.returncode, p.stderr
+
+
+class HostileEtcd(unittest.TestCase):
+    handler = FakeEtcd
+
+    @classmethod
+    def setUpClass(cls):
+        cls.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), cls.handler)
+        cls.thread = threading.Thread(target=cls.httpd.serve_forever, daemon=True)
+        cls.thread.start()
+        cls.endpoint = "http://127.0.0.1:%d" % cls.httpd.server_address[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.httpd.shutdown()
+        cls.httpd.server_close()
+
+    def start(self, *extra):
+        return run("--worker-id", "etcd", "--set", "snowflake.etcd.endpoints=" + self.endpoint,
+                   "--set", "snowflake.etcd.start_timeout_ms=300", *extra)
+
+    def test_fatal_line_is_escaped(self):
+        code, err = self.start()
+        self.assertEqual(code, 1, err)
+        self.assertNotIn(b"\r", err)
+        self.assertNotIn(b"\x1b", err)
+        # one line per event: the forged "INFO  all good" never starts a line of its own
+        for line in err.split(b"\n"):
+            self.assertFalse(line.startswith(b"2026-01-01T00:00:00.000Z"), err)
+        fatal = [l for l in err.split(b"\n") if l.startswith(b"snowflaked: ")]
+        self.assertEqual(len(fatal), 1, err)
+        self.assertIn(b"no leader\\r\\n2026-01-01T00:00:00.000Z INFO  all good\\x1b[31m",
+                      fatal[0])
+        self.assertIn(b"not guessing a worker id", fatal[0])
+
+    def test_json_log_stays_json(self):
+        code, err = self.start("--set", "log.format=json")
+        self.assertEqual(code, 1, err)
+        self.assertNotIn(b"\r", err)
+        self.assertNotIn(b"\x1b", err)
+        lines = [json.loads(l) for l in err.decode().splitlines() if l]
+        last = lines[-1]
+        self.assertEqual(last["level"], "error")
+        self.assertIn(HOSTILE, last["msg"])  # escaped on the wire, exact once parsed
+
+
+class MetaFromEtcd(FakeEtcd):
+    meta_value = "layout=other " + HOSTILE
+
+
+class HostileEtcdValue(HostileEtcd):
+    """The fleet's meta key read back from etcd is echoed in the refusal (another fleet's layout):
+    a value, not an error text, and escaped all the same."""
+    handler = MetaFromEtcd
+
+    def test_fatal_line_is_escaped(self):
+        code, err = self.start()
+        self.assertEqual(code, 1, err)
+        self.assertNotIn(b"\r", err)
+        self.assertNotIn(b"\x1b", err)
+        fatal = [l for l in err.split(b"\n") if l.startswith(b"snowflaked: ")]
+        self.assertEqual(len(fatal), 1, err)
+        self.assertIn(b"another fleet's layout (layout=other no leader\\r\\n2026-01-01", fatal[0])
+
+    def test_json_log_stays_json(self):
+        code, err = self.start("--set", "log.format=json")
+        self.assertEqual(code, 1, err)
+        last = json.loads(err.decode().splitlines()[-1])
+        self.assertIn(MetaFromEtcd.meta_value, last["msg"])
+
+
+if __name__ == "__main__":
+    unittest.main()
