@@ -8,7 +8,7 @@ import unittest
 
 from sfharness import BINARY, Server, free_port, get, metric, request, wait_ready
 
-TOKEN = "s3cret-Token_42"
+TOKEN = "s3cret-Token_42-and-more"  # tokens under 16 bytes are refused
 
 
 def put(path, body, auth=None):
@@ -84,19 +84,36 @@ class TokenFile(unittest.TestCase):
             finally:
                 srv.stop()
 
-    def test_unreadable_or_empty_token_file_refuses_to_start(self):
+    def test_unreadable_empty_or_short_token_file_refuses_to_start(self):
+        # unreadable: a runtime failure (1); a first line that is no token of 16..255 bytes
+        # (empty, or short enough to guess over the network) is bad configuration (2), as
+        # auth.token below 16 bytes is
         with tempfile.TemporaryDirectory() as d:
-            empty = os.path.join(d, "empty")
+            empty, short = os.path.join(d, "empty"), os.path.join(d, "short")
             open(empty, "w").close()
-            for path, text in ((os.path.join(d, "missing"), "No such file"),
-                               (empty, "first line must hold the token")):
+            with open(short, "w") as f:
+                f.write("fifteen-bytes!!\n")
+            for path, code, text in ((os.path.join(d, "missing"), 1, "No such file"),
+                                     (empty, 2, "first line must hold the token (16..255 bytes), "
+                                                "got 0"),
+                                     (short, 2, "(16..255 bytes), got 15")):
                 env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
                 env["SNOWFLAKED_DATA_DIR"] = os.path.join(d, "data")
                 p = subprocess.run([BINARY, "--set", "auth.token_file=" + path, "-p",
                                     str(free_port())], env=env, capture_output=True, text=True,
                                    timeout=20)
-                self.assertEqual(p.returncode, 1, p.stderr)
-                self.assertIn(text, p.stdout + p.stderr)
+                self.assertEqual(p.returncode, code, p.stderr)
+                self.assertIn("auth.token_file " + path, p.stderr)
+                self.assertIn(text, p.stderr)
+                self.assertNotIn("fifteen-bytes!!", p.stderr)
+
+    def test_short_token_refuses_to_start(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
+        for args in (["--set", "auth.token=x"], ["--check-config", "--set", "auth.token=x"]):
+            p = subprocess.run([BINARY, *args, "-p", str(free_port())], env=env,
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("auth.token: must be at least 16 bytes", p.stderr)
 
     def test_check_config_does_not_print_the_token(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}

@@ -1,6 +1,7 @@
 """What the daemon says at start, against the real binary: a fatal line quoting a hostile etcd's
 error text, or a value read from it, reaches stderr escaped (no raw CR, LF or ESC, in text and
-JSON log formats)."""
+JSON log formats); a warning for an HTTP listener beyond loopback without a token and for a
+memcached listener beyond loopback (it has no authentication)."""
 import base64
 import http.server
 import json
@@ -8,9 +9,10 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
-from sfharness import BINARY, free_port
+from sfharness import BINARY, Server, free_port, wait_ready
 
 # What a hostile or broken etcd puts in its error message: a line break that would forge a log
 # line, and a terminal escape (red) that would reach the operator's terminal.
@@ -127,6 +129,45 @@ class HostileEtcdValue(HostileEtcd):
         self.assertEqual(code, 1, err)
         last = json.loads(err.decode().splitlines()[-1])
         self.assertIn(MetaFromEtcd.meta_value, last["msg"])
+
+
+HTTP_WARNING = "is reachable beyond loopback without a token"
+MEMCACHED_WARNING = "is reachable beyond loopback and has no authentication"
+
+
+class ExposureWarnings(unittest.TestCase):
+    def output_after_start(self, *sets):
+        args = []
+        for kv in sets:
+            args += ["--set", kv]
+        srv = Server(*args)
+        try:
+            wait_ready(srv)
+            deadline = time.monotonic() + 5  # the logger thread writes within 100 ms
+            while "listening on" not in srv.output() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)
+            return srv.output()
+        finally:
+            srv.stop()
+
+    def test_loopback_says_nothing(self):
+        out = self.output_after_start("cache.memcached_port=%d" % free_port())
+        self.assertNotIn(HTTP_WARNING, out)
+        self.assertNotIn(MEMCACHED_WARNING, out)
+
+    def test_http_beyond_loopback_without_a_token(self):
+        out = self.output_after_start("server.host=0.0.0.0")
+        self.assertRegex(out, r"WARN  HTTP on 0\.0\.0\.0:\d+ " + HTTP_WARNING)
+        out = self.output_after_start("server.host=0.0.0.0", "auth.token=" + "t" * 16)
+        self.assertNotIn(HTTP_WARNING, out)
+
+    def test_memcached_beyond_loopback(self):
+        port = free_port()
+        out = self.output_after_start("cache.memcached_host=0.0.0.0",
+                                      "cache.memcached_port=%d" % port)
+        self.assertIn("WARN  memcached on 0.0.0.0:%d %s" % (port, MEMCACHED_WARNING), out)
+        self.assertNotIn(HTTP_WARNING, out)
 
 
 if __name__ == "__main__":

@@ -346,7 +346,7 @@ START_TEST(test_print_round_trip)
                        "\"snowflake\":{\"epoch\":\"2021-03-04T05:06:07.089Z\",\"worker_id\":"
                        "\"ordinal\",\"sync\":\"mutex\",\"default_encoding\":\"base62\"},"
                        "\"log\":{\"level\":\"warn\",\"file\":\"a \\\"quoted\\\" \\\\ path\\t\"},"
-                       "\"auth\":{\"token\":\"s3cret\"}}",
+                       "\"auth\":{\"token\":\"s3cret-s3cret-s3cret\"}}",
                        &c, err, sizeof err);
     EXPECT_OK(rc, err);
     char *out = print_to_string(&c);
@@ -370,7 +370,11 @@ START_TEST(test_print_round_trip)
     cJSON_DeleteItemFromObjectCaseSensitive(root, "resolved");
     char *sections = cJSON_Print(root);
     const char *path2 = write_file("round.json", sections);
+    /* the token reads "***": refused as a token (too short), never started with by mistake */
     rc = load_argv(&c2, err, sizeof err, "-c", (char *)path2, (char *)NULL);
+    EXPECT_ERR(rc, err, path2, ": auth.token: ", "at least 16 bytes", "got 3");
+    rc = load_argv(&c2, err, sizeof err, "-c", (char *)path2, "--set",
+                   "auth.token=the-real-one-back-in", (char *)NULL);
     EXPECT_OK(rc, err);
     char *out2 = print_to_string(&c2);
     /* the sections are identical; only "resolved" (source) differs */
@@ -378,7 +382,7 @@ START_TEST(test_print_round_trip)
     *strstr(out2, "\"resolved\"") = '\0';
     ck_assert_str_eq(out, out2);
     ck_assert_str_eq(c2.log.file, "a \"quoted\" \\ path\t");
-    ck_assert_str_eq(c2.auth.token, "***");
+    ck_assert_str_eq(c2.auth.token, "the-real-one-back-in");
     cJSON_Delete(root);
     free(sections);
     free(out);
@@ -660,6 +664,9 @@ static const bad_case bad_files[] = {
     {"{\"cache\":{\"max_memory_bytes\":1048576,\"max_item_bytes\":1048577}}",
      "cache.max_item_bytes", "must be <= cache.max_memory_bytes (1048576)"},
     {"{\"auth\":{\"token\":\"t\",\"token_file\":\"/etc/tok\"}}", "auth.token", "not both"},
+    {"{\"auth\":{\"token\":\"x\"}}", "auth.token",
+     "must be at least 16 bytes (or empty: no access control), got 1"},
+    {"{\"auth\":{\"token\":\"fifteen-bytes!!\"}}", "auth.token", "got 15"},
     {"{\"cache\":{\"shards\":48}}", "cache.shards", "must be a power of two, got 48"},
     {"{\"cache\":{\"enabled\":false,\"memcached_port\":11311}}", "cache.memcached_port",
      "needs cache.enabled=true"},
@@ -784,6 +791,46 @@ START_TEST(test_threads_zero_resolves)
     ck_assert_uint_eq(c.server.threads, cpus < 1                 ? 1
                                         : cpus > CFG_MAX_THREADS ? CFG_MAX_THREADS
                                                                  : (unsigned)cpus);
+}
+END_TEST
+
+/* A token of a few bytes is guessed over the network: refused from every layer, naming the key
+ * and its source, never quoting the value. Empty stays "no access control". */
+START_TEST(test_short_token_refused)
+{
+    cfg c;
+    char err[512];
+    int rc = load_argv(&c, err, sizeof err, "--set", "auth.token=abc", (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: auth.token: ", "at least 16 bytes", "got 3");
+    ck_assert_msg(strstr(err, "abc") == NULL, "the token is quoted: %s", err);
+    setenv("SNOWFLAKED_AUTH_TOKEN", "0123456789abcde", 1);
+    rc = load_argv(&c, err, sizeof err, (char *)NULL);
+    EXPECT_ERR(rc, err, "environment SNOWFLAKED_AUTH_TOKEN: auth.token: ", "got 15");
+    ck_assert_msg(strstr(err, "0123456789abcde") == NULL, "the token is quoted: %s", err);
+    setenv("SNOWFLAKED_AUTH_TOKEN", "0123456789abcdef", 1); /* 16: the shortest accepted */
+    rc = load_argv(&c, err, sizeof err, (char *)NULL);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.auth.token, "0123456789abcdef");
+    setenv("SNOWFLAKED_AUTH_TOKEN", "", 1);
+    rc = load_argv(&c, err, sizeof err, (char *)NULL);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.auth.token, "");
+    unsetenv("SNOWFLAKED_AUTH_TOKEN");
+    /* auth.token_file is read at start (app.c), where the same minimum applies */
+    rc = load_argv(&c, err, sizeof err, "--set", "auth.token_file=/nonexistent/token", (char *)NULL);
+    EXPECT_OK(rc, err);
+}
+END_TEST
+
+START_TEST(test_loopback_hosts)
+{
+    const char *loopback[] = {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"};
+    const char *reachable[] = {"0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "::ffff:10.0.0.1",
+                               "fe80::1", "128.0.0.1", "not-an-ip"};
+    for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++)
+        ck_assert_msg(cfg_host_is_loopback(loopback[i]), "%s", loopback[i]);
+    for (size_t i = 0; i < sizeof reachable / sizeof reachable[0]; i++)
+        ck_assert_msg(!cfg_host_is_loopback(reachable[i]), "%s", reachable[i]);
 }
 END_TEST
 
@@ -1186,9 +1233,9 @@ START_TEST(test_flag_errors)
     EXPECT_ERR(rc, err, "flag --set: log.level: ", "got \"\"");
     rc = load_argv(&c, err, sizeof err, "--set", "snowflake.timestamp_bits=43", (char *)NULL);
     EXPECT_ERR(rc, err, "flag --set: snowflake: ", "must be at most 63");
-    rc = load_argv(&c, err, sizeof err, "--set", "auth.token=a=b", (char *)NULL);
+    rc = load_argv(&c, err, sizeof err, "--set", "auth.token=a=b-and-16-bytes-more", (char *)NULL);
     EXPECT_OK(rc, err); /* only the first '=' splits */
-    ck_assert_str_eq(c.auth.token, "a=b");
+    ck_assert_str_eq(c.auth.token, "a=b-and-16-bytes-more");
     rc = load_argv(&c, err, sizeof err, "--set", "server.max_url_bytes=9000", (char *)NULL);
     EXPECT_ERR(rc, err, "flag --set: server.max_url_bytes: ", "8192");
 }
@@ -1538,6 +1585,8 @@ static Suite *config_suite(void)
     tcase_add_loop_test(tc, test_bad_file, 0, (int)(sizeof bad_files / sizeof bad_files[0]));
     tcase_add_test(tc, test_good_edges);
     tcase_add_test(tc, test_threads_zero_resolves);
+    tcase_add_test(tc, test_short_token_refused);
+    tcase_add_test(tc, test_loopback_hosts);
     tcase_add_test(tc, test_string_lengths);
     tcase_add_test(tc, test_missing_file);
     tcase_add_test(tc, test_unreadable_file);

@@ -332,7 +332,9 @@ static int make_gens(app *a, unsigned nloops, sf_clock *clock, const sf_identity
 }
 
 /* auth.token, or the first line of auth.token_file (a Kubernetes Secret mounted as a file), so
- * the secret need not sit in the config or the environment. Never logged. */
+ * the secret need not sit in the config or the environment. Never logged. An unreadable file is
+ * a runtime failure (EXIT_FAILURE); a first line that is not a token of CFG_TOKEN_MIN..255
+ * bytes is bad configuration (EXIT_CONFIG), as a short auth.token is at load. */
 static int load_token(const cfg_auth *a, char *out, size_t cap, char *err, size_t errlen)
 {
     out[0] = '\0';
@@ -345,17 +347,17 @@ static int load_token(const cfg_auth *a, char *out, size_t cap, char *err, size_
     FILE *f = fopen(a->token_file, "r");
     if (!f) {
         snprintf(err, errlen, "auth.token_file %s: %s", a->token_file, strerror(errno));
-        return -1;
+        return EXIT_FAILURE;
     }
     char line[512];
     bool got = fgets(line, sizeof line, f) != NULL;
     fclose(f);
     size_t n = got ? strcspn(line, "\r\n") : 0;
-    if (n == 0 || n >= cap) {
+    if (n < CFG_TOKEN_MIN || n >= cap) {
         snprintf(err, errlen,
-                 "auth.token_file %s: the first line must hold the token (1..%zu bytes)",
-                 a->token_file, cap - 1);
-        return -1;
+                 "auth.token_file %s: the first line must hold the token (%d..%zu bytes), got %zu",
+                 a->token_file, CFG_TOKEN_MIN, cap - 1, n);
+        return EXIT_CONFIG;
     }
     memcpy(out, line, n);
     out[n] = '\0';
@@ -379,8 +381,9 @@ static int make_api(app *a, char *err, size_t errlen)
     api->http = a->http;
     api->net = a->net;
     api->cache = a->cache;
-    if (load_token(&c->auth, a->token, sizeof a->token, err, errlen) != 0)
-        return EXIT_FAILURE;
+    int rc = load_token(&c->auth, a->token, sizeof a->token, err, errlen);
+    if (rc != 0)
+        return rc;
     api->opt.token = a->token;
     api->opt.token_len = strlen(a->token);
     if (api->opt.token_len)
@@ -571,6 +574,24 @@ static void log_listening(const app *a)
                  (unsigned long long)retry);
 }
 
+/* What anyone who can reach the machine may do: said once at start, so an operator who opened a
+ * port to the network by mistake reads it before anyone else finds out. */
+static void warn_exposed(const app *a)
+{
+    const cfg *c = a->config;
+    if (!cfg_host_is_loopback(c->server.host) && !a->api.opt.token_len)
+        LOG_WARN("HTTP on %s:%u is reachable beyond loopback without a token: anyone who can reach "
+                 "it can write, delete and read the cache and take IDs (set auth.token or "
+                 "auth.token_file, or server.host 127.0.0.1)",
+                 c->server.host, c->server.port);
+    if (a->mc && !cfg_host_is_loopback(c->cache.memcached_host))
+        LOG_WARN("memcached on %s:%u is reachable beyond loopback and has no authentication: "
+                 "anyone who can reach it can read, change%s the whole cache, HTTP items "
+                 "included (keep it on a private network, or cache.memcached_host 127.0.0.1)",
+                 c->cache.memcached_host, c->cache.memcached_port,
+                 c->cache.memcached_flush_all ? " and flush" : "");
+}
+
 int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
@@ -616,6 +637,7 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
         return EXIT_FAILURE;
     atomic_store(&a->api.listening, true);
     log_listening(a);
+    warn_exposed(a);
     return 0;
 }
 

@@ -226,7 +226,7 @@ static const char *cfg_log_format_name(const void *field)
  *   cache.memcached_reqs_per_event      u32      1..1000000               memcached -R
  *   cache.memcached_idle_timeout_s      u32      0..86400 (a day)         memcached -o idle_timeout
  *   cache.memcached_temporary_ttl_s     u32      0..2592000 (30 days)     memcached -o temporary_ttl
- *   auth.token                          string   0..255 bytes             not with token_file
+ *   auth.token                          string   0 or 16..255 bytes       not with token_file
  */
 static const cfg_key cfg_keys[] = {
     K_STR("data_dir", data_dir, 1, 0),
@@ -1057,6 +1057,13 @@ static int cfg_check_limits(cfg_ctx *ctx)
         return cfg_fail(ctx, src, "auth.token",
                         "set either auth.token or auth.token_file, not both");
     }
+    size_t token_len = strlen(c->auth.token);
+    if (token_len && token_len < CFG_TOKEN_MIN) { /* the length only: the value is secret */
+        cfg_cross_label(ctx, src, sizeof src, "auth.token", (const char *)NULL);
+        return cfg_fail(ctx, src, "auth.token",
+                        "must be at least %d bytes (or empty: no access control), got %zu",
+                        CFG_TOKEN_MIN, token_len);
+    }
     return 0;
 }
 
@@ -1452,6 +1459,18 @@ static bool cfg_hosts_overlap(const char *h1, const char *h2)
     if (a.family == b.family)
         return memcmp(a.a, b.a, sizeof a.a) == 0 || cfg_addr_any(&a) || cfg_addr_any(&b);
     return (a.family == AF_INET6 && cfg_addr_any(&a)) || (b.family == AF_INET6 && cfg_addr_any(&b));
+}
+
+bool cfg_host_is_loopback(const char *host)
+{
+    static const unsigned char v6_loopback[16] = {[15] = 1};
+    static const unsigned char v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
+    cfg_addr a;
+    cfg_addr_parse(host, &a);
+    if (a.family == AF_INET)
+        return a.a[0] == 127;
+    return a.family == AF_INET6 && (memcmp(a.a, v6_loopback, 16) == 0 ||
+                                    (memcmp(a.a, v4_mapped, 12) == 0 && a.a[12] == 127));
 }
 
 static int cfg_check_listeners(cfg_ctx *ctx)

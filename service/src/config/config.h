@@ -146,8 +146,12 @@ typedef struct cfg_log {
     cfg_log_format format; /* text lines or one JSON object per line */
 } cfg_log;
 
+/* A shorter bearer token is refused (auth.token at load, auth.token_file when read at start):
+ * a few bytes can be guessed over the network, and a 1-byte token looked like protection. */
+#define CFG_TOKEN_MIN 16
+
 typedef struct cfg_auth {
-    char token[256]; /* "" = no token */
+    char token[256]; /* "" = no token, else CFG_TOKEN_MIN..255 bytes */
     char token_file[CFG_PATH_MAX];
     bool protect_reads; /* also require the token for reads and /id */
 } cfg_auth;
@@ -183,6 +187,11 @@ int cfg_load(cfg *c, const cfg_cli *cli, uint64_t now_ms, char *err, size_t errl
 
 /* The effective configuration as JSON (for --check-config), resolved values included. */
 void cfg_print_json(const cfg *c, FILE *out);
+
+/* Whether a listener's numeric host (server.host, cache.memcached_host, echo.tcp_host) accepts
+ * only this machine: 127.0.0.0/8, ::1 or ::ffff:127.x.y.z. Wildcards and every other address
+ * are reachable from elsewhere. */
+bool cfg_host_is_loopback(const char *host);
 
 /* The embedded default, generated from config.json at build time. */
 extern const char cfg_embedded_json[];
