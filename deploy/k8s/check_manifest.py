@@ -96,6 +96,20 @@ MEM_FACTOR, MEM_HEADROOM = 1.3, 64 * 2**20
 # ---------------------------------------------------------------------------------------------
 # Helpers
 
+# The memcached port's administrative and key-listing commands, each behind a cache.* key; the
+# reply when the key is off (memcached 1.6.18's own for -F, -X, -W; a plain CLIENT_ERROR for
+# cache_memlimit, which memcached cannot turn off). The shipped configs turn them all off.
+MEMCACHED_ADMIN = [
+    ("cache.memcached_flush_all", b"flush_all\r\n", b"CLIENT_ERROR flush_all not allowed"),
+    ("cache.memcached_key_listing", b"stats cachedump 1 1\r\n",
+     b"CLIENT_ERROR stats cachedump not allowed"),
+    ("cache.memcached_watch", b"watch\r\n", b"CLIENT_ERROR watch commands not allowed"),
+    ("cache.memcached_memlimit_command", b"cache_memlimit 4096\r\n",
+     b"CLIENT_ERROR cache_memlimit not allowed"),
+    ("cache.memcached_shutdown", b"shutdown\r\n", b"ERROR: shutdown not enabled"),
+]
+
+
 class Checks:
     def __init__(self):
         self.passed = 0
@@ -794,6 +808,9 @@ class ManifestCheck:
             "cache.memcached_port": (img["cache"]["memcached_port"],
                                      eff["cache"]["memcached_port"]),
         }
+        for key, _, _ in MEMCACHED_ADMIN:  # what anyone who reaches the port may do
+            name = key.split(".", 1)[1]
+            pairs[key] = (img["cache"][name], eff["cache"][name])
         if not self.is_deployment:  # the image defaults to "ordinal"; etcd is the overlay's choice
             pairs["snowflake.worker_id"] = (img["snowflake"]["worker_id"],
                                             eff["snowflake"]["worker_id"])
@@ -897,6 +914,7 @@ class ManifestCheck:
     def check_memcached(self):
         if "memcached" not in self.port:
             return
+        self.check_memcached_admin()
         reply = b""
         try:
             with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
@@ -910,6 +928,33 @@ class ManifestCheck:
             reply += str(e).encode()
         self.c.ok(reply.startswith(b"STORED\r\nVERSION "),
                   "the memcached containerPort speaks the memcached protocol", repr(reply[:80]))
+
+    def check_memcached_admin(self):
+        """The port has no authentication: the administrative and key-listing commands the
+        configuration turns off must be refused by the running daemon (memcached's own answers
+        where it has the switch); the ones left on are listed."""
+        def enabled(key):
+            return self.eff["cache"][key.split(".", 1)[1]]
+        off = [row for row in MEMCACHED_ADMIN if not enabled(row[0])]
+        on = [row[0] for row in MEMCACHED_ADMIN if enabled(row[0])]
+        if on:
+            print(f"     note: on for anyone who reaches the memcached port: {', '.join(on)}")
+        if not off:
+            return
+        reply = b""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
+                s.sendall(b"".join(cmd for _, cmd, _ in off))
+                while reply.count(b"\r\n") < len(off):
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
+        except OSError as e:
+            reply += str(e).encode()
+        want = b"".join(refusal + b"\r\n" for _, _, refusal in off)
+        self.c.ok(reply == want, "the memcached port refuses what the config turns off ("
+                  + ", ".join(k for k, _, _ in off) + ")", repr(reply[:300]))
 
     def check_sigterm(self, want):
         """SIGTERM as the kubelet sends it (after preStop), then the drain and the final writes;

@@ -1268,5 +1268,89 @@ class MemcacheDiff(unittest.TestCase):
                         c.close()
 
 
+class AdminCommandsOff(unittest.TestCase):
+    """The shipped deploy configs turn the memcached port's administrative and key-listing
+    commands off: memcached started with -F -W -X against ours with the same keys off
+    (cache.memcached_flush_all, _watch, _key_listing) answers every refusal byte for byte; the
+    refusals memcached has no switch for (cache_memlimit, stats detail on|dump) answer a clear
+    CLIENT_ERROR, and the store is untouched by every refused command."""
+
+    @classmethod
+    def setUpClass(cls):
+        version = memcached_version()
+        if version is None or not version.startswith("1.6."):
+            raise unittest.SkipTest("needs memcached 1.6 (Debian: memcached); found %s" % version)
+        cls.mc_port = free_port()
+        args = [MEMCACHED, "-l", "127.0.0.1", "-p", str(cls.mc_port), "-U", "0", "-t", "1",
+                "-F", "-W", "-X"]
+        if os.geteuid() == 0:
+            args += ["-u", "root"]
+        cls.mc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cls.srv = None
+        try:
+            wait_listening(cls.mc_port, lambda: None, "memcached")
+            cls.sf_port = free_port()
+            cls.srv = Server("--set", "cache.memcached_port=%d" % cls.sf_port,
+                             "--set", "cache.memcached_flush_all=false",
+                             "--set", "cache.memcached_watch=false",
+                             "--set", "cache.memcached_key_listing=false",
+                             "--set", "cache.memcached_memlimit_command=false")
+            wait_listening(cls.sf_port, lambda: None, "snowflaked's memcached listener")
+        except BaseException:
+            if cls.srv is not None:
+                cls.srv.proc.kill()
+                cls.srv.proc.wait()
+            cls.mc.kill()
+            cls.mc.wait()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.srv.stop()
+        finally:
+            cls.mc.kill()
+            cls.mc.wait(timeout=10)
+
+    def test_refusals_as_memcached(self):
+        steps = [b"set keep 0 0 4\r\nsafe\r\n",
+                 b"flush_all\r\n", b"flush_all 0\r\n", b"flush_all noreply\r\n",
+                 b"stats cachedump 1 0\r\n", b"stats cachedump\r\n",
+                 b"lru_crawler metadump all\r\n", b"lru_crawler metadump 1\r\n",
+                 b"lru_crawler metadump hash\r\n",
+                 b"watch\r\n", b"watch fetchers mutations\r\n",
+                 b"shutdown\r\n",  # -A is off in both: "ERROR: shutdown not enabled"
+                 b"get keep\r\n"]
+        conns = (Conn(self.mc_port), Conn(self.sf_port))
+        try:
+            for step in steps:
+                want, got = (c.run(step) for c in conns)
+                self.assertTrue(same(want, got), "%s\n  memcached: %r\n  ours:      %r"
+                                % (show(step), want, got))
+            self.assertEqual(got, [((b"VALUE", b"keep", b"0", b"4"), b"safe\r\n"), (b"END",)])
+        finally:
+            for c in conns:
+                c.close()
+
+    def test_refusals_memcached_has_no_switch_for(self):
+        c = Conn(self.sf_port)
+        try:
+            self.assertEqual(c.run(b"set keep2 0 0 4\r\nsafe\r\n"), [(b"STORED",)])
+            for step, reply in ((b"cache_memlimit 8\r\n", b"CLIENT_ERROR cache_memlimit not allowed"),
+                                (b"stats detail on\r\n", b"CLIENT_ERROR stats detail not allowed"),
+                                (b"stats detail dump\r\n", b"CLIENT_ERROR stats detail not allowed"),
+                                (b"stats detail off\r\n", b"OK")):
+                self.assertEqual(c.run(step), [(reply,)], show(step))
+            self.assertEqual(c.run(b"cache_memlimit 8 noreply\r\n"), [])  # as flush_all's
+            settings = dict(u[0].split(b" ")[1:3] for u in c.run(b"stats settings\r\n")
+                            if u[0].startswith(b"STAT "))
+            self.assertEqual((settings[b"dump_enabled"], settings[b"flush_enabled"]),
+                             (b"no", b"no"))
+            self.assertEqual(c.run(b"get keep2\r\n"),
+                             [((b"VALUE", b"keep2", b"0", b"4"), b"safe\r\n"), (b"END",)])
+        finally:
+            c.close()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -92,6 +92,7 @@ BOOL_FLAGS = {
     "-C": "cache.memcached_cas=false",
     "-M": "cache.evictions=false",  # errors instead of evictions
     "-W": "cache.memcached_watch=false",  # the watch command refused
+    "-X": "cache.memcached_key_listing=false",  # stats cachedump, lru_crawler metadump refused
     "-v": None,  # verbosity of memcached's own stderr log; ours has log.level
     "-vv": None,
     "-vvv": None,

@@ -230,6 +230,8 @@ static void check_default_values(const cfg *c)
     ck_assert(c->cache.evictions && c->cache.memcached_flush_all && c->cache.memcached_cas);
     ck_assert(!c->cache.memcached_shutdown && !c->cache.memcached_debug_commands);
     ck_assert(c->cache.memcached_watch);
+    /* memcached without -X; cache_memlimit as memcached (it has no switch) */
+    ck_assert(c->cache.memcached_key_listing && c->cache.memcached_memlimit_command);
     ck_assert_uint_eq(c->cache.memcached_reqs_per_event, 20);
     ck_assert(c->echo.http_enabled);
     ck_assert_str_eq(c->echo.tcp_host, "127.0.0.1");

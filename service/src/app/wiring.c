@@ -77,6 +77,8 @@ void app_memcache_options(const cfg *c, memcache_options *out)
     out->cas_enabled = cc->memcached_cas;
     out->debug_commands = cc->memcached_debug_commands;
     out->watch_enabled = cc->memcached_watch;
+    out->dump_enabled = cc->memcached_key_listing;
+    out->memlimit_enabled = cc->memcached_memlimit_command;
     out->reqs_per_event = cc->memcached_reqs_per_event;
     out->item_size_max = cc->max_item_bytes;
     out->idle_timeout_s = cc->memcached_idle_timeout_s;

@@ -309,6 +309,8 @@ static const cfg_key cfg_keys[] = {
     K_U32("cache.memcached_reqs_per_event", cache.memcached_reqs_per_event, 1, 1000000),
     K_BOOL("cache.memcached_debug_commands", cache.memcached_debug_commands),
     K_BOOL("cache.memcached_watch", cache.memcached_watch),
+    K_BOOL("cache.memcached_key_listing", cache.memcached_key_listing),
+    K_BOOL("cache.memcached_memlimit_command", cache.memcached_memlimit_command),
     K_U32("cache.memcached_idle_timeout_s", cache.memcached_idle_timeout_s, 0, 86400),
     K_BOOL("cache.memcached_lru_crawler", cache.memcached_lru_crawler),
     K_BOOL("cache.lru_segmented", cache.lru_segmented),

@@ -127,6 +127,8 @@ typedef struct cfg_cache {
     uint32_t memcached_reqs_per_event; /* -R */
     bool memcached_debug_commands;    /* memcached-debug's debugtime */
     bool memcached_watch;             /* false = -W: the watch command refused */
+    bool memcached_key_listing;       /* false = -X: cachedump, metadump, stats detail refused */
+    bool memcached_memlimit_command;  /* false: cache_memlimit refused (memcached has no flag) */
     uint32_t memcached_idle_timeout_s; /* -o idle_timeout; 0 = server.idle_timeout_ms applies */
     bool memcached_lru_crawler;        /* false = -o no_lru_crawler: lru_crawler starts disabled */
     bool lru_segmented;                /* HOT/WARM/COLD per shard; false = one LRU (store.h) */

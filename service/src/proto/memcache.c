@@ -1012,6 +1012,8 @@ void memcache_options_default(memcache_options *o)
     o->flush_enabled = true;
     o->cas_enabled = true;
     o->watch_enabled = true;
+    o->dump_enabled = true;
+    o->memlimit_enabled = true;
     o->lru_crawler = true;
     o->reqs_per_event = MEMCACHE_MAX_PIPELINE;
     o->item_size_max = CACHE_DEFAULT_ITEM_BYTES;

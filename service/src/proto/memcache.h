@@ -49,6 +49,14 @@ typedef struct memcache_options {
     bool cas_enabled;        /* false = -C: CAS values read 0, cas compares against 0 */
     bool debug_commands;     /* memcached-debug's "debugtime" (moves this listener's clock) */
     bool watch_enabled;      /* false = -W: watch answers CLIENT_ERROR watch commands not allowed */
+    /* false = -X (--disable-dumping): the commands that list keys are refused, as memcached
+     * answers: "stats cachedump" (CLIENT_ERROR stats cachedump not allowed), "lru_crawler
+     * metadump" (ERROR metadump not allowed); here also "stats detail on|dump" (per-prefix
+     * counts; CLIENT_ERROR stats detail not allowed), which memcached's -X leaves on */
+    bool dump_enabled;
+    /* false: "cache_memlimit" answers CLIENT_ERROR cache_memlimit not allowed (memcached has no
+     * switch for it: anyone could shrink the store and evict what HTTP clients stored) */
+    bool memlimit_enabled;
     uint32_t reqs_per_event; /* -R: commands per read before yielding (counted in conn_yields) */
     uint32_t item_size_max;  /* -I: memcached's slab classes derive from it (metadump's cls) */
     /* -o idle_timeout: the listener's own idle timeout (the caller applies it to the listener,
@@ -65,8 +73,8 @@ typedef struct memcache_options {
     void *shutdown_arg;
 } memcache_options;
 
-/* memcached's defaults: flush, CAS, watch and the LRU crawler on, the rest off, reqs_per_event
- * MEMCACHE_MAX_PIPELINE. */
+/* memcached's defaults: flush, CAS, watch, dumping, cache_memlimit and the LRU crawler on, the
+ * rest off, reqs_per_event MEMCACHE_MAX_PIPELINE. */
 void memcache_options_default(memcache_options *o);
 
 /* NULL when out of memory. nloops = the net server's loop count. Options: the defaults. */

@@ -215,6 +215,10 @@ void mc_admin_memlimit(mc_conn *m, const mc_tok *t, size_t nt)
         return;
     }
     m->noreply = last_is_noreply(t, nt);
+    if (!m->srv->opts.memlimit_enabled) { /* memcached has no switch for it: as flush_all's -F */
+        OUT(m, "CLIENT_ERROR cache_memlimit not allowed");
+        return;
+    }
     uint32_t mib;
     if (!mc_parse_u32(&t[1], &mib))
         OUT(m, "ERROR");
@@ -325,6 +329,8 @@ void mc_admin_lru_crawler(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     } else if (nt == 3 && tok_is(&t[1], "metadump")) {
         if (!enabled)
             conn_write(m->c, "CLIENT_ERROR lru crawler disabled\r\n", 35);
+        else if (!m->srv->opts.dump_enabled) /* -X */
+            OUT(m, "ERROR metadump not allowed");
         else if (conn_output_pending(m->c) > 0) /* earlier replies of this batch are queued */
             conn_write(m->c, "ERROR cannot pipeline other commands before metadump\r\n", 54);
         else

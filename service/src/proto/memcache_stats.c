@@ -460,7 +460,7 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "lru_crawler_tocrawl", "0");
     stat_line(c, "tail_repair_time", "0");
     stat_line(c, "flush_enabled", s->opts.flush_enabled ? "yes" : "no");
-    stat_line(c, "dump_enabled", "yes");
+    stat_line(c, "dump_enabled", s->opts.dump_enabled ? "yes" : "no");
     stat_line(c, "hash_algorithm", "wyhash");
     /* no thread, but the juggling it does runs inline whenever the LRU is segmented */
     bool segmented = cache_store_segmented(s->store);
@@ -719,6 +719,12 @@ static bool tok_eq(const mc_tok *t, const char *s)
 
 static void stats_detail(mc_conn *m, const mc_tok *t, size_t nt)
 {
+    /* with key listing off (-X): the prefixes are part of the keys, and recording them takes a
+     * shared lock on every command; only "off" stays allowed (memcached's -X does not cover it) */
+    if (!m->srv->opts.dump_enabled && !(nt >= 3 && tok_eq(&t[2], "off"))) {
+        WRITE_LIT(m->c, "CLIENT_ERROR stats detail not allowed\r\n");
+        return;
+    }
     if (nt >= 3 && tok_eq(&t[2], "on")) {
         atomic_store_explicit(&m->srv->detail_on, true, memory_order_relaxed);
         WRITE_LIT(m->c, "OK\r\n");
@@ -757,6 +763,10 @@ static int dump_one(const cache_item *it, void *arg)
 static void stats_cachedump(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 {
     uint32_t cls, limit;
+    if (!m->srv->opts.dump_enabled) { /* -X: first, as memcached */
+        WRITE_LIT(m->c, "CLIENT_ERROR stats cachedump not allowed\r\n");
+        return;
+    }
     if (nt < 4) {
         WRITE_LIT(m->c, "CLIENT_ERROR bad command line\r\n");
         return;
