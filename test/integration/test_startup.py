@@ -1,7 +1,8 @@
 """What the daemon says at start, against the real binary: a fatal line quoting a hostile etcd's
 error text, or a value read from it, reaches stderr escaped (no raw CR, LF or ESC, in text and
 JSON log formats); a warning for an HTTP listener beyond loopback without a token and for a
-memcached listener beyond loopback (it has no authentication)."""
+memcached listener beyond loopback (it has no authentication); the shipped deploy configs keep
+the memcached port's administrative and key-listing commands off."""
 import base64
 import http.server
 import json
@@ -168,6 +169,45 @@ class ExposureWarnings(unittest.TestCase):
                                       "cache.memcached_port=%d" % port)
         self.assertIn("WARN  memcached on 0.0.0.0:%d %s" % (port, MEMCACHED_WARNING), out)
         self.assertNotIn(HTTP_WARNING, out)
+
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHIPPED = ["deploy/container/config.json", "deploy/k8s/base/config.json",
+           "deploy/k8s/overlays/etcd-deployment/config.json"]
+ADMIN_KEYS = ["memcached_flush_all", "memcached_watch", "memcached_key_listing",
+              "memcached_memlimit_command", "memcached_shutdown", "memcached_debug_commands"]
+
+
+class ShippedConfigs(unittest.TestCase):
+    """The image and the manifests open 0.0.0.0:11211, which has no authentication: every
+    administrative and key-listing switch is off there (the embedded defaults stay memcached's)."""
+
+    def effective(self, path):
+        p = subprocess.run([BINARY, "-c", os.path.join(ROOT, path), "--check-config",
+                            "--worker-id", "0"], capture_output=True, text=True, timeout=20,
+                           env={k: v for k, v in os.environ.items()
+                                if not k.startswith("SNOWFLAKED_")})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)["cache"]
+
+    def test_admin_commands_off(self):
+        for path in SHIPPED:
+            with self.subTest(path):
+                cache = self.effective(path)
+                self.assertEqual((cache["memcached_host"], cache["memcached_port"]),
+                                 ("0.0.0.0", 11211))
+                self.assertEqual({k: cache[k] for k in ADMIN_KEYS},
+                                 {k: False for k in ADMIN_KEYS})
+
+    def test_embedded_defaults_stay_memcached(self):
+        p = subprocess.run([BINARY, "--check-config"], capture_output=True, text=True,
+                           timeout=20, env={k: v for k, v in os.environ.items()
+                                            if not k.startswith("SNOWFLAKED_")})
+        cache = json.loads(p.stdout)["cache"]
+        self.assertEqual({k: cache[k] for k in ADMIN_KEYS},
+                         {"memcached_flush_all": True, "memcached_watch": True,
+                          "memcached_key_listing": True, "memcached_memlimit_command": True,
+                          "memcached_shutdown": False, "memcached_debug_commands": False})
 
 
 if __name__ == "__main__":
