@@ -586,10 +586,10 @@ static void warn_exposed(const app *a)
                  c->server.host, c->server.port);
     if (a->mc && !cfg_host_is_loopback(c->cache.memcached_host))
         LOG_WARN("memcached on %s:%u is reachable beyond loopback and has no authentication: "
-                 "anyone who can reach it can read, change%s the whole cache, HTTP items "
-                 "included (keep it on a private network, or cache.memcached_host 127.0.0.1)",
+                 "anyone who can reach it can %s the whole cache, HTTP items included (keep it "
+                 "on a private network, or cache.memcached_host 127.0.0.1)",
                  c->cache.memcached_host, c->cache.memcached_port,
-                 c->cache.memcached_flush_all ? " and flush" : "");
+                 c->cache.memcached_flush_all ? "read, change and flush" : "read and change");
 }
 
 int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen)
