@@ -10,7 +10,7 @@
 
 START_TEST(test_take_and_give)
 {
-    budget b;
+    byte_budget b;
     budget_init(&b, 100);
     ck_assert_uint_eq(budget_limit(&b), 100);
     ck_assert(budget_take(&b, 0));
@@ -33,7 +33,7 @@ END_TEST
 
 START_TEST(test_huge_requests_do_not_wrap)
 {
-    budget b;
+    byte_budget b;
     budget_init(&b, 1000);
     ck_assert(budget_take(&b, 10));
     ck_assert(!budget_take(&b, UINT64_MAX));     /* more than the limit */
@@ -47,7 +47,7 @@ END_TEST
 #define ROUNDS  200000
 
 typedef struct {
-    budget *b;
+    byte_budget *b;
     uint64_t max_seen, taken;
 } worker_arg;
 
@@ -69,7 +69,7 @@ static void *worker(void *p)
 
 START_TEST(test_threads_never_pass_the_limit)
 {
-    budget b;
+    byte_budget b;
     budget_init(&b, 1000);
     pthread_t t[THREADS];
     worker_arg a[THREADS] = {{0}};

@@ -3,7 +3,7 @@
 #include <assert.h>
 #include <string.h>
 
-void budget_init(budget *b, uint64_t limit)
+void budget_init(byte_budget *b, uint64_t limit)
 {
     memset(b, 0, sizeof *b);
     atomic_init(&b->held, 0);
@@ -11,7 +11,7 @@ void budget_init(budget *b, uint64_t limit)
     b->limit = limit;
 }
 
-bool budget_take(budget *b, uint64_t n)
+bool budget_take(byte_budget *b, uint64_t n)
 {
     if (n == 0)
         return true;
@@ -26,7 +26,7 @@ bool budget_take(budget *b, uint64_t n)
     return true;
 }
 
-void budget_give(budget *b, uint64_t n)
+void budget_give(byte_budget *b, uint64_t n)
 {
     if (n == 0)
         return;

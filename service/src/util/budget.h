@@ -18,35 +18,35 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef struct budget {
+typedef struct byte_budget {
     char pad_before[64];
     _Atomic uint64_t held;     /* bytes taken and not given back */
     _Atomic uint64_t refusals; /* budget_take calls refused */
     uint64_t limit;            /* set once, before any thread takes */
     char pad_after[64];
-} budget;
+} byte_budget;
 
 /* limit > 0 bytes. Before any thread uses b. */
-void budget_init(budget *b, uint64_t limit);
+void budget_init(byte_budget *b, uint64_t limit);
 
 /* Takes n bytes when held + n stays within the limit: true. Else false, counted as a refusal,
  * nothing taken. n == 0 always succeeds. */
-bool budget_take(budget *b, uint64_t n);
+bool budget_take(byte_budget *b, uint64_t n);
 
 /* Gives back n bytes taken earlier (n == 0 does nothing). */
-void budget_give(budget *b, uint64_t n);
+void budget_give(byte_budget *b, uint64_t n);
 
-static inline uint64_t budget_held(const budget *b)
+static inline uint64_t budget_held(const byte_budget *b)
 {
     return atomic_load_explicit(&b->held, memory_order_relaxed);
 }
 
-static inline uint64_t budget_refusals(const budget *b)
+static inline uint64_t budget_refusals(const byte_budget *b)
 {
     return atomic_load_explicit(&b->refusals, memory_order_relaxed);
 }
 
-static inline uint64_t budget_limit(const budget *b)
+static inline uint64_t budget_limit(const byte_budget *b)
 {
     return b->limit;
 }
