@@ -30,13 +30,16 @@ def abort(sock):
 
 class InflightBudget(unittest.TestCase):
     def setUp(self):
+        self.socks = []
+        self.peak = 0
+        self.start()
+
+    def start(self, *extra):
         self.mc_port = free_port()
         self.srv = Server("--set", "server.max_inflight_bytes=%d" % BUDGET,
                           "--set", "server.max_body_bytes=%d" % BODY_MAX,
                           "--set", "cache.max_item_bytes=%d" % BODY_MAX,
-                          "--set", "cache.memcached_port=%d" % self.mc_port)
-        self.socks = []
-        self.peak = 0
+                          "--set", "cache.memcached_port=%d" % self.mc_port, *extra)
 
     def tearDown(self):
         for s in self.socks:
@@ -167,6 +170,18 @@ class InflightBudget(unittest.TestCase):
         self.socks = []
         self.wait_held(0)
         self.assertGreaterEqual(metric(self.srv, "snowflaked_inflight_refusals_total"), 12)
+
+    def test_timeouts_give_back(self):
+        # A client that stops mid-body is timed out (HTTP: 408; memcached: closed), and what it
+        # held goes back to the budget.
+        self.srv.stop()
+        self.start("--set", "server.header_timeout_ms=300")
+        h = self.http_half_put(0)
+        self.mc_half_set(0)
+        self.wait_held(2 * BODY_MAX)
+        r = Reader(h).response()
+        self.assertEqual(r.status, 408)
+        self.wait_held(0)
 
 
 if __name__ == "__main__":
