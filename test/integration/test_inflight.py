@@ -106,13 +106,15 @@ class InflightBudget(unittest.TestCase):
             with self.subTest(cmd=cmd):
                 self.assertEqual(keep.ask(cmd + b" refused 0 0 16\r\nset pwn 0 0 1\r\nx\r\n"),
                                  b"SERVER_ERROR out of memory storing object\r\n")
+        self.assertEqual(keep.ask(b"cas refused 0 0 16 1\r\nset pwn 0 0 1\r\nx\r\n"),
+                         b"SERVER_ERROR out of memory storing object\r\n")
         self.assertEqual(keep.ask(b"ms refused 16 T0\r\nset pwn 0 0 1\r\nx\r\n"),
                          b"SERVER_ERROR out of memory storing object\r\n")
         self.assertEqual(keep.get_all(b"get pwn keep\r\n"), {"keep": (0, b"safe", None)})
         # Requests without a body still pass.
         self.assertEqual(request(self.srv, get("/id")).status, 200)
         self.assertEqual(keep.get_all(b"get keep\r\n"), {"keep": (0, b"safe", None)})
-        self.assertGreaterEqual(metric(self.srv, "snowflaked_inflight_refusals_total"), 9)
+        self.assertGreaterEqual(metric(self.srv, "snowflaked_inflight_refusals_total"), 10)
         self.assertEqual(self.held(), BUDGET)
         # One client gives up mid-body (a reset), then another (a plain close): given back.
         abort(h[0])
