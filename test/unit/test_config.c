@@ -770,6 +770,16 @@ START_TEST(test_good_edges)
                    "\"max_item_bytes\":2097152,\"max_memory_bytes\":4194304}}",
                    &c, err, sizeof err);
     EXPECT_OK(rc, err);
+    /* the default grows to the largest body or value; one set explicitly does not */
+    rc = load_json("{\"server\":{\"max_body_bytes\":100000000,\"output_limit_bytes\":300000000}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.server.max_inflight_bytes, 100000000);
+    rc = load_json("{\"server\":{\"output_limit_bytes\":300000000},\"cache\":{"
+                   "\"max_item_bytes\":134217728,\"max_memory_bytes\":268435456}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.server.max_inflight_bytes, 134217728);
     rc = load_json("{\"server\":{\"max_inflight_bytes\":1099511627776}}", &c, err, sizeof err);
     EXPECT_OK(rc, err);
     ck_assert_uint_eq(c.server.max_inflight_bytes, UINT64_C(1099511627776));

@@ -187,6 +187,7 @@ static const char *cfg_log_format_name(const void *field)
  *   server.max_headers                  u32      1..1024
  *   server.max_body_bytes               u32      1..1 GiB
  *   server.max_inflight_bytes           u64      64 KiB..1 TiB            >= largest body/item
+ *                                                                          (the default grows)
  *   server.max_requests_per_connection  u32      1..1000000000
  *   server.max_pipeline                 u32      1..1024
  *   server.*_timeout_ms                 u32      1..86400000 (1 day)
@@ -1037,10 +1038,15 @@ static int cfg_check_limits(cfg_ctx *ctx)
                         c->server.output_limit_bytes);
     }
     /* The in-flight budget must hold the largest request it can be asked for alone, or that
-     * request would be refused (503, SERVER_ERROR) even on an idle server. */
+     * request would be refused (503, SERVER_ERROR) even on an idle server. The default grows to
+     * it (raising max_body_bytes or max_item_bytes alone keeps working); a value set too small
+     * is a mistake to name. */
     uint64_t largest_in = c->server.max_body_bytes;
     if (c->cache.enabled && c->cache.max_item_bytes > largest_in)
         largest_in = c->cache.max_item_bytes;
+    if (c->server.max_inflight_bytes < largest_in &&
+        ctx->layer[cfg_key_index_of("server.max_inflight_bytes")] == CFG_L_DEFAULT)
+        ctx->c->server.max_inflight_bytes = largest_in;
     if (c->server.max_inflight_bytes < largest_in) {
         cfg_cross_label(ctx, src, sizeof src, "server.max_inflight_bytes", "server.max_body_bytes",
                         "cache.max_item_bytes", (const char *)NULL);
