@@ -46,7 +46,7 @@ struct http_server {
     unsigned nroutes;
     http_guard guard; /* checks routes with an auth attribute */
     void *guard_ctx;
-    byte_budget *inflight; /* request bodies being buffered, or NULL: unbounded (but by the limits) */
+    byte_budget *inflight; /* bodies being buffered take from it; NULL: max_body_bytes only */
     perloop loops; /* http_loop, one per net loop */
 };
 
@@ -78,8 +78,8 @@ typedef struct http_conn {
     const char *err_msg;
     obuf body;
     uint64_t body_len;
-    uint64_t held;  /* bytes of srv->inflight taken for this request's body */
-    bool admitted;  /* routed, allowed and budgeted at its head (a request with a body) */
+    uint64_t held;          /* bytes of srv->inflight taken for this request's body */
+    bool admitted;          /* routed, allowed and budgeted at its head (a request with a body) */
     uint32_t handled;       /* requests answered during this read */
     const char *read_start; /* the buffer llhttp is running over, for obs-fold detection */
     char prev_byte;         /* last non-blank byte of the previous read */
@@ -660,8 +660,7 @@ static bool take_inflight(http_conn *h, uint64_t n)
     return true;
 }
 
-#define BUSY_MSG                                                                                   \
-    "too many request bytes in flight (server.max_inflight_bytes); retry later"
+#define BUSY_MSG "too many request bytes in flight (server.max_inflight_bytes); retry later"
 
 /* Ends a request answered before its body was read (or all of it): the connection is closed
  * once the response is out, so the rest of the body is never read, neither buffered nor taken

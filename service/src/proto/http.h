@@ -8,8 +8,9 @@
  * read and before a 100 Continue: 404, 405, the guard's 401, and 503 (Retry-After) when the body
  * its route buffers would pass the in-flight budget (http_server_set_budget; a chunked body takes
  * from it as it grows). Such a refusal carries Connection: close and the connection ends after
- * it: the unread body is never buffered nor parsed as a request. Responses always carry Content-Length, Date, Server and, when the connection ends,
- * Connection: close. Errors are JSON {"error": "..."}.
+ * it: the unread body is never buffered nor parsed as a request. Responses always carry
+ * Content-Length, Date, Server and, when the connection ends, Connection: close. Errors are JSON
+ * {"error": "..."}.
  *
  * Rejected with 400 and a close: malformed requests (llhttp strict mode: bare CR/LF, CL+TE,
  * duplicate Content-Length, bad chunk sizes, control characters), obs-fold continuation lines,
