@@ -21,7 +21,9 @@
  * Checked besides the sanitizers: the output is a sequence of HTTP/1.1 responses (each starts
  * with a status line), the protocol never yields without progress (a busy loop in the real
  * server), every pooled object (connection, output chunk, request head) is back in its pool after
- * the close, and the store's counters agree with its contents.
+ * the close, every byte taken from the in-flight budget is given back, and the store's counters
+ * agree with its contents. With the tiny store the in-flight budget is tiny too (4 KiB), so
+ * bodies are refused at their head and chunked ones as they grow (503).
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -43,6 +45,7 @@
 static struct {
     cfg config;      /* the embedded config.json; auth.* and cache.* change per input */
     cfg_cache cache; /* its cache.*, for the inputs with the configured store */
+    uint64_t inflight; /* its server.max_inflight_bytes */
     sf_fake_clock clock;
     conn_fake_loop fl;
     app app; /* built per input by app_build: generator, HTTP server, API, store */
@@ -73,6 +76,7 @@ static void setup(void)
     if (cfg_load(&G.config, NULL, now, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
     G.cache = G.config.cache;
+    G.inflight = G.config.server.max_inflight_bytes;
     /* The generator's clock steps 1 ms per read: no sleeping, deterministic. */
     sf_fake_clock_init(&G.clock, now, 1, 1);
     net_config nc;
@@ -101,6 +105,8 @@ static void check_pools(void)
     FUZZ_CHECK(heads.in_use == 0, "%llu request head buffers leaked",
                (unsigned long long)heads.in_use);
     FUZZ_CHECK(atomic_load(&G.fl.server.open_conns) == 0, "open connection count off");
+    FUZZ_CHECK(budget_held(&G.app.inflight) == 0, "%llu in-flight bytes not given back",
+               (unsigned long long)budget_held(&G.app.inflight));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -115,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * (reproducible). The token and protect_reads as the flags say. */
     bool small = (flags & 0x18) == 0x18;
     G.config.cache = G.cache;
+    G.config.server.max_inflight_bytes = small ? 4096 : G.inflight;
     if (small) {
         G.config.cache.max_memory_bytes = 16 * 1024;
         G.config.cache.max_item_bytes = 4096;

@@ -18,8 +18,10 @@
  *
  * Checked besides the sanitizers: no yield without progress (a busy loop in the real server),
  * the unstored item of a half-received command is released at the close (the store's memory
- * account returns to exactly its linked items), every pooled object is back in its pool, and the
- * store's counters agree with its contents.
+ * account returns to exactly its linked items), every pooled object is back in its pool, every
+ * byte taken from the in-flight budget is given back, and the store's counters agree with its
+ * contents. With the tiny store the in-flight budget is 1 KiB, so that values of 1..4 KiB are
+ * refused by it (SERVER_ERROR out of memory, the data block swallowed).
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -39,6 +41,7 @@ static struct {
     cfg config;                  /* the embedded config.json; cache.* and sync change per input */
     cfg_cache cache;             /* its cache.* */
     sf_sync_mode sync;           /* its snowflake.sync (atomic: the store's spinlock) */
+    uint64_t inflight;           /* its server.max_inflight_bytes */
     conn_fake_loop fl, fl_tight; /* the configured output limits; a 1 KiB high-water mark */
     app app;                     /* built per input */
 } G;
@@ -59,6 +62,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
     G.cache = G.config.cache;
     G.sync = G.config.snowflake.sync;
+    G.inflight = G.config.server.max_inflight_bytes;
     net_config nc;
     app_net_config(&G.config, &nc);
     if (conn_fake_loop_init(&G.fl, &nc, &memcache_proto, NULL, err, sizeof err) != 0)
@@ -77,6 +81,8 @@ static void check_pools(conn_fake_loop *fl)
                (size_t)counter_get(&l->chunks.in_use));
     FUZZ_CHECK(counter_get(&l->inbufs.in_use) == 0, "an input buffer leaked");
     FUZZ_CHECK(atomic_load(&fl->server.open_conns) == 0, "open connection count off");
+    FUZZ_CHECK(budget_held(&G.app.inflight) == 0, "%llu in-flight bytes not given back",
+               (unsigned long long)budget_held(&G.app.inflight));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -90,6 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The configured store, or a tiny one (bit 4); its lock follows snowflake.sync: the
      * configured one, or a mutex (bit 5); a fixed hash seed (reproducible). */
     G.config.cache = G.cache;
+    G.config.server.max_inflight_bytes = (flags & 0x10) ? 1024 : G.inflight;
     if (flags & 0x10) {
         G.config.cache.max_memory_bytes = 16 * 1024;
         G.config.cache.max_item_bytes = 4096;

@@ -163,6 +163,18 @@ def http_seeds():
     s["auth_everything"] = (UPTO4 | AUTH_ALL, req("GET", "/id") + req("GET", "/metrics",
                             ["Authorization: Bearer fuzz-token"]) + req("GET", "/healthz")
                             + req("GET", "/echo?msg=a", ["Authorization: Bearer "]))
+    # issue 21: refused at the end of the headers (401, 405, 404): no 100 Continue, the body
+    # (itself a request) never read; with the tiny budget (SLOW | 0x10) bodies get 503
+    s["refused_at_head"] = (UPTO16 | AUTH_WRITES,
+                            req("PUT", "/cache/r", ["Expect: 100-continue"], req("DELETE", "/cache/a"))
+                            + req("POST", "/id", [], b"x") + req("GET", "/cache/a"))
+    s["refused_at_head_chunked"] = (UPTO4, b"POST /nothing HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                    b"5\r\nhello\r\n0\r\n\r\n" + req("GET", "/id"))
+    s["inflight_budget"] = (UPTO512 | SLOW | 0x10, req("PUT", "/cache/b", [], b"b" * 4096)
+                            + req("PUT", "/cache/b", ["Expect: 100-continue"], b"b" * 4097))
+    s["inflight_budget_chunked"] = (UPTO512 | SLOW | 0x10, b"POST /echo HTTP/1.1\r\nTransfer-Encoding: "
+                                    b"chunked\r\n\r\n800\r\n" + b"c" * 0x800 + b"\r\n" + b"800\r\n"
+                                    + b"c" * 0x800 + b"\r\n1\r\nc\r\n0\r\n\r\n")
     s["header_timeout_partial"] = (WHOLE, b"GET /id HTTP/1.1\r\nHost: a\r\nX-Partial: ")
     s["partial_body_eof"] = (UPTO4 | EOF_END, b"POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")
     s["draining"] = (UPTO16 | DRAINING, req("GET", "/id") + req("GET", "/readyz"))
@@ -193,6 +205,11 @@ def mc_seeds():
     s["value_split_reads"] = (BYTES, b"set big 1 0 40\r\n" + b"0123456789" * 4 + b"\r\nget big\r\n")
     s["large_value_reads"] = (UPTO512 | SLOW, b"set big 1 0 3000\r\n" + b"v" * 3000 + b"\r\n"
                               + b"get big big big big big big big big\r\n" * 30)
+    # issue 21: with TINY the in-flight budget is 1 KiB: a 2000-byte value is refused by it and
+    # its data block (commands) swallowed; ms alike
+    pad = b"x" * (2000 - len(b"set pwn 0 0 1\r\nx\r\nflush_all"))
+    s["inflight_budget"] = (UPTO64 | TINY, b"set keep 0 0 1\r\nk\r\nset big 0 0 2000\r\nset pwn 0 0 1\r\nx\r\n"
+                            + pad + b"flush_all\r\nms big 2000\r\n" + b"y" * 2000 + b"\r\nget keep pwn\r\n")
     s["too_large_tiny_store"] = (UPTO64 | TINY, b"set big 0 0 5000\r\n" + b"x" * 5000 + b"\r\nget big\r\n")
     s["eviction_tiny_store"] = (WHOLE | TINY, b"".join(b"set key%d 0 0 1000\r\n" % i + b"e" * 1000 + b"\r\n"
                                                       for i in range(20)) + b"get key0 key19\r\n")

@@ -2,11 +2,14 @@
 auth.token_file) is required for cache writes, and with auth.protect_reads for every route but
 health and readiness; 401 with WWW-Authenticate otherwise; the token never appears in logs."""
 import os
+import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
-from sfharness import BINARY, Server, free_port, get, metric, request, wait_ready
+from sfharness import (BINARY, Reader, Server, free_port, get, metric, request, rss_kib,
+                       wait_ready)
 
 TOKEN = "s3cret-Token_42-and-more"  # tokens under 16 bytes are refused
 
@@ -54,6 +57,95 @@ class WritesProtected(unittest.TestCase):
         self.assertEqual(request(self.srv, get("/cache/open")).status, 200)
         for path in ("/id", "/ids?count=3", "/healthz", "/readyz", "/metrics", "/echo?msg=x"):
             self.assertEqual(request(self.srv, get(path)).status, 200, path)
+
+
+def put_head(path, length, extra=""):
+    """The head of a PUT whose body of `length` bytes is not sent with it."""
+    return ("PUT %s HTTP/1.1\r\nHost: t\r\n%sContent-Length: %d\r\n\r\n"
+            % (path, extra, length)).encode()
+
+
+class AccessBeforeTheBody(unittest.TestCase):
+    """Issue 21: the token is checked at the end of the headers. A refused write is answered
+    before a byte of its body is read (never a 100 Continue first), with Connection: close, and
+    its body is neither buffered nor taken for a request."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server("--set", "auth.token=" + TOKEN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def test_expect_100_continue_gets_401_and_no_100(self):
+        with self.srv.connect() as s:
+            s.sendall(put_head("/cache/e", 1 << 20, "Expect: 100-continue\r\n"))
+            rd = Reader(s)
+            r = rd.response()
+            self.assertEqual(r.status, 401)  # the first answer: no 100 Continue before it
+            self.assertEqual(r.header("www-authenticate"), 'Bearer realm="snowflaked"')
+            self.assertEqual(r.header("connection"), "close")
+            self.assertTrue(rd.closed())
+
+    def test_expect_100_continue_with_the_token(self):
+        with self.srv.connect() as s:
+            s.sendall(put_head("/cache/e", 5, "Expect: 100-continue\r\n" + bearer()))
+            rd = Reader(s)
+            self.assertEqual(rd.response().status, 100)
+            s.sendall(b"hello")
+            self.assertIn(rd.response().status, (201, 204))
+            s.sendall(get("/cache/e"))
+            self.assertEqual(rd.response().body, b"hello")  # and the connection stays open
+
+    def test_401_comes_before_the_body(self):
+        for extra in ("", "Authorization: Bearer wrong\r\n"):
+            with self.subTest(extra), self.srv.connect(timeout=3) as s:
+                t0 = time.monotonic()
+                s.sendall(put_head("/cache/big", 1 << 20, extra))  # headers only
+                rd = Reader(s)
+                r = rd.response()  # today: nothing until the body or the 408
+                self.assertEqual(r.status, 401)
+                self.assertLess(time.monotonic() - t0, 2)
+                self.assertEqual(r.header("connection"), "close")
+                self.assertTrue(rd.closed())
+
+    def test_a_refused_body_is_never_a_request(self):
+        smuggled = b"DELETE /cache/keep HTTP/1.1\r\nHost: t\r\n" + bearer().encode() + b"\r\n"
+        request(self.srv, put("/cache/keep", b"v", "Bearer " + TOKEN))
+        with self.srv.connect() as s:
+            s.sendall(put("/cache/x", smuggled))
+            rd = Reader(s)
+            self.assertEqual(rd.response().status, 401)
+            self.assertTrue(rd.closed())  # one answer, then the end
+        self.assertEqual(request(self.srv, get("/cache/keep")).status, 200)
+
+    def test_refused_bodies_hold_no_memory(self):
+        # 24 tokenless PUTs of 1 MiB each, all but the last byte sent: today the server
+        # buffered every body (24 MiB) before the 401, or until the 408.
+        srv = Server("--set", "auth.token=" + TOKEN)
+        conns = []
+        try:
+            wait_ready(srv)
+            request(srv, get("/metrics"))
+            before = rss_kib(srv.proc.pid)
+            for i in range(24):
+                s = srv.connect(timeout=3)
+                conns.append(s)
+                try:
+                    s.sendall(put_head("/cache/m%d" % i, 1 << 20) + b"x" * ((1 << 20) - 1))
+                except OSError:
+                    pass  # the server answered and closed before taking it all: fine
+            grown = rss_kib(srv.proc.pid) - before
+            self.assertLess(grown, 8 * 1024, "RSS grew by %d KiB" % grown)
+            self.assertEqual(metric(srv, "snowflaked_inflight_bytes"), 0)
+            for s in conns:
+                self.assertEqual(Reader(s).response().status, 401)
+            self.assertGreaterEqual(metric(srv, "snowflaked_auth_failures_total"), 24)
+        finally:
+            for s in conns:
+                s.close()
+            srv.stop()
 
 
 class ReadsProtected(unittest.TestCase):

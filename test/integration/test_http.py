@@ -152,6 +152,32 @@ class HttpBasics(unittest.TestCase):
         self.assertEqual(r.status, 405)
         self.assertEqual(r.header("allow"), "GET, HEAD")
 
+    def test_not_found_and_method_come_before_the_body(self):
+        # Issue 21: a request with a body is decided at the end of its headers: answered before
+        # the body arrives, never after a 100 Continue, and the connection closes (the unread
+        # body is never taken for a request).
+        heads = ((b"POST /id HTTP/1.1\r\nHost: t\r\nContent-Length: 4000\r\n", 405),
+                 (b"PUT /nothing HTTP/1.1\r\nHost: t\r\nContent-Length: 4000\r\n", 404),
+                 (b"POST /nothing HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n", 404))
+        for head, status in heads:
+            for expect in (b"", b"Expect: 100-continue\r\n"):
+                with self.subTest(head=head, expect=expect), self.srv.connect(timeout=3) as s:
+                    s.sendall(head + expect + b"\r\n")
+                    rd = Reader(s)
+                    r = rd.response()
+                    self.assertEqual(r.status, status)
+                    if status == 405:
+                        self.assertEqual(r.header("allow"), "GET, HEAD")
+                    self.assertEqual(r.header("connection"), "close")
+                    self.assertTrue(rd.closed())
+        # Without a body they are answered at the end of the message, as before, and the
+        # connection stays open.
+        with self.srv.connect() as s:
+            s.sendall(b"POST /id HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n" + get("/id"))
+            rd = Reader(s)
+            self.assertEqual(rd.response().status, 405)
+            self.assertEqual(rd.response().status, 200)
+
     def test_rejections_400_and_close(self):
         vectors = {
             "bad request line": b"GET\r\n\r\n",

@@ -191,6 +191,7 @@ static void check_default_values(const cfg *c)
     ck_assert_uint_eq(c->server.max_url_bytes, 4096);
     ck_assert_uint_eq(c->server.max_headers, 64);
     ck_assert_uint_eq(c->server.max_body_bytes, 1048576);
+    ck_assert_uint_eq(c->server.max_inflight_bytes, 67108864);
     ck_assert_uint_eq(c->server.max_requests_per_connection, 10000);
     ck_assert_uint_eq(c->server.max_pipeline, 32);
     ck_assert_uint_eq(c->server.header_timeout_ms, 10000);
@@ -444,6 +445,10 @@ static const bad_case bad_files[] = {
     {"{\"server\":{\"max_url_bytes\":0}}", "server.max_url_bytes", "got 0"},
     {"{\"server\":{\"max_headers\":0}}", "server.max_headers", "got 0"},
     {"{\"server\":{\"max_body_bytes\":0}}", "server.max_body_bytes", "got 0"},
+    {"{\"server\":{\"max_inflight_bytes\":0}}", "server.max_inflight_bytes",
+     "65536..1099511627776, got 0"},
+    {"{\"server\":{\"max_inflight_bytes\":1099511627777}}", "server.max_inflight_bytes",
+     "got 1099511627777"},
     {"{\"server\":{\"max_requests_per_connection\":0}}", "server.max_requests_per_connection",
      "got 0"},
     {"{\"server\":{\"max_pipeline\":0}}", "server.max_pipeline", "got 0"},
@@ -663,6 +668,13 @@ static const bad_case bad_files[] = {
     {"{\"snowflake\":{\"time_unit_ms\":1000}}", "snowflake.lease_ms", "got 2000"},
     {"{\"snowflake\":{\"lease_ms\":100,\"max_backward_ms\":1000}}", "snowflake.lease_ms",
      "got 100"},
+    /* the in-flight budget holds the largest body and the largest cache value */
+    {"{\"server\":{\"max_inflight_bytes\":1048575}}", "server.max_inflight_bytes",
+     "must be at least the largest request body or cache value (1048576"},
+    {"{\"server\":{\"max_inflight_bytes\":2097152,\"max_body_bytes\":2097153}}",
+     "server.max_inflight_bytes", "(2097153: server.max_body_bytes, cache.max_item_bytes)"},
+    {"{\"server\":{\"max_inflight_bytes\":2097152},\"cache\":{\"max_item_bytes\":2097153}}",
+     "server.max_inflight_bytes", "got 2097152"},
     {"{\"cache\":{\"max_memory_bytes\":1048576,\"max_item_bytes\":1048577}}",
      "cache.max_item_bytes", "must be <= cache.max_memory_bytes (1048576)"},
     {"{\"auth\":{\"token\":\"t\",\"token_file\":\"/etc/tok\"}}", "auth.token", "not both"},
@@ -756,6 +768,30 @@ START_TEST(test_good_edges)
     EXPECT_OK(rc, err);
     ck_assert_uint_eq(c.server.threads, 256);
     ck_assert_uint_eq(c.snowflake.worker_id, 31);
+    /* the in-flight budget: exactly the largest body or value; a cache value does not count
+     * with the cache off */
+    rc = load_json("{\"server\":{\"max_inflight_bytes\":65536,\"max_body_bytes\":65536},"
+                   "\"cache\":{\"max_item_bytes\":65536}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.server.max_inflight_bytes, 65536);
+    rc = load_json("{\"server\":{\"max_inflight_bytes\":1048576},\"cache\":{\"enabled\":false,"
+                   "\"max_item_bytes\":2097152,\"max_memory_bytes\":4194304}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    /* the default grows to the largest body or value; one set explicitly does not */
+    rc = load_json("{\"server\":{\"max_body_bytes\":100000000,\"output_limit_bytes\":300000000}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.server.max_inflight_bytes, 100000000);
+    rc = load_json("{\"server\":{\"output_limit_bytes\":300000000},\"cache\":{"
+                   "\"max_item_bytes\":134217728,\"max_memory_bytes\":268435456}}",
+                   &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.server.max_inflight_bytes, 134217728);
+    rc = load_json("{\"server\":{\"max_inflight_bytes\":1099511627776}}", &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.server.max_inflight_bytes, UINT64_C(1099511627776));
     /* per-thread ids exactly up to the max */
     rc = load_json("{\"server\":{\"threads\":2},\"snowflake\":{\"worker_id\":30,"
                    "\"per_thread_worker_ids\":true}}",

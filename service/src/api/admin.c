@@ -148,6 +148,20 @@ static void pool_lines(prom_buf *b, const char *name, const pool_stats *s)
     prom_u64(b, "snowflaked_pool_objects", labels, s->idle);
 }
 
+/* The in-flight budget (server.max_inflight_bytes): what it holds now, its limit, and what it
+ * refused (HTTP 503 and memcached SERVER_ERROR out of memory, together). */
+static void metrics_inflight(prom_buf *b, const byte_budget *inflight)
+{
+    gauge(b, "snowflaked_inflight_bytes",
+          "Bytes held for requests being received: HTTP bodies and memcached values.",
+          budget_held(inflight));
+    gauge(b, "snowflaked_inflight_limit_bytes", "server.max_inflight_bytes.",
+          budget_limit(inflight));
+    counter(b, "snowflaked_inflight_refusals_total",
+            "Requests refused because their body or value would pass server.max_inflight_bytes.",
+            budget_refusals(inflight));
+}
+
 static void metrics_pools(prom_buf *b, const api_ctx *a)
 {
     const net_server *net = a->net;
@@ -348,6 +362,8 @@ void api_metrics(http_request *r, void *ctx)
     metrics_http(&b, a->http);
     metrics_net(&b, a->net);
     metrics_pools(&b, a);
+    if (a->inflight)
+        metrics_inflight(&b, a->inflight);
     if (a->cache)
         metrics_cache(&b, a->cache);
     if (a->persist)

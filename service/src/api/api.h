@@ -61,6 +61,7 @@ typedef struct api_ctx {
     _Atomic bool listening; /* set once every listener is up */
     cache_store *cache;     /* NULL when cache.enabled is false */
     cache_persist *persist; /* NULL unless cache.persist */
+    const byte_budget *inflight; /* bytes held for requests being received (metrics), or NULL */
 } api_ctx;
 
 /* Registers every route on the HTTP server. Returns 0 or -1. */

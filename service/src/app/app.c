@@ -381,6 +381,7 @@ static int make_api(app *a, char *err, size_t errlen)
     api->http = a->http;
     api->net = a->net;
     api->cache = a->cache;
+    api->inflight = &a->inflight;
     int rc = load_token(&c->auth, a->token, sizeof a->token, err, errlen);
     if (rc != 0)
         return rc;
@@ -420,6 +421,9 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
     app_http_limits(c, &hl);
     if (!(a->http = http_server_new(&hl, a->net, err, errlen)))
         return EXIT_FAILURE;
+    /* One budget for the bytes held for requests being received, whichever protocol. */
+    budget_init(&a->inflight, c->server.max_inflight_bytes);
+    http_server_set_budget(a->http, &a->inflight);
     if (c->cache.enabled) { /* one store shared by all loops */
         cache_store_config cc;
         app_cache_config(c, &cc);
@@ -439,6 +443,7 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
             if (a->daemon)
                 mo.shutdown = request_stop;
             memcache_server_set_options(a->mc, &mo);
+            memcache_server_set_budget(a->mc, &a->inflight);
         }
     }
     return make_api(a, err, errlen);

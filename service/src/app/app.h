@@ -36,6 +36,7 @@
 #include "snowflake/clock.h"
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
+#include "util/budget.h"
 #include "util/perloop.h"
 
 /* app_build: what an in-process graph differs in. */
@@ -66,7 +67,8 @@ typedef struct app {
     sf_lease_keeper keeper;
     char lease_path[CFG_PATH_MAX + 32];
     char token[256];
-    net_server own_net; /* the daemon's */
+    byte_budget inflight; /* server.max_inflight_bytes: HTTP bodies and memcached values */
+    net_server own_net;   /* the daemon's */
 } app;
 
 /* The daemon, from a loaded configuration: everything up and listening, "listening on" logged.

@@ -186,6 +186,8 @@ static const char *cfg_log_format_name(const void *field)
  *   server.max_url_bytes                u32      1..1 MiB                 <= max_header_bytes
  *   server.max_headers                  u32      1..1024
  *   server.max_body_bytes               u32      1..1 GiB
+ *   server.max_inflight_bytes           u64      64 KiB..1 TiB            >= largest body/item
+ *                                                                          (the default grows)
  *   server.max_requests_per_connection  u32      1..1000000000
  *   server.max_pipeline                 u32      1..1024
  *   server.*_timeout_ms                 u32      1..86400000 (1 day)
@@ -239,6 +241,7 @@ static const cfg_key cfg_keys[] = {
     K_U32("server.max_url_bytes", server.max_url_bytes, 1, CFG_MIB),
     K_U32("server.max_headers", server.max_headers, 1, 1024),
     K_U32("server.max_body_bytes", server.max_body_bytes, 1, CFG_GIB),
+    K_U64("server.max_inflight_bytes", server.max_inflight_bytes, 65536, CFG_TIB),
     K_U32("server.max_requests_per_connection", server.max_requests_per_connection, 1, 1000000000),
     K_U32("server.max_pipeline", server.max_pipeline, 1, 1024),
     K_U32("server.header_timeout_ms", server.header_timeout_ms, 1, CFG_DAY_MS),
@@ -1035,6 +1038,26 @@ static int cfg_check_limits(cfg_ctx *ctx)
                         "(%llu), so that one full response always fits, got %u",
                         (unsigned long long)c->server.output_high_water_bytes + largest,
                         c->server.output_limit_bytes);
+    }
+    /* The in-flight budget must hold the largest request it can be asked for alone, or that
+     * request would be refused (503, SERVER_ERROR) even on an idle server. The default grows to
+     * it (raising max_body_bytes or max_item_bytes alone keeps working); a value set too small
+     * is a mistake to name. */
+    uint64_t largest_in = c->server.max_body_bytes;
+    if (c->cache.enabled && c->cache.max_item_bytes > largest_in)
+        largest_in = c->cache.max_item_bytes;
+    if (c->server.max_inflight_bytes < largest_in &&
+        ctx->layer[cfg_key_index_of("server.max_inflight_bytes")] == CFG_L_DEFAULT)
+        ctx->c->server.max_inflight_bytes = largest_in;
+    if (c->server.max_inflight_bytes < largest_in) {
+        cfg_cross_label(ctx, src, sizeof src, "server.max_inflight_bytes", "server.max_body_bytes",
+                        "cache.max_item_bytes", (const char *)NULL);
+        return cfg_fail(ctx, src, "server.max_inflight_bytes",
+                        "must be at least the largest request body or cache value (%llu: "
+                        "server.max_body_bytes, cache.max_item_bytes), or such a request could "
+                        "never be received, got %llu",
+                        (unsigned long long)largest_in,
+                        (unsigned long long)c->server.max_inflight_bytes);
     }
     if (c->cache.memcached_port && !c->cache.enabled) {
         cfg_cross_label(ctx, src, sizeof src, "cache.memcached_port", "cache.enabled",

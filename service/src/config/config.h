@@ -44,6 +44,7 @@ typedef struct cfg_server {
     uint32_t max_url_bytes;
     uint32_t max_headers;
     uint32_t max_body_bytes;
+    uint64_t max_inflight_bytes; /* HTTP bodies + memcached values being received, all loops */
     uint32_t max_requests_per_connection;
     uint32_t max_pipeline; /* requests handled per read before yielding */
     uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, shutdown_grace_ms;

@@ -9,6 +9,7 @@
 
 #include "llhttp.h"
 #include "obs/log.h"
+#include "util/budget.h"
 #include "util/counter.h"
 #include "util/fmt.h"
 #include "util/perloop.h"
@@ -45,6 +46,7 @@ struct http_server {
     unsigned nroutes;
     http_guard guard; /* checks routes with an auth attribute */
     void *guard_ctx;
+    byte_budget *inflight; /* bodies being buffered take from it; NULL: max_body_bytes only */
     perloop loops; /* http_loop, one per net loop */
 };
 
@@ -76,6 +78,8 @@ typedef struct http_conn {
     const char *err_msg;
     obuf body;
     uint64_t body_len;
+    uint64_t held;          /* bytes of srv->inflight taken for this request's body */
+    bool admitted;          /* routed, allowed and budgeted at its head (a request with a body) */
     uint32_t handled;       /* requests answered during this read */
     const char *read_start; /* the buffer llhttp is running over, for obs-fold detection */
     char prev_byte;         /* last non-blank byte of the previous read */
@@ -566,6 +570,141 @@ static bool header_is(const http_conn *h, int idx, const char *value)
            strncasecmp(h->head + h->hv_off[idx], value, vl) == 0;
 }
 
+static void end_message(http_conn *h)
+{
+    if (h->head) {
+        pool_put(&h->hl->heads, h->head);
+        h->head = NULL;
+    }
+    obuf_reset(&h->body);
+    if (h->held) {
+        budget_give(h->srv->inflight, h->held);
+        h->held = 0;
+    }
+    h->admitted = false;
+    h->in_message = false;
+    h->head_only = false;
+    h->start_ns = 0;
+}
+
+/* The request as handlers see it, from the head received (valid until end_message). Inlined:
+ * it is on every request's path (dispatch), and a call costs GET /id a measurable share. */
+static inline __attribute__((always_inline)) void request_of(http_conn *h, http_request *r)
+{
+    *r = (http_request){.conn = h->c,
+                        .server = h->srv,
+                        .loop = h->hl,
+                        .loop_index = conn_loop(h->c)->index,
+                        .method = h->parser.method,
+                        .version_major = h->parser.http_major,
+                        .version_minor = h->parser.http_minor,
+                        .body = &h->body,
+                        .body_len = h->body_len,
+                        .head_only = h->head_only};
+    const char *q = memchr(h->head, '?', h->url_len);
+    r->path = (http_str){h->head, q ? (uint32_t)(q - h->head) : h->url_len};
+    if (q)
+        r->query = (http_str){q + 1, (uint32_t)(h->head + h->url_len - q - 1)};
+    for (int i = 0; i < HTTP_H_COUNT; i++)
+        if (h->hv_set & (1u << i))
+            r->headers[i] = (http_str){h->head + h->hv_off[i], h->hv_len[i]};
+}
+
+/* The route's access attribute, checked once per request before its handler: false when the
+ * guard refused the request (and answered it). */
+static inline __attribute__((always_inline)) bool authorized(const http_server *s,
+                                                             const http_route *rt, http_request *r)
+{
+    if (rt->auth == HTTP_AUTH_NONE || !s->guard)
+        return true;
+    bool write = rt->auth == HTTP_AUTH_WRITE || (rt->auth == HTTP_AUTH_BY_METHOD &&
+                                                 r->method != HTTP_GET && r->method != HTTP_HEAD);
+    return s->guard(r, write, s->guard_ctx);
+}
+
+/* What every route answers without looking at the body: 404 without a route, 405 for a method
+ * it does not take, the guard's refusal (401). False when r was refused (and answered). Inlined
+ * for dispatch, as request_of. */
+static inline __attribute__((always_inline)) bool admit(http_conn *h, http_request *r)
+{
+    if ((unsigned)h->route >= h->srv->nroutes) {
+        http_respond_error(r, 404, "not found", NULL);
+        return false;
+    }
+    const http_route *rt = &h->srv->routes[h->route];
+    uint8_t m = r->method == HTTP_HEAD ? HTTP_GET : r->method;
+    if (!(rt->methods & HTTP_M(m))) {
+        char allow[128] = "Allow: ";
+        size_t n = 7;
+        for (unsigned k = 0; k < 32 && n < sizeof allow - 24; k++) {
+            if (!(rt->methods & HTTP_M(k)))
+                continue;
+            n += (size_t)snprintf(allow + n, sizeof allow - n, "%s%s", n > 7 ? ", " : "",
+                                  llhttp_method_name((llhttp_method_t)k));
+            if (k == HTTP_GET)
+                n += (size_t)snprintf(allow + n, sizeof allow - n, ", HEAD");
+        }
+        snprintf(allow + n, sizeof allow - n, "\r\n");
+        http_respond_error(r, 405, "method not allowed", allow);
+        return false;
+    }
+    return authorized(h->srv, rt, r);
+}
+
+/* n more bytes of body to buffer, from the server's in-flight budget (none: unbounded). */
+static bool take_inflight(http_conn *h, uint64_t n)
+{
+    if (h->srv->inflight && !budget_take(h->srv->inflight, n))
+        return false;
+    h->held += n;
+    return true;
+}
+
+#define BUSY_MSG "too many request bytes in flight (server.max_inflight_bytes); retry later"
+
+/* Ends a request answered before its body was read (or all of it): the connection is closed
+ * once the response is out, so the rest of the body is never read, neither buffered nor taken
+ * for a request of its own (a client refused before its 100 Continue may never send the body,
+ * and discarding by its Content-Length would then swallow its next request). The half-close and
+ * drain of conn_close_after_flush (server.linger_ms) discard what still arrives, so the client
+ * reads the response rather than a reset. */
+static int answered_early(http_conn *h, http_request *r)
+{
+    record(h, r->status);
+    end_message(h);
+    conn_close_after_flush(h->c);
+    return HPE_PAUSED; /* nothing after the head is read */
+}
+
+/* 503 with Retry-After: the body would pass the in-flight budget. */
+static int refuse_busy(http_conn *h)
+{
+    http_request r;
+    request_of(h, &r);
+    h->keep_alive = false;
+    http_respond_error(&r, 503, BUSY_MSG, "Retry-After: 1\r\n");
+    return answered_early(h, &r);
+}
+
+/* A request with a body is decided at its head, before a byte of the body is read or a 100
+ * Continue sent (RFC 9110 10.1.1): its route, method and access (admit), then the in-flight
+ * budget for the body its route buffers (a Content-Length is taken whole now; a chunked body
+ * as it grows, on_body). Refused: answered now, with Connection: close (answered_early). */
+static int admit_with_body(http_conn *h, const llhttp_t *p)
+{
+    http_request r;
+    request_of(h, &r);
+    h->keep_alive = false; /* a refusal's Connection: close; decided again at message complete */
+    if (!admit(h, &r))
+        return answered_early(h, &r);
+    h->keep_alive = true;
+    if (h->srv->routes[h->route].wants_body && (p->flags & F_CONTENT_LENGTH) &&
+        !take_inflight(h, p->content_length))
+        return refuse_busy(h);
+    h->admitted = true;
+    return 0;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     http_conn *h = hc(p);
@@ -577,17 +716,21 @@ static int on_headers_complete(llhttp_t *p)
         return fail(h, 505, "HTTP version not supported; use HTTP/1.1");
     if ((p->flags & F_TRANSFER_ENCODING) && h->te_other)
         return fail(h, 501, "only Transfer-Encoding: chunked is supported");
-    route(h);
+    route(h); /* once: dispatch uses h->route */
     bool chunked = (p->flags & F_CHUNKED) != 0;
     bool has_body = chunked || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > h->srv->limits.max_body_bytes)
         return fail(h, 413, "request body too large");
-    if (h->hv_set & (1u << HTTP_H_EXPECT)) {
-        if (!header_is(h, HTTP_H_EXPECT, "100-continue"))
-            return fail(h, 417, "only Expect: 100-continue is supported");
-        if (has_body && p->http_minor >= 1)
-            conn_write(h->c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    }
+    bool expect = (h->hv_set & (1u << HTTP_H_EXPECT)) != 0;
+    if (expect && !header_is(h, HTTP_H_EXPECT, "100-continue"))
+        return fail(h, 417, "only Expect: 100-continue is supported");
+    if (!has_body) /* decided at message complete, which follows at once (GET /id's path) */
+        return 0;
+    int rc = admit_with_body(h, p);
+    if (rc)
+        return rc;
+    if (expect && p->http_minor >= 1)
+        conn_write(h->c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     return 0;
 }
 
@@ -598,74 +741,23 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     if (h->body_len > h->srv->limits.max_body_bytes)
         return fail(h, 413, "request body too large");
     if (h->route >= 0 && (unsigned)h->route < h->srv->nroutes &&
-        h->srv->routes[h->route].wants_body && obuf_append(&h->body, at, len) != 0)
-        return fail(h, 503, "out of memory");
-    return 0;
-}
-
-static void end_message(http_conn *h)
-{
-    if (h->head) {
-        pool_put(&h->hl->heads, h->head);
-        h->head = NULL;
+        h->srv->routes[h->route].wants_body) {
+        /* a chunked body takes from the budget as it grows (a Content-Length one took it all) */
+        if (h->body_len > h->held && !take_inflight(h, h->body_len - h->held))
+            return refuse_busy(h);
+        if (obuf_append(&h->body, at, len) != 0)
+            return fail(h, 503, "out of memory");
     }
-    obuf_reset(&h->body);
-    h->in_message = false;
-    h->head_only = false;
-    h->start_ns = 0;
-}
-
-/* The route's access attribute, checked once per request before its handler: false when the
- * guard refused the request (and answered it). */
-static bool authorized(const http_server *s, const http_route *rt, http_request *r)
-{
-    if (rt->auth == HTTP_AUTH_NONE || !s->guard)
-        return true;
-    bool write = rt->auth == HTTP_AUTH_WRITE || (rt->auth == HTTP_AUTH_BY_METHOD &&
-                                                 r->method != HTTP_GET && r->method != HTTP_HEAD);
-    return s->guard(r, write, s->guard_ctx);
+    return 0;
 }
 
 static void dispatch(http_conn *h)
 {
-    http_request r = {.conn = h->c,
-                      .server = h->srv,
-                      .loop = h->hl,
-                      .loop_index = conn_loop(h->c)->index,
-                      .method = h->parser.method,
-                      .version_major = h->parser.http_major,
-                      .version_minor = h->parser.http_minor,
-                      .body = &h->body,
-                      .body_len = h->body_len,
-                      .head_only = h->head_only};
-    const char *q = memchr(h->head, '?', h->url_len);
-    r.path = (http_str){h->head, q ? (uint32_t)(q - h->head) : h->url_len};
-    if (q)
-        r.query = (http_str){q + 1, (uint32_t)(h->head + h->url_len - q - 1)};
-    for (int i = 0; i < HTTP_H_COUNT; i++)
-        if (h->hv_set & (1u << i))
-            r.headers[i] = (http_str){h->head + h->hv_off[i], h->hv_len[i]};
-    if ((unsigned)h->route >= h->srv->nroutes) {
-        http_respond_error(&r, 404, "not found", NULL);
-    } else {
+    http_request r;
+    request_of(h, &r);
+    if (h->admitted || admit(h, &r)) {
         const http_route *rt = &h->srv->routes[h->route];
-        uint8_t m = r.method == HTTP_HEAD ? HTTP_GET : r.method;
-        if (!(rt->methods & HTTP_M(m))) {
-            char allow[128] = "Allow: ";
-            size_t n = 7;
-            for (unsigned k = 0; k < 32 && n < sizeof allow - 24; k++) {
-                if (!(rt->methods & HTTP_M(k)))
-                    continue;
-                n += (size_t)snprintf(allow + n, sizeof allow - n, "%s%s", n > 7 ? ", " : "",
-                                      llhttp_method_name((llhttp_method_t)k));
-                if (k == HTTP_GET)
-                    n += (size_t)snprintf(allow + n, sizeof allow - n, ", HEAD");
-            }
-            snprintf(allow + n, sizeof allow - n, "\r\n");
-            http_respond_error(&r, 405, "method not allowed", allow);
-        } else if (authorized(h->srv, rt, &r)) {
-            rt->handler(&r, rt->ctx);
-        }
+        rt->handler(&r, rt->ctx);
     }
     if (r.status == 0) /* a handler that did not answer is a bug: still answer */
         http_respond_error(&r, 500, "no response", NULL);
@@ -849,6 +941,11 @@ void http_server_set_guard(http_server *s, http_guard guard, void *ctx)
 {
     s->guard = guard;
     s->guard_ctx = ctx;
+}
+
+void http_server_set_budget(http_server *s, byte_budget *inflight)
+{
+    s->inflight = inflight;
 }
 
 net_server *http_server_net(const http_server *s)

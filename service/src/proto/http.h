@@ -4,8 +4,13 @@
  * collects the URL and the few headers handlers use into a pooled head buffer, routes at the end
  * of the headers, and calls the route's handler at the end of the message; the handler answers
  * with http_respond*() into the connection's output, which the connection layer flushes once per
- * read. Responses always carry Content-Length, Date, Server and, when the connection ends,
- * Connection: close. Errors are JSON {"error": "..."}.
+ * read. A request with a body is decided at the end of its headers, before any of the body is
+ * read and before a 100 Continue: 404, 405, the guard's 401, and 503 (Retry-After) when the body
+ * its route buffers would pass the in-flight budget (http_server_set_budget; a chunked body takes
+ * from it as it grows). Such a refusal carries Connection: close and the connection ends after
+ * it: the unread body is never buffered nor parsed as a request. Responses always carry
+ * Content-Length, Date, Server and, when the connection ends, Connection: close. Errors are JSON
+ * {"error": "..."}.
  *
  * Rejected with 400 and a close: malformed requests (llhttp strict mode: bare CR/LF, CL+TE,
  * duplicate Content-Length, bad chunk sizes, control characters), obs-fold continuation lines,
@@ -21,6 +26,7 @@
 #include "net/conn.h"
 #include "net/loop.h"
 #include "net/proto.h"
+#include "util/budget.h"
 
 typedef struct http_str {
     const char *p;
@@ -62,7 +68,8 @@ typedef void (*http_handler)(http_request *r, void *ctx);
 #define HTTP_M(m) (1u << (m))
 
 /* The access a route requires. The server's guard (http_server_set_guard) checks it once per
- * request, after routing (404) and the method check (405), before the handler runs. */
+ * request, after routing (404) and the method check (405), before the handler runs: at the end
+ * of the headers for a request with a body, else at the end of the message. */
 typedef enum {
     HTTP_AUTH_NONE = 0,  /* open to everyone (health, readiness) */
     HTTP_AUTH_READ,      /* a read */
@@ -102,6 +109,9 @@ void http_server_free(http_server *s);
 int http_server_route(http_server *s, const http_route *route);
 /* Installs the guard (none: every route is open). Before the loops start. */
 void http_server_set_guard(http_server *s, http_guard guard, void *ctx);
+/* The budget request bodies being buffered take from (util/budget.h; shared with other servers),
+ * or NULL (the default): bounded only by max_body_bytes per request. Before the loops start. */
+void http_server_set_budget(http_server *s, byte_budget *inflight);
 net_server *http_server_net(const http_server *s);
 unsigned http_server_route_count(const http_server *s);
 const char *http_server_route_name(const http_server *s, unsigned i); /* i == count: unmatched */

@@ -303,6 +303,7 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
     mc_detail_record(m->srv, t[1].p, t[1].n, MC_DETAIL_SET);
     cache_item *it = cache_item_new(m->srv->store, t[1].p, t[1].n, (size_t)vlen, flags,
                                     expiry_ms(exptime, now), NULL, 0, &err);
+    it = mc_value_hold(m, it, (size_t)vlen, &err);
     if (!it) {
         if (err == CACHE_BAD_KEY || err == CACHE_BAD_ARG) {
             OUT(m, "CLIENT_ERROR bad command line format");
@@ -340,6 +341,7 @@ static void store_done(mc_conn *m, uint64_t now)
 {
     cache_item *it = m->item;
     m->item = NULL;
+    mc_value_release(m);
     m->state = MC_LINE;
     counter_add(&m->ml->cmd_set, 1);
     if (m->tail[0] != '\r' || m->tail[1] != '\n') {
@@ -953,6 +955,7 @@ static void mc_close(conn *c)
     mc_conn *m = conn_state(c);
     cache_item_release(m->item);
     m->item = NULL;
+    mc_value_release(m);
     mc_admin_close(m);
     mc_watch_close(m);
     counter_add(&m->ml->conns_closed, 1);
@@ -1027,6 +1030,11 @@ void memcache_server_set_options(memcache_server *s, const memcache_options *o)
     if (s->opts.item_size_max == 0)
         s->opts.item_size_max = CACHE_DEFAULT_ITEM_BYTES;
     atomic_store(&s->admin.crawler_enabled, s->opts.lru_crawler);
+}
+
+void memcache_server_set_budget(memcache_server *s, byte_budget *inflight)
+{
+    s->inflight = inflight;
 }
 
 void memcache_server_free(memcache_server *s)

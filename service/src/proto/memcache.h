@@ -34,6 +34,7 @@
 
 #include "cache/store.h"
 #include "net/proto.h"
+#include "util/budget.h"
 
 #define MEMCACHE_MAX_PIPELINE 20   /* default reqs_per_event: memcached's -R default */
 #define MEMCACHE_LINE_MAX     2048 /* an unterminated command line longer than this closes */
@@ -81,6 +82,11 @@ void memcache_options_default(memcache_options *o);
 memcache_server *memcache_server_new(cache_store *store, unsigned nloops);
 /* Before the loops start. */
 void memcache_server_set_options(memcache_server *s, const memcache_options *o);
+/* The budget values being received take from (util/budget.h, shared with the HTTP server's
+ * bodies), or NULL (the default): unbounded. Past it a storage command is refused with
+ * "SERVER_ERROR out of memory storing object" and its data block swallowed. Before the loops
+ * start. */
+void memcache_server_set_budget(memcache_server *s, byte_budget *inflight);
 void memcache_server_free(memcache_server *s); /* NULL is fine */
 
 #endif

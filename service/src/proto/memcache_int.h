@@ -26,6 +26,7 @@
 #include "proto/memcache.h"
 #include "proto/memcache_watch.h"
 #include "snowflake/clock.h"
+#include "util/budget.h"
 #include "util/counter.h"
 #include "util/perloop.h"
 #include "util/version.h"
@@ -76,6 +77,7 @@ struct memcache_server {
     mc_stats *stats;            /* mc_stats_new */
     _Atomic bool detail_on;     /* "stats detail on": per-prefix counts (mc_detail_record) */
     _Atomic uint32_t verbosity; /* the last "verbosity" level, shown by "stats settings" */
+    byte_budget *inflight;      /* values being received (mc_value_hold), or NULL: unbounded */
 };
 
 /* What the bytes of a connection are, in mc_conn.state. */
@@ -98,6 +100,7 @@ typedef struct mc_conn {
     memcache_server *srv;
     mc_loop *ml;
     cache_item *item; /* MC_DATA: the unstored item being filled */
+    uint32_t held;    /* bytes of srv->inflight taken for item's value (mc_value_hold) */
     uint64_t cas_in;
     uint64_t need; /* MC_DATA / MC_SWALLOW: bytes still expected (value + "\r\n") */
     uint32_t vlen;
@@ -176,6 +179,33 @@ bool mc_parse_i32(const mc_tok *t, int64_t *out_v);
 static inline void mc_count_refusal(mc_conn *m, int r)
 {
     counter_add(r == CACHE_TOO_LARGE ? &m->ml->store_too_large : &m->ml->store_no_memory, 1);
+}
+
+/* A storage command's item holds its whole value from the command line until the data block is
+ * in: the value's bytes are taken from the server's in-flight budget (shared with HTTP bodies)
+ * for that long. Wraps the item just allocated: it, or NULL with *err = CACHE_NO_MEMORY (the item
+ * released) past the budget, so that the command is refused as any failed allocation is
+ * (SERVER_ERROR out of memory storing object, its data block swallowed). */
+static inline cache_item *mc_value_hold(mc_conn *m, cache_item *it, size_t vlen, int *err)
+{
+    if (!it || !m->srv->inflight)
+        return it;
+    if (!budget_take(m->srv->inflight, vlen)) {
+        cache_item_release(it);
+        *err = CACHE_NO_MEMORY;
+        return NULL;
+    }
+    m->held = (uint32_t)vlen;
+    return it;
+}
+
+/* The item's value is stored or dropped: its bytes go back to the budget. */
+static inline void mc_value_release(mc_conn *m)
+{
+    if (m->held) {
+        budget_give(m->srv->inflight, m->held);
+        m->held = 0;
+    }
 }
 
 /* memcached exptime -> absolute ms (0 = never). Negative: already expired. */

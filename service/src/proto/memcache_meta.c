@@ -615,6 +615,7 @@ void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     cache_item *it = cache_item_new_ex(m->srv->store, mm.key, mm.klen, (size_t)vlen,
                                        mm.client_flags, mm.has_ttl ? expiry_ms(mm.ttl, now) : 0,
                                        NULL, 0, mm.b ? CACHE_ITEM_KEY_BINARY : 0, &e);
+    it = mc_value_hold(m, it, (size_t)vlen, &e);
     if (!it) {
         if (e == CACHE_BAD_KEY || e == CACHE_BAD_ARG) { /* our key rule: no control bytes */
             ms_refuse(m, "CLIENT_ERROR bad command line format", vlen);
