@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/procname.h"
+
 #define TCP_STATE_LISTEN 0x0A
 
 /* The next whitespace-separated token of *p: its start, its length in *len (0: none left). */
@@ -261,18 +263,7 @@ int lg_owner(unsigned long inode, pid_t *pid, char *comm, size_t commlen)
         if (!isdigit((unsigned char)e->d_name[0]) || !pid_holds(e->d_name, want))
             continue;
         *pid = (pid_t)strtol(e->d_name, NULL, 10);
-        char path[300];
-        snprintf(path, sizeof path, "/proc/%s/comm", e->d_name);
-        snprintf(comm, commlen, "?");
-        FILE *f = fopen(path, "re");
-        if (f) {
-            if (fgets(comm, (int)commlen, f))
-                comm[strcspn(comm, "\n")] = '\0';
-            fclose(f);
-        }
-        for (char *c = comm; *c; c++)
-            if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
-                *c = '?';
+        procname_comm(*pid, comm, commlen);
         rc = 0;
     }
     closedir(proc);
