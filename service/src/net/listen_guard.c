@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,13 +57,14 @@ static bool hex_u32(const char *s, size_t n, uint32_t *out)
 /* A decimal token. */
 static bool dec_ul(const char *s, size_t n, unsigned long *out)
 {
-    if (n == 0 || n > 20)
+    if (n == 0)
         return false;
     unsigned long v = 0;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
+        unsigned long d = (unsigned long)(s[i] - '0');
+        if (s[i] < '0' || s[i] > '9' || v > (ULONG_MAX - d) / 10)
             return false;
-        v = v * 10 + (unsigned long)(s[i] - '0');
+        v = v * 10 + d;
     }
     *out = v;
     return true;
