@@ -19,14 +19,16 @@ import unittest
 from sfharness import BINARY, Server, free_port, get, request, wait_ready
 
 
-def second(port, *args, host=None, timeout=8):
-    """Starts another daemon with its own data_dir on port; returns (exit code, output). One
-    still running after timeout seconds (it shares the port or the identity) is stopped and
-    reported with code None."""
+def second(first, port, *args, host=None, timeout=8):
+    """Starts another daemon with its own data_dir on port, in the first's datacenter (sfharness
+    gives each Server one of its own); returns (exit code, output). One still running after
+    timeout seconds (it shares the port or the identity) is stopped and reported with code
+    None."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
     with tempfile.TemporaryDirectory(prefix="sf_excl_") as d:
         env.update({"SNOWFLAKED_DATA_DIR": d, "SNOWFLAKED_SERVER_PORT": str(port),
-                    "SNOWFLAKED_SERVER_THREADS": "2"})
+                    "SNOWFLAKED_SERVER_THREADS": "2",
+                    "SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": str(first.datacenter)})
         if host:
             env["SNOWFLAKED_SERVER_HOST"] = host
         p = subprocess.Popen([BINARY, *args], env=env, stdout=subprocess.PIPE,
@@ -97,7 +99,7 @@ class SamePort(unittest.TestCase):
         """Tries a second daemon while the first is hammered; returns its output."""
         hammer = Hammer(("127.0.0.1", port), ("127.0.0.2", port))
         hammer.wait_answers(5)
-        code, out = second(port, *args, host=host)
+        code, out = second(first, port, *args, host=host)
         hammer.wait_answers(hammer.answers + 20)
         ids = hammer.stop()
         self.assertGreater(len(ids), 20000)
@@ -121,7 +123,8 @@ class SamePort(unittest.TestCase):
         first = Server(threads=2)
         try:
             out = self.check_refused(first, first.port, names_port=False)
-            self.assertIn("datacenter 0 worker 0 is already issuing IDs on this host", out)
+            self.assertIn("datacenter %d worker 0 is already issuing IDs on this host"
+                          % first.datacenter, out)
         finally:
             first.stop()
 
@@ -140,7 +143,7 @@ class SamePort(unittest.TestCase):
         try:
             hammer = Hammer(("127.0.0.1", first.port))
             hammer.wait_answers(5)
-            code, out = second(first.port, "--set", "snowflake.worker_id=7", host="0.0.0.0")
+            code, out = second(first, first.port, "--set", "snowflake.worker_id=7", host="0.0.0.0")
             hammer.wait_answers(hammer.answers + 20)
             ids = hammer.stop()
             self.assertEqual(code, 1, out)
@@ -154,7 +157,7 @@ class SamePort(unittest.TestCase):
         mc = free_port()
         first = Server("--set", "cache.memcached_port=%d" % mc)
         try:
-            code, out = second(free_port(), "--set", "snowflake.worker_id=7",
+            code, out = second(first, free_port(), "--set", "snowflake.worker_id=7",
                                "--set", "cache.memcached_port=%d" % mc)
             self.assertEqual(code, 1, out)
             self.assertIn("cannot listen on 127.0.0.1:%d: already in use by pid %d"
@@ -170,12 +173,13 @@ class SameIdentity(unittest.TestCase):
             other = free_port()
             hammer = Hammer(("127.0.0.1", first.port), ("127.0.0.1", other))
             hammer.wait_answers(5)
-            code, out = second(other, "--set", "snowflake.worker_id=3")
+            code, out = second(first, other, "--set", "snowflake.worker_id=3")
             hammer.wait_answers(hammer.answers + 20)
             ids = hammer.stop()
             self.assertEqual(len(ids) - len(set(ids)), 0, "duplicate IDs served")
             self.assertEqual(code, 1, out)
-            self.assertIn("datacenter 0 worker 3 is already issuing IDs on this host", out)
+            self.assertIn("datacenter %d worker 3 is already issuing IDs on this host"
+                          % first.datacenter, out)
             self.assertIn("pid %d (snowflaked)" % first.proc.pid, out)
         finally:
             first.stop()
@@ -183,26 +187,27 @@ class SameIdentity(unittest.TestCase):
     def test_per_thread_worker_ids_claim_every_worker(self):
         first = Server("--set", "snowflake.per_thread_worker_ids=true", threads=2)  # workers 0, 1
         try:
-            code, out = second(free_port(), "--set", "snowflake.worker_id=1", "--set",
+            code, out = second(first, free_port(), "--set", "snowflake.worker_id=1", "--set",
                                "server.threads=1")
             self.assertEqual(code, 1, out)
             self.assertIn("worker 1 is already issuing", out)
             self.assertIn("pid %d" % first.proc.pid, out)
-            code, out = second(free_port(), "--set", "snowflake.worker_id=1", "--set",
+            code, out = second(first, free_port(), "--set", "snowflake.worker_id=1", "--set",
                                "snowflake.per_thread_worker_ids=true")  # 1, 2 over 0, 1
             self.assertEqual(code, 1, out)
-            srv = Server("--set", "snowflake.worker_id=2")  # beside them: fine
+            srv = Server("--set", "snowflake.worker_id=2",  # beside them: fine
+                         env={"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": str(first.datacenter)})
             srv.stop()
         finally:
             first.stop()
 
-    def test_other_datacenter_or_layout_starts(self):
+    def test_same_worker_other_datacenter_starts(self):
         first = Server()
         try:
-            for extra in (["--set", "snowflake.datacenter_id=1"],):
-                srv = Server(*extra)
-                self.assertEqual(request(srv, get("/id")).status, 200)
-                srv.stop()
+            srv = Server()  # worker 0 as well: sfharness moves it to another datacenter
+            self.assertNotEqual(srv.datacenter, first.datacenter)
+            self.assertEqual(request(srv, get("/id")).status, 200)
+            srv.stop()
         finally:
             first.stop()
 
@@ -210,9 +215,9 @@ class SameIdentity(unittest.TestCase):
         """Another Snowflake epoch is another ID space, but UUIDv7/ULID carry the same node."""
         first = Server()
         try:
-            code, out = second(free_port(), "--set", "snowflake.epoch=2021-01-01T00:00:00Z")
+            code, out = second(first, free_port(), "--set", "snowflake.epoch=2021-01-01T00:00:00Z")
             self.assertEqual(code, 1, out)
-            self.assertIn("UUIDv7/ULID node 0", out)
+            self.assertIn("UUIDv7/ULID node %d of 10 bits" % (first.datacenter << 5), out)
         finally:
             first.stop()
 
