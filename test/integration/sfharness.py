@@ -29,13 +29,16 @@ def free_port():
 # identity with itself.
 _PINNED = re.compile(r"datacenter|layout|_bits|etcd|^-c$|^--config", re.I)
 _DC_BY_DATA_DIR = {}
-_dc_next = [os.getpid()]
+_dc_next = [os.getpid() % 24]
 CLAIMED = "is already issuing IDs on this host"
 
 
-def _pick_datacenter():
-    _dc_next[0] += 1
-    return 8 + _dc_next[0] % 24
+def _pick_datacenter(refused=False):
+    """This process's datacenter (its Servers share one, as they would all share 0), moved on
+    for good when a daemon was refused in it (another process, or one of ours, holds it)."""
+    if refused:
+        _dc_next[0] = (_dc_next[0] + 1) % 24
+    return 8 + _dc_next[0]
 
 
 class Server:
@@ -64,7 +67,7 @@ class Server:
                 if self.datacenter is None or CLAIMED not in str(e):
                     raise
                 self.log.close()
-                self.datacenter = _pick_datacenter()
+                self.datacenter = _pick_datacenter(refused=True)
         if self.datacenter is not None:
             _DC_BY_DATA_DIR[data] = self.datacenter
 
