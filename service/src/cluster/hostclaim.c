@@ -95,9 +95,8 @@ int hostclaim_take(hostclaim *c, const char *name, const char *what, char *err, 
 void hostclaim_name(char *buf, size_t len, const sf_layout *l, uint32_t dc, uint32_t worker)
 {
     snprintf(buf, len, "snowflaked/id/%u.%u.%u.%u/e%llu/u%u/%s/%u/%u", l->timestamp_bits,
-             l->datacenter_bits, l->worker_bits, l->sequence_bits,
-             (unsigned long long)l->epoch_ms, l->unit_ms, l->node_bits_low ? "lo" : "hi", dc,
-             worker);
+             l->datacenter_bits, l->worker_bits, l->sequence_bits, (unsigned long long)l->epoch_ms,
+             l->unit_ms, l->node_bits_low ? "lo" : "hi", dc, worker);
 }
 
 int hostclaim_identity(hostclaim *c, const sf_layout *l, uint32_t dc, const uint32_t *workers,

@@ -76,7 +76,7 @@ fail:;
     return -e;
 }
 
-/* ---- the port is ours alone (loop.h, net_server_listen) --------------------------------------- */
+/* ---- the port is ours alone (loop.h, net_server_listen) ------------------------------------ */
 
 /* 0 when nothing listens on an address overlapping ss (a bind without SO_REUSEPORT works), else
  * -errno (EADDRINUSE: something does). */
@@ -565,7 +565,8 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
     int fds[NET_MAX_LOOPS];
     unsigned nfds = s->reuseport ? s->nloops : 1;
     for (unsigned i = 0; i < nfds; i++) {
-        fds[i] = rc < 0 ? rc : open_listener(&s->cfg, &ss, len, s->reuseport, !p->accept_at_connect);
+        fds[i] =
+            rc < 0 ? rc : open_listener(&s->cfg, &ss, len, s->reuseport, !p->accept_at_connect);
         if (fds[i] == -ENOPROTOOPT && s->reuseport && i == 0) {
             s->reuseport = false; /* kernel without SO_REUSEPORT: one acceptor */
             nfds = 1;

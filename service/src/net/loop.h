@@ -67,12 +67,12 @@ typedef struct net_listener_spec {
     char host[64];
     uint16_t port;
     const proto *proto;
-    void *ctx;     /* for the protocol: net_listener_ctx(conn->listener) */
-    int shared_fd; /* the one socket when reuseport is off, else -1 */
+    void *ctx;                /* for the protocol: net_listener_ctx(conn->listener) */
+    int shared_fd;            /* the one socket when reuseport is off, else -1 */
     uint32_t idle_timeout_ms; /* between requests; 0 = the server's (net_config) */
     lg_addr addr;             /* what we bound */
-    bool steered;    /* our SO_REUSEPORT group picks only our sockets (the CBPF program) */
-    int steer_errno; /* why not, with reuseport on: the kernel refused the program */
+    bool steered;             /* our SO_REUSEPORT group picks only our sockets (the CBPF program) */
+    int steer_errno;          /* why not, with reuseport on: the kernel refused the program */
 } net_listener_spec;
 
 typedef struct net_server net_server;
@@ -80,7 +80,7 @@ typedef struct net_server net_server;
 struct net_listener {
     net_loop *loop;
     const net_listener_spec *spec;
-    int fd; /* -1 when another loop accepts for this one */
+    int fd;            /* -1 when another loop accepts for this one */
     unsigned long ino; /* the socket's inode (fd >= 0): ours, when /proc lists listeners */
     uv_poll_t poll;
     uv_timer_t pause_timer; /* accept paused after EMFILE/ENFILE */
@@ -186,8 +186,8 @@ void net_server_on_tick(net_server *s, uint32_t interval_ms, void (*tick)(net_lo
 /* What net_server_watch found: a foreign LISTEN socket l on an address overlapping spec's.
  * harmful: it can take connections meant for us (a more specific address, another family's
  * group, or our own group without the steering program). */
-typedef void (*net_foreign_report)(void *arg, const net_listener_spec *spec,
-                                   const lg_listener *l, bool harmful);
+typedef void (*net_foreign_report)(void *arg, const net_listener_spec *spec, const lg_listener *l,
+                                   bool harmful);
 /* Housekeeping, main thread, after net_server_start and before the drain: rescans /proc for
  * foreign listeners on our ports, calls report once for each that appeared since the last call,
  * and updates foreign_now / foreign_harmful / foreign_appeared. Without /proc: nothing. */
