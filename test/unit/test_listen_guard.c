@@ -37,25 +37,17 @@ static const char tcp6[] =
     "   2: 0000000000000000FFFF00000100007F:1F90 00000000000000000000000000000000:0000 0A "
     "00000000:00000000 00:00000000 00000000     0        0 4444 1 0000000000000000 100 0 0 10 0\n";
 
-static lg_addr v4(const char *ip, uint16_t port)
+static lg_addr addr(int family, const char *ip, uint16_t port)
 {
     lg_addr a;
     memset(&a, 0, sizeof a);
-    a.family = AF_INET;
-    inet_pton(AF_INET, ip, a.addr);
+    a.family = family;
+    inet_pton(family, ip, a.addr);
     a.port = port;
     return a;
 }
-
-static lg_addr v6(const char *ip, uint16_t port)
-{
-    lg_addr a;
-    memset(&a, 0, sizeof a);
-    a.family = AF_INET6;
-    inet_pton(AF_INET6, ip, a.addr);
-    a.port = port;
-    return a;
-}
+#define v4(ip, port) addr(AF_INET, ip, port)
+#define v6(ip, port) addr(AF_INET6, ip, port)
 
 static bool addr_eq(const lg_addr *a, const lg_addr *b)
 {

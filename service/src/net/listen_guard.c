@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "snowflake/encoding.h"
 #include "util/procname.h"
 
 #define TCP_STATE_LISTEN 0x0A
@@ -29,44 +30,23 @@ static const char *token(const char **p, size_t *len)
     return s;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* n hex digits at s as a number; false when one is not. */
 static bool hex_u32(const char *s, size_t n, uint32_t *out)
 {
-    uint32_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        int d = hexval(s[i]);
-        if (d < 0)
-            return false;
-        v = v << 4 | (uint32_t)d;
-    }
-    *out = v;
+    uint64_t v;
+    if (sf_enc_parse(SF_ENC_HEX, s, n, &v) != 0 || v > UINT32_MAX)
+        return false;
+    *out = (uint32_t)v;
     return true;
 }
 
 /* A decimal token. */
 static bool dec_ul(const char *s, size_t n, unsigned long *out)
 {
-    if (n == 0)
+    uint64_t v;
+    if (sf_enc_parse(SF_ENC_DEC, s, n, &v) != 0 || v > ULONG_MAX)
         return false;
-    unsigned long v = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned long d = (unsigned long)(s[i] - '0');
-        if (s[i] < '0' || s[i] > '9' || v > (ULONG_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
+    *out = (unsigned long)v;
     return true;
 }
 
