@@ -1,14 +1,19 @@
 /* snowflaked: the command line and the signals; the application object (app/app.h) does the rest.
  *
  * Exit codes: 0 clean stop (or --help/--version/--check-config), 1 a runtime failure at start
- * (data directory, lease file, ...), 2 bad configuration or usage.
+ * (data directory, lease file, a port another process listens on, an identity another process
+ * on this host holds, ...), 2 bad configuration or usage, 75 the etcd identity lost (app.h).
  *
  * SIGTERM, SIGINT and SIGHUP are blocked before any thread starts, so only this thread takes
  * them (sigwait). SIGHUP reopens log.file (after logrotate renamed it) and nothing else; a
- * second SIGTERM/SIGINT during the drain ends the process at once; SIGHUP stays blocked then. */
+ * second SIGTERM/SIGINT during the drain ends the process at once; SIGHUP stays blocked then.
+ * Between signals the thread wakes once a second for app_housekeeping (foreign listeners on our
+ * ports, the identity claims): it has nothing else to do, and no loop thread is disturbed. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "app/app.h"
 #include "obs/log.h"
@@ -79,7 +84,16 @@ int main(int argc, char **argv)
     if (code != 0)
         return fail(code, err);
     int sig = 0;
-    while (sigwait(&waited, &sig) == 0 && sig == SIGHUP) {
+    const struct timespec housekeeping = {.tv_sec = 1, .tv_nsec = 0};
+    for (;;) {
+        sig = sigtimedwait(&waited, NULL, &housekeeping);
+        if (sig < 0) {
+            if (errno == EAGAIN)
+                app_housekeeping(&a);
+            continue; /* EAGAIN or EINTR */
+        }
+        if (sig != SIGHUP)
+            break;
         LOG_INFO("SIGHUP received: reopening the log file");
         log_reopen();
     }

@@ -21,18 +21,57 @@ def free_port():
         return s.getsockname()[1]
 
 
+# One identity per host (cluster/hostclaim.h): ctest runs suites in parallel, and every daemon
+# would be datacenter 0 worker 0. So a Server whose test does not pin the datacenter (nor the
+# layout, nor etcd) runs in a datacenter of its own, 8..31 (0..7 are left to tests that pin one
+# and to the shell suites), tried in turn while another process on this host holds the identity;
+# a restart on the same data_dir keeps its datacenter, so crash-restart tests still compare one
+# identity with itself.
+_PINNED = re.compile(r"datacenter|layout|_bits|etcd|^-c$|^--config", re.I)
+_DC_BY_DATA_DIR = {}
+_dc_next = [os.getpid() % 24]
+CLAIMED = "is already issuing IDs on this host"
+
+
+def _pick_datacenter(refused=False):
+    """This process's datacenter (its Servers share one, as they would all share 0), moved on
+    for good when a daemon was refused in it (another process, or one of ours, holds it)."""
+    if refused:
+        _dc_next[0] = (_dc_next[0] + 1) % 24
+    return 8 + _dc_next[0]
+
+
 class Server:
     def __init__(self, *args, env=None, threads=2, port=None, nofile=None, data_dir=None):
         self.dir = tempfile.TemporaryDirectory(prefix="sf_it_")
         self.port = port or free_port()
         self.log_path = os.path.join(self.dir.name, "log")
+        data = os.path.abspath(data_dir or os.path.join(self.dir.name, "data"))
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
         full_env.update({
-            "SNOWFLAKED_DATA_DIR": data_dir or os.path.join(self.dir.name, "data"),
+            "SNOWFLAKED_DATA_DIR": data,
             "SNOWFLAKED_SERVER_PORT": str(self.port),
             "SNOWFLAKED_SERVER_THREADS": str(threads),
         })
         full_env.update(env or {})
+        pinned = any(_PINNED.search(str(a)) for a in args) or any(
+            _PINNED.search(k) or _PINNED.search(str(v)) for k, v in (env or {}).items())
+        self.datacenter = None if pinned else _DC_BY_DATA_DIR.get(data) or _pick_datacenter()
+        for _ in range(24):
+            if self.datacenter is not None:
+                full_env["SNOWFLAKED_SNOWFLAKE_DATACENTER_ID"] = str(self.datacenter)
+            try:
+                self._start(args, full_env, nofile)
+                break
+            except RuntimeError as e:
+                if self.datacenter is None or CLAIMED not in str(e):
+                    raise
+                self.log.close()
+                self.datacenter = _pick_datacenter(refused=True)
+        if self.datacenter is not None:
+            _DC_BY_DATA_DIR[data] = self.datacenter
+
+    def _start(self, args, full_env, nofile):
         self.log = open(self.log_path, "wb")
         def limits():
             if nofile:

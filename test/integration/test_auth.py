@@ -191,6 +191,7 @@ class TokenFile(unittest.TestCase):
                                      (short, 2, "(16..255 bytes), got 15")):
                 env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
                 env["SNOWFLAKED_DATA_DIR"] = os.path.join(d, "data")
+                env["SNOWFLAKED_SNOWFLAKE_DATACENTER_ID"] = "2"  # an identity of its own
                 p = subprocess.run([BINARY, "--set", "auth.token_file=" + path, "-p",
                                     str(free_port())], env=env, capture_output=True, text=True,
                                    timeout=20)

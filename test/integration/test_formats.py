@@ -245,8 +245,9 @@ class TwoReplicas(unittest.TestCase):
         """Two daemons with the same datacenter and different worker ids, issuing at once: their
         IDs may share (ms, counter) pairs, yet never collide, because the node sits in the
         random bits (the guarantee README states, not a probability)."""
-        a = Server("--set", "snowflake.worker_id=1")
-        b = Server("--set", "snowflake.worker_id=2")
+        a = Server("--set", "snowflake.worker_id=1")  # in sfharness's datacenter for it
+        b = Server("--set", "snowflake.worker_id=2",
+                   env={"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": str(a.datacenter)})
         try:
             got = {a: [], b: []}
 
@@ -270,7 +271,7 @@ class TwoReplicas(unittest.TestCase):
             # every UUID's node field names its daemon
             for srv, worker in ((a, 1), (b, 2)):
                 nodes = {(v >> 52) & 0x3FF for v, x in zip(ints[srv], got[srv]) if "-" in x}
-                self.assertEqual(nodes, {worker})
+                self.assertEqual(nodes, {a.datacenter << 5 | worker})
         finally:
             a.stop()
             b.stop()

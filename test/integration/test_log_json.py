@@ -167,6 +167,7 @@ class JsonLog(unittest.TestCase):
             env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
             p = subprocess.run([BINARY, "--set", "log.format=json", "--set", "server.port=%d" % port,
                                 "--set", "data_dir=" + os.path.join(d, "data"),
+                                "--set", "snowflake.datacenter_id=4",  # an identity of its own
                                 "--set", "server.threads=1"],
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                timeout=20)

@@ -22,7 +22,9 @@ def run_once(*args, timeout=20):
 class Peers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.a = Server("--set", "snowflake.worker_id=1")
+        # datacenter 0 pinned (sfharness would pick one of its own): run_once's daemons are in 0
+        cls.a = Server("--set", "snowflake.worker_id=1",
+                       env={"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": "0"})
         cls.peer = "127.0.0.1:%d" % cls.a.port
 
     @classmethod

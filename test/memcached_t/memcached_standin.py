@@ -243,6 +243,10 @@ def main(argv):
     settings["server.port"] = str(free_port(settings.get("cache.memcached_port")))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
     env["SNOWFLAKED_DATA_DIR"] = data
+    # One identity per process on a host (snowflaked refuses a second): files that start several
+    # servers at once get one each, from the pid the exec keeps (768 apart to collide).
+    env["SNOWFLAKED_SNOWFLAKE_DATACENTER_ID"] = str(8 + (os.getpid() // 32) % 24)
+    env["SNOWFLAKED_SNOWFLAKE_WORKER_ID"] = str(os.getpid() % 32)
     cmd = [os.environ["SNOWFLAKED_BIN"]]
     for k, v in settings.items():
         cmd += ["--set", "%s=%s" % (k, v)]

@@ -23,6 +23,8 @@ const char *api_not_ready_reason(api_ctx *a)
         return "starting";
     if (net_server_draining(a->net))
         return "draining";
+    if (atomic_load(&a->net->foreign_harmful)) /* app_housekeeping logged who */
+        return "another process listens on our port and can take our connections (see the log)";
     const char *why = sf_identity_not_ready(a->identity, identity_why, sizeof identity_why);
     if (why) /* before the generators' own view: it says why their lease stopped */
         return why;
@@ -137,6 +139,16 @@ static void metrics_net(prom_buf *b, const net_server *net)
     counter(b, "snowflaked_received_bytes_total", "Bytes read from clients.",
             NET_SUM(net, bytes_in));
     counter(b, "snowflaked_sent_bytes_total", "Bytes written to clients.", NET_SUM(net, bytes_out));
+    gauge(b, "snowflaked_foreign_listeners",
+          "Sockets of other processes listening on an address overlapping one of our listeners "
+          "(checked every second).",
+          atomic_load(&net->foreign_now));
+    gauge(b, "snowflaked_foreign_listeners_harmful",
+          "Of those, the ones that can take connections meant for us (/readyz fails meanwhile).",
+          atomic_load(&net->foreign_harmful));
+    counter(b, "snowflaked_foreign_listeners_detected_total",
+            "Foreign listeners that appeared on our ports since start.",
+            atomic_load(&net->foreign_appeared));
 }
 
 static void pool_lines(prom_buf *b, const char *name, const pool_stats *s)

@@ -451,8 +451,49 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
 
 /* ---- the daemon ----------------------------------------------------------------------------- */
 
-/* The data directory, its lock, the lease floor, the generators and the lease keeper: the first
- * renewal is on disk before any ID can be issued. */
+/* Before any ID can be issued: a duplicate identity must not serve a single one. The slots
+ * claimed are checked (with etcd they need not be contiguous: the range spanning them is). */
+static int check_peers(const app *a, char *err, size_t errlen)
+{
+    const cfg_snowflake *s = &a->config->snowflake;
+    const sf_identity_slots *sl = &a->identity.slots;
+    if (!s->peers[0])
+        return 0;
+    if (s->worker_source == CFG_WORKER_ETCD) { /* and the keeper may be changing the slots */
+        LOG_INFO("peers: not checked: etcd guarantees one holder per slot");
+        return 0;
+    }
+    peers_result pr;
+    uint32_t first = sl->worker[0], last = sl->worker[0];
+    for (unsigned i = 1; i < sl->n; i++) {
+        first = sl->worker[i] < first ? sl->worker[i] : first;
+        last = sl->worker[i] > last ? sl->worker[i] : last;
+    }
+    if (peers_check(s->peers, &s->layout, sl->datacenter, first, last, s->peer_timeout_ms, &pr, err,
+                    errlen) != 0)
+        return -1;
+    LOG_INFO("peers: %u of %u answered; no other replica uses datacenter %u worker %u", pr.answered,
+             pr.asked, sl->datacenter, first);
+    return 0;
+}
+
+/* The static identity, held on this host for our lifetime (cluster/hostclaim.h): another process
+ * with the same one, whatever its port and data directory, would issue the same IDs. etcd
+ * arbitrates its own slots among every holder, on this host or not (identity_etcd.c); a slot
+ * taken later or anew is bound on the keeper's thread without a host claim. */
+static int claim_on_host(app *a, char *err, size_t errlen)
+{
+    const cfg_snowflake *s = &a->config->snowflake;
+    const sf_identity_slots *sl = &a->identity.slots;
+    if (s->worker_source == CFG_WORKER_ETCD)
+        return 0;
+    return hostclaim_identity(&a->claims, &s->layout, sl->datacenter, sl->worker, sl->n, err,
+                              errlen);
+}
+
+/* The data directory, its lock, the lease floor, the peer check, the host claim, the
+ * generators and the lease keeper: the
+ * first renewal is on disk before any ID can be issued. */
 static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
 {
     const cfg *c = a->config;
@@ -464,7 +505,7 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
         LOG_INFO("%s: exiting", err);
         return APP_STOPPED_AT_START;
     }
-    if (claimed != 0)
+    if (claimed != 0 || check_peers(a, err, errlen) != 0 || claim_on_host(a, err, errlen) != 0)
         return EXIT_FAILURE;
     uint64_t prev_end = a->identity.slots.handoff_ms;
     bool waited;
@@ -500,32 +541,6 @@ static void loop_tick(net_loop *l, void *arg)
                           sf_clock_now(sf_clock_system()));
 }
 
-/* Before listening: a duplicate identity must not serve a single ID. The slots claimed are
- * checked (with etcd they need not be contiguous: the range spanning them is). */
-static int check_peers(const app *a, char *err, size_t errlen)
-{
-    const cfg_snowflake *s = &a->config->snowflake;
-    const sf_identity_slots *sl = &a->identity.slots;
-    if (!s->peers[0])
-        return 0;
-    if (s->worker_source == CFG_WORKER_ETCD) { /* and the keeper may be changing the slots */
-        LOG_INFO("peers: not checked: etcd guarantees one holder per slot");
-        return 0;
-    }
-    peers_result pr;
-    uint32_t first = sl->worker[0], last = sl->worker[0];
-    for (unsigned i = 1; i < sl->n; i++) {
-        first = sl->worker[i] < first ? sl->worker[i] : first;
-        last = sl->worker[i] > last ? sl->worker[i] : last;
-    }
-    if (peers_check(s->peers, &s->layout, sl->datacenter, first, last, s->peer_timeout_ms, &pr, err,
-                    errlen) != 0)
-        return -1;
-    LOG_INFO("peers: %u of %u answered; no other replica uses datacenter %u worker %u", pr.answered,
-             pr.asked, sl->datacenter, first);
-    return 0;
-}
-
 static int listen_all(app *a, char *err, size_t errlen)
 {
     const cfg *c = a->config;
@@ -547,6 +562,14 @@ static int listen_all(app *a, char *err, size_t errlen)
                               NULL, err, errlen) != 0)
             return -1;
         LOG_INFO("raw TCP echo on %s:%u", c->echo.tcp_host, c->echo.tcp_port);
+    }
+    for (unsigned i = 0; i < a->net->nspecs; i++) {
+        const net_listener_spec *sp = &a->net->specs[i];
+        if (a->net->reuseport && !sp->steered)
+            LOG_WARN("%s:%u: the kernel refused our SO_REUSEPORT steering program (%s): a foreign "
+                     "socket joining the port would get connections; it is detected instead "
+                     "(/readyz 503, snowflaked_foreign_listeners)",
+                     sp->host, sp->port, strerror(sp->steer_errno));
     }
     return 0;
 }
@@ -637,13 +660,40 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
             a->api.persist = a->persist;
         }
     }
-    if (check_peers(a, err, errlen) != 0 || listen_all(a, err, errlen) != 0 ||
-        net_server_start(a->net, err, errlen) != 0)
+    if (listen_all(a, err, errlen) != 0 || net_server_start(a->net, err, errlen) != 0)
         return EXIT_FAILURE;
     atomic_store(&a->api.listening, true);
     log_listening(a);
     warn_exposed(a);
     return 0;
+}
+
+/* net_server_watch's report: once per foreign listener, when it appears. */
+static void report_foreign(void *arg, const net_listener_spec *spec, const lg_listener *l,
+                           bool harmful)
+{
+    (void)arg;
+    char who[128], where[64], ours[64];
+    lg_describe(l, who, sizeof who);
+    lg_addr_text(&l->a, where, sizeof where);
+    lg_addr_text(&spec->addr, ours, sizeof ours);
+    if (harmful)
+        LOG_ERROR("foreign listener: %s listens on %s, overlapping our %s: it can take "
+                  "connections meant for us (IDs, cache); /readyz answers 503 while it listens",
+                  who, where, ours);
+    else
+        LOG_WARN("foreign listener: %s joined our SO_REUSEPORT group on %s; our steering program "
+                 "gives it no connection",
+                 who, ours);
+}
+
+void app_housekeeping(app *a)
+{
+    uint32_t before = atomic_load(&a->net->foreign_now);
+    net_server_watch(a->net, report_foreign, a);
+    if (before && !atomic_load(&a->net->foreign_now))
+        LOG_INFO("foreign listeners gone from our ports");
+    hostclaim_drain(&a->claims);
 }
 
 int app_stop(app *a)
@@ -701,6 +751,7 @@ void app_free(app *a)
     free((void *)a->loop_ticks);
     a->loop_ticks = NULL;
     sf_identity_free(&a->identity);
+    hostclaim_release(&a->claims); /* after the final lease: no ID of ours can follow */
     a->http = NULL;
     a->mc = NULL;
     a->cache = NULL;

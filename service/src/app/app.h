@@ -1,11 +1,12 @@
 /* The application object: builds, starts and stops every subsystem of snowflaked, in order.
  *
  * app_start brings the daemon up, in this order: logger, data directory lock, identity (the
- * static backend, cluster/identity.h: the configured slots and the lease floor),
- * generators and lease keeper (the first renewal is on disk before any ID can be issued), event
+ * static backend, cluster/identity.h: the configured slots and the lease floor), peer check,
+ * the host-wide claim on the static identity (cluster/hostclaim.h: one process per identity on
+ * this host; etcd arbitrates its own slots), generators and lease keeper (the first renewal is on disk before any ID can be issued), event
  * loops, HTTP server, cache store (and memcached server), bearer token and API routes, cache
- * persistence (the snapshot loaded), peer check (before any listener opens), the HTTP, memcached
- * and echo listeners, then the loop threads. app_stop drains and joins the loops, writes the
+ * persistence (the snapshot loaded), the HTTP, memcached and echo listeners (each port ours
+ * alone: net/loop.h), then the loop threads. app_stop drains and joins the loops, writes the
  * final snapshot and the exact final lease, stops the logger and frees everything.
  *
  * app_build makes the same object graph in process, for the fuzz harnesses and unit tests that
@@ -28,6 +29,7 @@
 #include "api/api.h"
 #include "cache/persist.h"
 #include "cache/store.h"
+#include "cluster/hostclaim.h"
 #include "cluster/identity.h"
 #include "config/config.h"
 #include "net/loop.h"
@@ -62,6 +64,7 @@ typedef struct app {
     unsigned gens_per_format; /* 1, or the loops */
     cache_persist *persist;
     sf_identity identity; /* the daemon's: where its slots and its floor E come from */
+    hostclaim claims;     /* the daemon's static identity, claimed on this host */
     _Atomic bool identity_lost; /* the slots were lost while running: exit APP_EXIT_LOST */
     _Atomic uint64_t *loop_ticks; /* per loop, bumped by its housekeeping tick (quiescence) */
     sf_lease_keeper keeper;
@@ -75,6 +78,11 @@ typedef struct app {
  * Signals must already be blocked in the calling thread (the threads started inherit the mask).
  * Returns 0, or an exit code with the message in err. */
 int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen);
+/* Once a second on the main thread between app_start and app_stop (off the request path): looks
+ * for foreign listeners on our ports (logged once per appearance, counted, /readyz 503 while one
+ * can take our connections) and drains the connections refused processes made to the identity
+ * claims to learn our pid. */
+void app_housekeeping(app *a);
 /* app_start's result when SIGTERM/SIGINT came while it waited for a slot: exit 0, nothing ran. */
 #define APP_STOPPED_AT_START (-1)
 /* app_stop's result after the identity's slots were lost (the etcd lease expired): EX_TEMPFAIL,

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ACCEPTS_PER_WAKEUP 64  /* fairness between accepting and serving */
@@ -72,6 +74,126 @@ fail:;
     int e = errno;
     close(fd);
     return -e;
+}
+
+/* ---- the port is ours alone (loop.h, net_server_listen) ------------------------------------ */
+
+/* 0 when nothing listens on an address overlapping ss (a bind without SO_REUSEPORT works), else
+ * -errno (EADDRINUSE: something does). */
+static int probe_port(const struct sockaddr_storage *ss, socklen_t len)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, rc = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (const struct sockaddr *)ss, len) != 0)
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+static unsigned long fd_inode(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+/* Is inode one of our listening sockets (the loops' of every listener, and fds of the one being
+ * set up)? */
+static bool our_inode(const net_server *s, const int *fds, unsigned nfds, unsigned long inode)
+{
+    for (unsigned i = 0; i < nfds; i++)
+        if (fd_inode(fds[i]) == inode)
+            return true;
+    for (unsigned i = 0; i < s->nloops; i++)
+        for (unsigned k = 0; k < s->loops[i].nlisteners; k++)
+            if (s->loops[i].listeners[k].fd >= 0 && s->loops[i].listeners[k].ino == inode)
+                return true;
+    return false;
+}
+
+/* The first foreign LISTEN socket on an address overlapping spec's (*out), or false (none, or no
+ * /proc to tell). */
+static bool find_foreign(net_server *s, const net_listener_spec *spec, const int *fds,
+                         unsigned nfds, lg_listener *out)
+{
+    size_t n;
+    if (lg_scan(spec->port, s->scan_buf, s->scan_cap, &n) != 0)
+        return false;
+    for (size_t i = 0; i < n && i < s->scan_cap; i++)
+        if (lg_overlaps(&spec->addr, &s->scan_buf[i].a) != LG_DISJOINT &&
+            !our_inode(s, fds, nfds, s->scan_buf[i].inode)) {
+            *out = s->scan_buf[i];
+            return true;
+        }
+    return false;
+}
+
+/* "pid 1234 (snowflaked) on 0.0.0.0:8080" for the first foreign listener, or a fallback. */
+static void describe_foreign(net_server *s, const net_listener_spec *spec, char *buf, size_t len)
+{
+    lg_listener l;
+    if (!find_foreign(s, spec, NULL, 0, &l)) {
+        snprintf(buf, len, "a socket /proc/net/tcp does not list as listening");
+        return;
+    }
+    char who[96], where[64];
+    lg_describe(&l, who, sizeof who);
+    lg_addr_text(&l.a, where, sizeof where);
+    snprintf(buf, len, "%s, listening on %s", who, where);
+}
+
+/* The group's program: a random index below n. Our n sockets joined first and hold 0..n-1;
+ * a socket that joins later has index n or more and is never picked. Runs in the kernel, once
+ * per new connection (the SYN's listener lookup), like the hash it replaces. */
+static int steer_group(int fd, unsigned n)
+{
+    struct sock_filter code[] = {
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, (uint32_t)(SKF_AD_OFF + SKF_AD_RANDOM)},
+        {BPF_ALU | BPF_MOD | BPF_K, 0, 0, n},
+        {BPF_RET | BPF_A, 0, 0, 0},
+    };
+    struct sock_fprog prog = {.len = sizeof code / sizeof *code, .filter = code};
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0)
+        return -errno;
+    return 0;
+}
+
+void net_server_watch(net_server *s, net_foreign_report report, void *arg)
+{
+    unsigned long seen[LG_MAX_FOUND];
+    size_t nseen = 0;
+    uint32_t harmful = 0;
+    uint64_t appeared = 0;
+    for (unsigned k = 0; k < s->nspecs; k++) {
+        const net_listener_spec *spec = &s->specs[k];
+        size_t n;
+        if (lg_scan(spec->port, s->scan_buf, s->scan_cap, &n) != 0)
+            return; /* no /proc: nothing to say */
+        for (size_t i = 0; i < n && i < s->scan_cap && nseen < LG_MAX_FOUND; i++) {
+            const lg_listener *l = &s->scan_buf[i];
+            lg_overlap o = lg_overlaps(&spec->addr, &l->a);
+            if (o == LG_DISJOINT || our_inode(s, NULL, 0, l->inode))
+                continue;
+            bool bad = o == LG_OVERLAP || !spec->steered;
+            harmful += bad;
+            seen[nseen++] = l->inode;
+            bool known = false;
+            for (size_t j = 0; j < s->nforeign_known && !known; j++)
+                known = s->foreign_known[j] == l->inode;
+            if (!known) {
+                appeared++;
+                if (report)
+                    report(arg, spec, l, bad);
+            }
+        }
+    }
+    memcpy(s->foreign_known, seen, nseen * sizeof *seen);
+    s->nforeign_known = nseen;
+    atomic_store(&s->foreign_now, (uint32_t)nseen);
+    atomic_store(&s->foreign_harmful, harmful);
+    atomic_fetch_add(&s->foreign_appeared, appeared);
 }
 
 /* ---- accepting ------------------------------------------------------------------------------ */
@@ -376,6 +498,12 @@ int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char 
         }
     }
     s->reuseport = cfg->reuseport;
+    s->scan_cap = (size_t)nloops * NET_MAX_LISTENERS + LG_MAX_FOUND;
+    s->scan_buf = calloc(s->scan_cap, sizeof *s->scan_buf);
+    if (!s->scan_buf) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -385,6 +513,7 @@ static void attach_listener(net_loop *l, const net_listener_spec *spec, int fd)
     li->loop = l;
     li->spec = spec;
     li->fd = fd;
+    li->ino = fd >= 0 ? fd_inode(fd) : 0;
     pool_init(&li->conns, sizeof(conn) + spec->proto->state_size, l->server->cfg.pool_idle_max);
     uv_timer_init(&l->uv, &li->pause_timer);
     li->pause_timer.data = li;
@@ -415,26 +544,58 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
         return -1;
     }
     net_listener_spec *spec = &s->specs[s->nspecs];
+    memset(spec, 0, sizeof *spec);
     snprintf(spec->host, sizeof spec->host, "%s", host);
     spec->port = port;
     spec->proto = p;
     spec->ctx = ctx;
     spec->shared_fd = -1;
+    lg_addr_from(&spec->addr, (const struct sockaddr *)&ss);
+    const char *v6 = ss.ss_family == AF_INET6 ? "[" : "", *v6end = *v6 ? "]" : "";
+    char who[192];
+    int rc = probe_port(&ss, len);
+    if (rc == -EADDRINUSE) {
+        describe_foreign(s, spec, who, sizeof who);
+        snprintf(err, errlen,
+                 "cannot listen on %s%s%s:%u: already in use by %s; two processes sharing a port "
+                 "would split its connections (for IDs: duplicates), so this one refuses to start",
+                 v6, host, v6end, port, who);
+        return -1;
+    }
     int fds[NET_MAX_LOOPS];
     unsigned nfds = s->reuseport ? s->nloops : 1;
     for (unsigned i = 0; i < nfds; i++) {
-        fds[i] = open_listener(&s->cfg, &ss, len, s->reuseport, !p->accept_at_connect);
+        fds[i] =
+            rc < 0 ? rc : open_listener(&s->cfg, &ss, len, s->reuseport, !p->accept_at_connect);
         if (fds[i] == -ENOPROTOOPT && s->reuseport && i == 0) {
             s->reuseport = false; /* kernel without SO_REUSEPORT: one acceptor */
             nfds = 1;
             fds[i] = open_listener(&s->cfg, &ss, len, false, !p->accept_at_connect);
         }
         if (fds[i] < 0) {
-            snprintf(err, errlen, "cannot listen on %s:%u: %s", host, port, strerror(-fds[i]));
+            snprintf(err, errlen, "cannot listen on %s%s%s:%u: %s", v6, host, v6end, port,
+                     strerror(-fds[i]));
             for (unsigned k = 0; k < i; k++)
                 close(fds[k]);
             return -1;
         }
+    }
+    if (s->reuseport) {
+        spec->steer_errno = -steer_group(fds[0], nfds);
+        spec->steered = spec->steer_errno == 0;
+    }
+    lg_listener other;
+    if (find_foreign(s, spec, fds, nfds, &other)) {
+        char where[64];
+        lg_describe(&other, who, sizeof who);
+        lg_addr_text(&other.a, where, sizeof where);
+        snprintf(err, errlen,
+                 "cannot listen on %s%s%s:%u: %s started listening on %s at the same moment; "
+                 "refusing to share the port (a supervisor may retry)",
+                 v6, host, v6end, port, who, where);
+        for (unsigned k = 0; k < nfds; k++)
+            close(fds[k]);
+        return -1;
     }
     if (!s->reuseport)
         spec->shared_fd = fds[0];
@@ -525,6 +686,8 @@ void net_server_join(net_server *s)
     }
     free(s->loops);
     s->loops = NULL;
+    free(s->scan_buf);
+    s->scan_buf = NULL;
 }
 
 void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)

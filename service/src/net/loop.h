@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "net/conn.h"
+#include "net/listen_guard.h"
 #include "net/pool.h"
 #include "net/wheel.h"
 #include "util/counter.h"
@@ -66,9 +67,12 @@ typedef struct net_listener_spec {
     char host[64];
     uint16_t port;
     const proto *proto;
-    void *ctx;     /* for the protocol: net_listener_ctx(conn->listener) */
-    int shared_fd; /* the one socket when reuseport is off, else -1 */
+    void *ctx;                /* for the protocol: net_listener_ctx(conn->listener) */
+    int shared_fd;            /* the one socket when reuseport is off, else -1 */
     uint32_t idle_timeout_ms; /* between requests; 0 = the server's (net_config) */
+    lg_addr addr;             /* what we bound */
+    bool steered;             /* our SO_REUSEPORT group picks only our sockets (the CBPF program) */
+    int steer_errno;          /* why not, with reuseport on: the kernel refused the program */
 } net_listener_spec;
 
 typedef struct net_server net_server;
@@ -76,7 +80,8 @@ typedef struct net_server net_server;
 struct net_listener {
     net_loop *loop;
     const net_listener_spec *spec;
-    int fd; /* -1 when another loop accepts for this one */
+    int fd;            /* -1 when another loop accepts for this one */
+    unsigned long ino; /* the socket's inode (fd >= 0): ours, when /proc lists listeners */
     uv_poll_t poll;
     uv_timer_t pause_timer; /* accept paused after EMFILE/ENFILE */
     pool conns;             /* conn + protocol state */
@@ -140,13 +145,34 @@ struct net_server {
     uint32_t tick_ms;
     bool started;
     bool threads_joined; /* net_server_wait ran */
+    /* Foreign listeners on our ports (net_server_watch, main thread; the atomics for any). */
+    _Atomic uint32_t foreign_now;      /* listening now on an address overlapping ours */
+    _Atomic uint32_t foreign_harmful;  /* of those, the ones that can take our connections */
+    _Atomic uint64_t foreign_appeared; /* appearances since start */
+    unsigned long foreign_known[LG_MAX_FOUND]; /* inodes seen by the last watch */
+    size_t nforeign_known;
+    lg_listener *scan_buf; /* room for every listener of ours and LG_MAX_FOUND others */
+    size_t scan_cap;
 };
 
 /* Raises RLIMIT_NOFILE to the hard limit and allocates the loops (not started). */
 int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char *err,
                     size_t errlen);
 /* Binds host:port for every loop (or once, without reuseport) and attaches the protocol.
- * Call before net_server_start. Returns 0, or -1 with a message naming the address. */
+ * Call before net_server_start. Returns 0, or -1 with a message naming the address.
+ *
+ * The port is ours alone: for snowflaked a shared port means duplicate IDs (two processes each
+ * get part of the connections). So, before binding, a probe socket with SO_REUSEADDR but without
+ * SO_REUSEPORT is bound to the address: EADDRINUSE means something listens on an overlapping
+ * address (the same one, the wildcard of the family when we take one address or the reverse, a
+ * dual-stack [::]) and we refuse, naming the other process when /proc tells (listen_guard.h).
+ * After listening, every LISTEN socket on an overlapping address must be one of ours: two
+ * processes that probed at the same moment both refuse (a supervisor retries). With reuseport,
+ * a classic BPF program (SO_ATTACH_REUSEPORT_CBPF) picks a random socket index below nloops for
+ * each new connection, in the kernel: our sockets joined the group first and hold those indices,
+ * so a foreign socket joining later (same uid, SO_REUSEPORT) gets no connection. A kernel that
+ * refuses the program leaves spec.steered false (steer_errno says why): net_server_watch then
+ * counts such a joiner as harmful. */
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
                       char *err, size_t errlen);
 /* The listeners serving ctx wait idle_ms (> 0) for an idle connection's next request instead of
@@ -157,6 +183,15 @@ void net_server_set_idle_timeout(net_server *s, const void *ctx, uint32_t idle_m
  * expiry sweep). Call before net_server_start. */
 void net_server_on_tick(net_server *s, uint32_t interval_ms, void (*tick)(net_loop *, void *),
                         void *arg);
+/* What net_server_watch found: a foreign LISTEN socket l on an address overlapping spec's.
+ * harmful: it can take connections meant for us (a more specific address, another family's
+ * group, or our own group without the steering program). */
+typedef void (*net_foreign_report)(void *arg, const net_listener_spec *spec, const lg_listener *l,
+                                   bool harmful);
+/* Housekeeping, main thread, after net_server_start and before the drain: rescans /proc for
+ * foreign listeners on our ports, calls report once for each that appeared since the last call,
+ * and updates foreign_now / foreign_harmful / foreign_appeared. Without /proc: nothing. */
+void net_server_watch(net_server *s, net_foreign_report report, void *arg);
 /* Starts the loop threads. */
 int net_server_start(net_server *s, char *err, size_t errlen);
 /* From any thread: stop accepting, close idle connections, let in-flight requests finish,

@@ -1,0 +1,340 @@
+"""One port, one issuer; one identity, one issuer (issue 21, section 1).
+
+A second daemon on our port, or with our identity, must refuse to start (exit 1, naming the port
+or the identity and the holder's pid) while the first keeps serving, and nothing served meanwhile
+may repeat an ID. The wildcard/loopback overlaps count as the same port. A kill -9 of the holder
+leaves no stale claim. A foreign SO_REUSEPORT listener that joins our port later gets no
+connection (the steering program), and a more specific one, which would take the loopback
+traffic, is detected: logged, counted, /readyz 503 while it listens.
+"""
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from sfharness import BINARY, Server, free_port, get, request, wait_ready
+
+
+def second(first, port, *args, host=None, timeout=8):
+    """Starts another daemon with its own data_dir on port, in the first's datacenter (sfharness
+    gives each Server one of its own); returns (exit code, output). One still running after
+    timeout seconds (it shares the port or the identity) is stopped and reported with code
+    None."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
+    with tempfile.TemporaryDirectory(prefix="sf_excl_") as d:
+        env.update({"SNOWFLAKED_DATA_DIR": d, "SNOWFLAKED_SERVER_PORT": str(port),
+                    "SNOWFLAKED_SERVER_THREADS": "2",
+                    "SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": str(first.datacenter)})
+        if host:
+            env["SNOWFLAKED_SERVER_HOST"] = host
+        p = subprocess.Popen([BINARY, *args], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+            return p.returncode, out
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGTERM)
+            out, _ = p.communicate(timeout=15)
+            return None, out
+
+
+class Hammer:
+    """Threads asking for /ids?count=1000 on each (host, port) until stopped; every ID kept."""
+
+    def __init__(self, *targets):
+        self.ids, self.answers = [], 0
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run, args=(t,)) for t in targets]
+        for t in self.threads:
+            t.start()
+
+    def run(self, target):
+        req = get("/ids?count=1000&format=text")
+        while not self.stopping.is_set():
+            try:
+                with socket.create_connection(target, timeout=5) as s:
+                    s.sendall(req)
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            raise ConnectionError
+                        data += chunk
+                    head, body = data.split(b"\r\n\r\n", 1)
+                    length = int([h.split(b":")[1] for h in head.split(b"\r\n")
+                                  if h.lower().startswith(b"content-length:")][0])
+                    while len(body) < length:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            raise ConnectionError
+                        body += chunk
+            except (OSError, ConnectionError, IndexError):
+                time.sleep(0.01)  # a port not (or no longer) served
+                continue
+            if head.startswith(b"HTTP/1.1 200"):
+                got = body.split()
+                with self.lock:
+                    self.ids.extend(got)
+                    self.answers += 1
+
+    def stop(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join()
+        return self.ids
+
+    def wait_answers(self, n, timeout=10):
+        deadline = time.time() + timeout
+        while self.answers < n and time.time() < deadline:
+            time.sleep(0.01)
+
+
+class SamePort(unittest.TestCase):
+    def check_refused(self, first, port, *args, host=None, names_port=True):
+        """Tries a second daemon while the first is hammered; returns its output."""
+        hammer = Hammer(("127.0.0.1", port), ("127.0.0.2", port))
+        hammer.wait_answers(5)
+        code, out = second(first, port, *args, host=host)
+        hammer.wait_answers(hammer.answers + 20)
+        ids = hammer.stop()
+        self.assertGreater(len(ids), 20000)
+        self.assertEqual(len(ids) - len(set(ids)), 0, "duplicate IDs served")
+        self.assertEqual(code, 1, out)
+        if names_port:
+            self.assertIn(":%d" % port, out)
+        self.assertIn("pid %d" % first.proc.pid, out)
+        self.assertEqual(request(first, get("/readyz")).status, 200)  # the first is unharmed
+        return out
+
+    def test_second_on_our_port_refuses(self):
+        first = Server(threads=2)
+        try:
+            out = self.check_refused(first, first.port, "--set", "snowflake.worker_id=7")
+            self.assertIn("cannot listen on 127.0.0.1:%d: already in use" % first.port, out)
+        finally:
+            first.stop()
+
+    def test_issue_repro_same_port_same_default_worker(self):
+        first = Server(threads=2)
+        try:
+            out = self.check_refused(first, first.port, names_port=False)
+            self.assertIn("datacenter %d worker 0 is already issuing IDs on this host"
+                          % first.datacenter, out)
+        finally:
+            first.stop()
+
+    def test_loopback_beside_our_wildcard_refuses(self):
+        first = Server(threads=2, env={"SNOWFLAKED_SERVER_HOST": "0.0.0.0"})
+        try:
+            out = self.check_refused(first, first.port, "--set", "snowflake.worker_id=7",
+                                     host="127.0.0.1")
+            self.assertIn("cannot listen on 127.0.0.1:%d" % first.port, out)
+            self.assertIn("0.0.0.0:%d" % first.port, out)  # where the holder listens
+        finally:
+            first.stop()
+
+    def test_wildcard_over_our_loopback_refuses(self):
+        first = Server(threads=2, env={"SNOWFLAKED_SERVER_HOST": "127.0.0.1"})
+        try:
+            hammer = Hammer(("127.0.0.1", first.port))
+            hammer.wait_answers(5)
+            code, out = second(first, first.port, "--set", "snowflake.worker_id=7", host="0.0.0.0")
+            hammer.wait_answers(hammer.answers + 20)
+            ids = hammer.stop()
+            self.assertEqual(code, 1, out)
+            self.assertIn("cannot listen on 0.0.0.0:%d" % first.port, out)
+            self.assertIn("pid %d" % first.proc.pid, out)
+            self.assertEqual(len(ids), len(set(ids)), "duplicate IDs served")
+        finally:
+            first.stop()
+
+    def test_memcached_port_is_ours_alone_too(self):
+        mc = free_port()
+        first = Server("--set", "cache.memcached_port=%d" % mc)
+        try:
+            code, out = second(first, free_port(), "--set", "snowflake.worker_id=7",
+                               "--set", "cache.memcached_port=%d" % mc)
+            self.assertEqual(code, 1, out)
+            self.assertIn("cannot listen on 127.0.0.1:%d: already in use by pid %d"
+                          % (mc, first.proc.pid), out)
+        finally:
+            first.stop()
+
+
+class SameIdentity(unittest.TestCase):
+    def test_same_identity_other_port_and_data_dir_refuses(self):
+        first = Server(threads=2, env={"SNOWFLAKED_SNOWFLAKE_WORKER_ID": "3"})
+        try:
+            other = free_port()
+            hammer = Hammer(("127.0.0.1", first.port), ("127.0.0.1", other))
+            hammer.wait_answers(5)
+            code, out = second(first, other, "--set", "snowflake.worker_id=3")
+            hammer.wait_answers(hammer.answers + 20)
+            ids = hammer.stop()
+            self.assertEqual(len(ids) - len(set(ids)), 0, "duplicate IDs served")
+            self.assertEqual(code, 1, out)
+            self.assertIn("datacenter %d worker 3 is already issuing IDs on this host"
+                          % first.datacenter, out)
+            self.assertIn("pid %d (snowflaked)" % first.proc.pid, out)
+        finally:
+            first.stop()
+
+    def test_per_thread_worker_ids_claim_every_worker(self):
+        first = Server("--set", "snowflake.per_thread_worker_ids=true", threads=2)  # workers 0, 1
+        try:
+            code, out = second(first, free_port(), "--set", "snowflake.worker_id=1", "--set",
+                               "server.threads=1")
+            self.assertEqual(code, 1, out)
+            self.assertIn("worker 1 is already issuing", out)
+            self.assertIn("pid %d" % first.proc.pid, out)
+            code, out = second(first, free_port(), "--set", "snowflake.worker_id=1", "--set",
+                               "snowflake.per_thread_worker_ids=true")  # 1, 2 over 0, 1
+            self.assertEqual(code, 1, out)
+            srv = Server("--set", "snowflake.worker_id=2",  # beside them: fine
+                         env={"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": str(first.datacenter)})
+            srv.stop()
+        finally:
+            first.stop()
+
+    def test_same_worker_other_datacenter_starts(self):
+        first = Server()
+        try:
+            srv = Server()  # worker 0 as well: sfharness moves it to another datacenter
+            self.assertNotEqual(srv.datacenter, first.datacenter)
+            self.assertEqual(request(srv, get("/id")).status, 200)
+            srv.stop()
+        finally:
+            first.stop()
+
+    def test_uuid_node_shared_across_snowflake_epochs_refuses(self):
+        """Another Snowflake epoch is another ID space, but UUIDv7/ULID carry the same node."""
+        first = Server()
+        try:
+            code, out = second(first, free_port(), "--set", "snowflake.epoch=2021-01-01T00:00:00Z")
+            self.assertEqual(code, 1, out)
+            self.assertIn("UUIDv7/ULID node %d of 10 bits" % (first.datacenter << 5), out)
+        finally:
+            first.stop()
+
+    def test_restart_after_kill_9_is_immediate(self):
+        first = Server(threads=2)
+        data = os.path.join(first.dir.name, "data")
+        port = first.port
+        os.kill(first.proc.pid, signal.SIGKILL)
+        first.proc.wait()
+        started = time.time()
+        again = Server(threads=2, port=port, data_dir=data)
+        try:
+            self.assertLess(time.time() - started, 5)
+            wait_ready(again)
+            self.assertEqual(request(again, get("/id")).status, 200)
+        finally:
+            again.stop()
+            first.log.close()
+            first.dir.cleanup()
+
+
+class ForeignListener(unittest.TestCase):
+    def test_late_reuseport_joiner_gets_no_connection(self):
+        srv = Server(threads=2)
+        foreign = socket.socket()
+        try:
+            foreign.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            foreign.bind(("127.0.0.1", srv.port))  # joins our group: same uid, same address
+            foreign.listen(512)
+            foreign.setblocking(False)
+            served = 0
+            for _ in range(300):
+                try:
+                    with srv.connect(timeout=2) as s:
+                        s.sendall(get("/id"))
+                        served += s.recv(100).startswith(b"HTTP/1.1 200")
+                except OSError:
+                    pass  # a connection the foreign socket took never answers
+            stolen = 0
+            try:
+                while True:
+                    foreign.accept()[0].close()
+                    stolen += 1
+            except BlockingIOError:
+                pass
+            self.assertEqual(stolen, 0)
+            self.assertEqual(served, 300)
+            deadline = time.time() + 5  # noticed, but harmless: steered away, still ready
+            while "joined our SO_REUSEPORT group" not in srv.output() and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertIn("joined our SO_REUSEPORT group", srv.output())
+            self.assertEqual(request(srv, get("/readyz")).status, 200)
+        finally:
+            foreign.close()
+            srv.stop()
+
+    def metrics(self, port):
+        with socket.create_connection(("127.0.0.2", port), timeout=5) as s:
+            s.sendall(get("/metrics", "Connection: close\r\n"))
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        values = {}
+        for line in data.split(b"\r\n\r\n", 1)[1].decode().splitlines():
+            if line.startswith("snowflaked_foreign"):
+                k, v = line.split()
+                values[k] = float(v)
+        return values
+
+    def readyz(self, port):
+        with socket.create_connection(("127.0.0.2", port), timeout=5) as s:
+            s.sendall(get("/readyz", "Connection: close\r\n"))
+            return s.recv(4096)
+
+    def wait_status(self, port, status, timeout=5):
+        deadline = time.time() + timeout
+        while not self.readyz(port).startswith(b"HTTP/1.1 %d" % status):
+            if time.time() > deadline:
+                self.fail("/readyz not %d within %d s: %r" % (status, timeout, self.readyz(port)))
+            time.sleep(0.05)
+
+    def test_more_specific_listener_is_detected(self):
+        # We hold 0.0.0.0: the loopback one is another group and would take 127.0.0.1's traffic;
+        # we are reached on 127.0.0.2 meanwhile.
+        srv = Server(threads=2, env={"SNOWFLAKED_SERVER_HOST": "0.0.0.0"})
+        try:
+            self.wait_status(srv.port, 200)
+            self.assertEqual(self.metrics(srv.port).get("snowflaked_foreign_listeners"), 0)
+            foreign = socket.socket()
+            foreign.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            foreign.bind(("127.0.0.1", srv.port))
+            foreign.listen(16)
+            self.wait_status(srv.port, 503)
+            self.assertIn(b"another process listens on our port", self.readyz(srv.port))
+            m = self.metrics(srv.port)
+            self.assertEqual(m["snowflaked_foreign_listeners"], 1)
+            self.assertEqual(m["snowflaked_foreign_listeners_harmful"], 1)
+            self.assertEqual(m["snowflaked_foreign_listeners_detected_total"], 1)
+            deadline = time.time() + 5  # the logger writes from its own thread
+            while "foreign listener: " not in srv.output() and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertIn("foreign listener: pid %d (python" % os.getpid(), srv.output())
+            self.assertIn("listens on 127.0.0.1:%d, overlapping our 0.0.0.0:%d"
+                          % (srv.port, srv.port), srv.output())
+            time.sleep(1.5)  # logged once per appearance, not every second
+            self.assertEqual(srv.output().count("foreign listener: "), 1)
+            foreign.close()
+            self.wait_status(srv.port, 200)
+            m = self.metrics(srv.port)
+            self.assertEqual(m["snowflaked_foreign_listeners"], 0)
+            self.assertEqual(m["snowflaked_foreign_listeners_detected_total"], 1)
+        finally:
+            srv.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
