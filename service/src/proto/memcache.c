@@ -33,6 +33,10 @@
  *  - incr/decr (the store's cache_incr): the value must be plain digits (memcached's strtoull
  *    also takes " 12" or "12 34"), and a shorter result is stored as is, where memcached pads
  *    it with spaces in place (protocol.txt says clients must not rely on either).
+ *  - a refused storage command (classic or ms) whose length reads swallows its data block
+ *    whatever the refusal (mc_store_refuse); memcached swallows only after a failed allocation
+ *    and reads the block of a line refused for its key, numbers or meta flags as commands, so a
+ *    stored value could flush the cache (issue 21).
  *  - version is 1.6.18-snowflaked-<ours>; stats: see memcache_stats.c.
  *  - meta commands: see memcache_meta.c ("me" reports our item's size and the memcached slab
  *    class of that size). */
@@ -281,7 +285,45 @@ static void cmd_get(mc_conn *m, const char *rest, size_t n, bool with_cas, bool 
 
 /* ---- storage ------------------------------------------------------------------------------ */
 
-/* <cmd> <key> <flags> <exptime> <bytes> [<cas unique>] [noreply] */
+/* ---- data blocks: received into the item, or swallowed ----------------------------------- */
+
+int64_t mc_data_len(const mc_tok *t)
+{
+    int64_t v;
+    if (!mc_parse_i32(t, &v) || v < 0 || v > INT32_MAX - 2)
+        return -1;
+    return v;
+}
+
+void mc_swallow(mc_conn *m, int64_t vlen)
+{
+    if (vlen < 0)
+        return;
+    m->state = MC_SWALLOW;
+    m->need = (uint64_t)vlen + 2;
+}
+
+void mc_store_refuse(mc_conn *m, const char *err, size_t errlen, int64_t vlen)
+{
+    out(m, err, errlen);
+    out(m, "\r\n", 2);
+    mc_swallow(m, vlen);
+}
+
+void mc_data_begin(mc_conn *m, cache_item *it, uint32_t vlen)
+{
+    m->item = it;
+    m->vlen = vlen;
+    m->need = (uint64_t)vlen + 2;
+    m->state = MC_DATA;
+}
+
+#define STORE_REFUSE(m, lit, vlen) mc_store_refuse((m), lit, sizeof(lit) - 1, (vlen))
+
+/* <cmd> <key> <flags> <exptime> <bytes> [<cas unique>] [noreply]. Once the line has a storage
+ * command's shape, every refusal swallows the data block when <bytes> reads as a length (memcached
+ * only does after a failed allocation, and reads the block of a line it refused for its key or
+ * numbers as commands: a value would be a command). */
 static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, uint64_t now)
 {
     size_t want = mode == CACHE_MODE_CAS ? 6 : 5;
@@ -290,13 +332,14 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
         return;
     }
     m->noreply = nt == want + 1 && tok_is(&t[want], "noreply");
+    int64_t vlen = mc_data_len(&t[4]);
     uint32_t flags;
-    int64_t exptime, vlen;
+    int64_t exptime;
     uint64_t cas = 0;
-    if (t[1].n > CACHE_KEY_MAX || !mc_parse_u32(&t[2], &flags) || !mc_parse_i32(&t[3], &exptime) ||
-        !mc_parse_i32(&t[4], &vlen) || (mode == CACHE_MODE_CAS && !mc_parse_u64(&t[5], &cas)) ||
-        vlen < 0 || vlen > INT32_MAX - 2 || !cache_key_valid(t[1].p, t[1].n)) {
-        OUT(m, "CLIENT_ERROR bad command line format");
+    if (vlen < 0 || t[1].n > CACHE_KEY_MAX || !mc_parse_u32(&t[2], &flags) ||
+        !mc_parse_i32(&t[3], &exptime) || (mode == CACHE_MODE_CAS && !mc_parse_u64(&t[5], &cas)) ||
+        !cache_key_valid(t[1].p, t[1].n)) {
+        STORE_REFUSE(m, "CLIENT_ERROR bad command line format", vlen);
         return;
     }
     int err = 0;
@@ -305,14 +348,14 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
                                     expiry_ms(exptime, now), NULL, 0, &err);
     if (!it) {
         if (err == CACHE_BAD_KEY || err == CACHE_BAD_ARG) {
-            OUT(m, "CLIENT_ERROR bad command line format");
+            STORE_REFUSE(m, "CLIENT_ERROR bad command line format", vlen);
             return;
         }
         mc_count_refusal(m, err);
         if (err == CACHE_TOO_LARGE)
-            OUT(m, "SERVER_ERROR object too large for cache");
+            STORE_REFUSE(m, "SERVER_ERROR object too large for cache", vlen);
         else
-            OUT(m, "SERVER_ERROR out of memory storing object");
+            STORE_REFUSE(m, "SERVER_ERROR out of memory storing object", vlen);
         if (mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
             mc_watch_store(m, t[1].p, t[1].n, err, mode, 0, 0, 0, NULL, now);
         /* memcached: a failed set must not leave the old value visible */
@@ -323,17 +366,12 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
             }
             cache_delete(m->srv->store, t[1].p, t[1].n, 0, now);
         }
-        m->state = MC_SWALLOW;
-        m->need = (uint64_t)vlen + 2;
         return;
     }
-    m->item = it;
     m->meta = false;
     m->mode = (uint8_t)mode;
     m->cas_in = cas;
-    m->vlen = (uint32_t)vlen;
-    m->need = (uint64_t)vlen + 2;
-    m->state = MC_DATA;
+    mc_data_begin(m, it, (uint32_t)vlen);
 }
 
 static void store_done(mc_conn *m, uint64_t now)

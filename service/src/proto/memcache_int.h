@@ -169,6 +169,24 @@ bool mc_parse_u32(const mc_tok *t, uint32_t *out_v);
 /* As memcached's safe_strtol, refused (false) outside int32 where memcached truncates. */
 bool mc_parse_i32(const mc_tok *t, int64_t *out_v);
 
+/* ---- data blocks (memcache.c) -------------------------------------------------------------- */
+
+/* A storage command's length token (classic <bytes>, ms <datalen>) read as the size of the data
+ * block that follows the line: 0..INT32_MAX - 2, as memcached takes it, else -1 (no block size is
+ * known: a negative or unreadable length, as in memcached, is refused and nothing swallowed). */
+int64_t mc_data_len(const mc_tok *t);
+/* The data block of a refused storage command is discarded (MC_SWALLOW, vlen + 2 bytes whatever
+ * they are), so a value is never read as commands; nothing when vlen < 0. Every refusal of a line
+ * whose length reads (mc_data_len) goes through here: the key, flags, exptime, cas or meta flags
+ * being wrong, the value too large, no memory. */
+void mc_swallow(mc_conn *m, int64_t vlen);
+/* out() of err[0..errlen) and "\r\n" (nothing under noreply), then mc_swallow(vlen). */
+void mc_store_refuse(mc_conn *m, const char *err, size_t errlen, int64_t vlen);
+/* The one way into MC_DATA: `it` (allocated for vlen value bytes, the reference taken) receives
+ * the block as it arrives (memcache.c data_in copies each read's bytes into it), stored by
+ * store_done once vlen + 2 bytes are in; released by mc_close if the connection ends first. */
+void mc_data_begin(mc_conn *m, cache_item *it, uint32_t vlen);
+
 /* A storage command refused for its size or for memory (cache_item_new or cache_store_item
  * answered TOO_LARGE or NO_MEMORY): counted where memcached counts its failed item_alloc
  * (store_too_large / store_no_memory). The store reserves memory when the item is stored, not

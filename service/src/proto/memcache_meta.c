@@ -552,24 +552,26 @@ void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     cache_item_release(it);
 }
 
-/* The error of a refused ms, whose data block is then swallowed (memcached alike). */
+/* The error of a refused ms, whose data block is then swallowed (mc_store_refuse: ms has no
+ * noreply, errors are written in quiet mode too). */
 static void ms_refuse(mc_conn *m, const char *err, int64_t vlen)
 {
-    conn_write(m->c, err, strlen(err));
-    conn_write(m->c, "\r\n", 2);
-    m->state = MC_SWALLOW;
-    m->need = (uint64_t)vlen + 2;
+    mc_store_refuse(m, err, strlen(err), vlen);
 }
 
 /* ms <key> <datalen> <flags>*: the item is allocated now, stored when its data is in
- * (mc_meta_ms_done). */
+ * (mc_meta_ms_done). Once <datalen> reads, every refusal swallows the data block, also those
+ * memcached answers before reading it (a key over 250 bytes, too many flags), whose block it
+ * would read as commands. */
 void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 {
     mc_meta mm;
-    int64_t vlen;
-    if (!meta_line_ok(m, MC_MS, nt, t))
+    int64_t vlen = nt >= 3 ? mc_data_len(&t[2]) : -1;
+    if (!meta_line_ok(m, MC_MS, nt, t)) {
+        mc_swallow(m, vlen);
         return;
-    if (!mc_parse_i32(&t[2], &vlen) || vlen < 0 || vlen > INT32_MAX - 2) {
+    }
+    if (vlen < 0) {
         conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
         return;
     }
@@ -629,15 +631,12 @@ void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
                   vlen);
         return;
     }
-    m->item = it;
     m->meta = true;
     m->meta_b = mm.b;
     m->meta_q = mm.q;
     m->mode = (uint8_t)mode;
     m->cas_in = mm.has_cas ? mm.cas : 0;
-    m->vlen = (uint32_t)vlen;
-    m->need = (uint64_t)vlen + 2;
-    m->state = MC_DATA;
+    mc_data_begin(m, it, (uint32_t)vlen);
 }
 
 /* ms MA/MP with a CAS other than 0: memcached appends only if the item's CAS matches. The store's
