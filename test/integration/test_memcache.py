@@ -2,6 +2,7 @@
 byte-exact replies and error strings, noreply, exptime rules, values split across reads,
 pipelining, the 2048-byte line rule, oversized values swallowed, stats, quit."""
 import base64
+import random
 import sys
 import subprocess
 import shutil
@@ -10,7 +11,7 @@ import threading
 import time
 import unittest
 
-from sfharness import Reader, Server, free_port, metric
+from sfharness import Reader, Server, free_port, get, metric, request
 
 MAX_ITEM = 65536
 
@@ -661,6 +662,131 @@ class Memcache(unittest.TestCase):
             self.assertIsNone(mc.get(k))
         finally:
             mc.close()
+
+
+class RefusedStorageBlocks(unittest.TestCase):
+    """Issue 21: a storage command refused with an error never runs its data block as commands,
+    whatever the command (set/add/replace/append/prepend/cas, ms), the refusal, and however the
+    bytes arrive (one write, split at random points, byte by byte, pipelined). The blocks are
+    command lines that would show if they ran; after each, "keep" still holds "safe" and the
+    HTTP item is still there. Its own daemon: a failure flushes the store. The exhaustive matrix
+    (every block, every cut) is unit_memcache_stream's refused_store tcase."""
+    SMALL = 64  # cache.max_item_bytes: a 100-byte block is a too-large refusal
+    LINE_ERR = b"CLIENT_ERROR bad command line format\r\n"
+    LARGE_ERR = b"SERVER_ERROR object too large for cache\r\n"
+    BLOCKS = [b"flush_all noreply", b"delete keep", b"set keep 0 0 4 noreply\r\nevil",
+              b"set canary 0 0 1\r\nx", b"md keep q", b"version"]
+    TAIL = b"get keep canary\r\nmn\r\n"
+    TAIL_REPLY = b"VALUE keep 0 4\r\nsafe\r\nEND\r\nMN\r\n"
+    # (why, key, flags, exptime, cas, error, too large)
+    CLASSIC = [
+        ("control byte in key", b"k\x01y", b"0", b"0", b"1", LINE_ERR, False),
+        ("UTF-8 key", "user:José".encode(), b"0", b"0", b"1", LINE_ERR, False),
+        ("key over 250 bytes", b"k" * 251, b"0", b"0", b"1", LINE_ERR, False),
+        ("flags over 32 bits", b"k", b"4294967296", b"0", b"1", LINE_ERR, False),
+        ("flags not a number", b"k", b"abc", b"0", b"1", LINE_ERR, False),
+        ("exptime over int32", b"k", b"0", b"4294967296", b"1", LINE_ERR, False),
+        ("exptime not a number", b"k", b"0", b"x", b"1", LINE_ERR, False),
+        ("bad cas unique", b"k", b"0", b"0", b"zz", LINE_ERR, False),
+        ("value too large", b"k", b"0", b"0", b"1", LARGE_ERR, True),
+    ]
+    # (why, line after "ms <key> <len>" as key + flags, error, too large)
+    META = [
+        ("key over 250 bytes", b"k" * 251, b"", LINE_ERR, False),
+        ("UTF-8 key", "user:José".encode(), b"", LINE_ERR, False),
+        ("too many flags", b"k", b" a b c d e f g h i j k l m n o p q r",
+         b"CLIENT_ERROR options flags too long\r\n", False),
+        ("unknown flag", b"k", b" Z", b"CLIENT_ERROR invalid flag\r\n", False),
+        ("bad mode", b"k", b" MX", b"CLIENT_ERROR invalid mode for ms M token\r\n", False),
+        ("bad base64 key", b"a!", b" b", b"CLIENT_ERROR error decoding key\r\n", False),
+        ("value too large", b"k", b" T0", LARGE_ERR, True),
+    ]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port, "--set",
+                         "cache.max_item_bytes=%d" % cls.SMALL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def cases(self):
+        """(what, refused line + block + CRLF, expected error) for every command and reason."""
+        n = 0
+        for cmd in (b"set", b"add", b"replace", b"append", b"prepend", b"cas"):
+            for why, key, flags, exptime, cas, err, large in self.CLASSIC:
+                if why == "bad cas unique" and cmd != b"cas":
+                    continue
+                for noreply in (False, True):
+                    block = self.BLOCKS[n % len(self.BLOCKS)]
+                    n += 1
+                    if large:
+                        block = block.ljust(100)
+                    line = b"%s %s %s %s %d" % (cmd, key, flags, exptime, len(block))
+                    if cmd == b"cas":
+                        line += b" " + (cas if why == "bad cas unique" else b"1")
+                    line += b" noreply" if noreply else b""
+                    yield ("%s: %s%s" % (cmd.decode(), why, " noreply" if noreply else ""),
+                           line + b"\r\n" + block + b"\r\n", b"" if noreply else err)
+        for why, key, flags, err, large in self.META:
+            for block in self.BLOCKS:
+                if large:
+                    block = block.ljust(100)
+                yield ("ms: " + why, b"ms %s %d%s\r\n" % (key, len(block), flags) + block +
+                       b"\r\n", err)
+
+    def reset(self, c):
+        c.send(b"set keep 0 0 4 noreply\r\nsafe\r\ndelete canary noreply\r\n")
+
+    def check(self, what, c, sends, want):
+        self.reset(c)
+        for piece in sends:
+            c.send(piece)
+        got = c.read(len(want))
+        self.assertEqual(got, want, what)
+
+    def test_issue_21_reproduction(self):
+        r = request(self.srv, b"PUT /cache/web HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
+        self.assertEqual(r.status, 201, r.body)
+        c = Client(self.port)
+        try:
+            c.send(b"set keep 0 0 4\r\nsafe\r\nset user:Jos\xc3\xa9 0 0 17 noreply\r\n"
+                   b"flush_all noreply\r\nget keep\r\n")
+            want = b"STORED\r\nVALUE keep 0 4\r\nsafe\r\nEND\r\n"
+            self.assertEqual(c.read(len(want)), want)
+        finally:
+            c.close()
+        self.assertEqual(request(self.srv, get("/cache/web")).status, 200)
+
+    def test_whole_split_and_bytewise(self):
+        rng = random.Random(21)
+        c = Client(self.port)
+        try:
+            for what, raw, err in self.cases():
+                data = raw + self.TAIL
+                want = err + self.TAIL_REPLY
+                self.check(what + " (one write)", c, [data], want)
+                cuts = sorted(rng.sample(range(1, len(data)), 3))
+                self.check(what + " (cut at %s)" % cuts, c,
+                           [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])], want)
+                self.check(what + " (byte by byte)", c,
+                           [data[i:i + 1] for i in range(len(data))], want)
+        finally:
+            c.close()
+
+    def test_pipelined(self):
+        cases = list(self.cases())
+        c = Client(self.port)
+        try:
+            self.reset(c)
+            c.send(b"".join(raw for _, raw, _ in cases) + self.TAIL)
+            want = b"".join(err for _, _, err in cases) + self.TAIL_REPLY
+            self.assertEqual(c.read(len(want)), want)
+        finally:
+            c.close()
+        self.assertGreater(len(cases), 100)
 
 
 class RealClients(unittest.TestCase):
