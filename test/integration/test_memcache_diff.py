@@ -628,6 +628,26 @@ class MemcacheDiff(unittest.TestCase):
             b"debugtime 5\r\n", b"debugtime\r\n", b"misbehave\r\n",
         ])
 
+    def test_many_tokens(self):
+        # memcached's tokenizer keeps 23 tokens (MAX_TOKENS 24 with its end marker); the last
+        # one, read for noreply, is the 23rd however long the line (issue 21: we read past our
+        # token array on lines of 25+)
+        x19, x20, x27 = b"x " * 19, b"x " * 20, b"x " * 27
+        self.replay([
+            b"lru mode segmented " + x19 + b"noreply a b c d e f g\r\n",  # 23rd: noreply
+            b"lru mode segmented " + x20 + b"noreply\r\n",  # 24th: not looked at
+            b"lru mode segmented " + x27 + b"noreply\r\n",
+            b"lru temp_ttl -1 " + x19 + b"noreply " + x20 + b"\r\n",
+            b"lru temp_ttl -1 " + x20 + b"noreply\r\n",
+            b"slabs automove 1 " + x19 + b"noreply y z\r\n",
+            b"slabs automove 1 " + x27 + b"noreply\r\n",
+            b"slabs automove ratio 0.8 " + x27 + b"\r\n",
+            b"lru tune 20 40 0.1 2 " + x19 + b"\r\n",
+            b"set k 0 0 1 " + x27 + b"\r\nx\r\n",
+            b"mg k " + x27 + b"\r\n",
+            b"flush_all " + x27 + b"\r\n",
+        ])
+
     def test_lru_crawler(self):
         self.replay([
             b"lru_crawler\r\n", b"lru_crawler foo\r\n", b"lru_crawler crawl\r\n",
@@ -1294,6 +1314,12 @@ class MemcacheDiff(unittest.TestCase):
                 finally:
                     for c in conns:
                         c.close()
+        # "n" gone from both: memcached keeps a flushed item in memory, and a later session that
+        # looks it up (test_watch_lines' set n) would see it as "flushed" there, "not_found" here
+        for port in (self.mc_port, self.sf_port):
+            c = Conn(port)
+            c.run(b"delete n\r\n")
+            c.close()
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@
  *  - meta commands: see memcache_meta.c ("me" reports our item's size and the memcached slab
  *    class of that size). */
 
-#define MC_TOKENS_MAX   24  /* memcached's tokenizer limit; more is reported as MAX + 1 */
+/* The tokens memcached's tokenizer keeps (its MAX_TOKENS, 24, counts the end marker): the rest of
+ * a longer line is not looked at, as there (its last token, noreply or "HTTP/", is the 23rd). */
+#define MC_TOKENS_MAX   23
 #define MC_GET_LEAD_MAX 100 /* leading blanks memcached tolerates before a long "get " */
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -144,12 +146,12 @@ bool mc_parse_i32(const mc_tok *t, int64_t *out_v)
     return true;
 }
 
-/* Splits on ' ' (empty tokens skipped, as memcached). Returns the count, MC_TOKENS_MAX + 1 when
- * there are more. */
+/* Splits on ' ' (empty tokens skipped, as memcached) into t[0..MC_TOKENS_MAX). Returns the count,
+ * never more than MC_TOKENS_MAX: every t[0..count) is filled, so a command may read t[nt - 1]. */
 static size_t tokenize(const char *p, size_t n, mc_tok *t)
 {
     size_t k = 0, i = 0;
-    while (i < n) {
+    while (i < n && k < MC_TOKENS_MAX) {
         while (i < n && p[i] == ' ')
             i++;
         if (i == n)
@@ -157,8 +159,6 @@ static size_t tokenize(const char *p, size_t n, mc_tok *t)
         size_t s = i;
         while (i < n && p[i] != ' ')
             i++;
-        if (k == MC_TOKENS_MAX)
-            return MC_TOKENS_MAX + 1;
         t[k].p = p + s;
         t[k].n = i - s;
         k++;
@@ -620,7 +620,7 @@ static bool starts(const char *p, size_t n, const char *s)
 
 /* Cross-protocol protection, as memcached 1.6.18 (proto_text.c, the last branch of
  * process_command_ascii): a line whose command memcached does not know, and whose last token
- * (the 23rd when there are more, where memcached's tokenizer stops) starts with "HTTP/", is an
+ * (the 23rd when there are more, where the tokenizer stops) starts with "HTTP/", is an
  * HTTP request line ("GET / HTTP/1.1", "POST /x HTTP/1.0"): the connection is closed without a
  * word, so a web page cannot use a browser to speak to the cache. Commands memcached dispatches
  * by their first letter (g, s, a, c, i, d, t, two-letter m...) or knows by name answer their own
@@ -635,7 +635,7 @@ static bool looks_like_http(const mc_tok *t, size_t nt)
     for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         if (tok_is(c0, named[i]))
             return false;
-    const mc_tok *last = &t[(nt > MC_TOKENS_MAX - 1 ? MC_TOKENS_MAX - 1 : nt) - 1];
+    const mc_tok *last = &t[nt - 1];
     return last->n >= 5 && memcmp(last->p, "HTTP/", 5) == 0;
 }
 
