@@ -1322,5 +1322,138 @@ class MemcacheDiff(unittest.TestCase):
             c.close()
 
 
+class StatsSettingsValues(unittest.TestCase):
+    """Issue 21: every value "stats settings" prints comes from the live configuration or state.
+    memcached 1.6.18 and snowflaked are started with equivalent settings (memcached's flags, our
+    config keys), twice: memcached's defaults, and every switch we have turned. The VALUES must be
+    equal but for DIFFER's keys (and the extstore/TLS keys of Debian's build), before and after
+    the run-time commands that change settings (on both)."""
+    MIB = 1024 * 1024
+    # key -> why its value legitimately differs
+    DIFFER = {
+        b"tcpport": "each server listens on its own port",
+        b"hash_algorithm": "our store hashes keys with its own seeded wyhash-style function",
+        b"watcher_logbuf_size": "ours: the watcher connection's output high-water mark",
+        b"worker_logbuf_size": "ours: the bytes of a loop's event ring (memcache_watch.h)",
+        b"oldest": "each server's own relative clock (both 0 until a flush_all, checked apart)",
+    }
+    # (memcached flags, our --set keys, {key: why it differs in this configuration}); both:
+    # 2 threads, -m/-I/-c/-b as ours, ascii only
+    CONFIGS = {
+        "defaults": ([], [], {b"idle_timeout": "memcached has none by default; without "
+                              "cache.memcached_idle_timeout_s ours is server.idle_timeout_ms's"}),
+        "switched": (["-A", "-M", "-C", "-F", "-W", "-R", "7", "-o",
+                      "idle_timeout=33,no_lru_crawler,temporary_ttl=90"],
+                     ["cache.memcached_shutdown=true", "cache.evictions=false",
+                      "cache.memcached_cas=false", "cache.memcached_flush_all=false",
+                      "cache.memcached_watch=false", "cache.memcached_reqs_per_event=7",
+                      "cache.memcached_idle_timeout_s=33", "cache.memcached_lru_crawler=false",
+                      "cache.memcached_temporary_ttl_s=90"], {}),
+    }
+    # run-time changes both servers accept (replies compared too)
+    CHANGES = [b"verbosity 1\r\n", b"slabs automove 2\r\n", b"slabs automove ratio 0.5\r\n",
+               b"lru_crawler sleep 50\r\n", b"lru_crawler tocrawl 7\r\n",
+               b"stats detail on\r\n", b"cache_memlimit 100\r\n", b"lru_crawler disable\r\n"]
+
+    @classmethod
+    def setUpClass(cls):
+        version = memcached_version()
+        if version != "1.6.18":
+            raise unittest.SkipTest("values pinned against memcached 1.6.18; found %s" % version)
+
+    def start_pair(self, mc_flags, sf_sets, mem_mib=32, item_mib=2, conns=500, backlog=77):
+        mc_port, sf_port = free_port(), free_port()
+        args = [MEMCACHED, "-l", "127.0.0.1", "-p", str(mc_port), "-U", "0", "-t", "2",
+                "-m", str(mem_mib), "-I", "%dm" % item_mib, "-c", str(conns), "-b", str(backlog),
+                "-B", "ascii"] + mc_flags
+        if os.geteuid() == 0:
+            args += ["-u", "root"]
+        log = tempfile.TemporaryFile()
+        mc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+
+        def cleanup_mc():
+            if mc.poll() is None:
+                mc.kill()  # by its PID
+            mc.wait(timeout=10)
+            log.close()
+        self.addCleanup(cleanup_mc)
+
+        def alive():
+            if mc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError("memcached exited: %s" % log.read().decode())
+        wait_listening(mc_port, alive, "memcached")
+        sets = ["cache.memcached_port=%d" % sf_port, "cache.max_memory_bytes=%d" % (mem_mib * self.MIB),
+                "cache.max_item_bytes=%d" % (item_mib * self.MIB),
+                "server.max_connections=%d" % conns, "server.backlog=%d" % backlog] + sf_sets
+        srv = Server(*[a for kv in sets for a in ("--set", kv)])
+        self.addCleanup(srv.stop)
+        wait_listening(sf_port, lambda: None, "snowflaked's memcached listener")
+        return mc_port, sf_port
+
+    @staticmethod
+    def settings(conn):
+        units = conn.run(b"stats settings\r\n")
+        assert units[-1] == (b"END",), units[-1:]
+        out = {}
+        for (line,) in units[:-1]:
+            _, name, value = line.split(b" ", 2)
+            if not name.startswith((b"ext_", b"ssl_")) and name != b"slab_automove_freeratio":
+                out[name] = value
+        return out
+
+    def compare(self, what, theirs, ours, differ):
+        self.assertEqual(list(ours), list(theirs), what + ": key names and order")
+        for name in theirs:
+            if name in self.DIFFER or name in differ:
+                continue
+            with self.subTest(config=what, key=name.decode()):
+                self.assertEqual(ours[name], theirs[name], "%s: %s" % (what, name.decode()))
+
+    def run_config(self, name):
+        mc_flags, sf_sets, differ = self.CONFIGS[name]
+        mc_port, sf_port = self.start_pair(mc_flags, sf_sets)
+        conns = (Conn(mc_port), Conn(sf_port))
+        try:
+            theirs, ours = (self.settings(c) for c in conns)
+            self.compare(name, theirs, ours, differ)
+            self.assertEqual((theirs[b"oldest"], ours[b"oldest"]), (b"0", b"0"))
+            for step in self.CHANGES:
+                self.assertEqual(conns[1].run(step), conns[0].run(step), step)
+            theirs, ours = (self.settings(c) for c in conns)
+            self.compare(name + " after changes", theirs, ours, differ)
+            if name == "defaults":  # -F refuses it
+                for c in conns:
+                    self.assertEqual(c.run(b"flush_all\r\n"), [(b"OK",)])
+                theirs, ours = (self.settings(c) for c in conns)
+                self.assertNotEqual(theirs[b"oldest"], b"0")
+                self.assertNotEqual(ours[b"oldest"], b"0")
+            return ours
+        finally:
+            for c in conns:
+                c.close()
+
+    def test_defaults(self):
+        ours = self.run_config("defaults")
+        self.assertEqual(ours[b"shutdown_command"], b"no")
+        self.assertEqual(ours[b"evictions"], b"on")
+        self.assertEqual(ours[b"idle_timeout"], b"60")  # server.idle_timeout_ms
+
+    def test_switched(self):
+        ours = self.run_config("switched")
+        # the values the issue found fixed, and every switch: not memcached's defaults
+        for name, value in ((b"shutdown_command", b"yes"), (b"evictions", b"off"),
+                            (b"cas_enabled", b"no"), (b"reqs_per_event", b"7"),
+                            (b"flush_enabled", b"no"), (b"idle_timeout", b"33"),
+                            (b"lru_crawler", b"no"), (b"temporary_ttl", b"90"),
+                            (b"temp_lru", b"yes"), (b"maxbytes", b"%d" % (100 * self.MIB)),
+                            (b"item_size_max", b"%d" % (2 * self.MIB)), (b"maxconns", b"500"),
+                            (b"tcp_backlog", b"77"), (b"lru_crawler_sleep", b"50"),
+                            (b"lru_crawler_tocrawl", b"7"), (b"slab_automove", b"2"),
+                            (b"slab_automove_ratio", b"0.50"), (b"verbosity", b"1"),
+                            (b"detail_enabled", b"yes")):
+            self.assertEqual(ours[name], value, name)
+
+
 if __name__ == "__main__":
     unittest.main()

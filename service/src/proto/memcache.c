@@ -589,7 +589,9 @@ static void cmd_flush(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR invalid exptime argument");
         return;
     }
-    cache_flush_all(m->srv->store, delay > 0 ? expiry_ms(delay, now) : now, now);
+    uint64_t at = delay > 0 ? expiry_ms(delay, now) : now;
+    cache_flush_all(m->srv->store, at, now);
+    atomic_store_explicit(&m->srv->admin.flushed_ms, at, memory_order_relaxed);
     OUT(m, "OK");
 }
 
@@ -1041,6 +1043,9 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
     atomic_init(&s->admin.crawler_enabled, true);
     atomic_init(&s->admin.crawler_sleep, 100); /* memcached's defaults */
     atomic_init(&s->admin.crawler_tocrawl, 0);
+    atomic_init(&s->admin.slab_automove, 1);
+    mc_admin_set_ratio(&s->admin, 0.8);
+    atomic_init(&s->admin.flushed_ms, 0);
     return s;
 }
 

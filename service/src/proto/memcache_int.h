@@ -59,6 +59,8 @@ typedef struct mc_admin {
     _Atomic uint32_t crawler_sleep; /* lru_crawler sleep: accepted, reported (no pacing here) */
     _Atomic uint32_t crawler_tocrawl;
     _Atomic uint32_t slab_automove; /* slabs automove 0|1|2: accepted, reported (no slabs) */
+    _Atomic uint64_t automove_ratio; /* slabs automove ratio: a double's bits, reported */
+    _Atomic uint64_t flushed_ms;     /* the moment the last flush_all took effect, 0 = never */
     _Atomic int64_t clock_offset_ms; /* debugtime N: added to this listener's clock */
     _Atomic uint64_t clock_paused;   /* debugtime p: the frozen clock (ms), 0 = running */
 } mc_admin;
@@ -266,6 +268,10 @@ static inline uint64_t mc_now(const memcache_server *s)
 {
     return s->opts.debug_commands ? mc_debug_now(s) : sf_clock_now(sf_clock_system());
 }
+
+/* slabs automove ratio: kept for "stats settings" (memcached's settings.slab_automove_ratio). */
+void mc_admin_set_ratio(mc_admin *a, double ratio);
+double mc_admin_ratio(const mc_admin *a);
 
 /* Each takes the command line's tokens t[0..nt) and writes the reply (memcached's exact lines). */
 void mc_admin_shutdown(mc_conn *m, const mc_tok *t, size_t nt);
