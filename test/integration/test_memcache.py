@@ -789,6 +789,74 @@ class RefusedStorageBlocks(unittest.TestCase):
         self.assertGreater(len(cases), 100)
 
 
+class ClientBytesInReplies(unittest.TestCase):
+    """Issue 21: client bytes that go into a reply another client or an operator reads are made
+    safe: control characters escaped as the log escapes them (stats detail dump's prefixes,
+    stats cachedump's keys), and a key that is not a text key echoed in base64 by k (an item
+    created from a base64 key without the binary mark). Text keys print as before."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def setUp(self):
+        self.c = Client(self.port)
+
+    def tearDown(self):
+        self.c.close()
+
+    def lines_until_end(self, raw):
+        self.c.send(raw)
+        out = []
+        while True:
+            ln = self.c.line()
+            if ln == b"END\r\n":
+                return out
+            out.append(ln)
+
+    def test_detail_dump_escapes_prefixes(self):
+        c = self.c
+        self.assertEqual(c.ask(b"stats detail on\r\n"), b"OK\r\n")
+        try:
+            c.send(b"get \x1b[2J\rEND:a\r\n")  # a get key may hold any byte but blank and LF
+            self.assertEqual(c.line(), b"END\r\n")
+            c.send(b"get ok:a\r\n")
+            self.assertEqual(c.line(), b"END\r\n")
+            self.assertEqual(self.lines_until_end(b"stats detail dump\r\n"),
+                             [b"PREFIX \\x1b[2J\\rEND get 1 hit 0 set 0 del 0\r\n",
+                              b"PREFIX ok get 1 hit 0 set 0 del 0\r\n"])
+        finally:
+            self.assertEqual(c.ask(b"stats detail off\r\n"), b"OK\r\n")
+
+    def test_cachedump_escapes_binary_keys(self):
+        key = b"x\r\nITEM forged [1 b; 0 s]\r\n\x1b"
+        b64 = base64.b64encode(key)
+        self.assertEqual(self.c.ask(b"ms %s 1 b\r\nv\r\n" % b64), b"HD\r\n")
+        self.assertEqual(self.c.ask(b"set plain 0 0 1\r\nv\r\n"), b"STORED\r\n")
+        dumped = []
+        for cls in range(1, 4):
+            dumped += self.lines_until_end(b"stats cachedump %d 0\r\n" % cls)
+        self.assertIn(b"ITEM x\\r\\nITEM forged [1 b; 0 s]\\r\\n\\x1b [1 b; 0 s]\r\n", dumped)
+        self.assertIn(b"ITEM plain [1 b; 0 s]\r\n", dumped)
+        self.assertEqual(len(dumped), 2, dumped)
+
+    def test_k_echoes_a_non_text_key_in_base64(self):
+        key = b"n\r\nVA 6\r\nforged"
+        b64 = base64.b64encode(key)
+        # ma N creates the item without the binary mark: k would echo the decoded bytes
+        self.assertEqual(self.c.ask(b"ma %s b N0 J5 v\r\n" % b64), b"VA 1\r\n")
+        self.assertEqual(self.c.line(), b"5\r\n")
+        self.assertEqual(self.c.ask(b"mg %s b k v\r\n" % b64), b"VA 1 k%s b\r\n" % b64)
+        self.assertEqual(self.c.line(), b"5\r\n")
+        self.assertEqual(self.c.ask(b"mg nokey k\r\n"), b"EN knokey\r\n")
+        self.assertEqual(self.c.ask(b"ms textkey 1 k\r\nv\r\n"), b"HD ktextkey\r\n")
+
+
 class RealClients(unittest.TestCase):
     """libmemcached's own tools against our listener (Debian: libmemcached-tools)."""
 

@@ -75,6 +75,12 @@ typedef struct log_access_entry {
     const char *remote; /* the client "address:port" ("[v6]:port"), NUL-terminated; NULL: "" */
 } log_access_entry;
 
+/* Copies src[0, n) to dst with the control characters (0x00-0x1f, DEL) escaped as text log
+ * lines escape them: \n \r \t \xHH. At most room bytes, never half an escape; *cut (when not
+ * NULL) set if src did not fit. Returns the bytes written. For client bytes that go into a log
+ * line or a reply another party reads, so they cannot forge lines or drive a terminal. */
+size_t log_escape_controls(const char *src, size_t n, char *dst, size_t room, bool *cut);
+
 /* Zero means the default for every field. */
 typedef struct log_options {
     log_level level;            /* default LOG_LEVEL_INFO */

@@ -37,6 +37,10 @@
  *    whatever the refusal (mc_store_refuse); memcached swallows only after a failed allocation
  *    and reads the block of a line refused for its key, numbers or meta flags as commands, so a
  *    stored value could flush the cache (issue 21).
+ *  - client bytes shown to others have their control characters escaped as the log does
+ *    (mc_escaped: stats detail dump's prefixes, stats cachedump's keys); meta k echoes a key
+ *    with blanks or control characters in base64 (memcache_meta.c put_key). memcached prints
+ *    them raw, so a key could forge reply lines.
  *  - version is 1.6.18-snowflaked-<ours>; stats: see memcache_stats.c.
  *  - meta commands: see memcache_meta.c ("me" reports our item's size and the memcached slab
  *    class of that size). */

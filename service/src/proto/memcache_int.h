@@ -23,6 +23,7 @@
 #include "cache/store.h"
 #include "net/conn.h"
 #include "net/loop.h"
+#include "obs/log.h"
 #include "proto/memcache.h"
 #include "proto/memcache_watch.h"
 #include "snowflake/clock.h"
@@ -161,6 +162,17 @@ static inline void out(mc_conn *m, const char *s, size_t n)
 
 /* out() of a string literal with "\r\n" appended. */
 #define OUT(m, lit) out((m), lit "\r\n", sizeof(lit "\r\n") - 1)
+
+/* Client bytes (a key or its prefix) that go into a reply line another client or an operator
+ * reads (stats detail dump, stats cachedump): control characters escaped as the log does
+ * (log_escape_controls), so a key stored in base64 (ms b) or looked up with control bytes cannot
+ * forge lines or drive a terminal. dst holds MC_ESCAPED_MAX(n) bytes. Keys of the text rule
+ * (0x21..0x7e) come out unchanged, as memcached prints them. */
+#define MC_ESCAPED_MAX(n) (4 * (n))
+static inline size_t mc_escaped(const char *src, size_t n, char *dst)
+{
+    return log_escape_controls(src, n, dst, MC_ESCAPED_MAX(n), NULL);
+}
 
 /* ---- parsing helpers (memcache.c) --------------------------------------------------------- */
 

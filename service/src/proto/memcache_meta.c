@@ -18,7 +18,8 @@
  * Base64 keys (b): any decoded bytes are a key (our text-key rule is for text keys). k answers
  * as memcached does: on a hit by how the item was stored (ms b marks it; mg N, ma N and an
  * append create items without the mark, so k then echoes the decoded bytes), on a miss by the
- * request's b.
+ * request's b. Except (a deliberate difference): decoded bytes with a blank or a control
+ * character are echoed in base64 with b, never raw into the reply line (put_key).
  *
  * me <key> [b]: memcached's debug line; exp, la, cas and fetch as memcached computes them, cls
  * the memcached class the store counts the item in (cache_item_class), size our item's. */
@@ -278,12 +279,27 @@ static size_t put_u64_flag(char *p, char flag, uint64_t v)
     return 2 + fmt_u64(p + 2, v);
 }
 
-/* " k<key>", base64 with a trailing " b" when the request used b. */
+/* Whether a key can go into a reply line as it is: no blank, no control character (what the log
+ * escapes). A key created from base64 without the binary mark (mg N, ma N, an append) may hold
+ * any byte; memcached echoes it raw into the reply of whoever reads the item, so CR LF in it
+ * would forge reply lines. UTF-8 and other bytes >= 0x80 go as memcached sends them. */
+static bool key_echoes_raw(const char *key, size_t klen)
+{
+    for (size_t i = 0; i < klen; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c <= ' ' || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+/* " k<key>", base64 with a trailing " b" when the request used b, or when the key cannot be
+ * echoed raw (key_echoes_raw). */
 static size_t put_key(char *p, const char *key, size_t klen, bool b)
 {
     p[0] = ' ';
     p[1] = 'k';
-    if (!b) {
+    if (!b && key_echoes_raw(key, klen)) {
         memcpy(p + 2, key, klen);
         return 2 + klen;
     }

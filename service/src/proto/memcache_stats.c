@@ -715,12 +715,14 @@ void mc_detail_record_slow(memcache_server *s, const char *key, size_t klen, mc_
 static void detail_dump(mc_conn *m)
 {
     mc_stats *st = m->srv->stats;
-    char line[CACHE_KEY_MAX + 4 * FMT_U64_MAX + 48];
+    char line[MC_ESCAPED_MAX(CACHE_KEY_MAX) + 4 * FMT_U64_MAX + 48];
+    char name[MC_ESCAPED_MAX(CACHE_KEY_MAX)];
     pthread_mutex_lock(&st->mu);
     for (unsigned i = 0; i < st->nprefix; i++) {
         const mc_prefix *p = &st->prefix[i];
+        size_t nlen = mc_escaped(p->name, p->len, name); /* a get's key may hold any byte */
         int n = snprintf(line, sizeof line, "PREFIX %.*s get %llu hit %llu set %llu del %llu\r\n",
-                         (int)p->len, p->name, (unsigned long long)p->get,
+                         (int)nlen, name, (unsigned long long)p->get,
                          (unsigned long long)p->hit, (unsigned long long)p->set,
                          (unsigned long long)p->del);
         conn_write(m->c, line, (size_t)n);
@@ -761,10 +763,12 @@ typedef struct dump_state {
 static int dump_one(const cache_item *it, void *arg)
 {
     dump_state *d = arg;
-    char line[CACHE_KEY_MAX + 2 * FMT_U64_MAX + 32];
+    char line[MC_ESCAPED_MAX(CACHE_KEY_MAX) + 2 * FMT_U64_MAX + 32];
+    char key[MC_ESCAPED_MAX(CACHE_KEY_MAX)];
+    size_t klen = mc_escaped(cache_item_key(it), cache_item_klen(it), key); /* ms b: any bytes */
     uint64_t exp = cache_item_expiry(it);
-    int n = snprintf(line, sizeof line, "ITEM %.*s [%zu b; %llu s]\r\n", (int)cache_item_klen(it),
-                     cache_item_key(it), cache_item_vlen(it), (unsigned long long)(exp / 1000));
+    int n = snprintf(line, sizeof line, "ITEM %.*s [%zu b; %llu s]\r\n", (int)klen, key,
+                     cache_item_vlen(it), (unsigned long long)(exp / 1000));
     if (d->bytes + (size_t)n + 5 > MC_DUMP_MAX_BYTES)
         return 1;
     conn_write(d->c, line, (size_t)n);
