@@ -853,6 +853,7 @@ class ClientBytesInReplies(unittest.TestCase):
         self.assertEqual(self.c.line(), b"5\r\n")
         self.assertEqual(self.c.ask(b"mg %s b k v\r\n" % b64), b"VA 1 k%s b\r\n" % b64)
         self.assertEqual(self.c.line(), b"5\r\n")
+        self.assertTrue(self.c.ask(b"me %s b\r\n" % b64).startswith(b"ME %s exp=" % b64))
         self.assertEqual(self.c.ask(b"mg nokey k\r\n"), b"EN knokey\r\n")
         self.assertEqual(self.c.ask(b"ms textkey 1 k\r\nv\r\n"), b"HD ktextkey\r\n")
 

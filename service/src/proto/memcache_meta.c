@@ -550,7 +550,7 @@ void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     char line[MC_META_HDR_MAX];
     size_t n = 3;
     memcpy(line, "ME ", 3);
-    if (cache_item_key_binary(it)) {
+    if (cache_item_key_binary(it) || !key_echoes_raw(cache_item_key(it), cache_item_klen(it))) {
         n += b64_encode(cache_item_key(it), cache_item_klen(it), line + n);
     } else {
         memcpy(line + n, cache_item_key(it), cache_item_klen(it));
