@@ -231,6 +231,19 @@ def mc_seeds():
                         + b"v " * 20 + b"\r\nmx k\r\nme k\r\nms k 2 MZ\r\nhi\r\n")
     s["stats_and_quit_eof"] = (UPTO64 | EOF_END, b"set a 0 0 1\r\na\r\nstats\r\nget a\r\n")
     s["partial_command_timeout"] = (WHOLE, b"set a 0 0 10\r\nabc")
+    # issue 21: lines of 30+ tokens (the tokenizer keeps 23; lru/slabs read the last one)
+    many = b" ".join(b"t%d" % i for i in range(30))
+    s["many_tokens"] = (UPTO16, b"lru temp_ttl 5 " + many + b" noreply\r\nlru mode flat " + many
+                        + b"\r\nslabs automove 1 " + many + b" noreply\r\nslabs automove ratio "
+                        + many + b"\r\nlru tune 10 10 0.1 2 " + many + b"\r\nset k 0 0 1 " + many
+                        + b"\r\nx\r\nmg k " + many + b"\r\nstats " + many + b"\r\nwatch " + many
+                        + b"\r\nbogus " + many + b" HTTP/1.1\r\n")
+    # issue 21: refused storage commands whose data blocks are command lines (swallowed)
+    s["refused_blocks"] = (UPTO4, b"set keep 0 0 4\r\nsafe\r\nset user:Jos\xc3\xa9 0 0 17 noreply\r\n"
+                           b"flush_all noreply\r\nset k 4294967296 0 9\r\ndelete keep\r\n"
+                           b"cas " + b"k" * 251 + b" 0 0 9 1\r\nmd keep q\r\nms k\x01 9 T0\r\n"
+                           b"mn\r\nget keep\r\nms " + b"k" * 251 + b" 3\r\nmn\r\n"
+                           b"ms k 9 a b c d e f g h i j k l m n o p q r\r\nflush_all\r\nget keep\r\n")
     return s
 
 

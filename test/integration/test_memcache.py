@@ -2,6 +2,7 @@
 byte-exact replies and error strings, noreply, exptime rules, values split across reads,
 pipelining, the 2048-byte line rule, oversized values swallowed, stats, quit."""
 import base64
+import random
 import sys
 import subprocess
 import shutil
@@ -10,7 +11,7 @@ import threading
 import time
 import unittest
 
-from sfharness import Reader, Server, free_port, metric
+from sfharness import Reader, Server, free_port, get, metric, request
 
 MAX_ITEM = 65536
 
@@ -157,9 +158,9 @@ class Memcache(unittest.TestCase):
         self.assertEqual(self.get(k), b"v2")
         self.assertEqual(self.c.ask(b"cas %s 0 0 2 %d\r\nv3\r\n" % (self.key("none"), cas)),
                          b"NOT_FOUND\r\n")
+        # refused, its data block swallowed (issue 21; memcached reads it as a command)
         self.assertEqual(self.c.ask(b"cas %s 0 0 2 zz\r\nv3\r\n" % k),
                          b"CLIENT_ERROR bad command line format\r\n")
-        self.assertEqual(self.c.line(), b"ERROR\r\n")  # the data line, read as a command
         self.assertEqual(self.c.ask(b"cas %s 0 0 2\r\n" % k), b"ERROR\r\n")
 
     def test_add_replace_append_prepend(self):
@@ -364,12 +365,14 @@ class Memcache(unittest.TestCase):
         self.assertEqual(c.ask(b"get\r\n"), b"ERROR\r\n")
         self.assertEqual(c.ask(b"set k 0 0\r\n"), b"ERROR\r\n")
         self.assertEqual(c.ask(b"set k 0 0 1 noreply extra\r\n"), b"ERROR\r\n")
-        self.assertEqual(c.ask(b"set k abc 0 1\r\n"), b"CLIENT_ERROR bad command line format\r\n")
+        # a refused storage line whose length reads: its data block is swallowed (issue 21)
+        self.assertEqual(c.ask(b"set k abc 0 1\r\nx\r\n"),
+                         b"CLIENT_ERROR bad command line format\r\n")
         self.assertEqual(c.ask(b"set k 0 0 -1\r\n"), b"CLIENT_ERROR bad command line format\r\n")
-        self.assertEqual(c.ask(b"set k 4294967296 0 1\r\n"),
+        self.assertEqual(c.ask(b"set k 4294967296 0 1\r\nx\r\n"),
                          b"CLIENT_ERROR bad command line format\r\n")
         long_key = b"k" * 251
-        self.assertEqual(c.ask(b"set " + long_key + b" 0 0 1\r\n"),
+        self.assertEqual(c.ask(b"set " + long_key + b" 0 0 1\r\nx\r\n"),
                          b"CLIENT_ERROR bad command line format\r\n")
         self.assertEqual(c.ask(b"get " + long_key + b"\r\n"),
                          b"CLIENT_ERROR bad command line format\r\n")
@@ -659,6 +662,200 @@ class Memcache(unittest.TestCase):
             self.assertIsNone(mc.get(k))
         finally:
             mc.close()
+
+
+class RefusedStorageBlocks(unittest.TestCase):
+    """Issue 21: a storage command refused with an error never runs its data block as commands,
+    whatever the command (set/add/replace/append/prepend/cas, ms), the refusal, and however the
+    bytes arrive (one write, split at random points, byte by byte, pipelined). The blocks are
+    command lines that would show if they ran; after each, "keep" still holds "safe" and the
+    HTTP item is still there. Its own daemon: a failure flushes the store. The exhaustive matrix
+    (every block, every cut) is unit_memcache_stream's refused_store tcase."""
+    SMALL = 64  # cache.max_item_bytes: a 100-byte block is a too-large refusal
+    LINE_ERR = b"CLIENT_ERROR bad command line format\r\n"
+    LARGE_ERR = b"SERVER_ERROR object too large for cache\r\n"
+    BLOCKS = [b"flush_all noreply", b"delete keep", b"set keep 0 0 4 noreply\r\nevil",
+              b"set canary 0 0 1\r\nx", b"md keep q", b"version"]
+    TAIL = b"get keep canary\r\nmn\r\n"
+    TAIL_REPLY = b"VALUE keep 0 4\r\nsafe\r\nEND\r\nMN\r\n"
+    # (why, key, flags, exptime, cas, error, too large)
+    CLASSIC = [
+        ("control byte in key", b"k\x01y", b"0", b"0", b"1", LINE_ERR, False),
+        ("UTF-8 key", "user:José".encode(), b"0", b"0", b"1", LINE_ERR, False),
+        ("key over 250 bytes", b"k" * 251, b"0", b"0", b"1", LINE_ERR, False),
+        ("flags over 32 bits", b"k", b"4294967296", b"0", b"1", LINE_ERR, False),
+        ("flags not a number", b"k", b"abc", b"0", b"1", LINE_ERR, False),
+        ("exptime over int32", b"k", b"0", b"4294967296", b"1", LINE_ERR, False),
+        ("exptime not a number", b"k", b"0", b"x", b"1", LINE_ERR, False),
+        ("bad cas unique", b"k", b"0", b"0", b"zz", LINE_ERR, False),
+        ("value too large", b"k", b"0", b"0", b"1", LARGE_ERR, True),
+    ]
+    # (why, line after "ms <key> <len>" as key + flags, error, too large)
+    META = [
+        ("key over 250 bytes", b"k" * 251, b"", LINE_ERR, False),
+        ("UTF-8 key", "user:José".encode(), b"", LINE_ERR, False),
+        ("too many flags", b"k", b" a b c d e f g h i j k l m n o p q r",
+         b"CLIENT_ERROR options flags too long\r\n", False),
+        ("unknown flag", b"k", b" Z", b"CLIENT_ERROR invalid flag\r\n", False),
+        ("bad mode", b"k", b" MX", b"CLIENT_ERROR invalid mode for ms M token\r\n", False),
+        ("bad base64 key", b"a!", b" b", b"CLIENT_ERROR error decoding key\r\n", False),
+        ("value too large", b"k", b" T0", LARGE_ERR, True),
+    ]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port, "--set",
+                         "cache.max_item_bytes=%d" % cls.SMALL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def cases(self):
+        """(what, refused line + block + CRLF, expected error) for every command and reason."""
+        n = 0
+        for cmd in (b"set", b"add", b"replace", b"append", b"prepend", b"cas"):
+            for why, key, flags, exptime, cas, err, large in self.CLASSIC:
+                if why == "bad cas unique" and cmd != b"cas":
+                    continue
+                for noreply in (False, True):
+                    block = self.BLOCKS[n % len(self.BLOCKS)]
+                    n += 1
+                    if large:
+                        block = block.ljust(100)
+                    line = b"%s %s %s %s %d" % (cmd, key, flags, exptime, len(block))
+                    if cmd == b"cas":
+                        line += b" " + (cas if why == "bad cas unique" else b"1")
+                    line += b" noreply" if noreply else b""
+                    yield ("%s: %s%s" % (cmd.decode(), why, " noreply" if noreply else ""),
+                           line + b"\r\n" + block + b"\r\n", b"" if noreply else err)
+        for why, key, flags, err, large in self.META:
+            for block in self.BLOCKS:
+                if large:
+                    block = block.ljust(100)
+                yield ("ms: " + why, b"ms %s %d%s\r\n" % (key, len(block), flags) + block +
+                       b"\r\n", err)
+
+    def reset(self, c):
+        c.send(b"set keep 0 0 4 noreply\r\nsafe\r\ndelete canary noreply\r\n")
+
+    def check(self, what, c, sends, want):
+        self.reset(c)
+        for piece in sends:
+            c.send(piece)
+        got = c.read(len(want))
+        self.assertEqual(got, want, what)
+
+    def test_issue_21_reproduction(self):
+        r = request(self.srv, b"PUT /cache/web HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
+        self.assertEqual(r.status, 201, r.body)
+        c = Client(self.port)
+        try:
+            c.send(b"set keep 0 0 4\r\nsafe\r\nset user:Jos\xc3\xa9 0 0 17 noreply\r\n"
+                   b"flush_all noreply\r\nget keep\r\n")
+            want = b"STORED\r\nVALUE keep 0 4\r\nsafe\r\nEND\r\n"
+            self.assertEqual(c.read(len(want)), want)
+        finally:
+            c.close()
+        self.assertEqual(request(self.srv, get("/cache/web")).status, 200)
+
+    def test_whole_split_and_bytewise(self):
+        rng = random.Random(21)
+        c = Client(self.port)
+        try:
+            for what, raw, err in self.cases():
+                data = raw + self.TAIL
+                want = err + self.TAIL_REPLY
+                self.check(what + " (one write)", c, [data], want)
+                cuts = sorted(rng.sample(range(1, len(data)), 3))
+                self.check(what + " (cut at %s)" % cuts, c,
+                           [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])], want)
+                self.check(what + " (byte by byte)", c,
+                           [data[i:i + 1] for i in range(len(data))], want)
+        finally:
+            c.close()
+
+    def test_pipelined(self):
+        cases = list(self.cases())
+        c = Client(self.port)
+        try:
+            self.reset(c)
+            c.send(b"".join(raw for _, raw, _ in cases) + self.TAIL)
+            want = b"".join(err for _, _, err in cases) + self.TAIL_REPLY
+            self.assertEqual(c.read(len(want)), want)
+        finally:
+            c.close()
+        self.assertGreater(len(cases), 100)
+
+
+class ClientBytesInReplies(unittest.TestCase):
+    """Issue 21: client bytes that go into a reply another client or an operator reads are made
+    safe: control characters escaped as the log escapes them (stats detail dump's prefixes,
+    stats cachedump's keys), and a key that is not a text key echoed in base64 by k (an item
+    created from a base64 key without the binary mark). Text keys print as before."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def setUp(self):
+        self.c = Client(self.port)
+
+    def tearDown(self):
+        self.c.close()
+
+    def lines_until_end(self, raw):
+        self.c.send(raw)
+        out = []
+        while True:
+            ln = self.c.line()
+            if ln == b"END\r\n":
+                return out
+            out.append(ln)
+
+    def test_detail_dump_escapes_prefixes(self):
+        c = self.c
+        self.assertEqual(c.ask(b"stats detail on\r\n"), b"OK\r\n")
+        try:
+            c.send(b"get \x1b[2J\rEND:a\r\n")  # a get key may hold any byte but blank and LF
+            self.assertEqual(c.line(), b"END\r\n")
+            c.send(b"get ok:a\r\n")
+            self.assertEqual(c.line(), b"END\r\n")
+            self.assertEqual(self.lines_until_end(b"stats detail dump\r\n"),
+                             [b"PREFIX \\x1b[2J\\rEND get 1 hit 0 set 0 del 0\r\n",
+                              b"PREFIX ok get 1 hit 0 set 0 del 0\r\n"])
+        finally:
+            self.assertEqual(c.ask(b"stats detail off\r\n"), b"OK\r\n")
+
+    def test_cachedump_escapes_binary_keys(self):
+        key = b"x\r\nITEM forged [1 b; 0 s]\r\n\x1b"
+        b64 = base64.b64encode(key)
+        self.assertEqual(self.c.ask(b"ms %s 1 b\r\nv\r\n" % b64), b"HD\r\n")
+        self.assertEqual(self.c.ask(b"set plain 0 0 1\r\nv\r\n"), b"STORED\r\n")
+        dumped = []
+        for cls in range(1, 4):
+            dumped += self.lines_until_end(b"stats cachedump %d 0\r\n" % cls)
+        self.assertIn(b"ITEM x\\r\\nITEM forged [1 b; 0 s]\\r\\n\\x1b [1 b; 0 s]\r\n", dumped)
+        self.assertIn(b"ITEM plain [1 b; 0 s]\r\n", dumped)
+        self.assertEqual(len(dumped), 2, dumped)
+
+    def test_k_echoes_a_non_text_key_in_base64(self):
+        key = b"n\r\nVA 6\r\nforged"
+        b64 = base64.b64encode(key)
+        # ma N creates the item without the binary mark: k would echo the decoded bytes
+        self.assertEqual(self.c.ask(b"ma %s b N0 J5 v\r\n" % b64), b"VA 1\r\n")
+        self.assertEqual(self.c.line(), b"5\r\n")
+        self.assertEqual(self.c.ask(b"mg %s b k v\r\n" % b64), b"VA 1 k%s b\r\n" % b64)
+        self.assertEqual(self.c.line(), b"5\r\n")
+        self.assertTrue(self.c.ask(b"me %s b\r\n" % b64).startswith(b"ME %s exp=" % b64))
+        self.assertEqual(self.c.ask(b"mg nokey k\r\n"), b"EN knokey\r\n")
+        self.assertEqual(self.c.ask(b"ms textkey 1 k\r\nv\r\n"), b"HD ktextkey\r\n")
 
 
 class RealClients(unittest.TestCase):

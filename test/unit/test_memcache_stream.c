@@ -1,5 +1,6 @@
 /* memcached get streaming: what a client receives does not depend on how its bytes arrive or on
- * how fast it reads, and the output a get queues stays bounded.
+ * how fast it reads, and the output a get queues stays bounded. Also (tcase refused_store, see
+ * there): a refused storage command's data block is never run as commands, however it arrives.
  *
  * Why: get/gets/gat/gats pause between keys once the connection's unsent output reaches the
  * high-water mark and resume as the client reads (proto/memcache.c); a line cut across reads is
@@ -464,6 +465,254 @@ START_TEST(test_byte_by_byte)
 }
 END_TEST
 
+/* ---- refused storage commands: a data block is never a command (issue 21) ------------------- */
+
+/* Why: a storage command refused with CLIENT_ERROR used to leave its data block to be parsed as
+ * the next commands, so a stored value "flush_all noreply" under a UTF-8 key flushed the cache.
+ * Every storage command (set, add, replace, append, prepend, cas and ms) times every refusal
+ * reason times a block that is itself a command line that would show if it ran, each fed in one
+ * read, byte by byte and cut at random points, after and before other pipelined commands: the
+ * answer is exactly the refusal's error and the pipeline's replies, and "keep" still holds
+ * "safe" ("canary" is never stored). The store's item limit is lowered to SMALL_ITEM_MAX so the
+ * too-large refusal is cheap. */
+#define SMALL_ITEM_MAX 64
+#define TOO_LARGE_LEN  100 /* a block over SMALL_ITEM_MAX */
+#define REFUSAL_CUTS   3   /* random cuttings per input */
+
+/* The blocks: each a command line (or two) whose effect the tail would see. */
+static const char *const block_payloads[] = {
+    "flush_all noreply",
+    "flush_all",
+    "delete keep noreply",
+    "delete keep",
+    "set keep 0 0 4 noreply\r\nevil",
+    "set canary 0 0 1\r\nx",
+    "ms keep 4 q\r\nevil",
+    "md keep q",
+    "mn",
+    "version",
+    "get keep",
+};
+#define NPAYLOADS (sizeof block_payloads / sizeof *block_payloads)
+
+#define LINE_ERR  "CLIENT_ERROR bad command line format\r\n"
+#define LARGE_ERR "SERVER_ERROR object too large for cache\r\n"
+
+/* A refusal of a classic storage command: the fields of "<cmd> <key> <flags> <exptime> <len>"
+ * (len NULL: the block's own; "%L": TOO_LARGE_LEN) and, for cas, the cas unique. */
+typedef struct classic_refusal {
+    const char *why, *key, *flags, *exptime, *cas, *err;
+    bool too_large;
+} classic_refusal;
+
+static const char long_key[] = /* 251 bytes */
+    "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+    "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+    "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk";
+_Static_assert(sizeof long_key - 1 == CACHE_KEY_MAX + 1, "a key one byte too long");
+
+static const classic_refusal classic_refusals[] = {
+    {"control byte in key", "k\x01y", "0", "0", "1", LINE_ERR, false},
+    {"DEL in key", "k\x7fy", "0", "0", "1", LINE_ERR, false},
+    {"UTF-8 key", "user:Jos\xc3\xa9", "0", "0", "1", LINE_ERR, false},
+    {"key over 250 bytes", long_key, "0", "0", "1", LINE_ERR, false},
+    {"flags over 32 bits", "k", "4294967296", "0", "1", LINE_ERR, false},
+    {"flags not a number", "k", "abc", "0", "1", LINE_ERR, false},
+    {"negative flags", "k", "-1", "0", "1", LINE_ERR, false},
+    {"exptime over int32", "k", "0", "4294967296", "1", LINE_ERR, false},
+    {"exptime under int32", "k", "0", "-2147483649", "1", LINE_ERR, false},
+    {"exptime not a number", "k", "0", "x", "1", LINE_ERR, false},
+    {"bad cas unique", "k", "0", "0", "zz", LINE_ERR, false},
+    {"negative cas unique", "k", "0", "0", "-1", LINE_ERR, false},
+    {"value too large", "k", "0", "0", "1", LARGE_ERR, true},
+};
+#define NCLASSIC (sizeof classic_refusals / sizeof *classic_refusals)
+
+static const char *const classic_cmds[] = {"set", "add", "replace", "append", "prepend", "cas"};
+
+/* ms refusals: the line after "ms <key> <len>" ("%K" in `key` = long_key). */
+typedef struct meta_refusal {
+    const char *why, *key, *flags, *err;
+    bool too_large;
+} meta_refusal;
+
+static const meta_refusal meta_refusals[] = {
+    {"key over 250 bytes", NULL, "", LINE_ERR, false},
+    {"control byte in key", "k\x01y", "", LINE_ERR, false},
+    {"UTF-8 key", "user:Jos\xc3\xa9", " T0", LINE_ERR, false},
+    {"too many flags", "k", " a b c d e f g h i j k l m n o p q r",
+     "CLIENT_ERROR options flags too long\r\n", false},
+    {"unknown flag", "k", " Z", "CLIENT_ERROR invalid flag\r\n", false},
+    {"repeated flag", "k", " T1 T1", "CLIENT_ERROR duplicate flag\r\n", false},
+    {"byte >= 127 as a flag", "k", " \xff", "CLIENT_ERROR duplicate flag\r\n", false},
+    {"flags over 32 bits", "k", " F4294967296", LINE_ERR, false},
+    {"bad TTL", "k", " Tx", "CLIENT_ERROR bad token in command line format\r\n", false},
+    {"bad CAS", "k", " Cx", "CLIENT_ERROR bad token in command line format\r\n", false},
+    {"bad mode", "k", " MX", "CLIENT_ERROR invalid mode for ms M token\r\n", false},
+    {"opaque too long", "k", " O12345678901234567890123456789012",
+     "CLIENT_ERROR opaque token too long\r\n", false},
+    {"bad base64 key", "a!", " b", "CLIENT_ERROR error decoding key\r\n", false},
+    {"quiet: errors still answered", "k\x01y", " q", LINE_ERR, false},
+    {"value too large", "k", " T0", LARGE_ERR, true},
+};
+#define NMETA (sizeof meta_refusals / sizeof *meta_refusals)
+
+/* Before and after the refused command, pipelined with it; what they answer when the block was
+ * swallowed. */
+#define PIPE_HEAD       "mn\r\n"
+#define PIPE_HEAD_REPLY "MN\r\n"
+#define PIPE_TAIL       "get keep canary\r\nmn\r\n"
+#define PIPE_TAIL_REPLY "VALUE keep 0 4\r\nsafe\r\nEND\r\nMN\r\n"
+
+static void setup_small_items(void)
+{
+    char err[512];
+    int rc = cfg_load(&server.config, NULL, sf_clock_now(sf_clock_system()), err, sizeof err);
+    ck_assert_msg(rc == 0, "embedded config: %s", err);
+    server.config.cache.max_item_bytes = SMALL_ITEM_MAX;
+    net_config nc;
+    app_net_config(&server.config, &nc);
+    nc.read_buffer = 64 * 1024;
+    rc = conn_fake_loop_init(&server.fl, &nc, &memcache_proto, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "loop: %s", err);
+    app_options o = {.net = conn_fake_net_server(&server.fl), .cache_seed = 1};
+    rc = app_build(&server.app, &server.config, &o, err, sizeof err);
+    ck_assert_msg(rc == 0, "app: %s", err);
+    conn_fake_set_ctx(&server.fl, server.app.mc);
+}
+
+/* The block of `payload` for a refusal: the payload, or for a too-large one the payload padded
+ * with blanks (still the same command line) to TOO_LARGE_LEN bytes. */
+static void add_block(bytes *in, const char *payload, bool too_large)
+{
+    size_t n = strlen(payload);
+    bytes_add(in, payload, n);
+    for (; too_large && n < TOO_LARGE_LEN; n++)
+        BYTES_ADD_LIT(in, " ");
+}
+
+typedef struct refusal_run {
+    const char *what; /* for messages */
+    long runs, failures;
+} refusal_run;
+
+/* One input (head, the refused line, its block, tail) fed whole, byte by byte and cut at random:
+ * each answer must be the head's reply, `err`, and the tail's replies; "keep" is reset first. */
+static void check_refused(refusal_run *rr, const bytes *line, const char *payload, bool too_large,
+                          const char *err)
+{
+    bytes in = {0}, want = {0};
+    BYTES_ADD_LIT(&in, PIPE_HEAD);
+    bytes_add(&in, line->p, line->n);
+    add_block(&in, payload, too_large);
+    BYTES_ADD_LIT(&in, "\r\n" PIPE_TAIL);
+    BYTES_ADD_LIT(&want, PIPE_HEAD_REPLY);
+    bytes_add(&want, err, strlen(err));
+    BYTES_ADD_LIT(&want, PIPE_TAIL_REPLY);
+
+    size_t bytewise[TOO_LARGE_LEN + 2 * CACHE_KEY_MAX + 200];
+    ck_assert_uint_le(in.n, sizeof bytewise / sizeof *bytewise);
+    for (size_t i = 0; i + 1 < in.n; i++)
+        bytewise[i] = i + 1;
+    for (int v = 0; v < 2 + REFUSAL_CUTS; v++) {
+        static const char reset[] = "set keep 0 0 4 noreply\r\nsafe\r\ndelete canary noreply\r\n";
+        answer r = {0};
+        run_conn(reset, sizeof reset - 1, NULL, 0, SIZE_MAX, &r);
+        ck_assert_uint_eq(r.out.n, 0);
+        bytes_free(&r.out);
+
+        size_t cuts[3], ncuts = 0;
+        const size_t *cp = cuts;
+        if (v == 1) { /* byte by byte */
+            cp = bytewise;
+            ncuts = in.n - 1;
+        } else if (v > 1) { /* cut at random points, ascending */
+            ncuts = 1 + rng_below(3);
+            for (size_t i = 0; i < ncuts; i++) {
+                size_t c = 1 + rng_below((uint32_t)in.n - 1), j = i;
+                for (; j > 0 && cuts[j - 1] > c; j--)
+                    cuts[j] = cuts[j - 1];
+                cuts[j] = c;
+            }
+        }
+        answer a = {0};
+        run_conn(in.p, in.n, cp, ncuts, SIZE_MAX, &a);
+        rr->runs++;
+        bool ok = a.rc == CONN_FAKE_OK && a.out.n == want.n && memcmp(a.out.p, want.p, want.n) == 0;
+        if (!ok && ++rr->failures <= 5) {
+            fprintf(stderr, "=== %s, %s (%zu reads), rc %d\n", rr->what,
+                    v == 0 ? "one read" : v == 1 ? "byte by byte" : "cut", ncuts + 1, a.rc);
+            show("input ", in.p, in.n, 0);
+            show("want  ", want.p, want.n, 0);
+            show("answer", a.out.p, a.out.n, 0);
+        }
+        bytes_free(&a.out);
+    }
+    bytes_free(&in);
+    bytes_free(&want);
+}
+
+START_TEST(test_refused_classic_block_never_runs)
+{
+    const char *cmd = classic_cmds[_i];
+    bool cas = strcmp(cmd, "cas") == 0;
+    refusal_run rr = {.what = NULL};
+    char what[160];
+    g_rng = UINT64_C(0x51ED270B27A1C2D3) + (uint64_t)_i;
+    for (size_t r = 0; r < NCLASSIC; r++) {
+        const classic_refusal *cr = &classic_refusals[r];
+        bool cas_only = strstr(cr->why, "cas unique") != NULL;
+        if (cas_only && !cas)
+            continue;
+        for (int noreply = 0; noreply < 2; noreply++) {
+            for (size_t p = 0; p < NPAYLOADS; p++) {
+                size_t len = cr->too_large ? TOO_LARGE_LEN : strlen(block_payloads[p]);
+                bytes line = {0};
+                char buf[512];
+                int n = snprintf(buf, sizeof buf, "%s %s %s %s %zu%s%s%s\r\n", cmd, cr->key,
+                                 cr->flags, cr->exptime, len, cas ? " " : "",
+                                 cas ? (cas_only ? cr->cas : "1") : "", noreply ? " noreply" : "");
+                bytes_add(&line, buf, (size_t)n);
+                snprintf(what, sizeof what, "%s: %s%s, block \"%s\"", cmd, cr->why,
+                         noreply ? " (noreply)" : "", block_payloads[p]);
+                rr.what = what;
+                check_refused(&rr, &line, block_payloads[p], cr->too_large,
+                              noreply ? "" : cr->err);
+                bytes_free(&line);
+            }
+        }
+    }
+    ck_assert_msg(rr.failures == 0, "%s: %ld of %ld runs executed a refused block or answered "
+                  "otherwise", cmd, rr.failures, rr.runs);
+    ck_assert_int_gt(rr.runs, 0);
+}
+END_TEST
+
+START_TEST(test_refused_ms_block_never_runs)
+{
+    refusal_run rr = {.what = NULL};
+    char what[160];
+    g_rng = UINT64_C(0x3C6EF372FE94F82B);
+    for (size_t r = 0; r < NMETA; r++) {
+        const meta_refusal *mr = &meta_refusals[r];
+        for (size_t p = 0; p < NPAYLOADS; p++) {
+            size_t len = mr->too_large ? TOO_LARGE_LEN : strlen(block_payloads[p]);
+            bytes line = {0};
+            char buf[512];
+            int n = snprintf(buf, sizeof buf, "ms %s %zu%s\r\n", mr->key ? mr->key : long_key, len,
+                             mr->flags);
+            bytes_add(&line, buf, (size_t)n);
+            snprintf(what, sizeof what, "ms: %s, block \"%s\"", mr->why, block_payloads[p]);
+            rr.what = what;
+            check_refused(&rr, &line, block_payloads[p], mr->too_large, mr->err);
+            bytes_free(&line);
+        }
+    }
+    ck_assert_msg(rr.failures == 0, "ms: %ld of %ld runs executed a refused block or answered "
+                  "otherwise", rr.failures, rr.runs);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memcache_stream");
@@ -475,5 +724,12 @@ int main(void)
     tcase_add_loop_test(tc, test_cut_reads, 0, (int)NBUDGETS);
     tcase_add_loop_test(tc, test_byte_by_byte, 0, (int)NBUDGETS);
     suite_add_tcase(s, tc);
+    TCase *rf = tcase_create("refused_store");
+    tcase_add_checked_fixture(rf, setup_small_items, teardown);
+    tcase_set_timeout(rf, 120);
+    tcase_add_loop_test(rf, test_refused_classic_block_never_runs, 0,
+                        (int)(sizeof classic_cmds / sizeof *classic_cmds));
+    tcase_add_test(rf, test_refused_ms_block_never_runs);
+    suite_add_tcase(s, rf);
     return sf_run_suite(s);
 }

@@ -62,13 +62,12 @@
 /* memcached's segmented LRU (store.h: "Segments"). The order is memcached's LRU ids
  * (HOT_LRU 0, WARM_LRU 64, COLD_LRU 128, TEMP_LRU 192, shifted). */
 enum { SEG_HOT = 0, SEG_WARM, SEG_COLD, SEG_TEMP, SEG_COUNT };
-/* memcached's defaults (hot_lru_pct, warm_lru_pct, hot_max_factor, warm_max_factor): HOT and WARM
- * keep at most these shares of a shard's HOT + WARM + COLD bytes; their tails older than these
- * multiples of the COLD tail's age go to COLD. */
-#define HOT_LRU_PCT          20
-#define WARM_LRU_PCT         40
-#define HOT_MAX_FACTOR_DIV   5 /* hot_max_factor 0.2 */
-#define WARM_MAX_FACTOR_MULT 2 /* warm_max_factor 2.0 */
+/* HOT and WARM keep at most these shares of a shard's HOT + WARM + COLD bytes; their tails older
+ * than these multiples of the COLD tail's age go to COLD (store.h: memcached's defaults). */
+#define HOT_LRU_PCT          CACHE_HOT_LRU_PCT
+#define WARM_LRU_PCT         CACHE_WARM_LRU_PCT
+#define HOT_MAX_FACTOR_DIV   CACHE_HOT_MAX_FACTOR_DIV
+#define WARM_MAX_FACTOR_MULT CACHE_WARM_MAX_FACTOR_MULT
 /* The access second is kept modulo 2^30 (34 years), compared modulo 2^30. */
 #define ATIME_MASK ((UINT32_C(1) << 30) - 1)
 
@@ -2172,6 +2171,11 @@ void cache_store_class_stats(cache_store *s, cache_class_stats *out, uint64_t no
 bool cache_store_segmented(const cache_store *s)
 {
     return !s->flat;
+}
+
+bool cache_store_evicts(const cache_store *s)
+{
+    return !s->no_evictions;
 }
 
 uint32_t cache_store_temporary_ttl(const cache_store *s)

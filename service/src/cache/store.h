@@ -416,6 +416,14 @@ void cache_store_class_stats(cache_store *s, cache_class_stats *out, uint64_t no
 /* Whether the store keeps HOT/WARM/COLD segments (not flat_lru), and its temporary TTL. */
 bool cache_store_segmented(const cache_store *s);
 uint32_t cache_store_temporary_ttl(const cache_store *s);
+/* Whether a full store evicts (false: no_evictions, memcached -M). */
+bool cache_store_evicts(const cache_store *s);
+/* The segmented LRU's shares and age factors: memcached's defaults (hot_lru_pct, warm_lru_pct,
+ * hot_max_factor 0.2, warm_max_factor 2.0), fixed. */
+#define CACHE_HOT_LRU_PCT          20
+#define CACHE_WARM_LRU_PCT         40
+#define CACHE_HOT_MAX_FACTOR_DIV   5 /* hot_max_factor = 1 / 5 */
+#define CACHE_WARM_MAX_FACTOR_MULT 2
 /* `stats cachedump`: calls fn for live items of class cls (cache_store_size_class), most
  * recently used first, shard after shard, under the shard's lock (fn must be quick and must not
  * call into the store), until fn returns non-zero. A debugging aid with bounded cost: it looks at

@@ -198,7 +198,7 @@ static inline bool is_ctl(unsigned char c)
     return c < 0x20 || c == 0x7f;
 }
 
-size_t log_escape_controls(const char *src, size_t n, char *out, size_t room, bool *cut)
+size_t log_escape_controls(const char *src, size_t n, char *dst, size_t room, bool *cut)
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
@@ -224,13 +224,22 @@ size_t log_escape_controls(const char *src, size_t n, char *out, size_t room, bo
             }
         }
         if (o + k > room) {
-            *cut = true;
+            if (cut)
+                *cut = true;
             break;
         }
-        memcpy(out + o, esc, k);
+        memcpy(dst + o, esc, k);
         o += k;
     }
     return o;
+}
+
+/* Rewrites msg[0, n) with control characters escaped, within room bytes. */
+static size_t escape_controls(char *msg, size_t n, size_t room, bool *cut)
+{
+    char src[LOG_LINE_MAX];
+    memcpy(src, msg, n);
+    return log_escape_controls(src, n, msg, room, cut);
 }
 
 /* Cuts msg to make room for the marker, never inside a UTF-8 sequence. */

@@ -75,6 +75,13 @@ typedef struct log_access_entry {
     const char *remote; /* the client "address:port" ("[v6]:port"), NUL-terminated; NULL: "" */
 } log_access_entry;
 
+/* Copies src[0, n) to dst with the control characters (0x00-0x1f, DEL) escaped as text log
+ * lines escape them: \n \r \t \xHH. At most room bytes, never half an escape; *cut (when not
+ * NULL) set if src did not fit. Returns the bytes written. For client bytes that go into a log
+ * line, a reply another party reads or main's fatal line (etcd's error text, paths, configuration
+ * values), so they cannot forge lines or drive a terminal. dst is not NUL-terminated. */
+size_t log_escape_controls(const char *src, size_t n, char *dst, size_t room, bool *cut);
+
 /* Zero means the default for every field. */
 typedef struct log_options {
     log_level level;            /* default LOG_LEVEL_INFO */
@@ -127,11 +134,6 @@ void log_access(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_access_http(const log_access_entry *e);
 /* The format of the current (or last) run: what a line written now looks like. */
 log_format log_current_format(void);
-/* The text format's escaping, for lines written outside the logger (main's fatal line, which
- * carries etcd's error text, paths and configuration values): src[0, n) into out with control
- * characters as \n \r \t \xHH, at most room bytes, never half an escape (*cut set when
- * something did not fit). Returns the bytes written; out is not NUL-terminated. */
-size_t log_escape_controls(const char *src, size_t n, char *out, size_t room, bool *cut);
 
 #define LOG__AT(level, ...)                                                                        \
     do {                                                                                           \

@@ -33,11 +33,21 @@
  *  - incr/decr (the store's cache_incr): the value must be plain digits (memcached's strtoull
  *    also takes " 12" or "12 34"), and a shorter result is stored as is, where memcached pads
  *    it with spaces in place (protocol.txt says clients must not rely on either).
+ *  - a refused storage command (classic or ms) whose length reads swallows its data block
+ *    whatever the refusal (mc_store_refuse); memcached swallows only after a failed allocation
+ *    and reads the block of a line refused for its key, numbers or meta flags as commands, so a
+ *    stored value could flush the cache (issue 21).
+ *  - client bytes shown to others have their control characters escaped as the log does
+ *    (mc_escaped: stats detail dump's prefixes, stats cachedump's keys); meta k echoes a key
+ *    with blanks or control characters in base64 (memcache_meta.c put_key). memcached prints
+ *    them raw, so a key could forge reply lines.
  *  - version is 1.6.18-snowflaked-<ours>; stats: see memcache_stats.c.
  *  - meta commands: see memcache_meta.c ("me" reports our item's size and the memcached slab
  *    class of that size). */
 
-#define MC_TOKENS_MAX   24  /* memcached's tokenizer limit; more is reported as MAX + 1 */
+/* The tokens memcached's tokenizer keeps (its MAX_TOKENS, 24, counts the end marker): the rest of
+ * a longer line is not looked at, as there (its last token, noreply or "HTTP/", is the 23rd). */
+#define MC_TOKENS_MAX   23
 #define MC_GET_LEAD_MAX 100 /* leading blanks memcached tolerates before a long "get " */
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -140,12 +150,12 @@ bool mc_parse_i32(const mc_tok *t, int64_t *out_v)
     return true;
 }
 
-/* Splits on ' ' (empty tokens skipped, as memcached). Returns the count, MC_TOKENS_MAX + 1 when
- * there are more. */
+/* Splits on ' ' (empty tokens skipped, as memcached) into t[0..MC_TOKENS_MAX). Returns the count,
+ * never more than MC_TOKENS_MAX: every t[0..count) is filled, so a command may read t[nt - 1]. */
 static size_t tokenize(const char *p, size_t n, mc_tok *t)
 {
     size_t k = 0, i = 0;
-    while (i < n) {
+    while (i < n && k < MC_TOKENS_MAX) {
         while (i < n && p[i] == ' ')
             i++;
         if (i == n)
@@ -153,8 +163,6 @@ static size_t tokenize(const char *p, size_t n, mc_tok *t)
         size_t s = i;
         while (i < n && p[i] != ' ')
             i++;
-        if (k == MC_TOKENS_MAX)
-            return MC_TOKENS_MAX + 1;
         t[k].p = p + s;
         t[k].n = i - s;
         k++;
@@ -281,7 +289,45 @@ static void cmd_get(mc_conn *m, const char *rest, size_t n, bool with_cas, bool 
 
 /* ---- storage ------------------------------------------------------------------------------ */
 
-/* <cmd> <key> <flags> <exptime> <bytes> [<cas unique>] [noreply] */
+/* ---- data blocks: received into the item, or swallowed ----------------------------------- */
+
+int64_t mc_data_len(const mc_tok *t)
+{
+    int64_t v;
+    if (!mc_parse_i32(t, &v) || v < 0 || v > INT32_MAX - 2)
+        return -1;
+    return v;
+}
+
+void mc_swallow(mc_conn *m, int64_t vlen)
+{
+    if (vlen < 0)
+        return;
+    m->state = MC_SWALLOW;
+    m->need = (uint64_t)vlen + 2;
+}
+
+void mc_store_refuse(mc_conn *m, const char *err, size_t errlen, int64_t vlen)
+{
+    out(m, err, errlen);
+    out(m, "\r\n", 2);
+    mc_swallow(m, vlen);
+}
+
+void mc_data_begin(mc_conn *m, cache_item *it, uint32_t vlen)
+{
+    m->item = it;
+    m->vlen = vlen;
+    m->need = (uint64_t)vlen + 2;
+    m->state = MC_DATA;
+}
+
+#define STORE_REFUSE(m, lit, vlen) mc_store_refuse((m), lit, sizeof(lit) - 1, (vlen))
+
+/* <cmd> <key> <flags> <exptime> <bytes> [<cas unique>] [noreply]. Once the line has a storage
+ * command's shape, every refusal swallows the data block when <bytes> reads as a length (memcached
+ * only does after a failed allocation, and reads the block of a line it refused for its key or
+ * numbers as commands: a value would be a command). */
 static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, uint64_t now)
 {
     size_t want = mode == CACHE_MODE_CAS ? 6 : 5;
@@ -290,13 +336,14 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
         return;
     }
     m->noreply = nt == want + 1 && tok_is(&t[want], "noreply");
+    int64_t vlen = mc_data_len(&t[4]);
     uint32_t flags;
-    int64_t exptime, vlen;
+    int64_t exptime;
     uint64_t cas = 0;
-    if (t[1].n > CACHE_KEY_MAX || !mc_parse_u32(&t[2], &flags) || !mc_parse_i32(&t[3], &exptime) ||
-        !mc_parse_i32(&t[4], &vlen) || (mode == CACHE_MODE_CAS && !mc_parse_u64(&t[5], &cas)) ||
-        vlen < 0 || vlen > INT32_MAX - 2 || !cache_key_valid(t[1].p, t[1].n)) {
-        OUT(m, "CLIENT_ERROR bad command line format");
+    if (vlen < 0 || t[1].n > CACHE_KEY_MAX || !mc_parse_u32(&t[2], &flags) ||
+        !mc_parse_i32(&t[3], &exptime) || (mode == CACHE_MODE_CAS && !mc_parse_u64(&t[5], &cas)) ||
+        !cache_key_valid(t[1].p, t[1].n)) {
+        STORE_REFUSE(m, "CLIENT_ERROR bad command line format", vlen);
         return;
     }
     int err = 0;
@@ -306,14 +353,14 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
     it = mc_value_hold(m, it, (size_t)vlen, &err);
     if (!it) {
         if (err == CACHE_BAD_KEY || err == CACHE_BAD_ARG) {
-            OUT(m, "CLIENT_ERROR bad command line format");
+            STORE_REFUSE(m, "CLIENT_ERROR bad command line format", vlen);
             return;
         }
         mc_count_refusal(m, err);
         if (err == CACHE_TOO_LARGE)
-            OUT(m, "SERVER_ERROR object too large for cache");
+            STORE_REFUSE(m, "SERVER_ERROR object too large for cache", vlen);
         else
-            OUT(m, "SERVER_ERROR out of memory storing object");
+            STORE_REFUSE(m, "SERVER_ERROR out of memory storing object", vlen);
         if (mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
             mc_watch_store(m, t[1].p, t[1].n, err, mode, 0, 0, 0, NULL, now);
         /* memcached: a failed set must not leave the old value visible */
@@ -324,17 +371,12 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
             }
             cache_delete(m->srv->store, t[1].p, t[1].n, 0, now);
         }
-        m->state = MC_SWALLOW;
-        m->need = (uint64_t)vlen + 2;
         return;
     }
-    m->item = it;
     m->meta = false;
     m->mode = (uint8_t)mode;
     m->cas_in = cas;
-    m->vlen = (uint32_t)vlen;
-    m->need = (uint64_t)vlen + 2;
-    m->state = MC_DATA;
+    mc_data_begin(m, it, (uint32_t)vlen);
 }
 
 static void store_done(mc_conn *m, uint64_t now)
@@ -553,7 +595,9 @@ static void cmd_flush(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR invalid exptime argument");
         return;
     }
-    cache_flush_all(m->srv->store, delay > 0 ? expiry_ms(delay, now) : now, now);
+    uint64_t at = delay > 0 ? expiry_ms(delay, now) : now;
+    cache_flush_all(m->srv->store, at, now);
+    atomic_store_explicit(&m->srv->admin.flushed_ms, at, memory_order_relaxed);
     OUT(m, "OK");
 }
 
@@ -584,7 +628,7 @@ static bool starts(const char *p, size_t n, const char *s)
 
 /* Cross-protocol protection, as memcached 1.6.18 (proto_text.c, the last branch of
  * process_command_ascii): a line whose command memcached does not know, and whose last token
- * (the 23rd when there are more, where memcached's tokenizer stops) starts with "HTTP/", is an
+ * (the 23rd when there are more, where the tokenizer stops) starts with "HTTP/", is an
  * HTTP request line ("GET / HTTP/1.1", "POST /x HTTP/1.0"): the connection is closed without a
  * word, so a web page cannot use a browser to speak to the cache. Commands memcached dispatches
  * by their first letter (g, s, a, c, i, d, t, two-letter m...) or knows by name answer their own
@@ -599,7 +643,7 @@ static bool looks_like_http(const mc_tok *t, size_t nt)
     for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         if (tok_is(c0, named[i]))
             return false;
-    const mc_tok *last = &t[(nt > MC_TOKENS_MAX - 1 ? MC_TOKENS_MAX - 1 : nt) - 1];
+    const mc_tok *last = &t[nt - 1];
     return last->n >= 5 && memcmp(last->p, "HTTP/", 5) == 0;
 }
 
@@ -1006,6 +1050,9 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
     atomic_init(&s->admin.crawler_enabled, true);
     atomic_init(&s->admin.crawler_sleep, 100); /* memcached's defaults */
     atomic_init(&s->admin.crawler_tocrawl, 0);
+    atomic_init(&s->admin.slab_automove, 1);
+    mc_admin_set_ratio(&s->admin, 0.8);
+    atomic_init(&s->admin.flushed_ms, 0);
     return s;
 }
 

@@ -122,6 +122,21 @@ static bool parse_double(const mc_tok *t, double *out_v)
     return true;
 }
 
+void mc_admin_set_ratio(mc_admin *a, double ratio)
+{
+    uint64_t bits;
+    memcpy(&bits, &ratio, sizeof bits);
+    atomic_store_explicit(&a->automove_ratio, bits, memory_order_relaxed);
+}
+
+double mc_admin_ratio(const mc_admin *a)
+{
+    uint64_t bits = atomic_load_explicit(&a->automove_ratio, memory_order_relaxed);
+    double ratio;
+    memcpy(&ratio, &bits, sizeof ratio);
+    return ratio;
+}
+
 static void slabs_automove(mc_conn *m, const mc_tok *t, size_t nt)
 {
     m->noreply = last_is_noreply(t, nt);
@@ -131,6 +146,7 @@ static void slabs_automove(mc_conn *m, const mc_tok *t, size_t nt)
             OUT(m, "ERROR");
             return;
         }
+        mc_admin_set_ratio(&m->srv->admin, ratio);
         OUT(m, "OK");
         return;
     }

@@ -23,6 +23,7 @@
 #include "cache/store.h"
 #include "net/conn.h"
 #include "net/loop.h"
+#include "obs/log.h"
 #include "proto/memcache.h"
 #include "proto/memcache_watch.h"
 #include "snowflake/clock.h"
@@ -60,6 +61,8 @@ typedef struct mc_admin {
     _Atomic uint32_t crawler_sleep; /* lru_crawler sleep: accepted, reported (no pacing here) */
     _Atomic uint32_t crawler_tocrawl;
     _Atomic uint32_t slab_automove; /* slabs automove 0|1|2: accepted, reported (no slabs) */
+    _Atomic uint64_t automove_ratio; /* slabs automove ratio: a double's bits, reported */
+    _Atomic uint64_t flushed_ms;     /* the moment the last flush_all took effect, 0 = never */
     _Atomic int64_t clock_offset_ms; /* debugtime N: added to this listener's clock */
     _Atomic uint64_t clock_paused;   /* debugtime p: the frozen clock (ms), 0 = running */
 } mc_admin;
@@ -163,6 +166,17 @@ static inline void out(mc_conn *m, const char *s, size_t n)
 /* out() of a string literal with "\r\n" appended. */
 #define OUT(m, lit) out((m), lit "\r\n", sizeof(lit "\r\n") - 1)
 
+/* Client bytes (a key or its prefix) that go into a reply line another client or an operator
+ * reads (stats detail dump, stats cachedump): control characters escaped as the log does
+ * (log_escape_controls), so a key stored in base64 (ms b) or looked up with control bytes cannot
+ * forge lines or drive a terminal. dst holds MC_ESCAPED_MAX(n) bytes. Keys of the text rule
+ * (0x21..0x7e) come out unchanged, as memcached prints them. */
+#define MC_ESCAPED_MAX(n) (4 * (n))
+static inline size_t mc_escaped(const char *src, size_t n, char *dst)
+{
+    return log_escape_controls(src, n, dst, MC_ESCAPED_MAX(n), NULL);
+}
+
 /* ---- parsing helpers (memcache.c) --------------------------------------------------------- */
 
 /* A number token read as memcached's safe_strtoull: true with *out_v set, else *out_v untouched. */
@@ -171,6 +185,24 @@ bool mc_parse_u64(const mc_tok *t, uint64_t *out_v);
 bool mc_parse_u32(const mc_tok *t, uint32_t *out_v);
 /* As memcached's safe_strtol, refused (false) outside int32 where memcached truncates. */
 bool mc_parse_i32(const mc_tok *t, int64_t *out_v);
+
+/* ---- data blocks (memcache.c) -------------------------------------------------------------- */
+
+/* A storage command's length token (classic <bytes>, ms <datalen>) read as the size of the data
+ * block that follows the line: 0..INT32_MAX - 2, as memcached takes it, else -1 (no block size is
+ * known: a negative or unreadable length, as in memcached, is refused and nothing swallowed). */
+int64_t mc_data_len(const mc_tok *t);
+/* The data block of a refused storage command is discarded (MC_SWALLOW, vlen + 2 bytes whatever
+ * they are), so a value is never read as commands; nothing when vlen < 0. Every refusal of a line
+ * whose length reads (mc_data_len) goes through here: the key, flags, exptime, cas or meta flags
+ * being wrong, the value too large, no memory. */
+void mc_swallow(mc_conn *m, int64_t vlen);
+/* out() of err[0..errlen) and "\r\n" (nothing under noreply), then mc_swallow(vlen). */
+void mc_store_refuse(mc_conn *m, const char *err, size_t errlen, int64_t vlen);
+/* The one way into MC_DATA: `it` (allocated for vlen value bytes, the reference taken) receives
+ * the block as it arrives (memcache.c data_in copies each read's bytes into it), stored by
+ * store_done once vlen + 2 bytes are in; released by mc_close if the connection ends first. */
+void mc_data_begin(mc_conn *m, cache_item *it, uint32_t vlen);
 
 /* A storage command refused for its size or for memory (cache_item_new or cache_store_item
  * answered TOO_LARGE or NO_MEMORY): counted where memcached counts its failed item_alloc
@@ -278,6 +310,10 @@ static inline uint64_t mc_now(const memcache_server *s)
 {
     return s->opts.debug_commands ? mc_debug_now(s) : sf_clock_now(sf_clock_system());
 }
+
+/* slabs automove ratio: kept for "stats settings" (memcached's settings.slab_automove_ratio). */
+void mc_admin_set_ratio(mc_admin *a, double ratio);
+double mc_admin_ratio(const mc_admin *a);
 
 /* Each takes the command line's tokens t[0..nt) and writes the reply (memcached's exact lines). */
 void mc_admin_shutdown(mc_conn *m, const mc_tok *t, size_t nt);

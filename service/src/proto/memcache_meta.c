@@ -18,7 +18,8 @@
  * Base64 keys (b): any decoded bytes are a key (our text-key rule is for text keys). k answers
  * as memcached does: on a hit by how the item was stored (ms b marks it; mg N, ma N and an
  * append create items without the mark, so k then echoes the decoded bytes), on a miss by the
- * request's b.
+ * request's b. Except (a deliberate difference): decoded bytes with a blank or a control
+ * character are echoed in base64 with b, never raw into the reply line (put_key).
  *
  * me <key> [b]: memcached's debug line; exp, la, cas and fetch as memcached computes them, cls
  * the memcached class the store counts the item in (cache_item_class), size our item's. */
@@ -278,12 +279,27 @@ static size_t put_u64_flag(char *p, char flag, uint64_t v)
     return 2 + fmt_u64(p + 2, v);
 }
 
-/* " k<key>", base64 with a trailing " b" when the request used b. */
+/* Whether a key can go into a reply line as it is: no blank, no control character (what the log
+ * escapes). A key created from base64 without the binary mark (mg N, ma N, an append) may hold
+ * any byte; memcached echoes it raw into the reply of whoever reads the item, so CR LF in it
+ * would forge reply lines. UTF-8 and other bytes >= 0x80 go as memcached sends them. */
+static bool key_echoes_raw(const char *key, size_t klen)
+{
+    for (size_t i = 0; i < klen; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c <= ' ' || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+/* " k<key>", base64 with a trailing " b" when the request used b, or when the key cannot be
+ * echoed raw (key_echoes_raw). */
 static size_t put_key(char *p, const char *key, size_t klen, bool b)
 {
     p[0] = ' ';
     p[1] = 'k';
-    if (!b) {
+    if (!b && key_echoes_raw(key, klen)) {
         memcpy(p + 2, key, klen);
         return 2 + klen;
     }
@@ -534,7 +550,7 @@ void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     char line[MC_META_HDR_MAX];
     size_t n = 3;
     memcpy(line, "ME ", 3);
-    if (cache_item_key_binary(it)) {
+    if (cache_item_key_binary(it) || !key_echoes_raw(cache_item_key(it), cache_item_klen(it))) {
         n += b64_encode(cache_item_key(it), cache_item_klen(it), line + n);
     } else {
         memcpy(line + n, cache_item_key(it), cache_item_klen(it));
@@ -552,24 +568,26 @@ void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     cache_item_release(it);
 }
 
-/* The error of a refused ms, whose data block is then swallowed (memcached alike). */
+/* The error of a refused ms, whose data block is then swallowed (mc_store_refuse: ms has no
+ * noreply, errors are written in quiet mode too). */
 static void ms_refuse(mc_conn *m, const char *err, int64_t vlen)
 {
-    conn_write(m->c, err, strlen(err));
-    conn_write(m->c, "\r\n", 2);
-    m->state = MC_SWALLOW;
-    m->need = (uint64_t)vlen + 2;
+    mc_store_refuse(m, err, strlen(err), vlen);
 }
 
 /* ms <key> <datalen> <flags>*: the item is allocated now, stored when its data is in
- * (mc_meta_ms_done). */
+ * (mc_meta_ms_done). Once <datalen> reads, every refusal swallows the data block, also those
+ * memcached answers before reading it (a key over 250 bytes, too many flags), whose block it
+ * would read as commands. */
 void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 {
     mc_meta mm;
-    int64_t vlen;
-    if (!meta_line_ok(m, MC_MS, nt, t))
+    int64_t vlen = nt >= 3 ? mc_data_len(&t[2]) : -1;
+    if (!meta_line_ok(m, MC_MS, nt, t)) {
+        mc_swallow(m, vlen);
         return;
-    if (!mc_parse_i32(&t[2], &vlen) || vlen < 0 || vlen > INT32_MAX - 2) {
+    }
+    if (vlen < 0) {
         conn_write(m->c, "CLIENT_ERROR bad command line format\r\n", 38);
         return;
     }
@@ -630,15 +648,12 @@ void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
                   vlen);
         return;
     }
-    m->item = it;
     m->meta = true;
     m->meta_b = mm.b;
     m->meta_q = mm.q;
     m->mode = (uint8_t)mode;
     m->cas_in = mm.has_cas ? mm.cas : 0;
-    m->vlen = (uint32_t)vlen;
-    m->need = (uint64_t)vlen + 2;
-    m->state = MC_DATA;
+    mc_data_begin(m, it, (uint32_t)vlen);
 }
 
 /* ms MA/MP with a CAS other than 0: memcached appends only if the item's CAS matches. The store's

@@ -25,8 +25,12 @@
  *                             never written here (they are single-writer counters of the loops
  *                             and the store, and /metrics must stay monotonic): the reset takes
  *                             a baseline, and this view shows value - baseline.
- *   stats settings            every key memcached prints, from our configuration where there is
- *                             one, memcached's default where we have no such setting.
+ *   stats settings            every key memcached prints, each value from the live
+ *                             configuration or state (options, the store, the admin commands'
+ *                             settings); memcached's default only where we have no such setting
+ *                             and behave as that default (umask, slab_automove_window, ...).
+ *                             test_memcache_diff's StatsSettingsValues compares the values with
+ *                             memcached's started with the equivalent flags.
  *   stats items / slabs       per size class (store.h: memcached's slab classes as accounting
  *                             buckets). A class appears in items while it holds items, in
  *                             slabs once it has held one (memcached keeps its pages). Pages are the
@@ -413,6 +417,17 @@ static void stats_general(mc_conn *m, uint64_t now)
     WRITE_LIT(c, "END\r\n");
 }
 
+/* "oldest": memcached's oldest_live, the moment of the last flush_all on its relative clock
+ * (seconds since it started); ours, seconds since this listener started, rounded up so that a
+ * flush in the first second is not 0 (never). */
+static uint64_t flushed_s(const memcache_server *s)
+{
+    uint64_t at = atomic_load_explicit(&s->admin.flushed_ms, memory_order_relaxed);
+    if (at == 0)
+        return 0;
+    return at > s->started_ms ? (at - s->started_ms + 999) / 1000 : 1;
+}
+
 static void stats_settings(mc_conn *m)
 {
     const memcache_server *s = m->srv;
@@ -428,11 +443,11 @@ static void stats_settings(mc_conn *m)
     STAT_U(c, "udpport", 0);
     stat_line(c, "inter", "%s", spec->host[0] ? spec->host : "NULL");
     STAT_U(c, "verbosity", atomic_load_explicit(&s->verbosity, memory_order_relaxed));
-    STAT_U(c, "oldest", 0);
-    stat_line(c, "evictions", "on");
+    STAT_U(c, "oldest", flushed_s(s));
+    stat_line(c, "evictions", cache_store_evicts(s->store) ? "on" : "off");
     stat_line(c, "domain_socket", "NULL");
     stat_line(c, "umask", "700");
-    stat_line(c, "shutdown_command", "no");
+    stat_line(c, "shutdown_command", s->opts.shutdown_enabled ? "yes" : "no");
     stat_line(c, "growth_factor", "1.25");
     stat_line(c, "chunk_size", "48");
     STAT_U(c, "num_threads", threads);
@@ -440,8 +455,8 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "stat_key_prefix", ":");
     stat_line(c, "detail_enabled", "%s",
               atomic_load_explicit(&s->detail_on, memory_order_relaxed) ? "yes" : "no");
-    STAT_U(c, "reqs_per_event", MEMCACHE_MAX_PIPELINE);
-    stat_line(c, "cas_enabled", "yes");
+    STAT_U(c, "reqs_per_event", s->opts.reqs_per_event);
+    stat_line(c, "cas_enabled", s->opts.cas_enabled ? "yes" : "no");
     stat_line(c, "tcp_backlog", "%d", ns->cfg.backlog);
     stat_line(c, "binding_protocol", "ascii");
     stat_line(c, "auth_enabled_sasl", "no");
@@ -450,14 +465,14 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "maxconns_fast", "yes");
     stat_line(c, "hashpower_init", "0");
     stat_line(c, "slab_reassign", "yes");
-    stat_line(c, "slab_automove", "1");
-    stat_line(c, "slab_automove_ratio", "0.80");
+    STAT_U(c, "slab_automove", atomic_load(&s->admin.slab_automove));
+    stat_line(c, "slab_automove_ratio", "%.2f", mc_admin_ratio(&s->admin));
     stat_line(c, "slab_automove_window", "30");
     STAT_U(c, "slab_chunk_max",
            cache_store_class_chunk(s->store, cache_store_size_classes(s->store)));
     stat_line(c, "lru_crawler", atomic_load(&s->admin.crawler_enabled) ? "yes" : "no");
-    stat_line(c, "lru_crawler_sleep", "100");
-    stat_line(c, "lru_crawler_tocrawl", "0");
+    STAT_U(c, "lru_crawler_sleep", atomic_load(&s->admin.crawler_sleep));
+    STAT_U(c, "lru_crawler_tocrawl", atomic_load(&s->admin.crawler_tocrawl));
     stat_line(c, "tail_repair_time", "0");
     stat_line(c, "flush_enabled", s->opts.flush_enabled ? "yes" : "no");
     stat_line(c, "dump_enabled", s->opts.dump_enabled ? "yes" : "no");
@@ -467,16 +482,19 @@ static void stats_settings(mc_conn *m)
     uint32_t temp_ttl = cache_store_temporary_ttl(s->store);
     stat_line(c, "lru_maintainer_thread", segmented ? "yes" : "no");
     stat_line(c, "lru_segmented", segmented ? "yes" : "no");
-    stat_line(c, "hot_lru_pct", "20");
-    stat_line(c, "warm_lru_pct", "40");
-    stat_line(c, "hot_max_factor", "0.20");
-    stat_line(c, "warm_max_factor", "2.00");
+    /* the store's (fixed): "lru tune" is accepted and changes nothing */
+    STAT_U(c, "hot_lru_pct", CACHE_HOT_LRU_PCT);
+    STAT_U(c, "warm_lru_pct", CACHE_WARM_LRU_PCT);
+    stat_line(c, "hot_max_factor", "%.2f", 1.0 / CACHE_HOT_MAX_FACTOR_DIV);
+    stat_line(c, "warm_max_factor", "%.2f", (double)CACHE_WARM_MAX_FACTOR_MULT);
     stat_line(c, "temp_lru", temp_ttl ? "yes" : "no");
     STAT_U(c, "temporary_ttl", temp_ttl ? temp_ttl : 61); /* memcached's default when off */
     STAT_U(c, "idle_timeout",
            s->opts.idle_timeout_s ? s->opts.idle_timeout_s : ns->cfg.idle_timeout_ms / 1000);
-    stat_line(c, "watcher_logbuf_size", "262144");
-    stat_line(c, "worker_logbuf_size", "65536");
+    /* a watcher's buffer is its connection's output up to the high-water mark (memcache_watch.h);
+     * a worker's, its loop's ring of events */
+    STAT_U(c, "watcher_logbuf_size", ns->cfg.out_high_water);
+    STAT_U(c, "worker_logbuf_size", mc_watch_ring_bytes());
     stat_line(c, "read_buf_mem_limit", "0");
     stat_line(c, "track_sizes", "no");
     stat_line(c, "inline_ascii_response", "no");
@@ -697,12 +715,14 @@ void mc_detail_record_slow(memcache_server *s, const char *key, size_t klen, mc_
 static void detail_dump(mc_conn *m)
 {
     mc_stats *st = m->srv->stats;
-    char line[CACHE_KEY_MAX + 4 * FMT_U64_MAX + 48];
+    char line[MC_ESCAPED_MAX(CACHE_KEY_MAX) + 4 * FMT_U64_MAX + 48];
+    char name[MC_ESCAPED_MAX(CACHE_KEY_MAX)];
     pthread_mutex_lock(&st->mu);
     for (unsigned i = 0; i < st->nprefix; i++) {
         const mc_prefix *p = &st->prefix[i];
+        size_t nlen = mc_escaped(p->name, p->len, name); /* a get's key may hold any byte */
         int n = snprintf(line, sizeof line, "PREFIX %.*s get %llu hit %llu set %llu del %llu\r\n",
-                         (int)p->len, p->name, (unsigned long long)p->get,
+                         (int)nlen, name, (unsigned long long)p->get,
                          (unsigned long long)p->hit, (unsigned long long)p->set,
                          (unsigned long long)p->del);
         conn_write(m->c, line, (size_t)n);
@@ -749,10 +769,12 @@ typedef struct dump_state {
 static int dump_one(const cache_item *it, void *arg)
 {
     dump_state *d = arg;
-    char line[CACHE_KEY_MAX + 2 * FMT_U64_MAX + 32];
+    char line[MC_ESCAPED_MAX(CACHE_KEY_MAX) + 2 * FMT_U64_MAX + 32];
+    char key[MC_ESCAPED_MAX(CACHE_KEY_MAX)];
+    size_t klen = mc_escaped(cache_item_key(it), cache_item_klen(it), key); /* ms b: any bytes */
     uint64_t exp = cache_item_expiry(it);
-    int n = snprintf(line, sizeof line, "ITEM %.*s [%zu b; %llu s]\r\n", (int)cache_item_klen(it),
-                     cache_item_key(it), cache_item_vlen(it), (unsigned long long)(exp / 1000));
+    int n = snprintf(line, sizeof line, "ITEM %.*s [%zu b; %llu s]\r\n", (int)klen, key,
+                     cache_item_vlen(it), (unsigned long long)(exp / 1000));
     if (d->bytes + (size_t)n + 5 > MC_DUMP_MAX_BYTES)
         return 1;
     conn_write(d->c, line, (size_t)n);

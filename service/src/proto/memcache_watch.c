@@ -70,6 +70,11 @@ typedef struct slot {
     _Atomic uint64_t w[EV_WORDS];
 } slot;
 
+size_t mc_watch_ring_bytes(void)
+{
+    return MC_WATCH_RING_SLOTS * sizeof(slot);
+}
+
 typedef struct mc_watch_ring {
     _Atomic uint64_t head;    /* events written so far: the next one's index */
     _Atomic uint64_t written; /* the same, as a counter ("stats" log_worker_written) */

@@ -59,6 +59,9 @@
 #define MC_WATCHERS_MAX     20  /* memcached's WATCHER_LIMIT */
 #define MC_WATCH_RING_SLOTS 256 /* per loop: ~80 KiB; power of two */
 
+/* The bytes of one loop's ring ("stats settings" worker_logbuf_size). */
+size_t mc_watch_ring_bytes(void);
+
 /* Why a connection closed: memcached's close_reasons (error, normal, idle_timeout, shutdown) as
  * conn_close lines name them; UNSET = the protocol did not say (mc_watch_close then decides from
  * the connection: the peer's EOF is normal, a server drain is shutdown, anything else error). */
