@@ -234,14 +234,6 @@ size_t log_escape_controls(const char *src, size_t n, char *dst, size_t room, bo
     return o;
 }
 
-/* Rewrites msg[0, n) with control characters escaped, within room bytes. */
-static size_t escape_controls(char *msg, size_t n, size_t room, bool *cut)
-{
-    char src[LOG_LINE_MAX];
-    memcpy(src, msg, n);
-    return log_escape_controls(src, n, msg, room, cut);
-}
-
 /* Cuts msg to make room for the marker, never inside a UTF-8 sequence. */
 static size_t mark_truncated(char *msg, size_t n, size_t room)
 {
