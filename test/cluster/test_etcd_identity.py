@@ -112,7 +112,15 @@ class StaticFleetTest(unittest.TestCase):
         print(fleet.summary(), flush=True)
 
     def test_two_holders_of_one_worker_are_caught(self):
-        a, b = self.start(3), self.start(3)
+        # Two processes with one identity on one host are refused (cluster/hostclaim.h,
+        # test_exclusive); two hosts given one worker id are not. b stands in for the second
+        # host: layout 41/5/4/11 with worker 6 puts the same bits where 41/5/3/12's worker 3
+        # sits (its extra worker bit is the top bit of 41/5/3/12's sequence, 0 below 2048 IDs
+        # a millisecond), so both issue IDs of datacenter 1, worker 3 under LAY.
+        a = self.start(3)
+        b = Daemon(["snowflake.datacenter_id=%d" % DC, "snowflake.worker_bits=4",
+                    "snowflake.sequence_bits=11", "snowflake.worker_id=6"], name="w3-alias")
+        self.daemons.append(b)
         for d in (a, b):
             wait_until(d.port_open, 10, "daemon listening")
         rec = os.path.join(self.tmp.name, "dup.v2")
