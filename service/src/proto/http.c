@@ -654,7 +654,9 @@ static inline __attribute__((always_inline)) bool admit(http_conn *h, http_reque
 /* n more bytes of body to buffer, from the server's in-flight budget (none: unbounded). */
 static bool take_inflight(http_conn *h, uint64_t n)
 {
-    if (h->srv->inflight && !budget_take(h->srv->inflight, n))
+    if (!h->srv->inflight)
+        return true; /* nothing taken: end_message has nothing to give back */
+    if (!budget_take(h->srv->inflight, n))
         return false;
     h->held += n;
     return true;
