@@ -9,8 +9,11 @@
  * Checked besides the sanitizers:
  *   - a failure comes with a message that is one line of printable ASCII (config.h: errors are
  *     one line; values are shown escaped so they cannot forge lines or reach a terminal raw);
- *   - a success prints (cfg_print_json) a document whose sections load again, as a file on their
- *     own, to the very same configuration: printing it again gives the same text.
+ *   - a success prints (cfg_print_json) a document that never shows the bearer token in clear
+ *     and whose sections load again, as a file on their own, to the very same configuration:
+ *     printing it again gives the same text. The token is printed as "***", which is not a
+ *     token that loads (auth.token is 0 or 16..255 bytes), so the round trip is made with the
+ *     token cleared: what it checks is every other key.
  * The clock is fixed, so results do not depend on when the fuzzer runs.
  */
 #include <stdint.h>
@@ -63,8 +66,25 @@ static size_t sections_len(const char *printed)
     return (size_t)(r - printed);
 }
 
-static void check_round_trip(const cfg *c)
+static void check_secret_hidden(const cfg *c)
 {
+    if (!c->auth.token[0])
+        return;
+    size_t len;
+    char *p = print(c, &len);
+    FUZZ_CHECK(strstr(p, "\"token\": \"***\"") != NULL, "the token is not shown as ***:\n%s", p);
+    /* Every token is >= 16 bytes, so finding it is not a coincidence of a short string. */
+    FUZZ_CHECK(memmem(p, len, c->auth.token, strlen(c->auth.token)) == NULL,
+               "the printed configuration shows the token in clear:\n%s", p);
+    free(p);
+}
+
+static void check_round_trip(const cfg *loaded)
+{
+    static cfg shown;
+    shown = *loaded;
+    shown.auth.token[0] = '\0'; /* printed as "***", which does not load: see the top */
+    const cfg *c = &shown;
     size_t len1;
     char *p1 = print(c, &len1);
     size_t s1 = sections_len(p1);
@@ -125,6 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_error(err);
         fuzz_dump(err, strlen(err));
     } else {
+        check_secret_hidden(&c);
         check_round_trip(&c);
         fuzz_dump("loaded", 6);
     }
