@@ -15,9 +15,18 @@ count() { # suites ctest ran in a build directory
 SNOWFLAKED_EXTRA_PACKAGES="clang libclang-rt-14-dev" sh deploy/install-deps.sh
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
-{ make test-asan 2>&1; echo $? >"$log/asan.rc"; } | tee "$log/asan"; [ "$(cat "$log/asan.rc")" = 0 ]
-{ make test-tsan 2>&1; echo $? >"$log/tsan.rc"; } | tee "$log/tsan"; [ "$(cat "$log/tsan.rc")" = 0 ]
-{ sh test/fuzz/run.sh "$FUZZ_SECONDS" 2>&1; echo $? >"$log/fuzz.rc"; } | tee "$log/fuzz"; [ "$(cat "$log/fuzz.rc")" = 0 ]
+# stage NAME CMD...: runs CMD, shows and keeps its output in $log/NAME, fails on its failure.
+# (Its status is taken with ||, inside the pipeline, where set -e would end the group first.)
+stage() {
+    name=$1
+    shift
+    { rc=0; "$@" 2>&1 || rc=$?; echo "$rc" >"$log/$name.rc"; } | tee "$log/$name"
+    rc=$(cat "$log/$name.rc")
+    [ "$rc" = 0 ] || { echo "test-hardening: $name failed (exit $rc)"; exit 1; }
+}
+stage asan make test-asan
+stage tsan make test-tsan
+stage fuzz sh test/fuzz/run.sh "$FUZZ_SECONDS"
 execs=$(awk '$1 == "total" {print $2}' "$log/fuzz" | tail -n 1)
 echo "test-hardening: passed: $(count "$log/asan") suites under ASan+UBSan," \
     "$(count "$log/tsan") under TSan, 5 fuzz harnesses x ${FUZZ_SECONDS} s" \
