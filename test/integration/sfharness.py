@@ -138,6 +138,18 @@ class Server:
             raise AssertionError("sanitizer report:\n" + out)
 
 
+def set_args(*sets):
+    """Server arguments for "key=value" settings: a --set before each."""
+    return [a for kv in sets for a in ("--set", kv)]
+
+
+def memcache_server(*sets, **kw):
+    """A Server with its memcached listener on a free port (Server waits for it too) and these
+    "key=value" settings besides: (server, memcached port)."""
+    port = free_port()
+    return Server(*set_args("cache.memcached_port=%d" % port, *sets), **kw), port
+
+
 class Response:
     def __init__(self, status, reason, headers, body, version):
         self.status, self.reason, self.headers, self.body, self.version = (

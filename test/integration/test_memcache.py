@@ -11,7 +11,7 @@ import threading
 import time
 import unittest
 
-from sfharness import Reader, Server, free_port, get, metric, request
+from sfharness import Reader, get, memcache_server, metric, request
 
 MAX_ITEM = 65536
 
@@ -85,22 +85,35 @@ class Client(Reader):
             out[parts[1]] = parts[2]
 
 
-class Memcache(unittest.TestCase):
+class MemcacheServer(unittest.TestCase):
+    """One daemon for the class's tests (self.srv), its memcached listener on a free port
+    (self.port), with the class's SETTINGS ("key=value" each) besides. self.client() is a
+    Client closed when the test ends, even a failed one."""
+    SETTINGS = ()
+
     @classmethod
     def setUpClass(cls):
-        cls.port = free_port()
-        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port, "--set",
-                         "cache.max_item_bytes=%d" % MAX_ITEM)
+        cls.srv, cls.port = memcache_server(*cls.SETTINGS)
 
     @classmethod
     def tearDownClass(cls):
         cls.srv.stop()
 
-    def setUp(self):
-        self.c = Client(self.port)
+    def client(self, timeout=5):
+        c = Client(self.port, timeout=timeout)
+        self.addCleanup(c.close)
+        return c
 
-    def tearDown(self):
-        self.c.close()
+
+class MemcacheSession(MemcacheServer):
+    """A MemcacheServer whose every test has a client of its own in self.c."""
+
+    def setUp(self):
+        self.c = self.client()
+
+
+class Memcache(MemcacheSession):
+    SETTINGS = ("cache.max_item_bytes=%d" % MAX_ITEM,)
 
     def key(self, name):
         return ("%s_%s" % (self.id().rsplit(".", 1)[1], name)).encode()
@@ -330,10 +343,9 @@ class Memcache(unittest.TestCase):
     def test_long_line_without_newline_closes(self):
         self.c.send(b"x" * 3000)
         self.assertTrue(self.c.closed())
-        c = Client(self.port)
+        c = self.client()
         c.send(b"set k 0 0 1 " + b" " * 2100)
         self.assertTrue(c.closed())
-        c.close()
 
     def test_long_line_with_newline_is_a_command(self):
         self.assertEqual(self.c.ask(b"x" * 2000 + b"\r\n"), b"ERROR\r\n")
@@ -444,14 +456,7 @@ class Memcache(unittest.TestCase):
         k = self.key("n").decode()
 
         def stats_hits():
-            self.c.send(b"stats\r\n")
-            hits = None
-            while True:
-                ln = self.c.line()
-                if ln == b"END\r\n":
-                    return hits
-                if ln.startswith(b"STAT incr_hits "):
-                    hits = int(ln.split()[2])
+            return int(self.stats()["incr_hits"])
         before = stats_hits()
         replies = []
 
@@ -664,7 +669,7 @@ class Memcache(unittest.TestCase):
             mc.close()
 
 
-class RefusedStorageBlocks(unittest.TestCase):
+class RefusedStorageBlocks(MemcacheServer):
     """Issue 21: a storage command refused with an error never runs its data block as commands,
     whatever the command (set/add/replace/append/prepend/cas, ms), the refusal, and however the
     bytes arrive (one write, split at random points, byte by byte, pipelined). The blocks are
@@ -672,6 +677,7 @@ class RefusedStorageBlocks(unittest.TestCase):
     HTTP item is still there. Its own daemon: a failure flushes the store. The exhaustive matrix
     (every block, every cut) is unit_memcache_stream's refused_store tcase."""
     SMALL = 64  # cache.max_item_bytes: a 100-byte block is a too-large refusal
+    SETTINGS = ("cache.max_item_bytes=%d" % SMALL,)
     LINE_ERR = b"CLIENT_ERROR bad command line format\r\n"
     LARGE_ERR = b"SERVER_ERROR object too large for cache\r\n"
     BLOCKS = [b"flush_all noreply", b"delete keep", b"set keep 0 0 4 noreply\r\nevil",
@@ -701,16 +707,6 @@ class RefusedStorageBlocks(unittest.TestCase):
         ("bad base64 key", b"a!", b" b", b"CLIENT_ERROR error decoding key\r\n", False),
         ("value too large", b"k", b" T0", LARGE_ERR, True),
     ]
-
-    @classmethod
-    def setUpClass(cls):
-        cls.port = free_port()
-        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port, "--set",
-                         "cache.max_item_bytes=%d" % cls.SMALL)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
 
     def cases(self):
         """(what, refused line + block + CRLF, expected error) for every command and reason."""
@@ -750,65 +746,41 @@ class RefusedStorageBlocks(unittest.TestCase):
     def test_issue_21_reproduction(self):
         r = request(self.srv, b"PUT /cache/web HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
         self.assertEqual(r.status, 201, r.body)
-        c = Client(self.port)
-        try:
-            c.send(b"set keep 0 0 4\r\nsafe\r\nset user:Jos\xc3\xa9 0 0 17 noreply\r\n"
-                   b"flush_all noreply\r\nget keep\r\n")
-            want = b"STORED\r\nVALUE keep 0 4\r\nsafe\r\nEND\r\n"
-            self.assertEqual(c.read(len(want)), want)
-        finally:
-            c.close()
+        c = self.client()
+        c.send(b"set keep 0 0 4\r\nsafe\r\nset user:Jos\xc3\xa9 0 0 17 noreply\r\n"
+               b"flush_all noreply\r\nget keep\r\n")
+        want = b"STORED\r\nVALUE keep 0 4\r\nsafe\r\nEND\r\n"
+        self.assertEqual(c.read(len(want)), want)
         self.assertEqual(request(self.srv, get("/cache/web")).status, 200)
 
     def test_whole_split_and_bytewise(self):
         rng = random.Random(21)
-        c = Client(self.port)
-        try:
-            for what, raw, err in self.cases():
-                data = raw + self.TAIL
-                want = err + self.TAIL_REPLY
-                self.check(what + " (one write)", c, [data], want)
-                cuts = sorted(rng.sample(range(1, len(data)), 3))
-                self.check(what + " (cut at %s)" % cuts, c,
-                           [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])], want)
-                self.check(what + " (byte by byte)", c,
-                           [data[i:i + 1] for i in range(len(data))], want)
-        finally:
-            c.close()
+        c = self.client()
+        for what, raw, err in self.cases():
+            data = raw + self.TAIL
+            want = err + self.TAIL_REPLY
+            self.check(what + " (one write)", c, [data], want)
+            cuts = sorted(rng.sample(range(1, len(data)), 3))
+            self.check(what + " (cut at %s)" % cuts, c,
+                       [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])], want)
+            self.check(what + " (byte by byte)", c,
+                       [data[i:i + 1] for i in range(len(data))], want)
 
     def test_pipelined(self):
         cases = list(self.cases())
-        c = Client(self.port)
-        try:
-            self.reset(c)
-            c.send(b"".join(raw for _, raw, _ in cases) + self.TAIL)
-            want = b"".join(err for _, _, err in cases) + self.TAIL_REPLY
-            self.assertEqual(c.read(len(want)), want)
-        finally:
-            c.close()
+        c = self.client()
+        self.reset(c)
+        c.send(b"".join(raw for _, raw, _ in cases) + self.TAIL)
+        want = b"".join(err for _, _, err in cases) + self.TAIL_REPLY
+        self.assertEqual(c.read(len(want)), want)
         self.assertGreater(len(cases), 100)
 
 
-class ClientBytesInReplies(unittest.TestCase):
+class ClientBytesInReplies(MemcacheSession):
     """Issue 21: client bytes that go into a reply another client or an operator reads are made
     safe: control characters escaped as the log escapes them (stats detail dump's prefixes,
     stats cachedump's keys), and a key that is not a text key echoed in base64 by k (an item
     created from a base64 key without the binary mark). Text keys print as before."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.port = free_port()
-        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-
-    def setUp(self):
-        self.c = Client(self.port)
-
-    def tearDown(self):
-        self.c.close()
 
     def lines_until_end(self, raw):
         self.c.send(raw)
@@ -858,17 +830,8 @@ class ClientBytesInReplies(unittest.TestCase):
         self.assertEqual(self.c.ask(b"ms textkey 1 k\r\nv\r\n"), b"HD ktextkey\r\n")
 
 
-class RealClients(unittest.TestCase):
+class RealClients(MemcacheServer):
     """libmemcached's own tools against our listener (Debian: libmemcached-tools)."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.port = free_port()
-        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
 
     def test_memccapable_ascii_conformance(self):
         tool = shutil.which("memccapable")
@@ -890,19 +853,10 @@ class RealClients(unittest.TestCase):
             self.assertNotIn("fail", (r.stdout + r.stderr).lower())
 
 
-class MemcacheSmallBuffers(unittest.TestCase):
+class MemcacheSmallBuffers(MemcacheServer):
     """A 4 KiB read buffer and short timeouts: lines cut by every read, deadlines enforced."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.port = free_port()
-        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port, "--set",
-                         "server.read_buffer_bytes=4096", "--set",
-                         "server.header_timeout_ms=500", "--set", "server.idle_timeout_ms=1500")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
+    SETTINGS = ("server.read_buffer_bytes=4096", "server.header_timeout_ms=500",
+                "server.idle_timeout_ms=1500")
 
     def test_big_pipeline_through_a_small_buffer(self):
         raw, want = b"", b""
@@ -912,16 +866,15 @@ class MemcacheSmallBuffers(unittest.TestCase):
             want += b"STORED\r\nVALUE %s 0 %d\r\n%d\r\nEND\r\n" % (k, len(str(i)), i)
         # Connected only now: building the pipeline can take longer than the 500 ms the server
         # gives a new connection to send its first command (it then closes, rightly).
-        c = Client(self.port, timeout=20)
+        c = self.client(timeout=20)
         sender = threading.Thread(target=c.send, args=(raw,))
         sender.start()
         got = c.read(len(want))
         sender.join()
         self.assertEqual(got, want)
-        c.close()
 
     def test_long_multiget_through_a_small_buffer(self):
-        c = Client(self.port)
+        c = self.client()
         keys = [b"sb_mk%05d" % i for i in range(3000)]
         for k in keys[::100]:
             c.ask(b"set %s 0 0 %d\r\n%s\r\n" % (k, len(k), k))
@@ -929,57 +882,42 @@ class MemcacheSmallBuffers(unittest.TestCase):
         self.assertEqual({k: v[1] for k, v in got.items()},
                          {k.decode(): k for k in keys[::100]})
         self.assertTrue(all(v[2] is not None for v in got.values()))
-        c.close()
 
     def test_partial_command_times_out(self):
-        c = Client(self.port)
+        c = self.client()
         start = time.time()
         c.send(b"set k 0 0 10\r\nabc")
         self.assertTrue(c.closed(timeout=5))
         self.assertLess(time.time() - start, 1.4)  # the header deadline, not the idle one
-        c.close()
 
     def test_idle_connection_times_out(self):
-        c = Client(self.port)
+        c = self.client()
         self.assertTrue(c.ask(b"version\r\n").startswith(b"VERSION "))
         start = time.time()
         self.assertTrue(c.closed(timeout=5))
         self.assertGreater(time.time() - start, 1.0)
-        c.close()
 
 
-class MemcacheMaxConnections(unittest.TestCase):
+class MemcacheMaxConnections(MemcacheServer):
     """At server.max_connections the memcached listener answers as memcached at -c: the
     connection is accepted, told "ERROR Too many open connections" and closed, and counted in
     rejected_connections. Silent connections count from connect (no TCP_DEFER_ACCEPT here)."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.port = free_port()
-        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port,
-                         "--set", "server.max_connections=6")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-
-    def stats(self, c):
-        return c.stats()
+    SETTINGS = ("server.max_connections=6",)
 
     def test_refused_with_memcacheds_line(self):
-        first = Client(self.port)
+        first = self.client()
         self.assertTrue(first.ask(b"version\r\n").startswith(b"VERSION "))
         # The harness's start-up probe of this port may not be closed yet on a slow (TSan)
         # build: it would take a place and be refused in another's stead.
         deadline = time.time() + 5
-        while self.stats(first)["curr_connections"] != "1" and time.time() < deadline:
+        while first.stats()["curr_connections"] != "1" and time.time() < deadline:
             time.sleep(0.05)
-        self.assertEqual(self.stats(first)["curr_connections"], "1")
+        self.assertEqual(first.stats()["curr_connections"], "1")
         # silent connections count all the same; the loops accept them in their own order, so
         # which one is refused is not known: exactly one of the six beyond the first five
-        silent = [Client(self.port) for _ in range(6)]
+        silent = [self.client() for _ in range(6)]
         deadline = time.time() + 5
-        while self.stats(first)["rejected_connections"] == "0" and time.time() < deadline:
+        while first.stats()["rejected_connections"] == "0" and time.time() < deadline:
             time.sleep(0.05)
         refused = []
         for c in silent:
@@ -991,13 +929,11 @@ class MemcacheMaxConnections(unittest.TestCase):
             refused.append(data)
             self.assertTrue(c.closed(timeout=5))
         self.assertEqual(refused, [b"ERROR Too many open connections\r\n"])
-        stats = self.stats(first)
+        stats = first.stats()
         self.assertEqual((stats["rejected_connections"], stats["curr_connections"]), ("1", "6"))
-        for c in silent + [first]:
-            c.close()
 
 
-class MemcacheStreaming(unittest.TestCase):
+class MemcacheStreaming(MemcacheServer):
     """A multiget whose values add up to far more than the output limit (8 MiB) streams: the
     command pauses whenever the output reaches its high-water mark and goes on as the client
     reads, however the line arrived. The header timeout is short and the reader slow, so a
@@ -1008,13 +944,12 @@ class MemcacheStreaming(unittest.TestCase):
 
     VALUES = 10
     SIZE = 1000 * 1000
+    SETTINGS = ("server.header_timeout_ms=500",
+                "server.output_limit_bytes=%d" % (262144 + 1048576 + 16384))
 
     @classmethod
     def setUpClass(cls):
-        cls.port = free_port()
-        cls.srv = Server("--set", "cache.memcached_port=%d" % cls.port,
-                         "--set", "server.header_timeout_ms=500",
-                         "--set", "server.output_limit_bytes=%d" % (262144 + 1048576 + 16384))
+        super().setUpClass()
         c = Client(cls.port)
         assert c.ask(b"set sm 7 0 2\r\nsm\r\n") == b"STORED\r\n"
         cls.values = {}
@@ -1025,10 +960,6 @@ class MemcacheStreaming(unittest.TestCase):
             assert c.ask(b"set %s %d 0 %d\r\n%s\r\n" % (key, i, len(value), value)) == \
                 b"STORED\r\n"
         c.close()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
 
     def read_slowly(self, c, keys, with_cas=False):
         """Reads the answer to a get of `keys` at ~15 MB/s and checks it value by value."""
@@ -1078,18 +1009,17 @@ class MemcacheStreaming(unittest.TestCase):
 
     def test_whole_line_in_one_read(self):
         caps0 = metric(self.srv, "snowflaked_output_limit_closes_total")
-        c = Client(self.port, timeout=20)
+        c = self.client(timeout=20)
         keys = self.keys()
         c.send(b"get " + b" ".join(keys) + b"\r\n")
         hits, took = self.read_slowly(c, keys)
         self.assertEqual(hits, 20)  # 20 MB through an 8 MiB output limit
         self.assertGreater(took, 0.6)  # longer than the header timeout
         self.check_alive(c, caps0)
-        c.close()
 
     def test_line_cut_across_reads_and_commands_after_it(self):
         caps0 = metric(self.srv, "snowflaked_output_limit_closes_total")
-        c = Client(self.port, timeout=20)
+        c = self.client(timeout=20)
         keys = self.keys()
         line = b"gets " + b" ".join(keys) + b"\r\n"
         c.send(line[:37])  # cut inside a key: the line completes in the line buffer
@@ -1099,11 +1029,10 @@ class MemcacheStreaming(unittest.TestCase):
         self.assertEqual(hits, 20)
         self.assertEqual(self.read_slowly(c, [b"st_03"])[0], 1)
         self.check_alive(c, caps0)
-        c.close()
 
     def test_long_line_arriving_in_pieces(self):
         caps0 = metric(self.srv, "snowflaked_output_limit_closes_total")
-        c = Client(self.port, timeout=20)
+        c = self.client(timeout=20)
         keys = self.keys(misses=12)
         line = b"get " + b" ".join(keys) + b"\r\n"
         self.assertGreater(len(line), 3 * 2048)  # streamed as a long line
@@ -1114,14 +1043,13 @@ class MemcacheStreaming(unittest.TestCase):
         sender.join()
         self.assertEqual(hits, 20)
         self.check_alive(c, caps0)
-        c.close()
 
     def test_reader_pausing_mid_line_past_the_header_timeout(self):
         """The first half of a get line, then the client reads nothing for three header
         timeouts: the server is the one waiting (its output is full), so the unfinished line
         must not be cut. Then the rest of the line, and every value arrives."""
         caps0 = metric(self.srv, "snowflaked_output_limit_closes_total")
-        c = Client(self.port, timeout=20)
+        c = self.client(timeout=20)
         keys = self.keys(misses=12)
         line = b"get " + b" ".join(keys) + b"\r\n"
         # The first round: ten 1 MB values (far beyond the high-water mark) in a line longer than
@@ -1136,10 +1064,9 @@ class MemcacheStreaming(unittest.TestCase):
         sender.join()
         self.assertEqual(hits, 20)
         self.check_alive(c, caps0)
-        c.close()
 
     def test_gat_touches_every_key_of_a_paused_line(self):
-        c = Client(self.port, timeout=20)
+        c = self.client(timeout=20)
         keys = self.keys(rounds=1)
         c.send(b"gat 3600 " + b" ".join(keys) + b"\r\n")
         self.assertEqual(self.read_slowly(c, keys)[0], 10)
@@ -1152,7 +1079,6 @@ class MemcacheStreaming(unittest.TestCase):
             ttl = int(c.ask(b"mg %s t\r\n" % k).split()[1][1:])
             self.assertTrue(3590 <= ttl <= 3600, (k, ttl))
             self.assertEqual(c.ask(b"touch %s 0\r\n" % k), b"TOUCHED\r\n")
-        c.close()
 
     def answer(self, *reads):
         """What the server answers to `reads` sent apart (each then has time to be read as
@@ -1209,16 +1135,15 @@ class MemcacheStreaming(unittest.TestCase):
     def test_a_reader_pausing_longer_than_the_header_timeout(self):
         # The get's line is all here: the client owes nothing, so only the write timeout
         # (30 s) governs it, not the 500 ms header timeout.
-        c = Client(self.port, timeout=20)
+        c = self.client(timeout=20)
         keys = self.keys(rounds=1)
         c.send(b"get " + b" ".join(keys) + b"\r\n")
         time.sleep(1.5)
         self.assertEqual(self.read_slowly(c, keys)[0], 10)
         self.assertTrue(c.ask(b"version\r\n").startswith(b"VERSION "))
-        c.close()
 
     def test_a_trickled_long_line_still_has_a_deadline(self):
-        c = Client(self.port)
+        c = self.client()
         c.send(b"get " + b"miss " * 450)  # > 2048 bytes and no newline: a long get
         t0 = time.monotonic()
         closed = False
@@ -1231,18 +1156,13 @@ class MemcacheStreaming(unittest.TestCase):
             closed = closed or c.closed(timeout=0.01)
         self.assertTrue(closed)
         self.assertLess(time.monotonic() - t0, 2)  # the 500 ms header deadline
-        c.close()
 
 
 def start_server(test, *sets):
     """A server with these settings (its memcached listener on a free port, nothing persisted)
     and a client, both stopped at the end of the test: (server, port, client)."""
-    port = free_port()
-    args = ["--set", "cache.memcached_port=%d" % port, "--set", "cache.persist=false"]
-    for s in sets:
-        args += ["--set", s]
-    srv = Server(*args)
-    test.addCleanup(lambda: srv.proc.poll() is None and srv.stop())
+    srv, port = memcache_server("cache.persist=false", *sets)
+    test.addCleanup(srv.stop)  # also after a shutdown command: checks its exit, frees its files
     c = Client(port)
     test.addCleanup(c.close)
     return srv, port, c
@@ -1255,9 +1175,6 @@ class MemcacheAdmin(unittest.TestCase):
     def server(self, *sets):
         srv, _, c = start_server(self, *sets)
         return srv, c
-
-    def stats(self, c):
-        return c.stats()
 
     def dump(self, c, what=b"all"):
         c.send(b"lru_crawler metadump " + what + b"\r\n")
@@ -1308,7 +1225,7 @@ class MemcacheAdmin(unittest.TestCase):
         self.assertEqual(c.ask(b"set keep 0 0 2\r\nok\r\n"), b"STORED\r\n")
         time.sleep(2.1)
         self.assertEqual(c.ask(b"lru_crawler crawl all\r\n"), b"OK\r\n")
-        self.assertEqual(self.stats(c)["curr_items"], "1")
+        self.assertEqual(c.stats()["curr_items"], "1")
         self.assertEqual(c.ask(b"lru_crawler disable\r\n"), b"OK\r\n")
         self.assertEqual(c.ask(b"lru_crawler crawl 1\r\n"),
                          b"CLIENT_ERROR lru crawler disabled\r\n")
@@ -1316,11 +1233,11 @@ class MemcacheAdmin(unittest.TestCase):
     def test_cache_memlimit(self):
         _, c = self.server()
         self.assertEqual(c.ask(b"cache_memlimit 8\r\n"), b"OK\r\n")
-        self.assertEqual(self.stats(c)["limit_maxbytes"], str(8 << 20))
+        self.assertEqual(c.stats()["limit_maxbytes"], str(8 << 20))
         big = b"B" * 500000
         for i in range(40):  # 20 MB through an 8 MiB cache: evicts, stays under the new limit
             self.assertEqual(c.ask(b"set b%d 0 0 %d\r\n%s\r\n" % (i, len(big), big)), b"STORED\r\n")
-        st = self.stats(c)
+        st = c.stats()
         self.assertLessEqual(int(st["bytes"]), 8 << 20)
         self.assertGreater(int(st["evictions"]), 0)
 
@@ -1355,21 +1272,21 @@ class MemcacheAdmin(unittest.TestCase):
         c.send(b"set f 0 0 5\r\nBubba\r\n" * 6)
         for _ in range(6):
             self.assertEqual(c.line(), b"STORED\r\n")
-        self.assertGreaterEqual(int(self.stats(c)["conn_yields"]), 5)
+        self.assertGreaterEqual(int(c.stats()["conn_yields"]), 5)
 
     def test_no_evictions(self):
         _, c = self.server("cache.evictions=false", "cache.max_memory_bytes=2097152")
         big = b"B" * 100000
         replies = {c.ask(b"set b%d 0 0 %d\r\n%s\r\n" % (i, len(big), big)) for i in range(40)}
         self.assertEqual(replies, {b"STORED\r\n", b"SERVER_ERROR out of memory storing object\r\n"})
-        st = self.stats(c)
+        st = c.stats()
         self.assertEqual(st["evictions"], "0")
         # every refusal counts in store_no_memory, as memcached's failed allocations (dash-M.t)
         refused = int(st["store_no_memory"])
         self.assertGreater(refused, 0)
         self.assertEqual(c.ask(b"ms b999 %d\r\n%s\r\n" % (len(big), big)),
                          b"SERVER_ERROR out of memory storing object\r\n")
-        self.assertEqual(self.stats(c)["store_no_memory"], str(refused + 1))
+        self.assertEqual(c.stats()["store_no_memory"], str(refused + 1))
         # a refused set (or ms) does not leave the key's old value visible, as in memcached
         self.assertEqual(c.ask(b"get b0\r\n"), b"VALUE b0 0 %d\r\n" % len(big))
         c.read(len(big) + 7)
@@ -1381,7 +1298,7 @@ class MemcacheAdmin(unittest.TestCase):
         self.assertEqual(c.ask(b"ms b1 %d\r\n%s\r\n" % (2 * len(big), big + big)),
                          b"SERVER_ERROR out of memory storing object\r\n")
         self.assertEqual(c.ask(b"mg b1 v\r\n"), b"EN\r\n")
-        self.assertEqual(self.stats(c)["store_no_memory"], str(refused + 3))
+        self.assertEqual(c.stats()["store_no_memory"], str(refused + 3))
 
     def settings(self, c):
         c.send(b"stats settings\r\n")
@@ -1428,7 +1345,7 @@ class MemcacheAdmin(unittest.TestCase):
         # memcached -o no_lru_maintainer: one LRU, none of the maintainer's keys (stats.t's 83)
         _, c = self.server("cache.lru_segmented=false")
         self.assertEqual(c.ask(b"set f 0 0 1\r\nx\r\n"), b"STORED\r\n")
-        self.assertEqual(len(self.stats(c)), 83)
+        self.assertEqual(len(c.stats()), 83)
         settings = c.stats(b" settings")
         self.assertEqual(settings["lru_maintainer_thread"], "no")
         self.assertEqual(settings["lru_segmented"], "no")
@@ -1447,7 +1364,7 @@ class MemcacheAdmin(unittest.TestCase):
         items = c.stats(b" items")
         self.assertEqual(int(items["items:1:number_hot"]) + int(items["items:1:number_cold"]), 1)
         self.assertEqual(items["items:1:number_temp"], "1")
-        self.assertGreater(int(self.stats(c)["lru_maintainer_juggles"]), 0)
+        self.assertGreater(int(c.stats()["lru_maintainer_juggles"]), 0)
 
     def test_idle_timeout_kicks(self):
         _, c = self.server("cache.memcached_idle_timeout_s=1", "server.idle_timeout_ms=60000")
@@ -1461,7 +1378,7 @@ class MemcacheAdmin(unittest.TestCase):
         # memcached's place for it (printed only with -o idle_timeout), 91 keys in all
         self.assertEqual(names[names.index(b"auth_errors") + 1], b"idle_kicks")
         self.assertEqual(len(names), 91)
-        self.assertEqual(self.stats(c)["idle_kicks"], "0")
+        self.assertEqual(c.stats()["idle_kicks"], "0")
         c.send(b"stats settings\r\n")
         settings = {}
         while True:
@@ -1479,10 +1396,10 @@ class MemcacheAdmin(unittest.TestCase):
                 break
         else:
             self.fail("the idle connection was not closed within 5 s")
-        self.assertEqual(self.stats(c)["idle_kicks"], "1")
+        self.assertEqual(c.stats()["idle_kicks"], "1")
         # without it (memcached's default) the key is not printed
         _, d = self.server()
-        self.assertNotIn("idle_kicks", self.stats(d))
+        self.assertNotIn("idle_kicks", d.stats())
 
     def test_debugtime(self):
         _, off = self.server()
@@ -1503,8 +1420,6 @@ class MemcacheWatch(unittest.TestCase):
     """memcached's watch (memcache_watch.c): log lines as they happen, a watcher that does not read
     loses lines and is told how many (skipped=N), no cost while nobody watches. The exact
     line formats are compared with memcached's in test_memcache_diff.py."""
-
-    stats = MemcacheAdmin.stats
 
     def server(self, *sets):
         """A server with these settings: its memcached port and a client."""
@@ -1568,7 +1483,7 @@ class MemcacheWatch(unittest.TestCase):
         rport = "rport=%d " % c3.sock.getsockname()[1]
         self.assertIn("reason=error", self.lines(w, rport + "transport=tcp reason=")[-1])
         self.assertNotIn(b"VERSION", w.buf)
-        self.assertEqual(self.stats(c)["log_watchers"], "1")
+        self.assertEqual(c.stats()["log_watchers"], "1")
 
     def test_evictions(self):
         port, c = self.server("cache.max_memory_bytes=2097152")
@@ -1593,9 +1508,9 @@ class MemcacheWatch(unittest.TestCase):
         for i in range(100 * 500):
             c.send(b"get %d%s\r\n" % (i, key))
             self.assertEqual(c.line(), b"END\r\n")
-            if i % 500 == 499 and int(self.stats(c)["log_watcher_skipped"]) > 0:
+            if i % 500 == 499 and int(c.stats()["log_watcher_skipped"]) > 0:
                 break
-        st = self.stats(c)
+        st = c.stats()
         self.assertGreater(int(st["log_watcher_skipped"]), 0)
         self.assertGreater(int(st["log_watcher_sent"]), 0)
         # Reading again: the lines that fitted, then skipped=N before the next line.
@@ -1624,13 +1539,13 @@ class MemcacheWatch(unittest.TestCase):
         extra = Client(port)
         self.addCleanup(extra.close)
         self.assertEqual(extra.ask(b"watch\r\n"), b"WATCHER_TOO_MANY log watcher limit reached\r\n")
-        self.assertEqual(self.stats(c)["log_watchers"], "20")
+        self.assertEqual(c.stats()["log_watchers"], "20")
         for w in watchers:
             w.close()
         deadline = time.time() + 5
-        while self.stats(c)["log_watchers"] != "0" and time.time() < deadline:
+        while c.stats()["log_watchers"] != "0" and time.time() < deadline:
             time.sleep(0.05)
-        self.assertEqual(self.stats(c)["log_watchers"], "0")
+        self.assertEqual(c.stats()["log_watchers"], "0")
         self.assertEqual(extra.ask(b"watch\r\n"), b"OK\r\n")
         _, off = self.server("cache.memcached_watch=false")  # memcached -W
         self.assertEqual(off.ask(b"watch\r\n"), b"CLIENT_ERROR watch commands not allowed\r\n")
@@ -1642,20 +1557,20 @@ class MemcacheWatch(unittest.TestCase):
             self.assertEqual(c.ask(b"set n%d 0 0 1\r\nx\r\n" % i), b"STORED\r\n")
             self.assertEqual(c.ask(b"get n%d\r\n" % i), b"VALUE n%d 0 1\r\n" % i)
             c.read(8)
-        self.assertEqual(self.stats(c)["log_worker_written"], "0")
+        self.assertEqual(c.stats()["log_worker_written"], "0")
         w = self.watcher(port, b" mutations")
         self.assertEqual(c.ask(b"get n1\r\n"), b"VALUE n1 0 1\r\n")  # not a mutation: unlogged
         c.read(8)
         self.assertEqual(c.ask(b"set n1 0 0 1\r\ny\r\n"), b"STORED\r\n")
         self.assertIn("type=item_store key=n1 ", self.lines(w, "item_store")[0])
-        self.assertEqual(self.stats(c)["log_worker_written"], "1")
+        self.assertEqual(c.stats()["log_worker_written"], "1")
         w.close()
         deadline = time.time() + 5
-        while self.stats(c)["log_watchers"] != "0" and time.time() < deadline:
+        while c.stats()["log_watchers"] != "0" and time.time() < deadline:
             time.sleep(0.05)
         for i in range(20):
             self.assertEqual(c.ask(b"set n%d 0 0 1\r\nx\r\n" % i), b"STORED\r\n")
-        self.assertEqual(self.stats(c)["log_worker_written"], "1")
+        self.assertEqual(c.stats()["log_worker_written"], "1")
 
 
 if __name__ == "__main__":
