@@ -33,7 +33,7 @@ import tempfile
 import time
 import unittest
 
-from sfharness import Server, free_port
+from sfharness import free_port, memcache_server
 
 MEMCACHED = shutil.which("memcached") or "/usr/bin/memcached"
 BIG = 1024 * 1024 + 1  # both refuse a value above 1 MiB (memcached's default item size)
@@ -68,6 +68,80 @@ def memcached_version():
     out = subprocess.run([MEMCACHED, "-V"], capture_output=True, text=True, timeout=10).stdout
     m = re.search(r"memcached (\S+)", out)
     return m.group(1) if m else "?"
+
+
+def memcached_or_skip(wanted):
+    """memcached's version when it is `wanted` ("1.6": any 1.6.x; "1.6.18": that one), else
+    SkipTest."""
+    version = memcached_version()
+    want = wanted.split(".")
+    if version is None or version.split(".")[:len(want)] != want:
+        raise unittest.SkipTest("needs memcached %s (Debian: memcached); found %s"
+                                % (wanted, version or "none at " + MEMCACHED))
+    return version
+
+
+class Memcached:
+    """memcached on a free loopback port (self.port), TCP only, with these flags. Its output
+    goes to a file, not a pipe: the sessions raise its verbosity, and nobody would drain a
+    pipe. stop() kills it by its PID."""
+
+    def __init__(self, *flags):
+        self.port = free_port()
+        args = [MEMCACHED, "-l", "127.0.0.1", "-p", str(self.port), "-U", "0", *flags]
+        if os.geteuid() == 0:
+            args += ["-u", "root"]  # memcached refuses to run as root otherwise
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_listening(self.port, self.alive, "memcached")
+        except BaseException:
+            self.stop()
+            raise
+
+    def alive(self):
+        if self.proc.poll() is not None:
+            self.log.seek(0)
+            raise RuntimeError("memcached exited: %s" % self.log.read().decode())
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()  # by its PID (Popen.kill)
+        self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def start_pair(mc_flags, sf_sets):
+    """memcached with mc_flags and snowflaked with sf_sets ("key=value" each), memcached stopped
+    again when snowflaked does not start: (memcached, our server, our memcached port)."""
+    mc = Memcached(*mc_flags)
+    try:
+        srv, sf_port = memcache_server(*sf_sets)
+    except BaseException:
+        mc.stop()
+        raise
+    return mc, srv, sf_port
+
+
+class AgainstMemcached(unittest.TestCase):
+    """memcached MEMCACHED_VERSION with MC_FLAGS (self.mc_port) and snowflaked with SF_SETTINGS
+    (self.sf_port, its memcached listener) for the class's tests; skipped without memcached."""
+    MEMCACHED_VERSION = "1.6"
+    MC_FLAGS = ()
+    SF_SETTINGS = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.version = memcached_or_skip(cls.MEMCACHED_VERSION)
+        cls.mc, cls.srv, cls.sf_port = start_pair(cls.MC_FLAGS, cls.SF_SETTINGS)
+        cls.mc_port = cls.mc.port
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.srv.stop()
+        finally:
+            cls.mc.stop()
 
 
 class Conn:
@@ -222,56 +296,9 @@ def show(step):
     return s if len(s) < 160 else s[:150] + "...(%d bytes)" % len(step)
 
 
-class MemcacheDiff(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        version = memcached_version()
-        if version is None:
-            raise unittest.SkipTest("%s not installed (Debian: memcached)" % MEMCACHED)
-        if not version.startswith("1.6."):
-            raise unittest.SkipTest("the sessions pin memcached 1.6 behaviour; found %s" % version)
-        cls.version = version
-        cls.mc_port = free_port()
-        args = [MEMCACHED, "-l", "127.0.0.1", "-p", str(cls.mc_port), "-U", "0", "-t", "2",
-                "-m", "64"]
-        if os.geteuid() == 0:
-            args += ["-u", "root"]  # memcached refuses to run as root otherwise
-        # a file, not a pipe: the sessions raise its verbosity, and nobody would drain a pipe
-        cls.mc_log = tempfile.TemporaryFile()
-        cls.mc = subprocess.Popen(args, stdout=cls.mc_log, stderr=subprocess.STDOUT)
-        cls.srv = None
-        try:
-            wait_listening(cls.mc_port, cls.memcached_alive, "memcached")
-            cls.sf_port = free_port()
-            cls.srv = Server("--set", "cache.memcached_port=%d" % cls.sf_port)
-            # the harness waits for the HTTP port; the memcached listener may come a moment later
-            wait_listening(cls.sf_port, lambda: None, "snowflaked's memcached listener")
-        except BaseException:
-            if cls.srv is not None:
-                cls.srv.proc.kill()
-                cls.srv.proc.wait()
-            cls.kill_memcached()
-            raise
-
-    @classmethod
-    def memcached_alive(cls):
-        if cls.mc.poll() is not None:
-            cls.mc_log.seek(0)
-            raise RuntimeError("memcached exited: %s" % cls.mc_log.read().decode())
-
-    @classmethod
-    def kill_memcached(cls):
-        if cls.mc.poll() is None:
-            cls.mc.kill()  # by its PID (Popen.kill)
-        cls.mc.wait(timeout=10)
-        cls.mc_log.close()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.srv.stop()
-        finally:
-            cls.kill_memcached()
+class MemcacheDiff(AgainstMemcached):
+    """The sessions pin memcached 1.6 behaviour."""
+    MC_FLAGS = ("-t", "2", "-m", "64")
 
     def replay_meta(self, steps):
         """replay, then again split, then (when no step needs a CAS read before) pipelined."""
@@ -1357,39 +1384,18 @@ class StatsSettingsValues(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        version = memcached_version()
-        if version != "1.6.18":
-            raise unittest.SkipTest("values pinned against memcached 1.6.18; found %s" % version)
+        memcached_or_skip("1.6.18")  # the values are pinned against it
 
     def start_pair(self, mc_flags, sf_sets, mem_mib=32, item_mib=2, conns=500, backlog=77):
-        mc_port, sf_port = free_port(), free_port()
-        args = [MEMCACHED, "-l", "127.0.0.1", "-p", str(mc_port), "-U", "0", "-t", "2",
-                "-m", str(mem_mib), "-I", "%dm" % item_mib, "-c", str(conns), "-b", str(backlog),
-                "-B", "ascii"] + mc_flags
-        if os.geteuid() == 0:
-            args += ["-u", "root"]
-        log = tempfile.TemporaryFile()
-        mc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-
-        def cleanup_mc():
-            if mc.poll() is None:
-                mc.kill()  # by its PID
-            mc.wait(timeout=10)
-            log.close()
-        self.addCleanup(cleanup_mc)
-
-        def alive():
-            if mc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError("memcached exited: %s" % log.read().decode())
-        wait_listening(mc_port, alive, "memcached")
-        sets = ["cache.memcached_port=%d" % sf_port, "cache.max_memory_bytes=%d" % (mem_mib * self.MIB),
-                "cache.max_item_bytes=%d" % (item_mib * self.MIB),
-                "server.max_connections=%d" % conns, "server.backlog=%d" % backlog] + sf_sets
-        srv = Server(*[a for kv in sets for a in ("--set", kv)])
+        mc, srv, sf_port = start_pair(
+            ["-t", "2", "-m", str(mem_mib), "-I", "%dm" % item_mib, "-c", str(conns),
+             "-b", str(backlog), "-B", "ascii"] + mc_flags,
+            ["cache.max_memory_bytes=%d" % (mem_mib * self.MIB),
+             "cache.max_item_bytes=%d" % (item_mib * self.MIB),
+             "server.max_connections=%d" % conns, "server.backlog=%d" % backlog] + sf_sets)
+        self.addCleanup(mc.stop)
         self.addCleanup(srv.stop)
-        wait_listening(sf_port, lambda: None, "snowflaked's memcached listener")
-        return mc_port, sf_port
+        return mc.port, sf_port
 
     @staticmethod
     def settings(conn):
@@ -1455,49 +1461,15 @@ class StatsSettingsValues(unittest.TestCase):
             self.assertEqual(ours[name], value, name)
 
 
-class AdminCommandsOff(unittest.TestCase):
+class AdminCommandsOff(AgainstMemcached):
     """The shipped deploy configs turn the memcached port's administrative and key-listing
     commands off: memcached started with -F -W -X against ours with the same keys off
     (cache.memcached_flush_all, _watch, _key_listing) answers every refusal byte for byte; the
     refusals memcached has no switch for (cache_memlimit, stats detail on|dump) answer a clear
     CLIENT_ERROR, and the store is untouched by every refused command."""
-
-    @classmethod
-    def setUpClass(cls):
-        version = memcached_version()
-        if version is None or not version.startswith("1.6."):
-            raise unittest.SkipTest("needs memcached 1.6 (Debian: memcached); found %s" % version)
-        cls.mc_port = free_port()
-        args = [MEMCACHED, "-l", "127.0.0.1", "-p", str(cls.mc_port), "-U", "0", "-t", "1",
-                "-F", "-W", "-X"]
-        if os.geteuid() == 0:
-            args += ["-u", "root"]
-        cls.mc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cls.srv = None
-        try:
-            wait_listening(cls.mc_port, lambda: None, "memcached")
-            cls.sf_port = free_port()
-            cls.srv = Server("--set", "cache.memcached_port=%d" % cls.sf_port,
-                             "--set", "cache.memcached_flush_all=false",
-                             "--set", "cache.memcached_watch=false",
-                             "--set", "cache.memcached_key_listing=false",
-                             "--set", "cache.memcached_memlimit_command=false")
-            wait_listening(cls.sf_port, lambda: None, "snowflaked's memcached listener")
-        except BaseException:
-            if cls.srv is not None:
-                cls.srv.proc.kill()
-                cls.srv.proc.wait()
-            cls.mc.kill()
-            cls.mc.wait()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.srv.stop()
-        finally:
-            cls.mc.kill()
-            cls.mc.wait(timeout=10)
+    MC_FLAGS = ("-t", "1", "-F", "-W", "-X")
+    SF_SETTINGS = ("cache.memcached_flush_all=false", "cache.memcached_watch=false",
+                   "cache.memcached_key_listing=false", "cache.memcached_memlimit_command=false")
 
     def test_refusals_as_memcached(self):
         steps = [b"set keep 0 0 4\r\nsafe\r\n",
