@@ -4,12 +4,15 @@ Every test server gets its own temporary data_dir and a free ephemeral port, and
 end even if the test fails. Responses are parsed by a deliberately small HTTP/1.1 reader so that
 the tests see exactly what went over the wire.
 """
+import json
 import os
 import re
 import signal
 import socket
+import socketserver
 import subprocess
 import tempfile
+import threading
 import time
 
 BINARY = os.environ.get("SNOWFLAKED_BIN", "")
@@ -159,7 +162,6 @@ class Response:
         return self.headers.get(name.lower())
 
     def json(self):
-        import json
         return json.loads(self.body)
 
 
@@ -259,3 +261,33 @@ def wait_quiet(server, timeout=5):
 
 def get(path, extra=""):
     return ("GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n" % (path, extra)).encode()
+
+
+class LoopbackServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """A fake peer: a socketserver handler (http.server's too) served on a free loopback port
+    (self.port) from a daemon thread, a thread per connection, until stop()."""
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, handler):
+        super().__init__(("127.0.0.1", 0), handler)
+        self.port = self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.shutdown()
+        self.server_close()
+
+
+def send_json(handler, status, body, headers=()):
+    """Answers an http.server handler's request: status, a JSON body (bytes as they are, or an
+    object to dump) with its Content-Type and Content-Length, and more (name, value) headers."""
+    if not isinstance(body, bytes):
+        body = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)

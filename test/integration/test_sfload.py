@@ -21,7 +21,7 @@ import threading
 import time
 import unittest
 
-from sfharness import Server, free_port
+from sfharness import LoopbackServer, Server, free_port, send_json
 
 SFLOAD = os.environ.get("SFLOAD_BIN", "")
 
@@ -217,29 +217,15 @@ class FakeIds(http.server.BaseHTTPRequestHandler):
         elif self.path.startswith("/id?fake=bad"):
             body = b'{"id":"x1"}'
         elif self.path.startswith("/id?fake=busy"):
-            body = b'{"error":"fenced"}'
-            self.send_response(503)
-            self.send_header("Retry-After", "1")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json(self, 503, b'{"error":"fenced"}', [("Retry-After", "1")])
             return
         else:
             self.send_error(404)
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, 200, body)
 
     def log_message(self, *args):
         pass
-
-
-class ThreadingServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 @unittest.skipUnless(SFLOAD, "SFLOAD_BIN not set")
@@ -295,19 +281,13 @@ class NamedLayouts(unittest.TestCase):
 class AgainstFakes(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.servers = []
-        for handler in (FakeIds, EchoHandler):
-            s = ThreadingServer(("127.0.0.1", 0), handler)
-            threading.Thread(target=s.serve_forever, daemon=True).start()
-            cls.servers.append(s)
-        cls.http_port = cls.servers[0].server_address[1]
-        cls.echo_port = cls.servers[1].server_address[1]
+        cls.servers = [LoopbackServer(FakeIds), LoopbackServer(EchoHandler)]
+        cls.http_port, cls.echo_port = (s.port for s in cls.servers)
 
     @classmethod
     def tearDownClass(cls):
         for s in cls.servers:
-            s.shutdown()
-            s.server_close()
+            s.stop()
 
     def run_fake(self, path, *extra):
         return sfload("-c", "2", "-n", "50", "-t", "5", "--verify-ids", "--id-layout",

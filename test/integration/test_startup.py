@@ -9,11 +9,10 @@ import json
 import os
 import subprocess
 import tempfile
-import threading
 import time
 import unittest
 
-from sfharness import BINARY, Server, free_port, wait_ready
+from sfharness import BINARY, LoopbackServer, Server, free_port, send_json, set_args, wait_ready
 
 # What a hostile or broken etcd puts in its error message: a line break that would forge a log
 # line, and a terminal escape (red) that would reach the operator's terminal.
@@ -31,20 +30,15 @@ class FakeEtcd(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        status = 503
-        body = json.dumps({"error": {"grpc_code": 14, "http_code": 503, "message": HOSTILE,
-                                     "http_status": "Service Unavailable"}}).encode()
         if self.meta_value is not None and self.path == "/v3/kv/txn":
             header = {"cluster_id": "7", "member_id": "1", "revision": "3", "raft_term": "2"}
             kv = {"key": b64("/snowflaked/meta"), "value": b64(self.meta_value),
                   "create_revision": "2", "mod_revision": "2", "version": "1"}
-            status, body = 200, json.dumps({"header": header, "responses": [
-                {"response_range": {"header": header, "kvs": [kv], "count": "1"}}]}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            send_json(self, 200, {"header": header, "responses": [
+                {"response_range": {"header": header, "kvs": [kv], "count": "1"}}]})
+            return
+        send_json(self, 503, {"error": {"grpc_code": 14, "http_code": 503, "message": HOSTILE,
+                                        "http_status": "Service Unavailable"}})
 
     def log_message(self, *args):
         pass
@@ -68,15 +62,12 @@ class HostileEtcd(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), cls.handler)
-        cls.thread = threading.Thread(target=cls.httpd.serve_forever, daemon=True)
-        cls.thread.start()
-        cls.endpoint = "http://127.0.0.1:%d" % cls.httpd.server_address[1]
+        cls.httpd = LoopbackServer(cls.handler)
+        cls.endpoint = "http://127.0.0.1:%d" % cls.httpd.port
 
     @classmethod
     def tearDownClass(cls):
-        cls.httpd.shutdown()
-        cls.httpd.server_close()
+        cls.httpd.stop()
 
     def start(self, *extra):
         return run("--worker-id", "etcd", "--set", "snowflake.etcd.endpoints=" + self.endpoint,
@@ -138,10 +129,7 @@ MEMCACHED_WARNING = "is reachable beyond loopback and has no authentication"
 
 class ExposureWarnings(unittest.TestCase):
     def output_after_start(self, *sets):
-        args = []
-        for kv in sets:
-            args += ["--set", kv]
-        srv = Server(*args)
+        srv = Server(*set_args(*sets))
         try:
             wait_ready(srv)
             deadline = time.monotonic() + 5  # the logger thread writes within 100 ms
