@@ -31,21 +31,21 @@ class Client(Reader):
     def send(self, data):
         self.sock.sendall(data)
 
+    def _fill(self):
+        try:
+            super()._fill()
+        except EOFError:
+            raise EOFError("connection closed after %r" % self.buf) from None
+
     def read(self, n):
         while len(self.buf) < n:
-            data = self.sock.recv(65536)
-            if not data:
-                raise EOFError("connection closed after %r" % self.buf)
-            self.buf += data
+            self._fill()
         out, self.buf = self.buf[:n], self.buf[n:]
         return out
 
     def line(self):
         while b"\r\n" not in self.buf:
-            data = self.sock.recv(65536)
-            if not data:
-                raise EOFError("connection closed after %r" % self.buf)
-            self.buf += data
+            self._fill()
         out, self.buf = self.buf.split(b"\r\n", 1)
         return out + b"\r\n"
 

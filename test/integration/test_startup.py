@@ -69,29 +69,33 @@ class HostileEtcd(unittest.TestCase):
     def tearDownClass(cls):
         cls.httpd.stop()
 
-    def start(self, *extra):
-        return run("--worker-id", "etcd", "--set", "snowflake.etcd.endpoints=" + self.endpoint,
-                   "--set", "snowflake.etcd.start_timeout_ms=300", *extra)
-
-    def test_fatal_line_is_escaped(self):
-        code, err = self.start()
+    def refused(self, *extra):
+        """The daemon started against the fake etcd: it must exit 1 with no raw CR or ESC on
+        stderr; its stderr."""
+        code, err = run("--worker-id", "etcd", "--set", "snowflake.etcd.endpoints=" +
+                        self.endpoint, "--set", "snowflake.etcd.start_timeout_ms=300", *extra)
         self.assertEqual(code, 1, err)
         self.assertNotIn(b"\r", err)
         self.assertNotIn(b"\x1b", err)
+        return err
+
+    def fatal_line(self, err):
+        """The one "snowflaked: " line of err."""
+        fatal = [l for l in err.split(b"\n") if l.startswith(b"snowflaked: ")]
+        self.assertEqual(len(fatal), 1, err)
+        return fatal[0]
+
+    def test_fatal_line_is_escaped(self):
+        err = self.refused()
         # one line per event: the forged "INFO  all good" never starts a line of its own
         for line in err.split(b"\n"):
             self.assertFalse(line.startswith(b"2026-01-01T00:00:00.000Z"), err)
-        fatal = [l for l in err.split(b"\n") if l.startswith(b"snowflaked: ")]
-        self.assertEqual(len(fatal), 1, err)
-        self.assertIn(b"no leader\\r\\n2026-01-01T00:00:00.000Z INFO  all good\\x1b[31m",
-                      fatal[0])
-        self.assertIn(b"not guessing a worker id", fatal[0])
+        fatal = self.fatal_line(err)
+        self.assertIn(b"no leader\\r\\n2026-01-01T00:00:00.000Z INFO  all good\\x1b[31m", fatal)
+        self.assertIn(b"not guessing a worker id", fatal)
 
     def test_json_log_stays_json(self):
-        code, err = self.start("--set", "log.format=json")
-        self.assertEqual(code, 1, err)
-        self.assertNotIn(b"\r", err)
-        self.assertNotIn(b"\x1b", err)
+        err = self.refused("--set", "log.format=json")
         lines = [json.loads(l) for l in err.decode().splitlines() if l]
         last = lines[-1]
         self.assertEqual(last["level"], "error")
@@ -108,18 +112,11 @@ class HostileEtcdValue(HostileEtcd):
     handler = MetaFromEtcd
 
     def test_fatal_line_is_escaped(self):
-        code, err = self.start()
-        self.assertEqual(code, 1, err)
-        self.assertNotIn(b"\r", err)
-        self.assertNotIn(b"\x1b", err)
-        fatal = [l for l in err.split(b"\n") if l.startswith(b"snowflaked: ")]
-        self.assertEqual(len(fatal), 1, err)
-        self.assertIn(b"another fleet's layout (layout=other no leader\\r\\n2026-01-01", fatal[0])
+        self.assertIn(b"another fleet's layout (layout=other no leader\\r\\n2026-01-01",
+                      self.fatal_line(self.refused()))
 
     def test_json_log_stays_json(self):
-        code, err = self.start("--set", "log.format=json")
-        self.assertEqual(code, 1, err)
-        last = json.loads(err.decode().splitlines()[-1])
+        last = json.loads(self.refused("--set", "log.format=json").decode().splitlines()[-1])
         self.assertIn(MetaFromEtcd.meta_value, last["msg"])
 
 
