@@ -239,6 +239,63 @@ class SameIdentity(unittest.TestCase):
             first.dir.cleanup()
 
 
+# A layout whose run-ahead can be watched: 1 s ticks of 256 IDs, so a batch of 512 from a fresh
+# tick spans two (the caller waits for the second), and the datacenter/worker pinned (no other
+# suite uses them) so that A and B share one identity.
+COARSE = ["--set", "snowflake.time_unit_ms=1000", "--set", "snowflake.sequence_bits=8",
+          "--set", "snowflake.max_batch=512", "--set", "snowflake.lease_ms=10000",
+          "--set", "snowflake.datacenter_id=6", "--set", "snowflake.worker_id=23"]
+NODE_SEQ_BITS = 5 + 5 + 8  # datacenter, worker, sequence below the tick
+
+
+def take(srv, path):
+    r = request(srv, get(path))
+    if r.status != 200:
+        raise AssertionError("%s: %d %r" % (path, r.status, r.body))
+    return r.body.split()
+
+
+class SuccessorFromAnotherDataDir(unittest.TestCase):
+    """A holds an identity and is killed; B starts with the same identity at once, from another
+    data_dir (so not from A's lease). Whatever A handed out, B must not hand out again: its
+    floor is past A's clock, not just past its own (absent) lease."""
+
+    def test_kill_9_then_same_identity_elsewhere_reissues_nothing(self):
+        a = Server(*COARSE)
+        b = None
+        try:
+            # Right after a tick began (so A's batch starts in a fresh tick and B, before the fix,
+            # could start inside A's last one): 512 IDs, the second half in the next tick.
+            while time.time() % 1.0 > 0.2:
+                time.sleep(0.01)
+            a_ids = [int(x) for x in take(a, "/ids?count=512&format=text")]
+            a_uuids = take(a, "/uuids?count=512&format=text")
+            os.kill(a.proc.pid, signal.SIGKILL)
+            a.proc.wait()
+            started = time.time()
+            b = Server(*COARSE)  # its own temporary data_dir: no lease of A's to read
+            waited = time.time() - started
+            b_ids = [int(x) for x in take(b, "/ids?count=100&format=text")]
+            b_ids += [int(take(b, "/id?format=text")[0]) for _ in range(5)]
+            b_uuids = take(b, "/uuids?count=100&format=text")
+            self.assertEqual(len(set(a_ids) & set(b_ids)), 0, "B reissued A's IDs")
+            a_top = max(i >> NODE_SEQ_BITS for i in a_ids)
+            self.assertGreater(a_top, min(i >> NODE_SEQ_BITS for i in a_ids))  # ran ahead
+            self.assertGreater(min(i >> NODE_SEQ_BITS for i in b_ids), a_top,
+                               "B issued in a tick A may have used")
+            self.assertEqual(len(set(a_uuids) & set(b_uuids)), 0, "B reissued A's UUIDs")
+            ms = lambda u: int(u.replace(b"-", b"")[:12], 16)
+            self.assertGreater(min(map(ms, b_uuids)), max(map(ms, a_uuids)))
+            self.assertLess(waited, 5)  # up to two 1 s ticks of waiting at start, and no more
+            self.assertIn("once our clock is past anything a previous holder of this identity",
+                          b.output())
+        finally:
+            if b:
+                b.stop()
+            a.log.close()
+            a.dir.cleanup()
+
+
 class ForeignListener(unittest.TestCase):
     def test_late_reuseport_joiner_gets_no_connection(self):
         srv = Server(threads=2)
