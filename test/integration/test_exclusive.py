@@ -3,9 +3,10 @@
 A second daemon on our port, or with our identity, must refuse to start (exit 1, naming the port
 or the identity and the holder's pid) while the first keeps serving, and nothing served meanwhile
 may repeat an ID. The wildcard/loopback overlaps count as the same port. A kill -9 of the holder
-leaves no stale claim. A foreign SO_REUSEPORT listener that joins our port later gets no
-connection (the steering program), and a more specific one, which would take the loopback
-traffic, is detected: logged, counted, /readyz 503 while it listens.
+leaves no stale claim, and a successor with the identity from another data_dir (without the
+holder's lease) starts past every ID the holder handed out. A foreign SO_REUSEPORT listener that
+joins our port later gets no connection (the steering program), and a more specific one, which
+would take the loopback traffic, is detected: logged, counted, /readyz 503 while it listens.
 """
 import os
 import signal
@@ -256,11 +257,17 @@ def take(srv, path):
 
 
 class SuccessorFromAnotherDataDir(unittest.TestCase):
-    """A holds an identity and is killed; B starts with the same identity at once, from another
-    data_dir (so not from A's lease). Whatever A handed out, B must not hand out again: its
+    """A holds an identity and is killed (or stops cleanly); B starts with the same identity at
+    once, from another data_dir (so not from A's lease). Whatever A handed out, B must not hand out again: its
     floor is past A's clock, not just past its own (absent) lease."""
 
     def test_kill_9_then_same_identity_elsewhere_reissues_nothing(self):
+        self.check_successor(lambda a: os.kill(a.proc.pid, signal.SIGKILL))
+
+    def test_clean_stop_then_same_identity_elsewhere_reissues_nothing(self):
+        self.check_successor(lambda a: a.proc.send_signal(signal.SIGTERM))
+
+    def check_successor(self, end):
         a = Server(*COARSE)
         b = None
         try:
@@ -270,7 +277,7 @@ class SuccessorFromAnotherDataDir(unittest.TestCase):
                 time.sleep(0.01)
             a_ids = [int(x) for x in take(a, "/ids?count=512&format=text")]
             a_uuids = take(a, "/uuids?count=512&format=text")
-            os.kill(a.proc.pid, signal.SIGKILL)
+            end(a)
             a.proc.wait()
             started = time.time()
             b = Server(*COARSE)  # its own temporary data_dir: no lease of A's to read
