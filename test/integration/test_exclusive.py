@@ -3,9 +3,10 @@
 A second daemon on our port, or with our identity, must refuse to start (exit 1, naming the port
 or the identity and the holder's pid) while the first keeps serving, and nothing served meanwhile
 may repeat an ID. The wildcard/loopback overlaps count as the same port. A kill -9 of the holder
-leaves no stale claim. A foreign SO_REUSEPORT listener that joins our port later gets no
-connection (the steering program), and a more specific one, which would take the loopback
-traffic, is detected: logged, counted, /readyz 503 while it listens.
+leaves no stale claim, and a successor with the identity from another data_dir (without the
+holder's lease) starts past every ID the holder handed out. A foreign SO_REUSEPORT listener that
+joins our port later gets no connection (the steering program), and a more specific one, which
+would take the loopback traffic, is detected: logged, counted, /readyz 503 while it listens.
 """
 import os
 import signal
@@ -237,6 +238,69 @@ class SameIdentity(unittest.TestCase):
             again.stop()
             first.log.close()
             first.dir.cleanup()
+
+
+# A layout whose run-ahead can be watched: 1 s ticks of 256 IDs, so a batch of 512 from a fresh
+# tick spans two (the caller waits for the second), and the datacenter/worker pinned (no other
+# suite uses them) so that A and B share one identity.
+COARSE = ["--set", "snowflake.time_unit_ms=1000", "--set", "snowflake.sequence_bits=8",
+          "--set", "snowflake.max_batch=512", "--set", "snowflake.lease_ms=10000",
+          "--set", "snowflake.datacenter_id=6", "--set", "snowflake.worker_id=23"]
+NODE_SEQ_BITS = 5 + 5 + 8  # datacenter, worker, sequence below the tick
+
+
+def take(srv, path):
+    r = request(srv, get(path))
+    if r.status != 200:
+        raise AssertionError("%s: %d %r" % (path, r.status, r.body))
+    return r.body.split()
+
+
+class SuccessorFromAnotherDataDir(unittest.TestCase):
+    """A holds an identity and is killed (or stops cleanly); B starts with the same identity at
+    once, from another data_dir (so not from A's lease). Whatever A handed out, B must not hand out again: its
+    floor is past A's clock, not just past its own (absent) lease."""
+
+    def test_kill_9_then_same_identity_elsewhere_reissues_nothing(self):
+        self.check_successor(lambda a: os.kill(a.proc.pid, signal.SIGKILL))
+
+    def test_clean_stop_then_same_identity_elsewhere_reissues_nothing(self):
+        self.check_successor(lambda a: a.proc.send_signal(signal.SIGTERM))
+
+    def check_successor(self, end):
+        a = Server(*COARSE)
+        b = None
+        try:
+            # Right after a tick began (so A's batch starts in a fresh tick and B, before the fix,
+            # could start inside A's last one): 512 IDs, the second half in the next tick.
+            while time.time() % 1.0 > 0.2:
+                time.sleep(0.01)
+            a_ids = [int(x) for x in take(a, "/ids?count=512&format=text")]
+            a_uuids = take(a, "/uuids?count=512&format=text")
+            end(a)
+            a.proc.wait()
+            started = time.time()
+            b = Server(*COARSE)  # its own temporary data_dir: no lease of A's to read
+            waited = time.time() - started
+            b_ids = [int(x) for x in take(b, "/ids?count=100&format=text")]
+            b_ids += [int(take(b, "/id?format=text")[0]) for _ in range(5)]
+            b_uuids = take(b, "/uuids?count=100&format=text")
+            self.assertEqual(len(set(a_ids) & set(b_ids)), 0, "B reissued A's IDs")
+            a_top = max(i >> NODE_SEQ_BITS for i in a_ids)
+            self.assertGreater(a_top, min(i >> NODE_SEQ_BITS for i in a_ids))  # ran ahead
+            self.assertGreater(min(i >> NODE_SEQ_BITS for i in b_ids), a_top,
+                               "B issued in a tick A may have used")
+            self.assertEqual(len(set(a_uuids) & set(b_uuids)), 0, "B reissued A's UUIDs")
+            ms = lambda u: int(u.replace(b"-", b"")[:12], 16)
+            self.assertGreater(min(map(ms, b_uuids)), max(map(ms, a_uuids)))
+            self.assertLess(waited, 5)  # up to two 1 s ticks of waiting at start, and no more
+            self.assertIn("once our clock is past anything a previous holder of this identity",
+                          b.output())
+        finally:
+            if b:
+                b.stop()
+            a.log.close()
+            a.dir.cleanup()
 
 
 class ForeignListener(unittest.TestCase):

@@ -569,6 +569,72 @@ START_TEST(test_random_sequence_start)
 }
 END_TEST
 
+/* A successor of an identity that cannot read its previous holder's lease (another data_dir)
+ * floors at sf_gen_successor_tick of its clock: past the tick that clock is in, by
+ * max_backward_ms (at least one tick). Enough because the holder handed out nothing beyond its
+ * own clock, even with a batch that ran ahead of it (the call waited), which is pinned here for
+ * every sync mode; the successor issues at once from that floor, above everything handed out. */
+START_TEST(test_successor_floor)
+{
+    sf_fake_clock clk;
+    sf_fake_clock_init(&clk, T0, 0, 0);
+    sf_gen holder;
+    gen_init(&holder, (sf_sync_mode)_i, 3, &clk.base);
+    static uint64_t ids[4096];
+    uint64_t top = 0;
+    for (int round = 0; round < 3; round++) { /* 3 full ticks, the later ones ahead of the clock */
+        clk.step_every = 7;
+        clk.step_ms = 1;
+        ck_assert_int_eq(sf_gen_batch(&holder, ids, 4096), SF_OK);
+        clk.step_every = 0;
+        uint64_t clock_tick = atomic_load(&clk.now) - SF_DEFAULT_EPOCH_MS;
+        for (int i = 0; i < 4096; i++) {
+            ck_assert_uint_le(tick_of(ids[i]), clock_tick); /* nothing past the clock */
+            top = tick_of(ids[i]) > top ? tick_of(ids[i]) : top;
+        }
+    }
+    ck_assert_uint_gt(top, now_tick() + 1);
+    sf_gen_stats st;
+    sf_gen_stats_get(&holder, &st);
+    ck_assert_uint_ge(st.exhaustion_waits, 2); /* reserved ahead of the clock, then waited */
+    /* The holder ends here; a successor reads its own clock at least as late. */
+    uint64_t end = atomic_load(&clk.now);
+    sf_layout l = twitter_layout();
+    uint64_t floor = sf_gen_successor_tick(&l, 5, end);
+    ck_assert_uint_eq(floor, end - SF_DEFAULT_EPOCH_MS + 5 + 1);
+    sf_gen_config cfg = {.layout = l,
+                         .datacenter = 1,
+                         .worker = 3, /* the same identity */
+                         .sync = (sf_sync_mode)_i,
+                         .max_backward_ms = 5,
+                         .max_batch = 4096,
+                         .min_tick = floor,
+                         .clock = &clk.base};
+    char err[256];
+    sf_gen next;
+    ck_assert_msg(sf_gen_init(&next, &cfg, err, sizeof err) == 0, "%s", err);
+    sf_fake_clock_set(&clk, sf_layout_ms_of(&l, floor)); /* what the daemon waits for */
+    uint64_t id;
+    ck_assert_int_eq(sf_gen_next(&next, &id), SF_OK);
+    ck_assert_uint_gt(tick_of(id), top);
+    sf_gen_stats_get(&next, &st);
+    ck_assert_uint_eq(st.clock_behind_waits + st.exhaustion_waits, 0); /* no wait on a loop */
+    sf_gen_destroy(&next);
+    sf_gen_destroy(&holder);
+    /* Coarser ticks: max_backward_ms rounds up to whole ticks, at least one. */
+    sf_layout l10, l1000;
+    ck_assert_int_eq(
+        sf_layout_init(&l10, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 10, T0, err, sizeof err), 0);
+    ck_assert_int_eq(
+        sf_layout_init(&l1000, 41, 5, 5, 8, SF_DEFAULT_EPOCH_MS, 1000, T0, err, sizeof err), 0);
+    ck_assert_uint_eq(sf_gen_successor_tick(&l10, 5, T0 + 19), sf_layout_tick_of(&l10, T0) + 1 + 2);
+    ck_assert_uint_eq(sf_gen_successor_tick(&l10, 25, T0), sf_layout_tick_of(&l10, T0) + 3 + 1);
+    ck_assert_uint_eq(sf_gen_successor_tick(&l1000, 0, T0 + 999),
+                      sf_layout_tick_of(&l1000, T0) + 1 + 1);
+    ck_assert_uint_eq(sf_gen_successor_tick(&l1000, 1000, T0), sf_layout_tick_of(&l1000, T0) + 2);
+}
+END_TEST
+
 /* ---- lease cap and late binding (identity backends) ----------------------------------------- */
 
 static sf_gen_config guarded_config(sf_sync_mode mode, sf_clock *clock)
@@ -972,6 +1038,7 @@ static Suite *generator_suite(void)
     tcase_add_loop_test(tc, test_bind_races_issuing_threads, 0, 3);
     tcase_add_loop_test(tc, test_min_tick_and_seal, 0, 3);
     tcase_add_test(tc, test_lifetime_end);
+    tcase_add_loop_test(tc, test_successor_floor, 0, 3);
     tcase_add_loop_test(tc, test_random_sequence_start, 0, 3);
     tcase_add_test(tc, test_init_rejects_bad_ids);
     tcase_add_test(tc, test_sync_mode_names);

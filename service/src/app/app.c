@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "app/wiring.h"
@@ -33,6 +34,7 @@
 #define EXIT_CONFIG             2
 #define LOOP_TICK_INTERVAL_MS   100 /* housekeeping: the cache sweep, the quiescence count */
 #define CACHE_SWEEP_BUCKETS     256 /* per loop per tick: bounded work, memory comes back anyway */
+#define SUCCESSOR_LOG_MS        100 /* a shorter wait at start is logged at debug level */
 
 /* ---- the data directory and the lease (daemon) ---------------------------------------------- */
 
@@ -93,6 +95,14 @@ static int lock_data_dir(const char *dir, char *err, size_t errlen)
     return 0; /* fd stays open on purpose: closing it would release the lock */
 }
 
+/* The tick space of the UUIDv7 and ULID generators: Unix ms, the Snowflake layout's node bits.
+ * Cannot fail on a valid layout: 10 years of ticks of at most 1 s take 29 bits, a sequence 8,
+ * so the node has at most 26 of the 63. */
+static int wide_layout(const cfg_snowflake *s, sf_layout *out, char *why, size_t len)
+{
+    return sf_layout_init_unix_ms(out, s->layout.datacenter_bits, s->layout.worker_bits, why, len);
+}
+
 /* With --ignore-corrupt-lease, the floor a corrupt lease file is replaced by (a Unix-ms time
  * every generator converts into its own ticks). The previous run renewed its lease at most one
  * window (plus the run-ahead of its furthest-running generator) beyond its clock; a second on
@@ -104,13 +114,32 @@ static uint64_t corrupt_lease_floor_ms(const app *a)
     unsigned r = s->random_sequence_start_bits;
     uint64_t ahead = sf_gen_ahead_ms_for(&s->layout, s->max_backward_ms, s->max_batch, r);
     sf_layout wide;
-    if (sf_layout_init_unix_ms(&wide, s->layout.datacenter_bits, s->layout.worker_bits, why,
-                               sizeof why) == 0) {
+    if (wide_layout(s, &wide, why, sizeof why) == 0) {
         uint64_t wide_ahead = sf_gen_ahead_ms_for(&wide, s->max_backward_ms, s->max_batch, r);
         if (wide_ahead > ahead)
             ahead = wide_ahead;
     }
     return sf_clock_now(sf_clock_system()) + s->lease_ms + ahead + 1000;
+}
+
+/* A static identity's floor from its holders on this host, at now (the host claim held, so none
+ * is left): the start of the first tick, in the Snowflake and the wide tick spaces alike, past
+ * anything a previous holder can have handed out (sf_gen_successor_tick). A restart from the
+ * same data_dir has the lease file, which already reaches further after a crash; one from
+ * another data_dir (another lease, old or none) has only this. */
+static uint64_t successor_floor_ms(const app *a, uint64_t now)
+{
+    const cfg_snowflake *s = &a->config->snowflake;
+    char why[256];
+    uint64_t floor =
+        sf_layout_ms_of(&s->layout, sf_gen_successor_tick(&s->layout, s->max_backward_ms, now));
+    sf_layout wide;
+    if (wide_layout(s, &wide, why, sizeof why) == 0) {
+        uint64_t w = sf_layout_ms_of(&wide, sf_gen_successor_tick(&wide, s->max_backward_ms, now));
+        if (w > floor)
+            floor = w;
+    }
+    return floor;
 }
 
 /* While claiming a slot: a SIGTERM or SIGINT is pending (main blocks them for its sigwait). */
@@ -296,10 +325,7 @@ static int make_gens(app *a, unsigned nloops, sf_clock *clock, const sf_identity
     unsigned per_format = s->per_thread_worker_ids ? nloops : 1, formats = 3;
     sf_layout wide;
     char why[256];
-    /* Cannot fail on a valid layout: 10 years of ticks of at most 1 s take 29 bits, a sequence
-     * 8, so the node has at most 26 of the 63. */
-    if (sf_layout_init_unix_ms(&wide, s->layout.datacenter_bits, s->layout.worker_bits, why,
-                               sizeof why) != 0) {
+    if (wide_layout(s, &wide, why, sizeof why) != 0) {
         snprintf(err, errlen, "snowflake: %s", why);
         return EXIT_CONFIG;
     }
@@ -508,6 +534,11 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
     if (claimed != 0 || check_peers(a, err, errlen) != 0 || claim_on_host(a, err, errlen) != 0)
         return EXIT_FAILURE;
     uint64_t prev_end = a->identity.slots.handoff_ms;
+    if (c->snowflake.worker_source != CFG_WORKER_ETCD) { /* etcd's floor covers its holders */
+        uint64_t successor = successor_floor_ms(a, sf_clock_now(sf_clock_system()));
+        if (successor > prev_end)
+            prev_end = a->issue_from_ms = successor; /* app_start waits for it */
+    }
     bool waited;
     if (sf_rng_probe(&waited, err, errlen) != 0)
         return EXIT_FAILURE;
@@ -539,6 +570,36 @@ static void loop_tick(net_loop *l, void *arg)
     if (a->cache)
         cache_store_sweep(a->cache, &l->tick_cursor, CACHE_SWEEP_BUCKETS,
                           sf_clock_now(sf_clock_system()));
+}
+
+/* Before listening, until the clock reaches the successor floor start_ids raised the generators
+ * to (when it was above the lease's): a request at once would be refused as "clock behind", or
+ * wait on its event loop. Bounded by sf_gen_successor_tick: max_backward_ms rounded up to
+ * ticks, plus one tick, less what start-up took since (6 ms with the defaults, 2 s with 1 s
+ * ticks, under 3 s whatever the layout). A SIGTERM meanwhile is taken up right after, as a
+ * clean stop. */
+static void wait_successor_floor(const app *a)
+{
+    sf_clock *clock = sf_clock_system();
+    uint64_t now = sf_clock_now(clock), from = a->issue_from_ms;
+    if (from <= now)
+        return;
+    const sf_identity_slots *sl = &a->identity.slots;
+    if (from - now >= SUCCESSOR_LOG_MS)
+        LOG_INFO("identity: datacenter %u worker %u%s: listening in %llu ms, once our clock is "
+                 "past anything a previous holder of this identity on this host can have issued "
+                 "(its lease, in another data_dir, is not ours to read)",
+                 sl->datacenter, sl->worker[0], sl->n > 1 ? " (and one per loop)" : "",
+                 (unsigned long long)(from - now));
+    else
+        LOG_DEBUG("identity: waiting %llu ms to start past a previous holder",
+                  (unsigned long long)(from - now));
+    while ((now = sf_clock_now(clock)) < from) {
+        uint64_t ms = from - now;
+        struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                              .tv_nsec = (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static int listen_all(app *a, char *err, size_t errlen)
@@ -660,6 +721,7 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
             a->api.persist = a->persist;
         }
     }
+    wait_successor_floor(a);
     if (listen_all(a, err, errlen) != 0 || net_server_start(a->net, err, errlen) != 0)
         return EXIT_FAILURE;
     atomic_store(&a->api.listening, true);

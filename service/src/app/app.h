@@ -3,11 +3,13 @@
  * app_start brings the daemon up, in this order: logger, data directory lock, identity (the
  * static backend, cluster/identity.h: the configured slots and the lease floor), peer check,
  * the host-wide claim on the static identity (cluster/hostclaim.h: one process per identity on
- * this host; etcd arbitrates its own slots), generators and lease keeper (the first renewal is on disk before any ID can be issued), event
- * loops, HTTP server, cache store (and memcached server), bearer token and API routes, cache
- * persistence (the snapshot loaded), the HTTP, memcached and echo listeners (each port ours
- * alone: net/loop.h), then the loop threads. app_stop drains and joins the loops, writes the
- * final snapshot and the exact final lease, stops the logger and frees everything.
+ * this host; etcd arbitrates its own slots), generators and lease keeper (the first renewal is on
+ * disk before any ID can be issued; the floor also past a previous holder of the identity on this
+ * host), event loops, HTTP server, cache store (and memcached server), bearer token and API
+ * routes, cache persistence (the snapshot loaded), a wait until the clock reaches that floor
+ * (milliseconds; app.c), the HTTP, memcached and echo listeners (each port ours alone:
+ * net/loop.h), then the loop threads. app_stop drains and joins the loops, writes the final
+ * snapshot and the exact final lease, stops the logger and frees everything.
  *
  * app_build makes the same object graph in process, for the fuzz harnesses and unit tests that
  * drive it through net/conn_fake.h: generators, HTTP server with the API routes, store and
@@ -68,6 +70,7 @@ typedef struct app {
     _Atomic bool identity_lost; /* the slots were lost while running: exit APP_EXIT_LOST */
     _Atomic uint64_t *loop_ticks; /* per loop, bumped by its housekeeping tick (quiescence) */
     sf_lease_keeper keeper;
+    uint64_t issue_from_ms; /* start waits for it: the successor floor, when above the lease's */
     char lease_path[CFG_PATH_MAX + 32];
     char token[256];
     byte_budget inflight; /* server.max_inflight_bytes: HTTP bodies and memcached values */

@@ -67,6 +67,11 @@ uint64_t sf_gen_ahead_ms_for(const sf_layout *l, uint32_t max_backward_ms, uint3
     return ahead_ticks(l, max_backward_ms, max_batch, random_start_bits) * l->unit_ms;
 }
 
+uint64_t sf_gen_successor_tick(const sf_layout *l, uint32_t max_backward_ms, uint64_t now_ms)
+{
+    return sf_layout_tick_of(l, now_ms) + backward_ticks(l, max_backward_ms) + 1;
+}
+
 double sf_gen_cap_per_second(const sf_layout *l, unsigned random_start_bits)
 {
     double skipped = (double)((UINT64_C(1) << random_start_bits) - 1);

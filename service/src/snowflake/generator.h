@@ -180,6 +180,14 @@ uint64_t sf_gen_max_ahead_ms(const sf_gen *g);
 /* The same, before a generator exists (configuration checks). */
 uint64_t sf_gen_ahead_ms_for(const sf_layout *l, uint32_t max_backward_ms, uint32_t max_batch,
                              unsigned random_start_bits);
+/* The first tick a process taking over this identity may issue when the previous holder was
+ * another process whose floor it cannot read (another data_dir: no lease of its own to go by),
+ * that holder having ended before now_ms. An ID leaves a generator only once the clock has
+ * reached its tick (ticks reserved beyond it die with the process), so the holder handed out
+ * nothing past its clock; what is added to ours: the tick now_ms is in, and max_backward_ms (at
+ * least one tick) for the two processes' clocks disagreeing (each anchors its own: microseconds,
+ * or a wall-clock step back of up to that much while the holder ran). */
+uint64_t sf_gen_successor_tick(const sf_layout *l, uint32_t max_backward_ms, uint64_t now_ms);
 /* IDs per second one generator guarantees: every tick holds 2^sequence_bits IDs, less up to
  * 2^random_start_bits - 1 skipped at a random start. */
 double sf_gen_cap_per_second(const sf_layout *l, unsigned random_start_bits);
