@@ -37,6 +37,11 @@
  *    whatever the refusal (mc_store_refuse); memcached swallows only after a failed allocation
  *    and reads the block of a line refused for its key, numbers or meta flags as commands, so a
  *    stored value could flush the cache (issue 21).
+ *  - a value whose data block is not whole in the read of its line is staged as it arrives,
+ *    taking its bytes from the in-flight budget, and its item is allocated once the block is in
+ *    (mc_store_begin); memcached allocates the item at the line, so a line that announces a value
+ *    and sends none holds its whole length. A refusal by the budget keeps the key's old value;
+ *    memcached's failed allocation drops it (we still do, when the cache itself fails).
  *  - client bytes shown to others have their control characters escaped as the log does
  *    (mc_escaped: stats detail dump's prefixes, stats cachedump's keys); meta k echoes a key
  *    with blanks or control characters in base64 (memcache_meta.c put_key). memcached prints
