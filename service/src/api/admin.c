@@ -160,15 +160,19 @@ static void pool_lines(prom_buf *b, const char *name, const pool_stats *s)
     prom_u64(b, "snowflaked_pool_objects", labels, s->idle);
 }
 
-/* The in-flight budget (server.max_inflight_bytes): what it holds now, its limit, and what it
- * refused (HTTP 503 and memcached SERVER_ERROR out of memory, together). */
+/* The in-flight budget (server.max_inflight_bytes): what it holds now, its limit and the part of
+ * it kept for small requests, and what it refused (HTTP 503 and memcached SERVER_ERROR out of
+ * memory, together). */
 static void metrics_inflight(prom_buf *b, const byte_budget *inflight)
 {
     gauge(b, "snowflaked_inflight_bytes",
-          "Bytes held for requests being received: HTTP bodies and memcached values.",
+          "Bytes held for requests being received, as received: HTTP bodies and memcached values.",
           budget_held(inflight));
     gauge(b, "snowflaked_inflight_limit_bytes", "server.max_inflight_bytes.",
           budget_limit(inflight));
+    gauge(b, "snowflaked_inflight_reserve_bytes",
+          "Part of server.max_inflight_bytes only requests holding at most 64 KiB may use.",
+          budget_reserve(inflight));
     counter(b, "snowflaked_inflight_refusals_total",
             "Requests refused because their body or value would pass server.max_inflight_bytes.",
             budget_refusals(inflight));

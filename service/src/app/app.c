@@ -449,6 +449,9 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
         return EXIT_FAILURE;
     /* One budget for the bytes held for requests being received, whichever protocol. */
     budget_init(&a->inflight, c->server.max_inflight_bytes);
+    uint64_t floor, reserve;
+    app_inflight_share(c, &floor, &reserve);
+    budget_set_share(&a->inflight, floor, reserve);
     http_server_set_budget(a->http, &a->inflight);
     if (c->cache.enabled) { /* one store shared by all loops */
         cache_store_config cc;

@@ -41,6 +41,16 @@ void app_net_config(const cfg *c, net_config *out)
                         .pool_idle_max = sv->pool_idle_max};
 }
 
+void app_inflight_share(const cfg *c, uint64_t *floor, uint64_t *reserve)
+{
+    uint64_t limit = c->server.max_inflight_bytes;
+    uint64_t largest = c->server.max_body_bytes;
+    if (c->cache.enabled && c->cache.max_item_bytes > largest)
+        largest = c->cache.max_item_bytes;
+    *floor = APP_INFLIGHT_FLOOR;
+    *reserve = largest >= limit ? 0 : limit / 8 < limit - largest ? limit / 8 : limit - largest;
+}
+
 void app_http_limits(const cfg *c, http_limits *out)
 {
     const cfg_server *sv = &c->server;

@@ -38,6 +38,13 @@ void app_net_config(const cfg *c, net_config *out);
 /* HTTP parser limits (server.*) and the per-loop scratch, sized for snowflake.max_batch IDs. */
 void app_http_limits(const cfg *c, http_limits *out);
 
+/* The in-flight budget's fair shares (util/budget.h, server.max_inflight_bytes): a request holding
+ * at most APP_INFLIGHT_FLOOR bytes may use the whole budget; beyond that, only what leaves the
+ * reserve free: an eighth of the budget, less when the largest request (max_body_bytes,
+ * cache.max_item_bytes) would not fit in the rest (0 when the budget is exactly that). */
+#define APP_INFLIGHT_FLOOR (64 * 1024)
+void app_inflight_share(const cfg *c, uint64_t *floor, uint64_t *reserve);
+
 /* The cache store (cache.*); its shard lock follows snowflake.sync (mutex or spinlock); hash seed
  * 0 (random). */
 void app_cache_config(const cfg *c, cache_store_config *out);

@@ -1479,16 +1479,23 @@ const char *cache_item_ctype(const cache_item *it, size_t *len)
 }
 
 /* An unlinked item with one reference, header and key filled; arguments already validated. */
+/* An item of these sizes can never be stored (cache_item_new's CACHE_TOO_LARGE). */
+static bool too_large(const cache_store *s, size_t klen, size_t ctlen, size_t vlen, uint32_t flags)
+{
+    size_t raw = raw_size(klen, ctlen, vlen, flags);
+    return vlen > s->max_item || class_bytes(s, class_of(s, raw), raw) > memory_limit(s);
+}
+
 static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t klen, size_t vlen,
                              uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctlen,
                              int *err)
 {
-    size_t raw = raw_size(klen, ctlen, vlen, flags);
-    unsigned cls = class_of(s, raw);
-    if (vlen > s->max_item || class_bytes(s, cls, raw) > memory_limit(s)) {
+    if (too_large(s, klen, ctlen, vlen, flags)) {
         *err = CACHE_TOO_LARGE;
         return NULL;
     }
+    size_t raw = raw_size(klen, ctlen, vlen, flags);
+    unsigned cls = class_of(s, raw);
     cache_shard *sh = shard_for(s, h);
     cache_item *it = item_alloc(sh, cls, raw);
     if (!it) {
@@ -1512,20 +1519,34 @@ static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t
     return it;
 }
 
+/* cache_item_new_ex's argument checks: CACHE_OK, CACHE_BAD_KEY or CACHE_BAD_ARG. */
+static int item_args(const char *key, size_t klen, const char *ctype, size_t ctype_len,
+                     unsigned marks)
+{
+    bool any = marks & (CACHE_ITEM_KEY_BINARY | CACHE_ITEM_KEY_ANY);
+    if (any ? klen == 0 || klen > CACHE_KEY_MAX : !cache_key_valid(key, klen))
+        return CACHE_BAD_KEY;
+    if (ctype_len > CACHE_CTYPE_MAX || (ctype_len && !ctype))
+        return CACHE_BAD_ARG;
+    return CACHE_OK;
+}
+
+int cache_item_check(const cache_store *s, const char *key, size_t klen, size_t vlen,
+                     uint32_t flags, const char *ctype, size_t ctype_len, unsigned marks)
+{
+    int e = item_args(key, klen, ctype, ctype_len, marks);
+    if (e == CACHE_OK && too_large(s, klen, ctype_len, vlen, flags))
+        e = CACHE_TOO_LARGE;
+    return e;
+}
+
 cache_item *cache_item_new_ex(cache_store *s, const char *key, size_t klen, size_t vlen,
                               uint32_t flags, uint64_t expiry_ms, const char *ctype,
                               size_t ctype_len, unsigned marks, int *err)
 {
     bool binary = marks & CACHE_ITEM_KEY_BINARY;
-    bool any = marks & (CACHE_ITEM_KEY_BINARY | CACHE_ITEM_KEY_ANY);
-    if (any ? klen == 0 || klen > CACHE_KEY_MAX : !cache_key_valid(key, klen)) {
-        *err = CACHE_BAD_KEY;
+    if ((*err = item_args(key, klen, ctype, ctype_len, marks)) != CACHE_OK)
         return NULL;
-    }
-    if (ctype_len > CACHE_CTYPE_MAX || (ctype_len && !ctype)) {
-        *err = CACHE_BAD_ARG;
-        return NULL;
-    }
     cache_item *it = item_make(s, hash_key(s->seed, key, klen), key, klen, vlen, flags, expiry_ms,
                                ctype, ctype_len, err);
     if (it) {

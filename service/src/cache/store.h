@@ -327,6 +327,12 @@ cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t 
 cache_item *cache_item_new_ex(cache_store *s, const char *key, size_t klen, size_t vlen,
                               uint32_t flags, uint64_t expiry_ms, const char *ctype,
                               size_t ctype_len, unsigned marks, int *err);
+/* What cache_item_new_ex would refuse for these arguments, without allocating: CACHE_OK, or
+ * CACHE_BAD_KEY, CACHE_BAD_ARG or CACHE_TOO_LARGE (never CACHE_NO_MEMORY: that is found only by
+ * allocating). For a value received over several reads, checked when its command is read and
+ * allocated once it is in (proto/memcache.c). */
+int cache_item_check(const cache_store *s, const char *key, size_t klen, size_t vlen,
+                     uint32_t flags, const char *ctype, size_t ctype_len, unsigned marks);
 /* The value buffer to fill, only between cache_item_new and cache_store_item. */
 char *cache_item_value_mut(cache_item *it);
 

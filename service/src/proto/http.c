@@ -78,8 +78,8 @@ typedef struct http_conn {
     const char *err_msg;
     obuf body;
     uint64_t body_len;
-    uint64_t held;          /* bytes of srv->inflight taken for this request's body */
-    bool admitted;          /* routed, allowed and budgeted at its head (a request with a body) */
+    uint64_t held;          /* bytes of srv->inflight taken for this request's body (received) */
+    bool admitted;          /* routed, allowed and within the budget at its head (with a body) */
     uint32_t handled;       /* requests answered during this read */
     const char *read_start; /* the buffer llhttp is running over, for obs-fold detection */
     char prev_byte;         /* last non-blank byte of the previous read */
@@ -651,12 +651,13 @@ static inline __attribute__((always_inline)) bool admit(http_conn *h, http_reque
     return authorized(h->srv, rt, r);
 }
 
-/* n more bytes of body to buffer, from the server's in-flight budget (none: unbounded). */
+/* n more bytes of body to buffer, from the server's in-flight budget (none: unbounded): taken
+ * as they arrive, the request's share being what it already holds (util/budget.h). */
 static bool take_inflight(http_conn *h, uint64_t n)
 {
     if (!h->srv->inflight)
         return true; /* nothing taken: end_message has nothing to give back */
-    if (!budget_take(h->srv->inflight, n))
+    if (!budget_take_share(h->srv->inflight, h->held, n))
         return false;
     h->held += n;
     return true;
@@ -689,9 +690,11 @@ static int refuse_busy(http_conn *h)
 }
 
 /* A request with a body is decided at its head, before a byte of the body is read or a 100
- * Continue sent (RFC 9110 10.1.1): its route, method and access (admit), then the in-flight
- * budget for the body its route buffers (a Content-Length is taken whole now; a chunked body
- * as it grows, on_body). Refused: answered now, with Connection: close (answered_early). */
+ * Continue sent (RFC 9110 10.1.1): its route, method and access (admit), then whether the
+ * in-flight budget could hold the Content-Length its route buffers now (budget_admits; nothing
+ * is taken: the body takes its bytes as they arrive, on_body, so a head that announces a large
+ * body and sends none holds nothing). Refused: answered now, with Connection: close
+ * (answered_early). */
 static int admit_with_body(http_conn *h, const llhttp_t *p)
 {
     http_request r;
@@ -700,8 +703,8 @@ static int admit_with_body(http_conn *h, const llhttp_t *p)
     if (!admit(h, &r))
         return answered_early(h, &r);
     h->keep_alive = true;
-    if (h->srv->routes[h->route].wants_body && (p->flags & F_CONTENT_LENGTH) &&
-        !take_inflight(h, p->content_length))
+    if (h->srv->inflight && h->srv->routes[h->route].wants_body &&
+        (p->flags & F_CONTENT_LENGTH) && !budget_admits(h->srv->inflight, p->content_length))
         return refuse_busy(h);
     h->admitted = true;
     return 0;
@@ -744,7 +747,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
         return fail(h, 413, "request body too large");
     if (h->route >= 0 && (unsigned)h->route < h->srv->nroutes &&
         h->srv->routes[h->route].wants_body) {
-        /* a chunked body takes from the budget as it grows (a Content-Length one took it all) */
+        /* the body takes from the budget as it arrives, whatever its head announced */
         if (h->body_len > h->held && !take_inflight(h, h->body_len - h->held))
             return refuse_busy(h);
         if (obuf_append(&h->body, at, len) != 0)

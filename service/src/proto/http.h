@@ -5,10 +5,12 @@
  * of the headers, and calls the route's handler at the end of the message; the handler answers
  * with http_respond*() into the connection's output, which the connection layer flushes once per
  * read. A request with a body is decided at the end of its headers, before any of the body is
- * read and before a 100 Continue: 404, 405, the guard's 401, and 503 (Retry-After) when the body
- * its route buffers would pass the in-flight budget (http_server_set_budget; a chunked body takes
- * from it as it grows). Such a refusal carries Connection: close and the connection ends after
- * it: the unread body is never buffered nor parsed as a request. Responses always carry
+ * read and before a 100 Continue: 404, 405, the guard's 401, and 503 (Retry-After) when the
+ * Content-Length its route buffers could not fit the in-flight budget now
+ * (http_server_set_budget). The body takes its bytes from the budget as they arrive (never the
+ * announced length), and a body that grows past it is refused then. Such a refusal carries
+ * Connection: close and the connection ends after it: the unread body is never buffered nor
+ * parsed as a request. Responses always carry
  * Content-Length, Date, Server and, when the connection ends, Connection: close. Errors are JSON
  * {"error": "..."}.
  *

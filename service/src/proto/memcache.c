@@ -37,6 +37,11 @@
  *    whatever the refusal (mc_store_refuse); memcached swallows only after a failed allocation
  *    and reads the block of a line refused for its key, numbers or meta flags as commands, so a
  *    stored value could flush the cache (issue 21).
+ *  - a value whose data block is not whole in the read of its line is staged as it arrives,
+ *    taking its bytes from the in-flight budget, and its item is allocated once the block is in
+ *    (mc_store_begin); memcached allocates the item at the line, so a line that announces a value
+ *    and sends none holds its whole length. A refusal by the budget keeps the key's old value;
+ *    memcached's failed allocation drops it (we still do, when the cache itself fails).
  *  - client bytes shown to others have their control characters escaped as the log does
  *    (mc_escaped: stats detail dump's prefixes, stats cachedump's keys); meta k echoes a key
  *    with blanks or control characters in base64 (memcache_meta.c put_key). memcached prints
@@ -314,7 +319,38 @@ void mc_store_refuse(mc_conn *m, const char *err, size_t errlen, int64_t vlen)
     mc_swallow(m, vlen);
 }
 
-void mc_data_begin(mc_conn *m, cache_item *it, uint32_t vlen)
+#define STORE_REFUSE(m, lit, vlen) mc_store_refuse((m), lit, sizeof(lit) - 1, (vlen))
+
+void mc_store_failed(mc_conn *m, const char *key, size_t klen, int err, int64_t vlen,
+                     bool drop_old, uint64_t now)
+{
+    if (err == CACHE_BAD_KEY || err == CACHE_BAD_ARG) {
+        STORE_REFUSE(m, "CLIENT_ERROR bad command line format", vlen);
+        return;
+    }
+    mc_count_refusal(m, err);
+    if (err == CACHE_TOO_LARGE)
+        STORE_REFUSE(m, "SERVER_ERROR object too large for cache", vlen);
+    else
+        STORE_REFUSE(m, "SERVER_ERROR out of memory storing object", vlen);
+    if (m->meta) { /* memcached drops the old value whatever the mode */
+        if (drop_old)
+            cache_delete(m->srv->store, key, klen, 0, now);
+        return;
+    }
+    if (mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
+        mc_watch_store(m, key, klen, err, (cache_mode)m->mode, 0, 0, 0, NULL, now);
+    /* memcached: a failed set must not leave the old value visible */
+    if (drop_old && m->mode == CACHE_MODE_SET) {
+        if (mc_watching(&m->srv->watch, MC_LOG_FETCHERS)) {
+            mc_watch_prior prior;
+            mc_watch_peek(m, key, klen, now, &prior);
+        }
+        cache_delete(m->srv->store, key, klen, 0, now);
+    }
+}
+
+static void data_begin(mc_conn *m, cache_item *it, uint32_t vlen)
 {
     m->item = it;
     m->vlen = vlen;
@@ -322,7 +358,36 @@ void mc_data_begin(mc_conn *m, cache_item *it, uint32_t vlen)
     m->state = MC_DATA;
 }
 
-#define STORE_REFUSE(m, lit, vlen) mc_store_refuse((m), lit, sizeof(lit) - 1, (vlen))
+void mc_store_begin(mc_conn *m, const mc_value *v, uint64_t now)
+{
+    cache_store *s = m->srv->store;
+    size_t vlen = (size_t)v->vlen;
+    int err;
+    if (m->line_rest >= vlen + 2) { /* the whole block is here: nothing waits on the network */
+        cache_item *it = cache_item_new_ex(s, v->key, v->klen, vlen, v->flags, v->expiry_ms, NULL,
+                                           0, v->marks, &err);
+        if (!it)
+            mc_store_failed(m, v->key, v->klen, err, v->vlen, true, now);
+        else
+            data_begin(m, it, (uint32_t)vlen);
+        return;
+    }
+    err = cache_item_check(s, v->key, v->klen, vlen, v->flags, NULL, 0, v->marks);
+    if (err != CACHE_OK) {
+        mc_store_failed(m, v->key, v->klen, err, v->vlen, true, now);
+        return;
+    }
+    if (m->srv->inflight && !budget_admits(m->srv->inflight, vlen)) {
+        mc_store_failed(m, v->key, v->klen, CACHE_NO_MEMORY, v->vlen, false, now);
+        return;
+    }
+    memcpy(m->pend_key, v->key, v->klen);
+    m->pend_klen = (uint8_t)v->klen;
+    m->pend_marks = (uint8_t)v->marks;
+    m->pend_flags = v->flags;
+    m->pend_exp = v->expiry_ms;
+    data_begin(m, NULL, (uint32_t)vlen);
+}
 
 /* <cmd> <key> <flags> <exptime> <bytes> [<cas unique>] [noreply]. Once the line has a storage
  * command's shape, every refusal swallows the data block when <bytes> reads as a length (memcached
@@ -346,37 +411,14 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
         STORE_REFUSE(m, "CLIENT_ERROR bad command line format", vlen);
         return;
     }
-    int err = 0;
     mc_detail_record(m->srv, t[1].p, t[1].n, MC_DETAIL_SET);
-    cache_item *it = cache_item_new(m->srv->store, t[1].p, t[1].n, (size_t)vlen, flags,
-                                    expiry_ms(exptime, now), NULL, 0, &err);
-    it = mc_value_hold(m, it, (size_t)vlen, &err);
-    if (!it) {
-        if (err == CACHE_BAD_KEY || err == CACHE_BAD_ARG) {
-            STORE_REFUSE(m, "CLIENT_ERROR bad command line format", vlen);
-            return;
-        }
-        mc_count_refusal(m, err);
-        if (err == CACHE_TOO_LARGE)
-            STORE_REFUSE(m, "SERVER_ERROR object too large for cache", vlen);
-        else
-            STORE_REFUSE(m, "SERVER_ERROR out of memory storing object", vlen);
-        if (mc_watching(&m->srv->watch, MC_LOG_MUTATIONS))
-            mc_watch_store(m, t[1].p, t[1].n, err, mode, 0, 0, 0, NULL, now);
-        /* memcached: a failed set must not leave the old value visible */
-        if (mode == CACHE_MODE_SET) {
-            if (mc_watching(&m->srv->watch, MC_LOG_FETCHERS)) {
-                mc_watch_prior prior;
-                mc_watch_peek(m, t[1].p, t[1].n, now, &prior);
-            }
-            cache_delete(m->srv->store, t[1].p, t[1].n, 0, now);
-        }
-        return;
-    }
     m->meta = false;
     m->mode = (uint8_t)mode;
     m->cas_in = cas;
-    mc_data_begin(m, it, (uint32_t)vlen);
+    mc_store_begin(m,
+                   &(mc_value){.key = t[1].p, .klen = t[1].n, .vlen = vlen, .flags = flags,
+                               .expiry_ms = expiry_ms(exptime, now)},
+                   now);
 }
 
 static void store_done(mc_conn *m, uint64_t now)
@@ -460,21 +502,72 @@ static void store_done(mc_conn *m, uint64_t now)
     }
 }
 
-/* MC_DATA: copies what arrived into the item; stores it once value and "\r\n" are complete. */
+/* Value bytes of a staged value (MC_DATA without item), taken from the in-flight budget as they
+ * arrive, the command's share being what it already holds. False: refused (the budget, or the
+ * chunk pool out of memory), nothing taken. */
+static bool stage_in(mc_conn *m, const char *p, size_t k)
+{
+    byte_budget *b = m->srv->inflight;
+    if (b && !budget_take_share(b, m->held, k))
+        return false;
+    if (obuf_append(&m->stage, p, k) != 0) {
+        if (b)
+            budget_give(b, k);
+        return false;
+    }
+    if (b)
+        m->held += (uint32_t)k;
+    return true;
+}
+
+/* A staged value is in (and its "\r\n"): its item is allocated and filled from the stage. False
+ * when the allocation failed (answered as at the line, mc_store_failed; back to MC_LINE). */
+static bool stage_done(mc_conn *m, uint64_t now)
+{
+    if (m->tail[0] != '\r' || m->tail[1] != '\n')
+        return true; /* store_done answers the bad data chunk */
+    int err;
+    cache_item *it = cache_item_new_ex(m->srv->store, m->pend_key, m->pend_klen, m->vlen,
+                                       m->pend_flags, m->pend_exp, NULL, 0, m->pend_marks, &err);
+    if (!it) {
+        mc_value_release(m);
+        m->state = MC_LINE;
+        mc_store_failed(m, m->pend_key, m->pend_klen, err, -1, true, now);
+        return false;
+    }
+    char *dst = cache_item_value_mut(it);
+    for (const obuf_chunk *ch = m->stage.head; ch; ch = ch->next) {
+        memcpy(dst, ch->data + ch->start, ch->end - ch->start);
+        dst += ch->end - ch->start;
+    }
+    m->item = it;
+    return true;
+}
+
+/* MC_DATA: copies what arrived into the item (or the stage); stores it once value and "\r\n" are
+ * complete. A staged byte past the in-flight budget refuses the command: the rest of its block
+ * is swallowed, the key's old value stays. */
 static size_t data_in(mc_conn *m, const char *p, size_t n, uint64_t now)
 {
     uint64_t total = (uint64_t)m->vlen + 2, got = total - m->need;
     size_t used = 0;
     if (got < m->vlen) {
         size_t k = m->vlen - got < n ? (size_t)(m->vlen - got) : n;
-        memcpy(cache_item_value_mut(m->item) + got, p, k);
+        if (m->item) {
+            memcpy(cache_item_value_mut(m->item) + got, p, k);
+        } else if (!stage_in(m, p, k)) {
+            mc_value_release(m);
+            mc_store_failed(m, m->pend_key, m->pend_klen, CACHE_NO_MEMORY,
+                            (int64_t)(m->vlen - got), false, now);
+            return 0; /* MC_SWALLOW: the rest of the block, these bytes first */
+        }
         used = k;
         got += k;
     }
     while (used < n && got < total)
         m->tail[got++ - m->vlen] = p[used++];
     m->need = total - got;
-    if (m->need == 0)
+    if (m->need == 0 && (m->item || stage_done(m, now)))
         store_done(m, now);
     return used;
 }
@@ -807,6 +900,7 @@ static mc_step line_in(mc_conn *m, const char *p, size_t n, uint64_t now, size_t
         return MC_STEP_GO;
     }
     size_t ln = (size_t)(nl - p);
+    m->line_rest = n - ln - 1; /* what a storage command's block may find here (mc_store_begin) */
     if (ln && p[ln - 1] == '\r')
         ln--;
     command(m, p, ln, now);
@@ -889,6 +983,7 @@ static void mc_open(conn *c)
     m->c = c;
     m->srv = net_listener_ctx(c->listener);
     m->ml = perloop_at(&m->srv->loops, conn_loop(c)->index);
+    obuf_init(&m->stage, &conn_loop(c)->chunks);
     counter_add(&m->ml->conns_opened, 1);
     /* A fresh connection is idle, not a request in progress: memcached clients open pools
      * ahead of use (maxconns.t holds a thousand silent ones). The header timeout is for a

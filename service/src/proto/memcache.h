@@ -82,10 +82,10 @@ void memcache_options_default(memcache_options *o);
 memcache_server *memcache_server_new(cache_store *store, unsigned nloops);
 /* Before the loops start. */
 void memcache_server_set_options(memcache_server *s, const memcache_options *o);
-/* The budget values being received take from (util/budget.h, shared with the HTTP server's
- * bodies), or NULL (the default): unbounded. Past it a storage command is refused with
- * "SERVER_ERROR out of memory storing object" and its data block swallowed. Before the loops
- * start. */
+/* The budget values being received take from as their bytes arrive (util/budget.h, shared with
+ * the HTTP server's bodies), or NULL (the default): unbounded. Past it a storage command is
+ * refused with "SERVER_ERROR out of memory storing object", its data block swallowed and the
+ * key's old value kept. Before the loops start. */
 void memcache_server_set_budget(memcache_server *s, byte_budget *inflight);
 void memcache_server_free(memcache_server *s); /* NULL is fine */
 

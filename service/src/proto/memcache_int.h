@@ -86,7 +86,7 @@ struct memcache_server {
 /* What the bytes of a connection are, in mc_conn.state. */
 typedef enum {
     MC_LINE = 0,  /* waiting for a command line */
-    MC_DATA,      /* receiving a storage command's data block into m->item */
+    MC_DATA,      /* receiving a storage command's data block: into m->item, or staged */
     MC_SWALLOW,   /* discarding a refused data block */
     MC_GET_CONT,  /* the rest of a get line: keys are answered as they arrive, or as the
                    * output drains (the keys not yet answered stay in the input) */
@@ -102,8 +102,15 @@ typedef struct mc_conn {
     conn *c;
     memcache_server *srv;
     mc_loop *ml;
-    cache_item *item; /* MC_DATA: the unstored item being filled */
-    uint32_t held;    /* bytes of srv->inflight taken for item's value (mc_value_hold) */
+    cache_item *item; /* MC_DATA: the unstored item being filled, or NULL: staged */
+    obuf stage;       /* MC_DATA without item: the value bytes received so far */
+    uint32_t held;    /* bytes of srv->inflight taken for them (as they arrived) */
+    size_t line_rest; /* bytes after the command line in the read that holds it (line_in) */
+    /* MC_DATA without item: the item to make once the value is in (mc_store_begin) */
+    uint64_t pend_exp;
+    uint32_t pend_flags;
+    uint8_t pend_klen, pend_marks;
+    char pend_key[CACHE_KEY_MAX];
     uint64_t cas_in;
     uint64_t need; /* MC_DATA / MC_SWALLOW: bytes still expected (value + "\r\n") */
     uint32_t vlen;
@@ -199,10 +206,33 @@ int64_t mc_data_len(const mc_tok *t);
 void mc_swallow(mc_conn *m, int64_t vlen);
 /* out() of err[0..errlen) and "\r\n" (nothing under noreply), then mc_swallow(vlen). */
 void mc_store_refuse(mc_conn *m, const char *err, size_t errlen, int64_t vlen);
-/* The one way into MC_DATA: `it` (allocated for vlen value bytes, the reference taken) receives
- * the block as it arrives (memcache.c data_in copies each read's bytes into it), stored by
- * store_done once vlen + 2 bytes are in; released by mc_close if the connection ends first. */
-void mc_data_begin(mc_conn *m, cache_item *it, uint32_t vlen);
+/* The item a storage command makes once its line is accepted (the caller has set m->meta,
+ * m->mode, m->cas_in and the meta reply fields). */
+typedef struct mc_value {
+    const char *key;
+    size_t klen;
+    int64_t vlen; /* mc_data_len */
+    uint32_t flags;
+    uint64_t expiry_ms;
+    unsigned marks; /* CACHE_ITEM_* */
+} mc_value;
+
+/* The one way into MC_DATA. A value whose block is whole in the read that holds its line (the
+ * common case) is received into its item, allocated now. Any other is checked now (bad key,
+ * too large: refused and swallowed) and staged in pooled chunks as its bytes arrive, taking them
+ * from the in-flight budget as they come (a line whose value never comes holds nothing); the
+ * item is allocated once the block is in. Past the budget (a length it could not hold now, or a
+ * staged byte it cannot take), the command is refused with SERVER_ERROR out of memory storing
+ * object and its block swallowed, and the key's old value stays: the refusal comes from other
+ * clients' bytes in flight, not from the cache (unlike a failed allocation, below). */
+void mc_store_begin(mc_conn *m, const mc_value *v, uint64_t now);
+
+/* A storage command whose item cannot be made (err from cache_item_new_ex: CLIENT_ERROR for a
+ * bad key or argument, SERVER_ERROR for too large or no memory), answered, counted and its block
+ * swallowed (mc_swallow(vlen)). With drop_old (a failed allocation), the key's old value is
+ * dropped as memcached drops it: a classic set, an ms whatever its mode. */
+void mc_store_failed(mc_conn *m, const char *key, size_t klen, int err, int64_t vlen,
+                     bool drop_old, uint64_t now);
 
 /* A storage command refused for its size or for memory (cache_item_new or cache_store_item
  * answered TOO_LARGE or NO_MEMORY): counted where memcached counts its failed item_alloc
@@ -213,27 +243,11 @@ static inline void mc_count_refusal(mc_conn *m, int r)
     counter_add(r == CACHE_TOO_LARGE ? &m->ml->store_too_large : &m->ml->store_no_memory, 1);
 }
 
-/* A storage command's item holds its whole value from the command line until the data block is
- * in: the value's bytes are taken from the server's in-flight budget (shared with HTTP bodies)
- * for that long. Wraps the item just allocated: it, or NULL with *err = CACHE_NO_MEMORY (the item
- * released) past the budget, so that the command is refused as any failed allocation is
- * (SERVER_ERROR out of memory storing object, its data block swallowed). */
-static inline cache_item *mc_value_hold(mc_conn *m, cache_item *it, size_t vlen, int *err)
-{
-    if (!it || !m->srv->inflight)
-        return it;
-    if (!budget_take(m->srv->inflight, vlen)) {
-        cache_item_release(it);
-        *err = CACHE_NO_MEMORY;
-        return NULL;
-    }
-    m->held = (uint32_t)vlen;
-    return it;
-}
-
-/* The item's value is stored or dropped: its bytes go back to the budget. */
+/* The value being received is stored or dropped: its staged bytes go back to the chunk pool and
+ * to the budget. */
 static inline void mc_value_release(mc_conn *m)
 {
+    obuf_reset(&m->stage);
     if (m->held) {
         budget_give(m->srv->inflight, m->held);
         m->held = 0;

@@ -575,7 +575,7 @@ static void ms_refuse(mc_conn *m, const char *err, int64_t vlen)
     mc_store_refuse(m, err, strlen(err), vlen);
 }
 
-/* ms <key> <datalen> <flags>*: the item is allocated now, stored when its data is in
+/* ms <key> <datalen> <flags>*: the item is made (mc_store_begin) and stored when its data is in
  * (mc_meta_ms_done). Once <datalen> reads, every refusal swallows the data block, also those
  * memcached answers before reading it (a key over 250 bytes, too many flags), whose block it
  * would read as commands. */
@@ -629,31 +629,19 @@ void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         ms_refuse(m, err, vlen);
         return;
     }
-    int e = 0;
-    cache_item *it = cache_item_new_ex(m->srv->store, mm.key, mm.klen, (size_t)vlen,
-                                       mm.client_flags, mm.has_ttl ? expiry_ms(mm.ttl, now) : 0,
-                                       NULL, 0, mm.b ? CACHE_ITEM_KEY_BINARY : 0, &e);
-    it = mc_value_hold(m, it, (size_t)vlen, &e);
-    if (!it) {
-        if (e == CACHE_BAD_KEY || e == CACHE_BAD_ARG) { /* our key rule: no control bytes */
-            ms_refuse(m, "CLIENT_ERROR bad command line format", vlen);
-            return;
-        }
-        /* memcached drops the old value whatever the mode */
-        cache_delete(m->srv->store, mm.key, mm.klen, 0, now);
-        mc_count_refusal(m, e);
-        ms_refuse(m,
-                  e == CACHE_TOO_LARGE ? "SERVER_ERROR object too large for cache"
-                                       : "SERVER_ERROR out of memory storing object",
-                  vlen);
-        return;
-    }
     m->meta = true;
     m->meta_b = mm.b;
     m->meta_q = mm.q;
     m->mode = (uint8_t)mode;
     m->cas_in = mm.has_cas ? mm.cas : 0;
-    mc_data_begin(m, it, (uint32_t)vlen);
+    mc_store_begin(m,
+                   &(mc_value){.key = mm.key,
+                               .klen = mm.klen,
+                               .vlen = vlen,
+                               .flags = mm.client_flags,
+                               .expiry_ms = mm.has_ttl ? expiry_ms(mm.ttl, now) : 0,
+                               .marks = mm.b ? CACHE_ITEM_KEY_BINARY : 0},
+                   now);
 }
 
 /* ms MA/MP with a CAS other than 0: memcached appends only if the item's CAS matches. The store's
