@@ -252,7 +252,7 @@ START_TEST(test_diag_parse)
     diag_attr(&d, h, INET_DIAG_SKV6ONLY, &one, 1);
     h = diag_sock(&d, 10, AF_INET6, "::1", 8080, 10, 0, 504);
     diag_attr(&d, h, INET_DIAG_SKV6ONLY, &zero, 1);
-    diag_sock(&d, 10, AF_INET6, "::2", 8080, 10, 0, 505); /* an older kernel: no attribute */
+    diag_sock(&d, 10, AF_INET6, "::2", 8080, 10, 0, 505);      /* an older kernel: no attribute */
     diag_sock(&d, 10, AF_INET, "127.0.0.1", 8081, 10, 0, 506); /* another port */
     diag_sock(&d, 10, AF_INET, "127.0.0.1", 8080, 1, 0, 507);  /* established */
     diag_sock(&d, 11, AF_INET, "127.0.0.1", 8080, 10, 0, 508); /* another request's */

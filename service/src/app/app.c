@@ -674,7 +674,7 @@ static void report_foreign(void *arg, const net_listener_spec *spec, const lg_li
                            net_foreign_kind kind)
 {
     (void)arg;
-    char who[128], where[64], ours[64], dev[IF_NAMESIZE] = "?";
+    char who[128], where[64], ours[64], dev[IF_NAMESIZE];
     lg_describe(l, who, sizeof who);
     lg_addr_text(&l->a, where, sizeof where);
     lg_addr_text(&spec->addr, ours, sizeof ours);
@@ -687,9 +687,11 @@ static void report_foreign(void *arg, const net_listener_spec *spec, const lg_li
         break;
     case NET_FOREIGN_GROUP:
         LOG_ERROR("foreign listener: %s joined our SO_REUSEPORT group on %s%s: our steering "
-                  "program gives it no connection until it attaches its own (any member may), "
-                  "so ours is attached again every second while it stays; %s",
+                  "program gives it no connection until it attaches its own (any member may), %s; "
+                  "%s",
                   who, ours, l->diag ? "" : " (or is bound to a device there: /proc does not say)",
+                  spec->steered ? "so ours is attached again every second while it stays"
+                                : "and the kernel refused ours",
                   ready);
         break;
     case NET_FOREIGN_DEVICE:

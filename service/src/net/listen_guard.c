@@ -194,8 +194,8 @@ static int diag_msg(const uint8_t *p, size_t len, uint16_t port, lg_listener *l)
     if (len < sizeof m)
         return -1;
     memcpy(&m, p, sizeof m);
-    if ((m.idiag_family != AF_INET && m.idiag_family != AF_INET6) || m.idiag_state != TCP_STATE_LISTEN ||
-        ntohs(m.id.idiag_sport) != port)
+    if ((m.idiag_family != AF_INET && m.idiag_family != AF_INET6) ||
+        m.idiag_state != TCP_STATE_LISTEN || ntohs(m.id.idiag_sport) != port)
         return 0;
     memset(l, 0, sizeof *l);
     l->diag = true;
@@ -273,7 +273,7 @@ static int diag_dump(int fd, int family, uint16_t port, lg_listener *out, size_t
     req.r.sdiag_family = (uint8_t)family;
     req.r.sdiag_protocol = IPPROTO_TCP;
     req.r.idiag_states = 1u << TCP_STATE_LISTEN; /* the listening hash only */
-    req.r.id.idiag_sport = htons(port);    /* the kernel skips other ports' listeners */
+    req.r.id.idiag_sport = htons(port);          /* the kernel skips other ports' listeners */
     /* No idiag_ext bit: the kernel adds INET_DIAG_SKV6ONLY to every IPv6 LISTEN socket's
      * message unasked (its number, 11, is past the 8 bits of idiag_ext anyway). */
     struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
@@ -289,8 +289,8 @@ static int diag_dump(int fd, int family, uint16_t port, lg_listener *out, size_t
     for (;;) {
         struct sockaddr_nl from;
         struct iovec iov = {.iov_base = buf.bytes, .iov_len = sizeof buf.bytes};
-        struct msghdr msg = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov,
-                             .msg_iovlen = 1};
+        struct msghdr msg = {
+            .msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov, .msg_iovlen = 1};
         ssize_t got = recvmsg(fd, &msg, 0);
         if (got < 0) {
             if (errno == EINTR)

@@ -617,9 +617,9 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
     if (s->reuseport) { /* after the check: a process about to refuse never replaces it */
         spec->steer_errno = -steer_group(fds[0], nfds);
         spec->steered = spec->steer_errno == 0;
-    }
-    if (!s->reuseport)
+    } else {
         spec->shared_fd = fds[0];
+    }
     for (unsigned i = 0; i < s->nloops; i++)
         attach_listener(&s->loops[i], spec, i < nfds ? fds[i] : -1);
     s->nspecs++;

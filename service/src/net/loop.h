@@ -148,8 +148,7 @@ struct net_server {
     bool threads_joined; /* net_server_wait ran */
     /* Foreign listeners on our ports (net_server_watch, main thread; the atomics for any). */
     _Atomic uint32_t foreign_now;      /* listening now on an address overlapping ours */
-    _Atomic uint32_t foreign_harmful;  /* of those, the ones that can take our connections:
-                                        * every one (net_foreign_kind), kept for dashboards */
+    _Atomic uint32_t foreign_harmful;  /* of those, the ones that can take our connections */
     _Atomic uint64_t foreign_appeared; /* appearances since start */
     unsigned long foreign_known[LG_MAX_FOUND]; /* inodes seen by the last watch */
     size_t nforeign_known;
