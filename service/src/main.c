@@ -37,10 +37,10 @@ static void print_error(const char *msg, const char *tail)
 
 #if defined(__SANITIZE_THREAD__)
 /* ThreadSanitizer builds only. libuv closes connection sockets with a raw close(2) that TSan
- * cannot see (net/loop.h), so when the main thread's once-a-second /proc scan (foreign
- * listeners, claim pids) gets a descriptor number a loop thread used for a connection just
- * closed, TSan reports the closedir/fclose as racing with that connection's last read: a false
- * report about a number, not about memory. Only those two files' descriptor reuse is silenced. */
+ * cannot see (net/loop.h), so when the main thread's once-a-second scan (foreign listeners: a
+ * sock_diag socket, else /proc; claim pids: /proc) gets a descriptor number a loop thread used
+ * for a connection just closed, TSan reports the close/closedir/fclose as racing with that
+ * connection's last read: a false report about a number, not about memory. Only those two files' descriptor reuse is silenced. */
 const char *__tsan_default_suppressions(void);
 const char *__tsan_default_suppressions(void)
 {

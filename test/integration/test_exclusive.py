@@ -8,16 +8,58 @@ holder's lease) starts past every ID the holder handed out. A foreign SO_REUSEPO
 joins our port later gets no connection (the steering program), and a more specific one, which
 would take the loopback traffic, is detected: logged, counted, /readyz 503 while it listens.
 """
+import ctypes
+import errno
 import os
+import select
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
 import time
 import unittest
 
-from sfharness import BINARY, Server, free_port, get, request, wait_ready
+from sfharness import BINARY, Reader, Server, free_port, get, request, wait_ready
+
+SO_ATTACH_REUSEPORT_CBPF = 51  # asm-generic/socket.h
+
+
+def attach_ret(sock, index):
+    """Attaches to sock's SO_REUSEPORT group the classic BPF program "return index": it replaces
+    the group's program (ours) and sends every new connection to the socket holding index."""
+    code = (ctypes.c_uint8 * 8)()
+    struct.pack_into("=HBBI", code, 0, 0x06, 0, 0, index)  # BPF_RET | BPF_K
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF,
+                    struct.pack("@HP", 1, ctypes.addressof(code)))
+
+
+def split(port, foreign, n, host="127.0.0.1"):
+    """n new connections to host:port, each asking for /id: (answered by us, taken by foreign).
+    A connection the kernel gave the foreign socket (None: closed) is accepted and closed there."""
+    ours = stolen = 0
+    for _ in range(n):
+        with socket.create_connection((host, port), timeout=5) as c:
+            c.sendall(get("/id"))
+            ready, _, _ = select.select([c] + ([foreign] if foreign else []), [], [], 5)
+            if foreign in ready:
+                foreign.accept()[0].close()
+                stolen += 1
+            elif c in ready:
+                ours += c.recv(100).startswith(b"HTTP/1.1 200")
+    return ours, stolen
+
+
+def has_ipv6_loopback():
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
 
 
 def second(first, port, *args, host=None, timeout=8):
@@ -329,11 +371,18 @@ class ForeignListener(unittest.TestCase):
                 pass
             self.assertEqual(stolen, 0)
             self.assertEqual(served, 300)
-            deadline = time.time() + 5  # noticed, but harmless: steered away, still ready
+            deadline = time.time() + 5
             while "joined our SO_REUSEPORT group" not in srv.output() and time.time() < deadline:
                 time.sleep(0.05)
             self.assertIn("joined our SO_REUSEPORT group", srv.output())
-            self.assertEqual(request(srv, get("/readyz")).status, 200)
+            # Steered away, yet not ready: any member of the group may replace our program and
+            # take everything (StealingListener); the issue 21 review made it count as harmful.
+            deadline = time.time() + 5
+            while request(srv, get("/readyz")).status != 503 and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(request(srv, get("/readyz")).status, 503)
+            foreign.close()
+            wait_ready(srv)
         finally:
             foreign.close()
             srv.stop()
@@ -397,6 +446,210 @@ class ForeignListener(unittest.TestCase):
             self.assertEqual(m["snowflaked_foreign_listeners"], 0)
             self.assertEqual(m["snowflaked_foreign_listeners_detected_total"], 1)
         finally:
+            srv.stop()
+
+
+class Kept:
+    """A keep-alive connection to srv opened now: a listener appearing later does not take it,
+    so /readyz and /metrics stay reachable while a foreign socket takes the new connections."""
+
+    def __init__(self, srv):
+        self.sock = srv.connect()
+        self.reader = Reader(self.sock)
+
+    def get(self, path):
+        self.sock.sendall(get(path))
+        return self.reader.response()
+
+    def metrics(self):
+        values = {}
+        for line in self.get("/metrics").body.decode().splitlines():
+            if line.startswith("snowflaked_foreign"):
+                k, v = line.split()
+                values[k] = float(v)
+        return values
+
+    def wait_status(self, status, timeout=5):
+        deadline = time.time() + timeout
+        while True:
+            r = self.get("/readyz")
+            if r.status == status:
+                return r
+            if time.time() > deadline:
+                raise AssertionError("/readyz not %d within %d s: %d %r"
+                                     % (status, timeout, r.status, r.body))
+            time.sleep(0.05)
+
+    def close(self):
+        self.sock.close()
+
+
+def wait_output(srv, text, timeout=5):
+    deadline = time.time() + timeout  # the logger writes from its own thread
+    while text not in srv.output() and time.time() < deadline:
+        time.sleep(0.05)
+    return srv.output()
+
+
+class StealingListener(unittest.TestCase):
+    """A foreign socket on our exact address takes connections even though our steering program
+    is attached: by replacing the program (it belongs to the group, and any member may replace
+    it) or by binding to a device (looked up before us). Issue 21 review, hole 1."""
+
+    def test_joiner_replacing_our_steering_program(self):
+        srv = Server(threads=2)
+        kept = Kept(srv)
+        foreign = socket.socket()
+        try:
+            kept.wait_status(200)
+            foreign.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            foreign.bind(("127.0.0.1", srv.port))  # joins our group (same uid, same address)
+            foreign.listen(512)
+            foreign.setblocking(False)
+            attach_ret(foreign, 2)  # our two sockets hold 0 and 1: all to index 2, the foreign
+            replaced = split(srv.port, foreign, 50)
+            time.sleep(2.5)  # our housekeeping ticks every second
+            after = split(srv.port, foreign, 200)
+            print("\nsteering replaced by a joiner: first 50 connections (ours, foreign) %r; "
+                  "200 after 2.5 s %r" % (replaced, after))
+            self.assertEqual(after, (200, 0))
+            r = kept.wait_status(503)
+            self.assertIn(b"another process listens on our port", r.body)
+            m = kept.metrics()
+            self.assertEqual(m["snowflaked_foreign_listeners"], 1)
+            self.assertEqual(m["snowflaked_foreign_listeners_harmful"], 1)
+            out = wait_output(srv, "joined our SO_REUSEPORT group")
+            self.assertIn("foreign listener: pid %d (python" % os.getpid(), out)
+            self.assertIn("joined our SO_REUSEPORT group on 127.0.0.1:%d" % srv.port, out)
+            foreign.close()
+            kept.wait_status(200)
+            self.assertEqual(split(srv.port, None, 50), (50, 0))
+        finally:
+            foreign.close()
+            kept.close()
+            srv.stop()
+
+    def test_device_bound_listener_on_our_address(self):
+        srv = Server(threads=2)
+        kept = Kept(srv)
+        foreign = socket.socket()
+        try:
+            kept.wait_status(200)
+            foreign.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            try:
+                foreign.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"lo")
+            except PermissionError:
+                self.skipTest("SO_BINDTODEVICE not permitted here (CAP_NET_RAW before Linux "
+                              "5.7)")
+            foreign.bind(("127.0.0.1", srv.port))  # our address, bound to lo: another group
+            foreign.listen(512)
+            foreign.setblocking(False)
+            taken = split(srv.port, foreign, 100)
+            print("\ndevice-bound listener: 100 connections (ours, foreign) %r" % (taken,))
+            r = kept.wait_status(503)
+            self.assertIn(b"another process listens on our port", r.body)
+            m = kept.metrics()
+            self.assertEqual(m["snowflaked_foreign_listeners"], 1)
+            self.assertEqual(m["snowflaked_foreign_listeners_harmful"], 1)
+            out = wait_output(srv, "bound to device lo")
+            self.assertIn("foreign listener: pid %d (python" % os.getpid(), out)
+            self.assertIn("listens on 127.0.0.1:%d bound to device lo" % srv.port, out)
+            foreign.close()
+            kept.wait_status(200)
+        finally:
+            foreign.close()
+            kept.close()
+            srv.stop()
+
+
+@unittest.skipUnless(has_ipv6_loopback(), "no IPv6 loopback (::1) in this sandbox")
+class V6OnlyListener(unittest.TestCase):
+    """Another program's [::]:P socket with IPV6_V6ONLY (nginx's `listen [::]:80`) takes no IPv4
+    connection: it does not overlap our 127.0.0.1:P or 0.0.0.0:P, and the kernel lets both
+    listen. /proc/net/tcp6 does not show the flag; sock_diag does. Issue 21 review, hole 2."""
+
+    def v6_listener(self, port, v6only, reuseport=False):
+        s = socket.socket(socket.AF_INET6)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1 if v6only else 0)
+        if reuseport:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind(("::", port))
+        s.listen(16)
+        return s
+
+    def test_v6only_listener_first_we_start(self):
+        for host in ("127.0.0.1", "0.0.0.0"):
+            with self.subTest(host=host):
+                port = free_port()
+                foreign = self.v6_listener(port, True)
+                try:
+                    srv = Server(threads=2, port=port, env={"SNOWFLAKED_SERVER_HOST": host})
+                except RuntimeError as e:
+                    foreign.close()
+                    self.fail("refused beside a v6only [::]:%d: %s" % (port, e))
+                try:
+                    wait_ready(srv)
+                    time.sleep(1.5)  # a housekeeping scan or two
+                    kept = Kept(srv)
+                    self.assertEqual(kept.get("/readyz").status, 200)
+                    m = kept.metrics()
+                    self.assertEqual(m["snowflaked_foreign_listeners"], 0)
+                    self.assertEqual(m["snowflaked_foreign_listeners_harmful"], 0)
+                    kept.close()
+                finally:
+                    foreign.close()
+                    srv.stop()
+
+    def test_v6only_listener_later_stays_ready(self):
+        srv = Server(threads=2)
+        kept = Kept(srv)
+        try:
+            kept.wait_status(200)
+            foreign = self.v6_listener(srv.port, True)
+            try:
+                time.sleep(2)
+                self.assertEqual(kept.get("/readyz").status, 200)
+                self.assertEqual(kept.metrics()["snowflaked_foreign_listeners_harmful"], 0)
+                self.assertNotIn("foreign listener", srv.output())
+            finally:
+                foreign.close()
+        finally:
+            kept.close()
+            srv.stop()
+
+    def test_dual_stack_listener_first_refuses(self):
+        first = Server(threads=2)  # only to hand `second` a datacenter
+        try:
+            port = free_port()
+            foreign = self.v6_listener(port, False)
+            try:
+                code, out = second(first, port, "--set", "snowflake.worker_id=7")
+            finally:
+                foreign.close()
+            self.assertEqual(code, 1, out)
+            self.assertIn("cannot listen on 127.0.0.1:%d: already in use by pid %d"
+                          % (port, os.getpid()), out)
+            self.assertIn("listening on [::]:%d" % port, out)
+        finally:
+            first.stop()
+
+    def test_dual_stack_listener_later_is_harmful(self):
+        srv = Server(threads=2)
+        kept = Kept(srv)
+        try:
+            kept.wait_status(200)
+            foreign = self.v6_listener(srv.port, False, reuseport=True)  # same uid: allowed
+            try:
+                kept.wait_status(503)
+                self.assertEqual(kept.metrics()["snowflaked_foreign_listeners_harmful"], 1)
+                out = wait_output(srv, "foreign listener")
+                self.assertIn("listens on [::]:%d, overlapping our 127.0.0.1:%d"
+                              % (srv.port, srv.port), out)
+            finally:
+                foreign.close()
+            kept.wait_status(200)
+        finally:
+            kept.close()
             srv.stop()
 
 

@@ -1,8 +1,15 @@
 /* net/listen_guard: the /proc/net/tcp{,6} parser on canned text (as a little-endian host prints
- * it), the overlap rules between our address and another listener's, the address text. */
+ * it), the sock_diag parser on canned netlink messages, the overlap rules between our address
+ * and another listener's, the address text; both sources on this host's real sockets. */
 #include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <net/if.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -155,6 +162,183 @@ START_TEST(test_overlaps)
 }
 END_TEST
 
+START_TEST(test_overlaps_v6only)
+{
+    lg_addr any4 = v4("0.0.0.0", 80), lo4 = v4("127.0.0.1", 80);
+    lg_addr any6 = v6("::", 80), lo6 = v6("::1", 80), mapped = v6("::ffff:127.0.0.1", 80);
+    any6.v6only = 1; /* nginx's `listen [::]:80` */
+    ck_assert_int_eq(lg_overlaps(&lo4, &any6), LG_DISJOINT);
+    ck_assert_int_eq(lg_overlaps(&any4, &any6), LG_DISJOINT);
+    ck_assert_int_eq(lg_overlaps(&any6, &any4), LG_DISJOINT); /* ours v6only, theirs IPv4 */
+    ck_assert_int_eq(lg_overlaps(&any6, &lo6), LG_OVERLAP);   /* IPv6 is still shared */
+    ck_assert_int_eq(lg_overlaps(&lo6, &any6), LG_OVERLAP);
+    ck_assert_int_eq(lg_overlaps(&any6, &any6), LG_SAME);
+    any6.v6only = -1; /* /proc: not known, counts as dual-stack */
+    ck_assert_int_eq(lg_overlaps(&lo4, &any6), LG_OVERLAP);
+    ck_assert_int_eq(lg_overlaps(&any4, &any6), LG_OVERLAP);
+    mapped.v6only = -1;
+    ck_assert_int_eq(lg_overlaps(&lo4, &mapped), LG_OVERLAP);
+    lg_listener l = {.a = any6};
+    ck_assert_str_ne(lg_overlap_note(&lo4, &l), "");
+    ck_assert_str_eq(lg_overlap_note(&lo6, &l), ""); /* IPv6 overlaps either way */
+    l.a.v6only = 0;
+    ck_assert_str_eq(lg_overlap_note(&lo4, &l), "");
+    lg_addr from;
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6};
+    ck_assert(lg_addr_from(&from, (const struct sockaddr *)&sa));
+    ck_assert_int_eq(from.v6only, -1); /* an address does not say */
+}
+END_TEST
+
+/* ---- sock_diag: canned answers, laid out as the kernel sends them --------------------------- */
+
+typedef struct diag_buf {
+    union {
+        struct nlmsghdr align;
+        uint8_t b[4096];
+    } u;
+    size_t len;
+} diag_buf;
+
+static struct nlmsghdr *diag_add(diag_buf *d, uint16_t type, uint16_t flags, uint32_t seq,
+                                 const void *body, size_t blen)
+{
+    struct nlmsghdr *h = (struct nlmsghdr *)(d->u.b + d->len);
+    memset(h, 0, NLMSG_SPACE(blen));
+    h->nlmsg_len = (uint32_t)NLMSG_LENGTH(blen);
+    h->nlmsg_type = type;
+    h->nlmsg_flags = flags;
+    h->nlmsg_seq = seq;
+    memcpy(NLMSG_DATA(h), body, blen);
+    d->len += NLMSG_SPACE(blen);
+    return h;
+}
+
+/* An attribute appended to the last message h. */
+static void diag_attr(diag_buf *d, struct nlmsghdr *h, uint16_t type, const void *v, size_t vlen)
+{
+    struct nlattr *a = (struct nlattr *)(d->u.b + d->len);
+    memset(a, 0, NLA_ALIGN(NLA_HDRLEN + vlen));
+    a->nla_len = (uint16_t)(NLA_HDRLEN + vlen);
+    a->nla_type = type;
+    memcpy((uint8_t *)a + NLA_HDRLEN, v, vlen);
+    d->len += NLA_ALIGN(a->nla_len);
+    h->nlmsg_len = (uint32_t)(d->u.b + d->len - (uint8_t *)h);
+}
+
+static struct nlmsghdr *diag_sock(diag_buf *d, uint32_t seq, int family, const char *ip,
+                                  uint16_t port, uint8_t state, unsigned ifindex, uint32_t inode)
+{
+    struct inet_diag_msg m;
+    memset(&m, 0, sizeof m);
+    m.idiag_family = (uint8_t)family;
+    m.idiag_state = state;
+    m.id.idiag_sport = htons(port);
+    m.id.idiag_if = ifindex;
+    inet_pton(family, ip, m.id.idiag_src);
+    m.idiag_uid = 1000;
+    m.idiag_inode = inode;
+    return diag_add(d, SOCK_DIAG_BY_FAMILY, NLM_F_MULTI, seq, &m, sizeof m);
+}
+
+START_TEST(test_diag_parse)
+{
+    diag_buf d = {.len = 0};
+    uint8_t zero = 0, one = 1;
+    diag_sock(&d, 10, AF_INET, "127.0.0.1", 8080, 10, 0, 501);
+    diag_sock(&d, 10, AF_INET, "127.0.0.1", 8080, 10, 1, 502); /* SO_BINDTODEVICE lo */
+    struct nlmsghdr *h = diag_sock(&d, 10, AF_INET6, "::", 8080, 10, 0, 503);
+    diag_attr(&d, h, INET_DIAG_SHUTDOWN, &zero, 1); /* the kernel sends this one first */
+    diag_attr(&d, h, INET_DIAG_SKV6ONLY, &one, 1);
+    h = diag_sock(&d, 10, AF_INET6, "::1", 8080, 10, 0, 504);
+    diag_attr(&d, h, INET_DIAG_SKV6ONLY, &zero, 1);
+    diag_sock(&d, 10, AF_INET6, "::2", 8080, 10, 0, 505);      /* an older kernel: no attribute */
+    diag_sock(&d, 10, AF_INET, "127.0.0.1", 8081, 10, 0, 506); /* another port */
+    diag_sock(&d, 10, AF_INET, "127.0.0.1", 8080, 1, 0, 507);  /* established */
+    diag_sock(&d, 11, AF_INET, "127.0.0.1", 8080, 10, 0, 508); /* another request's */
+    lg_listener out[8];
+    size_t n = 0;
+    int err = -1;
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 10, 8080, out, 8, &n, &err), 0); /* no DONE */
+    ck_assert_int_eq(err, 0);
+    ck_assert_uint_eq(n, 5);
+    lg_addr lo = v4("127.0.0.1", 8080), any6 = v6("::", 8080), lo6 = v6("::1", 8080);
+    ck_assert(addr_eq(&out[0].a, &lo));
+    ck_assert(out[0].diag);
+    ck_assert_uint_eq(out[0].inode, 501);
+    ck_assert_uint_eq(out[0].uid, 1000);
+    ck_assert_uint_eq(out[0].ifindex, 0);
+    ck_assert_int_eq(out[0].a.v6only, 0);
+    ck_assert_uint_eq(out[1].ifindex, 1);
+    ck_assert(addr_eq(&out[2].a, &any6));
+    ck_assert_int_eq(out[2].a.v6only, 1);
+    ck_assert(addr_eq(&out[3].a, &lo6));
+    ck_assert_int_eq(out[3].a.v6only, 0);
+    ck_assert_int_eq(out[4].a.v6only, -1);
+    ck_assert_uint_eq(out[4].inode, 505);
+
+    /* the end of the dump, in the same buffer or the next */
+    uint32_t done = 0;
+    diag_add(&d, NLMSG_DONE, NLM_F_MULTI, 10, &done, sizeof done);
+    n = 0;
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 10, 8080, out, 2, &n, &err), 1);
+    ck_assert_uint_eq(n, 5); /* counted past cap */
+    ck_assert_uint_eq(out[1].inode, 502);
+    n = 0;
+    ck_assert_int_eq(lg_diag_parse(d.u.b, 0, 10, 8080, out, 8, &n, &err), 0);
+    ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
+START_TEST(test_diag_parse_errors)
+{
+    lg_listener out[4];
+    size_t n = 0;
+    int err;
+    diag_buf d = {.len = 0};
+    struct nlmsgerr e;
+    memset(&e, 0, sizeof e);
+    e.error = -ENOENT; /* no inet_diag for the family */
+    diag_add(&d, NLMSG_ERROR, 0, 7, &e, sizeof e);
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 7, 80, out, 4, &n, &err), -1);
+    ck_assert_int_eq(err, ENOENT);
+
+    d.len = 0; /* interrupted dump */
+    uint32_t done = 0;
+    diag_add(&d, NLMSG_DONE, NLM_F_MULTI | NLM_F_DUMP_INTR, 7, &done, sizeof done);
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 7, 80, out, 4, &n, &err), -1);
+    ck_assert_int_eq(err, 0);
+
+    d.len = 0; /* a message longer than the buffer */
+    diag_sock(&d, 7, AF_INET, "127.0.0.1", 80, 10, 0, 1);
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len - 4, 7, 80, out, 4, &n, &err), -1);
+    d.u.align.nlmsg_len = 8; /* shorter than its header */
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 7, 80, out, 4, &n, &err), -1);
+
+    d.len = 0; /* a payload shorter than an inet_diag_msg */
+    uint8_t small[8] = {AF_INET, 10};
+    diag_add(&d, SOCK_DIAG_BY_FAMILY, NLM_F_MULTI, 7, small, sizeof small);
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 7, 80, out, 4, &n, &err), -1);
+
+    d.len = 0; /* an attribute running past its message */
+    uint8_t one = 1;
+    struct nlmsghdr *h = diag_sock(&d, 7, AF_INET6, "::", 80, 10, 0, 1);
+    diag_attr(&d, h, INET_DIAG_SKV6ONLY, &one, 1);
+    struct nlattr *a = (struct nlattr *)((uint8_t *)h + NLMSG_SPACE(sizeof(struct inet_diag_msg)));
+    a->nla_len = 200;
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 7, 80, out, 4, &n, &err), -1);
+    a->nla_len = 2; /* shorter than its header */
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 7, 80, out, 4, &n, &err), -1);
+    a->nla_len = NLA_HDRLEN; /* empty: v6only stays unknown; then an empty one of another type */
+    struct nlattr next = {.nla_len = NLA_HDRLEN, .nla_type = INET_DIAG_SHUTDOWN};
+    memcpy((uint8_t *)a + NLA_HDRLEN, &next, sizeof next);
+    n = 0;
+    ck_assert_int_eq(lg_diag_parse(d.u.b, d.len, 7, 80, out, 4, &n, &err), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(out[0].a.v6only, -1);
+}
+END_TEST
+
 START_TEST(test_addr_text)
 {
     char buf[64];
@@ -198,6 +382,68 @@ START_TEST(test_scan_finds_our_listener)
 }
 END_TEST
 
+static uint16_t listen_on(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    ck_assert_int_eq(bind(fd, sa, len), 0);
+    ck_assert_int_eq(listen(fd, 1), 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port); /* same offset in sockaddr_in6 */
+}
+
+static unsigned long inode_of(int fd)
+{
+    struct stat st;
+    fstat(fd, &st);
+    return (unsigned long)st.st_ino;
+}
+
+/* sock_diag on this host's sockets: the inode, IPV6_V6ONLY and the device are read. */
+START_TEST(test_scan_diag_real)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0)
+        return; /* no IPv6 here */
+    int one = 1;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6}; /* [::] */
+    uint16_t port = listen_on(fd, (struct sockaddr *)&sa6, sizeof sa6);
+    lg_listener out[LG_MAX_FOUND];
+    size_t n;
+    int err;
+    if (lg_scan_diag(port, out, LG_MAX_FOUND, &n, &err) != 0) {
+        close(fd); /* a sandbox without NETLINK_SOCK_DIAG: the /proc fallback is all there is */
+        ck_assert_int_ne(err, 0);
+        return;
+    }
+    ck_assert_uint_eq(n, 1);
+    ck_assert(out[0].diag);
+    ck_assert_int_eq(out[0].a.family, AF_INET6);
+    ck_assert_int_eq(out[0].a.v6only, 1);
+    ck_assert_uint_eq(out[0].inode, inode_of(fd));
+    ck_assert_uint_eq(out[0].uid, getuid());
+    ck_assert_uint_eq(out[0].ifindex, 0);
+    ck_assert_int_eq(lg_scan_proc(port, out, LG_MAX_FOUND, &n), 0); /* the fallback cannot tell */
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(out[0].a.v6only, -1);
+
+    int dev = socket(AF_INET, SOCK_STREAM, 0); /* on the same port: IPv4 does not clash */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (setsockopt(dev, SOL_SOCKET, SO_BINDTODEVICE, "lo", 3) == 0) {
+        listen_on(dev, (struct sockaddr *)&sa, sizeof sa);
+        ck_assert_int_eq(lg_scan(port, out, LG_MAX_FOUND, &n), 0);
+        ck_assert_uint_eq(n, 2);
+        const lg_listener *l = out[0].a.family == AF_INET ? &out[0] : &out[1];
+        ck_assert_uint_eq(l->ifindex, if_nametoindex("lo"));
+        ck_assert_uint_eq(l->inode, inode_of(dev));
+    }
+    close(dev);
+    close(fd);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("listen_guard");
@@ -207,8 +453,12 @@ int main(void)
     tcase_add_test(tc, test_text_v4);
     tcase_add_test(tc, test_text_v6);
     tcase_add_test(tc, test_overlaps);
+    tcase_add_test(tc, test_overlaps_v6only);
+    tcase_add_test(tc, test_diag_parse);
+    tcase_add_test(tc, test_diag_parse_errors);
     tcase_add_test(tc, test_addr_text);
     tcase_add_test(tc, test_scan_finds_our_listener);
+    tcase_add_test(tc, test_scan_diag_real);
     suite_add_tcase(s, tc);
     return sf_run_suite(s);
 }

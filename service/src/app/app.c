@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -735,21 +736,37 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
 
 /* net_server_watch's report: once per foreign listener, when it appears. */
 static void report_foreign(void *arg, const net_listener_spec *spec, const lg_listener *l,
-                           bool harmful)
+                           net_foreign_kind kind)
 {
     (void)arg;
-    char who[128], where[64], ours[64];
+    char who[128], where[64], ours[64], dev[IF_NAMESIZE];
     lg_describe(l, who, sizeof who);
     lg_addr_text(&l->a, where, sizeof where);
     lg_addr_text(&spec->addr, ours, sizeof ours);
-    if (harmful)
+    static const char ready[] = "/readyz answers 503 while it listens";
+    switch (kind) {
+    case NET_FOREIGN_OVERLAP:
         LOG_ERROR("foreign listener: %s listens on %s, overlapping our %s: it can take "
-                  "connections meant for us (IDs, cache); /readyz answers 503 while it listens",
-                  who, where, ours);
-    else
-        LOG_WARN("foreign listener: %s joined our SO_REUSEPORT group on %s; our steering program "
-                 "gives it no connection",
-                 who, ours);
+                  "connections meant for us (IDs, cache); %s%s",
+                  who, where, ours, ready, lg_overlap_note(&spec->addr, l));
+        break;
+    case NET_FOREIGN_GROUP:
+        LOG_ERROR("foreign listener: %s joined our SO_REUSEPORT group on %s%s: our steering "
+                  "program gives it no connection until it attaches its own (any member may), %s; "
+                  "%s",
+                  who, ours, l->diag ? "" : " (or is bound to a device there: /proc does not say)",
+                  spec->steered ? "so ours is attached again every second while it stays"
+                                : "and the kernel refused ours",
+                  ready);
+        break;
+    case NET_FOREIGN_DEVICE:
+        if (!if_indextoname(l->ifindex, dev))
+            snprintf(dev, sizeof dev, "#%u", l->ifindex);
+        LOG_ERROR("foreign listener: %s listens on %s bound to device %s (SO_BINDTODEVICE): "
+                  "the kernel gives it the connections arriving on that device before us; %s",
+                  who, where, dev, ready);
+        break;
+    }
 }
 
 void app_housekeeping(app *a)

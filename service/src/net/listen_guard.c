@@ -4,11 +4,16 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "snowflake/encoding.h"
@@ -65,6 +70,7 @@ int lg_parse_line(const char *line, int family, lg_listener *out)
     lg_listener l;
     memset(&l, 0, sizeof l);
     l.a.family = family;
+    l.a.v6only = family == AF_INET6 ? -1 : 0; /* /proc does not show IPV6_V6ONLY */
     for (size_t w = 0; w < words; w++) {
         uint32_t v; /* the kernel printed the address word as a u32 of this host */
         if (!hex_u32(t + 8 * w, 8, &v))
@@ -101,9 +107,17 @@ int lg_parse_line(const char *line, int family, lg_listener *out)
     return 1;
 }
 
+/* A stored listener, counted past cap. */
+static void found(lg_listener *out, size_t cap, size_t *n, const lg_listener *l)
+{
+    if (*n < cap)
+        out[*n] = *l;
+    (*n)++;
+}
+
 size_t lg_parse_text(const char *text, int family, uint16_t port, lg_listener *out, size_t cap)
 {
-    size_t found = 0;
+    size_t n = 0;
     char line[512];
     for (const char *p = text; *p;) {
         size_t len = strcspn(p, "\n");
@@ -115,18 +129,15 @@ size_t lg_parse_text(const char *text, int family, uint16_t port, lg_listener *o
         int rc = lg_parse_line(line, family, &l);
         if (rc == 0)
             break; /* the listening hash is printed first: no listener follows */
-        if (rc == 1 && l.a.port == port) {
-            if (found < cap)
-                out[found] = l;
-            found++;
-        }
+        if (rc == 1 && l.a.port == port)
+            found(out, cap, &n, &l);
     }
-    return found;
+    return n;
 }
 
 /* One of /proc/net/tcp{,6}, read line by line up to the first socket that does not listen. */
 static int scan_file(const char *path, int family, uint16_t port, lg_listener *out, size_t cap,
-                     size_t *found)
+                     size_t *n)
 {
     FILE *f = fopen(path, "re");
     if (!f)
@@ -137,23 +148,193 @@ static int scan_file(const char *path, int family, uint16_t port, lg_listener *o
         int rc = lg_parse_line(line, family, &l);
         if (rc == 0)
             break;
-        if (rc == 1 && l.a.port == port) {
-            if (*found < cap)
-                out[*found] = l;
-            (*found)++;
-        }
+        if (rc == 1 && l.a.port == port)
+            found(out, cap, n, &l);
     }
     fclose(f);
     return 0;
 }
 
-int lg_scan(uint16_t port, lg_listener *out, size_t cap, size_t *n)
+int lg_scan_proc(uint16_t port, lg_listener *out, size_t cap, size_t *n)
 {
     *n = 0;
     if (scan_file("/proc/net/tcp", AF_INET, port, out, cap, n) != 0)
         return -1;
     scan_file("/proc/net/tcp6", AF_INET6, port, out, cap, n); /* absent without IPv6 */
     return 0;
+}
+
+/* ---- sock_diag ------------------------------------------------------------------------------ */
+
+/* The attributes after an inet_diag_msg: INET_DIAG_SKV6ONLY (a u8) sets l->a.v6only. False when
+ * one does not fit. */
+static bool diag_attrs(const uint8_t *p, size_t len, lg_listener *l)
+{
+    while (len >= sizeof(struct nlattr)) {
+        struct nlattr a;
+        memcpy(&a, p, sizeof a);
+        if (a.nla_len < sizeof a || a.nla_len > len)
+            return false;
+        if ((a.nla_type & NLA_TYPE_MASK) == INET_DIAG_SKV6ONLY && a.nla_len > sizeof a)
+            l->a.v6only = p[NLA_HDRLEN] != 0;
+        size_t step = NLA_ALIGN(a.nla_len);
+        if (step >= len)
+            break;
+        p += step;
+        len -= step;
+    }
+    return true;
+}
+
+/* One SOCK_DIAG_BY_FAMILY message's payload: 1 a LISTEN socket on port (*l), 0 another, -1 not
+ * an inet_diag_msg. */
+static int diag_msg(const uint8_t *p, size_t len, uint16_t port, lg_listener *l)
+{
+    struct inet_diag_msg m;
+    if (len < sizeof m)
+        return -1;
+    memcpy(&m, p, sizeof m);
+    if ((m.idiag_family != AF_INET && m.idiag_family != AF_INET6) ||
+        m.idiag_state != TCP_STATE_LISTEN || ntohs(m.id.idiag_sport) != port)
+        return 0;
+    memset(l, 0, sizeof *l);
+    l->diag = true;
+    l->a.family = m.idiag_family;
+    l->a.port = port;
+    memcpy(l->a.addr, m.id.idiag_src, m.idiag_family == AF_INET6 ? 16 : 4);
+    l->a.v6only = m.idiag_family == AF_INET6 ? -1 : 0; /* -1 until the attribute says */
+    l->inode = m.idiag_inode;
+    l->uid = m.idiag_uid;
+    l->ifindex = m.id.idiag_if;
+    size_t head = NLMSG_ALIGN(sizeof m);
+    if (head < len && !diag_attrs(p + head, len - head, l))
+        return -1;
+    return 1;
+}
+
+int lg_diag_parse(const void *buf, size_t len, uint32_t seq, uint16_t port, lg_listener *out,
+                  size_t cap, size_t *n, int *err)
+{
+    *err = 0;
+    const uint8_t *p = buf;
+    while (len >= sizeof(struct nlmsghdr)) {
+        struct nlmsghdr h;
+        memcpy(&h, p, sizeof h);
+        if (h.nlmsg_len < sizeof h || h.nlmsg_len > len)
+            return -1;
+        const uint8_t *body = p + NLMSG_HDRLEN;
+        size_t blen = h.nlmsg_len - NLMSG_HDRLEN;
+        if (h.nlmsg_seq == seq) {
+            if (h.nlmsg_flags & NLM_F_DUMP_INTR)
+                return -1; /* the table changed under the dump: not a whole answer */
+            if (h.nlmsg_type == NLMSG_DONE)
+                return 1;
+            if (h.nlmsg_type == NLMSG_ERROR) {
+                struct nlmsgerr e;
+                if (blen >= sizeof e.error) {
+                    memcpy(&e.error, body, sizeof e.error);
+                    *err = e.error < 0 ? -e.error : e.error;
+                }
+                return -1;
+            }
+            if (h.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+                lg_listener l;
+                int rc = diag_msg(body, blen, port, &l);
+                if (rc < 0)
+                    return -1;
+                if (rc == 1)
+                    found(out, cap, n, &l);
+            }
+        }
+        size_t step = NLMSG_ALIGN(h.nlmsg_len);
+        if (step >= len)
+            break;
+        p += step;
+        len -= step;
+    }
+    return 0;
+}
+
+#define DIAG_BUF 32768 /* the most a netlink dump puts in one message batch */
+
+/* One family's dump over fd. */
+static int diag_dump(int fd, int family, uint16_t port, lg_listener *out, size_t cap, size_t *n,
+                     int *err)
+{
+    struct {
+        struct nlmsghdr h;
+        struct inet_diag_req_v2 r;
+    } req;
+    memset(&req, 0, sizeof req);
+    req.h.nlmsg_len = sizeof req;
+    req.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.h.nlmsg_seq = (uint32_t)family;
+    req.r.sdiag_family = (uint8_t)family;
+    req.r.sdiag_protocol = IPPROTO_TCP;
+    req.r.idiag_states = 1u << TCP_STATE_LISTEN; /* the listening hash only */
+    req.r.id.idiag_sport = htons(port);          /* the kernel skips other ports' listeners */
+    /* No idiag_ext bit: the kernel adds INET_DIAG_SKV6ONLY to every IPv6 LISTEN socket's
+     * message unasked (its number, 11, is past the 8 bits of idiag_ext anyway). */
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    if (sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) !=
+        (ssize_t)sizeof req) {
+        *err = errno;
+        return -1;
+    }
+    union {
+        struct nlmsghdr align;
+        uint8_t bytes[DIAG_BUF];
+    } buf; /* on the stack: start-up and the main thread's housekeeping only */
+    for (;;) {
+        struct sockaddr_nl from;
+        struct iovec iov = {.iov_base = buf.bytes, .iov_len = sizeof buf.bytes};
+        struct msghdr msg = {
+            .msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t got = recvmsg(fd, &msg, 0);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            *err = errno; /* EAGAIN: the timeout */
+            return -1;
+        }
+        if (msg.msg_flags & MSG_TRUNC) {
+            *err = EMSGSIZE;
+            return -1;
+        }
+        if (from.nl_pid != 0)
+            continue; /* not from the kernel */
+        int rc = lg_diag_parse(buf.bytes, (size_t)got, req.h.nlmsg_seq, port, out, cap, n, err);
+        if (rc != 0)
+            return rc > 0 ? 0 : -1;
+    }
+}
+
+int lg_scan_diag(uint16_t port, lg_listener *out, size_t cap, size_t *n, int *err)
+{
+    *n = 0;
+    *err = 0;
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    /* The kernel answers at once; the timeout only bounds a housekeeping tick if it does not. */
+    struct timeval tv = {.tv_sec = 1};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int rc = diag_dump(fd, AF_INET, port, out, cap, n, err);
+    if (rc == 0)
+        rc = diag_dump(fd, AF_INET6, port, out, cap, n, err);
+    close(fd);
+    return rc;
+}
+
+int lg_scan(uint16_t port, lg_listener *out, size_t cap, size_t *n)
+{
+    int err;
+    if (lg_scan_diag(port, out, cap, n, &err) == 0)
+        return 0;
+    return lg_scan_proc(port, out, cap, n);
 }
 
 static bool is_any(const lg_addr *a)
@@ -172,8 +353,10 @@ lg_overlap lg_overlaps(const lg_addr *a, const lg_addr *b)
         return is_any(a) || is_any(b) ? LG_OVERLAP : LG_DISJOINT;
     }
     /* IPv4 and IPv6: a dual-stack [::] takes IPv4 connections (and, v4-mapped, so does
-     * [::ffff:a.b.c.d], which the kernel lists in tcp6). */
+     * [::ffff:a.b.c.d], which the kernel lists in tcp6); an IPV6_V6ONLY socket takes none. */
     const lg_addr *v6 = a->family == AF_INET6 ? a : b, *v4 = a->family == AF_INET6 ? b : a;
+    if (v6->v6only == 1)
+        return LG_DISJOINT;
     if (is_any(v6))
         return LG_OVERLAP;
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -182,10 +365,19 @@ lg_overlap lg_overlaps(const lg_addr *a, const lg_addr *b)
     return is_any(v4) || memcmp(v6->addr + 12, v4->addr, 4) == 0 ? LG_OVERLAP : LG_DISJOINT;
 }
 
+const char *lg_overlap_note(const lg_addr *ours, const lg_listener *l)
+{
+    if (l->a.family == AF_INET6 && ours->family == AF_INET && l->a.v6only < 0)
+        return "; whether it is IPV6_V6ONLY (then it would take no IPv4 connection) cannot be "
+               "read without NETLINK_SOCK_DIAG, so it counts as dual-stack";
+    return "";
+}
+
 bool lg_addr_from(lg_addr *a, const struct sockaddr *sa)
 {
     memset(a, 0, sizeof *a);
     a->family = sa->sa_family;
+    a->v6only = sa->sa_family == AF_INET6 ? -1 : 0;
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
         memcpy(a->addr, &in->sin_addr, 4);

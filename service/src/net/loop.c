@@ -135,13 +135,13 @@ static void describe_foreign(net_server *s, const net_listener_spec *spec, char 
 {
     lg_listener l;
     if (!find_foreign(s, spec, NULL, 0, &l)) {
-        snprintf(buf, len, "a socket /proc/net/tcp does not list as listening");
+        snprintf(buf, len, "a socket the kernel does not list as listening");
         return;
     }
     char who[96], where[64];
     lg_describe(&l, who, sizeof who);
     lg_addr_text(&l.a, where, sizeof where);
-    snprintf(buf, len, "%s, listening on %s", who, where);
+    snprintf(buf, len, "%s, listening on %s%s", who, where, lg_overlap_note(&spec->addr, &l));
 }
 
 /* The group's program: a random index below n. Our n sockets joined first and hold 0..n-1;
@@ -160,24 +160,32 @@ static int steer_group(int fd, unsigned n)
     return 0;
 }
 
+/* Our loop-0 socket of spec: a member of the group since it was opened. */
+static int group_fd(const net_server *s, const net_listener_spec *spec)
+{
+    return s->loops[0].listeners[spec - s->specs].fd;
+}
+
 void net_server_watch(net_server *s, net_foreign_report report, void *arg)
 {
     unsigned long seen[LG_MAX_FOUND];
     size_t nseen = 0;
-    uint32_t harmful = 0;
     uint64_t appeared = 0;
     for (unsigned k = 0; k < s->nspecs; k++) {
-        const net_listener_spec *spec = &s->specs[k];
+        net_listener_spec *spec = &s->specs[k];
         size_t n;
         if (lg_scan(spec->port, s->scan_buf, s->scan_cap, &n) != 0)
-            return; /* no /proc: nothing to say */
+            return; /* neither sock_diag nor /proc: nothing to say */
+        bool joined = false;
         for (size_t i = 0; i < n && i < s->scan_cap && nseen < LG_MAX_FOUND; i++) {
             const lg_listener *l = &s->scan_buf[i];
             lg_overlap o = lg_overlaps(&spec->addr, &l->a);
             if (o == LG_DISJOINT || our_inode(s, NULL, 0, l->inode))
                 continue;
-            bool bad = o == LG_OVERLAP || !spec->steered;
-            harmful += bad;
+            net_foreign_kind kind = o == LG_OVERLAP ? NET_FOREIGN_OVERLAP
+                                    : l->ifindex    ? NET_FOREIGN_DEVICE
+                                                    : NET_FOREIGN_GROUP;
+            joined |= kind == NET_FOREIGN_GROUP;
             seen[nseen++] = l->inode;
             bool known = false;
             for (size_t j = 0; j < s->nforeign_known && !known; j++)
@@ -185,14 +193,21 @@ void net_server_watch(net_server *s, net_foreign_report report, void *arg)
             if (!known) {
                 appeared++;
                 if (report)
-                    report(arg, spec, l, bad);
+                    report(arg, spec, l, kind);
             }
         }
+        /* A member may have attached its own program (sending it everything): ours again, every
+         * tick while one is there and once after the last left (the program it leaves behind
+         * picks among our sockets only, but perhaps not all of them). A failure changes
+         * nothing: the joiner is counted and /readyz fails meanwhile. */
+        if (spec->steered && (joined || spec->joined))
+            steer_group(group_fd(s, spec), s->nloops);
+        spec->joined = joined;
     }
     memcpy(s->foreign_known, seen, nseen * sizeof *seen);
     s->nforeign_known = nseen;
     atomic_store(&s->foreign_now, (uint32_t)nseen);
-    atomic_store(&s->foreign_harmful, harmful);
+    atomic_store(&s->foreign_harmful, (uint32_t)nseen);
     atomic_fetch_add(&s->foreign_appeared, appeared);
 }
 
@@ -580,9 +595,11 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
             return -1;
         }
     }
-    if (s->reuseport) {
-        spec->steer_errno = -steer_group(fds[0], nfds);
-        spec->steered = spec->steer_errno == 0;
+    if (ss.ss_family == AF_INET6) { /* IPV6_V6ONLY: the bindv6only sysctl's default */
+        int v6only = 0;
+        socklen_t olen = sizeof v6only;
+        if (getsockopt(fds[0], IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &olen) == 0)
+            spec->addr.v6only = v6only != 0;
     }
     lg_listener other;
     if (find_foreign(s, spec, fds, nfds, &other)) {
@@ -591,14 +608,18 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
         lg_addr_text(&other.a, where, sizeof where);
         snprintf(err, errlen,
                  "cannot listen on %s%s%s:%u: %s started listening on %s at the same moment; "
-                 "refusing to share the port (a supervisor may retry)",
-                 v6, host, v6end, port, who, where);
+                 "refusing to share the port (a supervisor may retry)%s",
+                 v6, host, v6end, port, who, where, lg_overlap_note(&spec->addr, &other));
         for (unsigned k = 0; k < nfds; k++)
             close(fds[k]);
         return -1;
     }
-    if (!s->reuseport)
+    if (s->reuseport) { /* after the check: a process about to refuse never replaces it */
+        spec->steer_errno = -steer_group(fds[0], nfds);
+        spec->steered = spec->steer_errno == 0;
+    } else {
         spec->shared_fd = fds[0];
+    }
     for (unsigned i = 0; i < s->nloops; i++)
         attach_listener(&s->loops[i], spec, i < nfds ? fds[i] : -1);
     s->nspecs++;

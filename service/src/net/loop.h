@@ -73,6 +73,7 @@ typedef struct net_listener_spec {
     lg_addr addr;             /* what we bound */
     bool steered;             /* our SO_REUSEPORT group picks only our sockets (the CBPF program) */
     int steer_errno;          /* why not, with reuseport on: the kernel refused the program */
+    bool joined;              /* net_server_watch (main thread): a foreign member last time */
 } net_listener_spec;
 
 typedef struct net_server net_server;
@@ -167,12 +168,13 @@ int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char 
  * address (the same one, the wildcard of the family when we take one address or the reverse, a
  * dual-stack [::]) and we refuse, naming the other process when /proc tells (listen_guard.h).
  * After listening, every LISTEN socket on an overlapping address must be one of ours: two
- * processes that probed at the same moment both refuse (a supervisor retries). With reuseport,
- * a classic BPF program (SO_ATTACH_REUSEPORT_CBPF) picks a random socket index below nloops for
- * each new connection, in the kernel: our sockets joined the group first and hold those indices,
- * so a foreign socket joining later (same uid, SO_REUSEPORT) gets no connection. A kernel that
- * refuses the program leaves spec.steered false (steer_errno says why): net_server_watch then
- * counts such a joiner as harmful. */
+ * processes that probed at the same moment both refuse (a supervisor retries). Only then, with
+ * reuseport, a classic BPF program (SO_ATTACH_REUSEPORT_CBPF) is attached that picks a random
+ * socket index below nloops for each new connection, in the kernel: our sockets joined the group
+ * first and hold those indices, so a foreign socket joining later (same uid, SO_REUSEPORT) gets
+ * no connection. Attaching after the check means a daemon that is about to refuse never
+ * replaces the group's program (any member may). A kernel that refuses the program leaves
+ * spec.steered false (steer_errno says why). */
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
                       char *err, size_t errlen);
 /* The listeners serving ctx wait idle_ms (> 0) for an idle connection's next request instead of
@@ -183,14 +185,27 @@ void net_server_set_idle_timeout(net_server *s, const void *ctx, uint32_t idle_m
  * expiry sweep). Call before net_server_start. */
 void net_server_on_tick(net_server *s, uint32_t interval_ms, void (*tick)(net_loop *, void *),
                         void *arg);
-/* What net_server_watch found: a foreign LISTEN socket l on an address overlapping spec's.
- * harmful: it can take connections meant for us (a more specific address, another family's
- * group, or our own group without the steering program). */
+/* How a foreign LISTEN socket on an address overlapping ours can take our connections. */
+typedef enum net_foreign_kind {
+    NET_FOREIGN_OVERLAP, /* another address or family: the kernel prefers the more specific one
+                          * (or the other family's socket) for some of our connections */
+    NET_FOREIGN_GROUP,   /* our address, joined our SO_REUSEPORT group: our program steers it
+                          * nothing until it attaches its own, which any member may do */
+    NET_FOREIGN_DEVICE,  /* our address, bound to a device (SO_BINDTODEVICE): another group,
+                          * looked up before ours for connections arriving on that device */
+} net_foreign_kind;
+/* What net_server_watch found: a foreign LISTEN socket l on an address overlapping spec's. On
+ * our address, without sock_diag (!l->diag) a device cannot be told: NET_FOREIGN_GROUP. */
 typedef void (*net_foreign_report)(void *arg, const net_listener_spec *spec, const lg_listener *l,
-                                   bool harmful);
-/* Housekeeping, main thread, after net_server_start and before the drain: rescans /proc for
- * foreign listeners on our ports, calls report once for each that appeared since the last call,
- * and updates foreign_now / foreign_harmful / foreign_appeared. Without /proc: nothing. */
+                                   net_foreign_kind kind);
+/* Housekeeping, main thread, after net_server_start and before the drain: rescans the kernel's
+ * listeners (listen_guard.h) on our ports, calls report once for each foreign one that appeared
+ * since the last call, and updates foreign_now / foreign_harmful (the same number: every kind
+ * can take our connections) / foreign_appeared. While a foreign socket may be in our group, and
+ * once after it left, our steering program is attached again (a program it attached is
+ * replaced). Not every second regardless: reuseport_attach_prog frees the replaced classic
+ * program without an RCU grace period while a SYN on another CPU may be running it, so a
+ * replacement is done only when one may be needed. Without the kernel's table: nothing. */
 void net_server_watch(net_server *s, net_foreign_report report, void *arg);
 /* Starts the loop threads. */
 int net_server_start(net_server *s, char *err, size_t errlen);
