@@ -1408,6 +1408,17 @@ class StatsSettingsValues(unittest.TestCase):
                 out[name] = value
         return out
 
+    def settled(self, conns, seconds=3.0):
+        """Both servers' settings once memcached's "lru_crawler disable" has taken effect: its
+        crawler thread clears settings.lru_crawler only as it exits (CRAWLER_NOWAIT), so for a
+        moment memcached still says yes; ours says no at once."""
+        deadline = time.monotonic() + seconds
+        while True:
+            theirs, ours = (self.settings(c) for c in conns)
+            if theirs.get(b"lru_crawler") == b"no" or time.monotonic() > deadline:
+                return theirs, ours
+            time.sleep(0.05)
+
     def compare(self, what, theirs, ours, differ):
         self.assertEqual(list(ours), list(theirs), what + ": key names and order")
         for name in theirs:
@@ -1426,7 +1437,7 @@ class StatsSettingsValues(unittest.TestCase):
             self.assertEqual((theirs[b"oldest"], ours[b"oldest"]), (b"0", b"0"))
             for step in self.CHANGES:
                 self.assertEqual(conns[1].run(step), conns[0].run(step), step)
-            theirs, ours = (self.settings(c) for c in conns)
+            theirs, ours = self.settled(conns)
             self.compare(name + " after changes", theirs, ours, differ)
             if name == "defaults":  # -F refuses it
                 for c in conns:
