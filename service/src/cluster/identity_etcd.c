@@ -19,6 +19,7 @@
 #include "obs/log.h"
 #include "snowflake/rng.h"
 #include "util/counter.h"
+#include "util/spinlock.h"
 
 #define PREFIX_MAX       256
 #define KEY_MAX          (PREFIX_MAX + 64)
@@ -37,17 +38,21 @@ typedef struct etcd_backend {
     bool meta_ok;
     int64_t lease;     /* 0: none */
     int64_t owner_rev; /* create revision of our owner keys (one transaction made them all) */
+    /* n and workers_text are written by the thread that claims (main at start, the lease
+     * keeper on a re-claim) under shown_lock, which metrics take on a loop thread to read them:
+     * a re-claim may change the slots while /metrics is being served. */
+    _Atomic int shown_lock;
     unsigned n;
     uint32_t worker[SF_IDENTITY_MAX_SLOTS];
     char workers_text[64]; /* "3" or "3,4,..." for labels and logs (cut when long) */
     uint64_t started_ms;
     uint64_t last_ok_ms; /* when the last successful renewal (or the claim's grant) was sent */
     bool fenced_logged;
-    uint64_t lapsed_at_ms; /* when the lapse was seen (fenced time) */
+    _Atomic uint64_t lapsed_at_ms; /* when the lapse was seen (fenced time; metrics read it) */
     /* read by any thread */
     _Atomic uint64_t open_until_ms; /* generators may issue ticks before this (our clock) */
     _Atomic bool held, lost;
-    _Atomic bool lapsed; /* the lease is gone; reclaim tries to get the same slots back */
+    _Atomic bool lapsed;  /* the lease is gone; reclaim tries to get the same slots back */
     _Atomic bool waiting; /* the last claim found every slot held */
     _Atomic uint64_t fenced_ms_total; /* closed fenced intervals */
     _Atomic uint64_t claims_ok, claims_taken, claims_error, bad_records;
@@ -212,16 +217,19 @@ static try_result ensure_meta(etcd_backend *b, char *why, size_t cap)
         return TRY_UNAVAILABLE;
     try_result out = TRY_OK;
     if (!r.succeeded) {
-        const etcd_range_result *got =
-            r.n_responses == 1 && r.responses[0].kind == ETCD_RESP_RANGE ? &r.responses[0].range
-                                                                          : NULL;
+        const etcd_range_result *got = r.n_responses == 1 && r.responses[0].kind == ETCD_RESP_RANGE
+                                           ? &r.responses[0].range
+                                           : NULL;
         bool same = got && got->n_kvs == 1 && got->kvs[0].value_len == strlen(b->meta_value) &&
                     memcmp(got->kvs[0].value, b->meta_value, got->kvs[0].value_len) == 0;
         if (!same) {
             snprintf(why, cap,
                      "%s already holds another fleet's layout (%.*s); ours is %s: give this fleet "
                      "its own snowflake.etcd.prefix or the same layout",
-                     key, got && got->n_kvs ? (int)(got->kvs[0].value_len > 200 ? 200 : got->kvs[0].value_len) : 0,
+                     key,
+                     got && got->n_kvs
+                         ? (int)(got->kvs[0].value_len > 200 ? 200 : got->kvs[0].value_len)
+                         : 0,
                      got && got->n_kvs ? got->kvs[0].value : "", b->meta_value);
             out = TRY_FATAL;
         }
@@ -388,13 +396,15 @@ static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigne
         drop_lease(b);
         return TRY_RACE;
     }
+    char text[sizeof b->workers_text] = "";
+    size_t len = 0;
+    for (unsigned i = 0; i < n && len + 12 < sizeof text; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s%u", i ? "," : "", chosen[i]);
+    spin_lock(&b->shown_lock);
     b->n = n;
     memcpy(b->worker, chosen, n * sizeof chosen[0]);
-    size_t len = 0;
-    b->workers_text[0] = '\0';
-    for (unsigned i = 0; i < n && len + 12 < sizeof b->workers_text; i++)
-        len += (size_t)snprintf(b->workers_text + len, sizeof b->workers_text - len, "%s%u",
-                                i ? "," : "", chosen[i]);
+    memcpy(b->workers_text, text, sizeof text);
+    spin_unlock(&b->shown_lock);
     /* ttl is 1..c.ttl_s (etcd_lease_grant never passes on more than was asked): no overflow */
     uint64_t fence = sent + (uint64_t)ttl * 1000u - b->c.fence_margin_ms;
     b->last_ok_ms = sent;
@@ -410,8 +420,8 @@ static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigne
     LOG_INFO("etcd identity: claimed datacenter %u worker%s %s under %s (lease %" PRIx64
              ", TTL %" PRId64 " s, fence margin %u ms); IDs start at or after %" PRIu64
              " (the previous holders' floor)",
-             b->c.datacenter, n > 1 ? "s" : "", b->workers_text, b->prefix, (uint64_t)b->lease,
-             ttl, b->c.fence_margin_ms, handoff);
+             b->c.datacenter, n > 1 ? "s" : "", b->workers_text, b->prefix, (uint64_t)b->lease, ttl,
+             b->c.fence_margin_ms, handoff);
     return TRY_OK;
 }
 
@@ -491,7 +501,7 @@ static int mark_lapsed(etcd_backend *b, const char *how, sf_identity_renewal *ou
     if (!atomic_exchange(&b->lapsed, true)) {
         counter_add(&b->renew_lapsed, 1);
         uint64_t open = atomic_load(&b->open_until_ms), now = now_ms(b);
-        b->lapsed_at_ms = open && open < now ? open : now; /* fenced since then */
+        atomic_store(&b->lapsed_at_ms, open && open < now ? open : now); /* fenced since */
         LOG_ERROR("etcd identity: datacenter %u worker%s %s: %s; no IDs until they are "
                   "re-claimed",
                   b->c.datacenter, b->n > 1 ? "s" : "", b->workers_text, how);
@@ -636,8 +646,9 @@ static int etcd_reclaim(void *vb, uint64_t want_end_ms, sf_identity_renewal *out
     }
     counter_add(&b->reclaims_ok, 1);
     uint64_t now = now_ms(b);
-    if (now > b->lapsed_at_ms)
-        counter_add(&b->fenced_ms_total, now - b->lapsed_at_ms);
+    uint64_t lapsed_at = atomic_load(&b->lapsed_at_ms);
+    if (now > lapsed_at)
+        counter_add(&b->fenced_ms_total, now - lapsed_at);
     atomic_store(&b->lapsed, false);
     b->fenced_logged = false;
     uint64_t open = s.fence_ms < stored ? s.fence_ms : stored;
@@ -669,7 +680,8 @@ static int etcd_release(void *vb, uint64_t final_end_ms, char *err, size_t errle
     for (size_t i = 0; i < attempts && rc < 0; i++)
         rc = write_floors(b, final_end_ms, why, sizeof why);
     if (rc <= 0)
-        snprintf(err, errlen, "etcd identity: final floor not written (the renewed one covers every "
+        snprintf(err, errlen,
+                 "etcd identity: final floor not written (the renewed one covers every "
                  "ID): %s",
                  rc < 0 ? why : "the slots were no longer ours");
     bool revoked = false;
@@ -730,15 +742,18 @@ static void etcd_metrics(void *vb, prom_buf *p)
     uint64_t now = now_ms(b), open = atomic_load(&b->open_until_ms);
     bool held = atomic_load(&b->held), lapsed = atomic_load(&b->lapsed);
     bool fenced = lapsed || (held && open && now >= open);
-    uint64_t fenced_since = lapsed ? b->lapsed_at_ms : open; /* racy read: a gauge's worth */
+    uint64_t fenced_since = lapsed ? atomic_load(&b->lapsed_at_ms) : open;
+    spin_lock(&b->shown_lock);
+    unsigned n = b->n;
     snprintf(labels, sizeof labels, "backend=\"etcd\",datacenter=\"%u\",workers=\"%s\"",
              b->c.datacenter, b->workers_text);
+    spin_unlock(&b->shown_lock);
     prom_family(p, "snowflaked_identity_info", "gauge",
                 "Where this instance's worker ids come from, and which it holds.");
     prom_u64(p, "snowflaked_identity_info", labels, 1);
     prom_family(p, "snowflaked_identity_slots_held", "gauge",
                 "Worker slots this instance holds in etcd (0 once lost).");
-    prom_u64(p, "snowflaked_identity_slots_held", "", held ? b->n : 0);
+    prom_u64(p, "snowflaked_identity_slots_held", "", held ? n : 0);
     prom_family(p, "snowflaked_identity_fenced", "gauge",
                 "1 while IDs are refused because the etcd lease was not renewed in time.");
     prom_u64(p, "snowflaked_identity_fenced", "", fenced);
@@ -834,7 +849,8 @@ int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, cha
     memset(id, 0, sizeof *id);
     if (!c->clock || c->worker_min > c->worker_max || c->ttl_s < 2 ||
         (uint64_t)c->fence_margin_ms >= (uint64_t)c->ttl_s * 1000u) {
-        snprintf(err, errlen, "etcd identity: bad configuration (clock, worker range, TTL, margin)");
+        snprintf(err, errlen,
+                 "etcd identity: bad configuration (clock, worker range, TTL, margin)");
         return -1;
     }
     etcd_backend *b = calloc(1, sizeof *b);
@@ -851,9 +867,9 @@ int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, cha
         free(b);
         return -1;
     }
-    if (!c->layout || (size_t)snprintf(b->meta_value, sizeof b->meta_value,
-                                       "{\"v\":1,\"layout\":\"%s\"}", c->layout) >=
-                          sizeof b->meta_value) {
+    if (!c->layout ||
+        (size_t)snprintf(b->meta_value, sizeof b->meta_value, "{\"v\":1,\"layout\":\"%s\"}",
+                         c->layout) >= sizeof b->meta_value) {
         snprintf(err, errlen, "etcd identity: layout missing or too long");
         free(b);
         return -1;
