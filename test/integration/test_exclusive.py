@@ -432,9 +432,7 @@ class ForeignListener(unittest.TestCase):
             self.assertEqual(m["snowflaked_foreign_listeners"], 1)
             self.assertEqual(m["snowflaked_foreign_listeners_harmful"], 1)
             self.assertEqual(m["snowflaked_foreign_listeners_detected_total"], 1)
-            deadline = time.time() + 5  # the logger writes from its own thread
-            while "foreign listener: " not in srv.output() and time.time() < deadline:
-                time.sleep(0.05)
+            wait_output(srv, "foreign listener: ")
             self.assertIn("foreign listener: pid %d (python" % os.getpid(), srv.output())
             self.assertIn("listens on 127.0.0.1:%d, overlapping our 0.0.0.0:%d"
                           % (srv.port, srv.port), srv.output())
@@ -491,6 +489,19 @@ def wait_output(srv, text, timeout=5):
     return srv.output()
 
 
+def assert_harmful(tc, srv, kept, logged, line):
+    """One foreign listener of this test process, counted harmful: /readyz 503 with its reason,
+    both gauges 1, and the log line naming us (waited for until `logged` appears)."""
+    r = kept.wait_status(503)
+    tc.assertIn(b"another process listens on our port", r.body)
+    m = kept.metrics()
+    tc.assertEqual(m["snowflaked_foreign_listeners"], 1)
+    tc.assertEqual(m["snowflaked_foreign_listeners_harmful"], 1)
+    out = wait_output(srv, logged)
+    tc.assertIn("foreign listener: pid %d (python" % os.getpid(), out)
+    tc.assertIn(line, out)
+
+
 class StealingListener(unittest.TestCase):
     """A foreign socket on our exact address takes connections even though our steering program
     is attached: by replacing the program (it belongs to the group, and any member may replace
@@ -513,14 +524,8 @@ class StealingListener(unittest.TestCase):
             print("\nsteering replaced by a joiner: first 50 connections (ours, foreign) %r; "
                   "200 after 2.5 s %r" % (replaced, after))
             self.assertEqual(after, (200, 0))
-            r = kept.wait_status(503)
-            self.assertIn(b"another process listens on our port", r.body)
-            m = kept.metrics()
-            self.assertEqual(m["snowflaked_foreign_listeners"], 1)
-            self.assertEqual(m["snowflaked_foreign_listeners_harmful"], 1)
-            out = wait_output(srv, "joined our SO_REUSEPORT group")
-            self.assertIn("foreign listener: pid %d (python" % os.getpid(), out)
-            self.assertIn("joined our SO_REUSEPORT group on 127.0.0.1:%d" % srv.port, out)
+            assert_harmful(self, srv, kept, "joined our SO_REUSEPORT group",
+                           "joined our SO_REUSEPORT group on 127.0.0.1:%d" % srv.port)
             foreign.close()
             kept.wait_status(200)
             self.assertEqual(split(srv.port, None, 50), (50, 0))
@@ -546,14 +551,8 @@ class StealingListener(unittest.TestCase):
             foreign.setblocking(False)
             taken = split(srv.port, foreign, 100)
             print("\ndevice-bound listener: 100 connections (ours, foreign) %r" % (taken,))
-            r = kept.wait_status(503)
-            self.assertIn(b"another process listens on our port", r.body)
-            m = kept.metrics()
-            self.assertEqual(m["snowflaked_foreign_listeners"], 1)
-            self.assertEqual(m["snowflaked_foreign_listeners_harmful"], 1)
-            out = wait_output(srv, "bound to device lo")
-            self.assertIn("foreign listener: pid %d (python" % os.getpid(), out)
-            self.assertIn("listens on 127.0.0.1:%d bound to device lo" % srv.port, out)
+            assert_harmful(self, srv, kept, "bound to device lo",
+                           "listens on 127.0.0.1:%d bound to device lo" % srv.port)
             foreign.close()
             kept.wait_status(200)
         finally:
