@@ -1782,7 +1782,7 @@ void cfg_usage(FILE *out, const char *prog)
         "  -t, --threads N          server.threads (0 = one per online CPU)\n"
         "      --worker-id V        snowflake.worker_id: a number, \"ordinal\" ($POD_INDEX, else\n"
         "                           the trailing -N of $POD_NAME or the hostname), \"env:NAME\"\n"
-        "                           or \"etcd\" (claimed at start from snowflake.etcd)\n"
+        "                           or \"etcd\" (claimed from snowflake.etcd.endpoints)\n"
         "      --set PATH=VALUE     set any key, e.g. --set snowflake.sync=mutex (repeatable)\n"
         "      --check-config       validate, print the effective config as JSON, exit\n"
         "      --print-schema       print every key (type, default, range, meaning) as JSON, exit\n"
@@ -1798,9 +1798,10 @@ void cfg_usage(FILE *out, const char *prog)
         "dots as underscores: server.port -> SNOWFLAKED_SERVER_PORT, data_dir ->\n"
         "SNOWFLAKED_DATA_DIR. Booleans accept true/false, 1/0, yes/no, on/off.\n"
         "\n"
-        "Exit status: 0 clean stop, 1 start-up failure (data_dir, lease file, a port or an\n"
-        "identity another process holds, no etcd, every etcd slot held), 2 usage or\n"
-        "configuration error, 75 the etcd identity was lost to another process: restart.\n",
+        "Exit status: 0 clean stop; 1 refused at start (data_dir, lease file, a port or identity\n"
+        "another process holds, etcd) or a final snapshot/lease not written; 2 usage or\n"
+        "configuration error; 75 the etcd identity lost (restart to claim afresh).\n"
+        "Details: docs/operations.md, Exit codes.\n",
         prog, SF_VERSION);
 }
 
