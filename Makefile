@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG    ?= config.json
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run test test-deploy test-hardening test-memcached-suite chaos fuzz test-asan test-tsan bench bench-quick bench-generator bench-http clean
+.PHONY: all deps build run docs test test-deploy test-hardening test-memcached-suite chaos fuzz test-asan test-tsan bench bench-quick bench-generator bench-http clean
 
 all: build
 
@@ -20,6 +20,11 @@ build: deps $(BUILD)/CMakeCache.txt
 
 run: build
 	./$(BUILD)/snowflaked -c $(CONFIG)
+
+# The generated parts of docs/: the configuration reference from the schema table in
+# service/src/config/config.c (ctest docs_config fails while it is stale).
+docs: build
+	python3 test/docs/configuration.py $(BUILD)/snowflaked --write
 
 test: build
 	cd $(BUILD) && { ctest --output-on-failure -j $(JOBS); echo $$? >ctest.rc; } | tee ctest.log; \

@@ -9,8 +9,9 @@ PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check python3
 PACKAGES="$PACKAGES libmemcached-tools python3-pymemcache memcached"
 # memcached's own t/*.t files (test/memcached_t): prove (perl), apt-get source (dpkg-dev).
 PACKAGES="$PACKAGES perl dpkg-dev"
-# PyYAML for the checks of deploy/monitoring's rules (ctest monitoring).
-PACKAGES="$PACKAGES python3-yaml"
+# PyYAML for the checks of deploy/monitoring's rules (ctest monitoring) and of service/openapi.yaml;
+# jsonschema for the daemon's JSON bodies against openapi.yaml's schemas (ctest openapi_live).
+PACKAGES="$PACKAGES python3-yaml python3-jsonschema"
 PACKAGES="$PACKAGES ${SNOWFLAKED_EXTRA_PACKAGES:-}"
 
 missing=""

@@ -66,6 +66,8 @@ int main(int argc, char **argv)
         print_error(err, "\nTry 'snowflaked --help'.\n");
         return 2;
     }
+    if (cli.print_schema)
+        return cfg_print_schema(stdout) == 0 ? 0 : 1;
     if (cli.help || cli.version) {
         if (cli.help)
             cfg_usage(stdout, "snowflaked");

@@ -11,9 +11,9 @@
  *     one line; values are shown escaped so they cannot forge lines or reach a terminal raw);
  *   - a success prints (cfg_print_json) a document that never shows the bearer token in clear
  *     and whose sections load again, as a file on their own, to the very same configuration:
- *     printing it again gives the same text. The token is printed as "***", which is not a
- *     token that loads (auth.token is 0 or 16..255 bytes), so the round trip is made with the
- *     token cleared: what it checks is every other key.
+ *     printing it again gives the same text. The token is printed as "***", which loads only
+ *     when another layer gives the real token (config.c cfg_check_hidden), so the round trip is
+ *     made with the token cleared: what it checks is every other key.
  * The clock is fixed, so results do not depend on when the fuzzer runs.
  */
 #include <stdint.h>

@@ -131,6 +131,13 @@ expect_rc 0
 cat "$tmp/out" "$tmp/err" >"$tmp/both"
 grep -F -q -e '--config' "$tmp/both" || fail "help does not mention --config"
 grep -F -q -e 'SNOWFLAKED_' "$tmp/both" || fail "help does not explain SNOWFLAKED_ variables"
+# Every form snowflake.worker_id takes, and every exit code the daemon uses (docs/operations.md).
+for form in '"ordinal"' '"env:NAME"' '"etcd"'; do
+    grep -F -q -e "$form" "$tmp/both" || fail "help does not list the worker id form $form"
+done
+for code in '0 clean stop' '1 refused at start' '2 usage' '75 the etcd identity lost'; do
+    grep -F -q -e "$code" "$tmp/both" || fail "help does not explain exit status '$code'"
+done
 
 # --- invalid configurations: exit 2, file name and key path on stderr ---------------------------
 expect_config_error unknown_key.json '{"server": {"port": 8080, "bogus": 1}}' \

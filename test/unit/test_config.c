@@ -373,9 +373,10 @@ START_TEST(test_print_round_trip)
     cJSON_DeleteItemFromObjectCaseSensitive(root, "resolved");
     char *sections = cJSON_Print(root);
     const char *path2 = write_file("round.json", sections);
-    /* the token reads "***": refused as a token (too short), never started with by mistake */
+    /* the token reads "***": it must be given again, never started without by mistake */
     rc = load_argv(&c2, err, sizeof err, "-c", (char *)path2, (char *)NULL);
-    EXPECT_ERR(rc, err, path2, ": auth.token: ", "at least 16 bytes", "got 3");
+    EXPECT_ERR(rc, err, path2, ": auth.token: ", "\"***\" is the token --check-config hides",
+               "SNOWFLAKED_AUTH_TOKEN");
     rc = load_argv(&c2, err, sizeof err, "-c", (char *)path2, "--set",
                    "auth.token=the-real-one-back-in", (char *)NULL);
     EXPECT_OK(rc, err);

@@ -436,6 +436,7 @@ int api_register(http_server *http, api_ctx *a)
                                              HTTP_M(HTTP_POST),
                                   .auth = HTTP_AUTH_BY_METHOD, /* GET, HEAD read */
                                   .handler = api_cache,
+                                  .allow = api_cache_allow,
                                   .ctx = a};
         if (http_server_route(http, &cache) != 0)
             return -1;

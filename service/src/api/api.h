@@ -81,6 +81,9 @@ void api_healthz(http_request *r, void *ctx);
 void api_readyz(http_request *r, void *ctx);
 void api_metrics(http_request *r, void *ctx);
 void api_cache(http_request *r, void *ctx);
+/* The Allow value of a 405 on a /cache/ path: POST for KEY/incr and KEY/decr, GET, HEAD, PUT,
+ * DELETE otherwise (the route's allow hook: its methods differ by path). */
+const char *api_cache_allow(http_str path);
 void api_echo(http_request *r, void *ctx);
 
 /* Access control, the HTTP server's guard (an api_ctx as ctx) for the routes api_register marks:

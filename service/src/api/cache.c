@@ -19,15 +19,29 @@ static uint64_t now_ms(void)
 }
 
 /* The key (percent-decoded into buf) and whether the path ends in /incr or /decr. */
+/* A path's counter suffix: 1 for ".../incr", -1 for ".../decr", 0 for none. */
+static int counter_suffix(const char *p, size_t len)
+{
+    if (len > 5 && (memcmp(p + len - 5, "/incr", 5) == 0 || memcmp(p + len - 5, "/decr", 5) == 0))
+        return p[len - 4] == 'i' ? 1 : -1;
+    return 0;
+}
+
+#define ALLOW_COUNTER "POST"
+#define ALLOW_VALUE   "GET, HEAD, PUT, DELETE"
+
+const char *api_cache_allow(http_str path)
+{
+    return counter_suffix(path.p, path.len) ? ALLOW_COUNTER : ALLOW_VALUE;
+}
+
 static int parse_target(http_request *r, char *buf, size_t *klen, int *counter)
 {
     const char *p = r->path.p + CACHE_PREFIX_LEN;
     size_t len = r->path.len - CACHE_PREFIX_LEN;
-    *counter = 0;
-    if (len > 5 && (memcmp(p + len - 5, "/incr", 5) == 0 || memcmp(p + len - 5, "/decr", 5) == 0)) {
-        *counter = p[len - 4] == 'i' ? 1 : -1;
+    *counter = counter_suffix(p, len);
+    if (*counter)
         len -= 5;
-    }
     long n = http_percent_decode(p, len, buf, CACHE_KEY_MAX);
     if (n < 0 || !cache_key_valid(buf, (size_t)n))
         return -1;
@@ -221,7 +235,7 @@ void api_cache(http_request *r, void *ctx)
     }
     if (counter) {
         if (r->method != HTTP_POST)
-            http_respond_error(r, 405, "method not allowed", "Allow: POST\r\n");
+            http_respond_error(r, 405, "method not allowed", "Allow: " ALLOW_COUNTER "\r\n");
         else
             cache_counter(r, a->cache, key, klen, counter < 0);
         return;
@@ -231,8 +245,6 @@ void api_cache(http_request *r, void *ctx)
     case HTTP_HEAD: cache_read(r, a->cache, key, klen); break;
     case HTTP_PUT: cache_put(r, a->cache, key, klen); break;
     case HTTP_DELETE: cache_remove(r, a->cache, key, klen); break;
-    default:
-        http_respond_error(r, 405, "method not allowed", "Allow: GET, HEAD, PUT, DELETE\r\n");
-        break;
+    default: http_respond_error(r, 405, "method not allowed", "Allow: " ALLOW_VALUE "\r\n"); break;
     }
 }

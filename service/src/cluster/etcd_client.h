@@ -1,5 +1,5 @@
 /* A blocking client for etcd v3's JSON gateway (grpc-gateway, `POST /v3/...`) over plain HTTP/1.1,
- * for one thread (the identity keeper; design-14 §4). Only what slot claiming needs: leases
+ * for one thread (the identity keeper; docs/design/etcd-identity.md §4). Only what slot claiming needs: leases
  * (grant with our own ID, keepalive, revoke), range, and transactions.
  *
  * Transport. Endpoints are "http://host:port" (comma list, at most ETCD_MAX_ENDPOINTS); one

@@ -1,5 +1,5 @@
 /* Identity backends: where this process gets its (datacenter, worker) slots and where it keeps
- * the floor E that makes IDs of a slot never repeat nor go backwards (design 14, section 4).
+ * the floor E that makes IDs of a slot never repeat nor go backwards (docs/design/etcd-identity.md §3).
  *
  * One interface, several backends:
  *   - static (identity_static.c): the id configured as a number, a StatefulSet ordinal or an
@@ -157,7 +157,7 @@ typedef struct sf_identity_static_config {
 int sf_identity_static_init(sf_identity *id, const sf_identity_static_config *c, char *err,
                             size_t errlen);
 
-/* ---- the etcd backend (identity_etcd.c; design-14 sections 2-3) ---------------------------------
+/* ---- the etcd backend (identity_etcd.c; docs/design/etcd-identity.md §2-3) ---------------------------------
  * Keys under prefix P (dc and worker zero-padded to 7 digits, so they sort numerically):
  *   P/meta                   the fleet's layout; a claim compares it (another layout: refused)
  *   P/owner/DDDDDDD/WWWWWWW  the holder (JSON, for operators), bound to our etcd lease

@@ -1,4 +1,4 @@
-/* The etcd identity backend: see identity.h (and design-14 sections 2-3 for the why).
+/* The etcd identity backend: see identity.h (and docs/design/etcd-identity.md §2-3 for the why).
  *
  * State: claim runs on the main thread before anything serves; renew and release run on the
  * lease keeper's thread; fence_ms, not_ready and metrics on any thread. What the latter read is

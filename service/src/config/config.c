@@ -40,6 +40,7 @@
 #define CFG_EPOCH_MAX_MS UINT64_C(253402300799999) /* 9999-12-31T23:59:59.999Z */
 #define CFG_FILE_MAX     (1024 * 1024)             /* a config file larger than this is a mistake */
 #define CFG_SHOW_MAX     72                        /* echoed user values are cut to this */
+#define CFG_HIDDEN       "***" /* how --check-config prints a secret; loads as "given elsewhere" */
 #define CFG_ENV_PREFIX   "SNOWFLAKED_"
 
 /* ---- schema ---------------------------------------------------------------------------------- */
@@ -69,6 +70,7 @@ typedef struct cfg_key {
     int (*parse)(const char *name, void *field); /* CFG_T_ENUM */
     const char *(*name)(const void *field);      /* CFG_T_ENUM */
     const char *choices;                         /* CFG_T_ENUM, for messages */
+    const char *doc; /* one line of meaning, with the rules the range does not show */
 } cfg_key;
 
 static int cfg_sync_parse(const char *s, void *field)
@@ -147,187 +149,274 @@ static const char *cfg_log_format_name(const void *field)
     (offsetof(cfg, f) + 0 * sizeof(char[sizeof(((cfg *)0)->f) == (size) ? 1 : -1]))
 #define CFG_FSIZE(f) sizeof(((cfg *)0)->f)
 
-#define K_U32(p, f, lo, hi)                                                                        \
+#define K_U32(p, f, lo, hi, doc)                                                                   \
     {                                                                                              \
-        p, CFG_T_U32, CFG_AT(f, 4), lo, hi, 0, NULL, NULL, NULL                                    \
+        p, CFG_T_U32, CFG_AT(f, 4), lo, hi, 0, NULL, NULL, NULL, doc                               \
     }
-#define K_U64(p, f, lo, hi)                                                                        \
+#define K_U64(p, f, lo, hi, doc)                                                                   \
     {                                                                                              \
-        p, CFG_T_U64, CFG_AT(f, 8), lo, hi, 0, NULL, NULL, NULL                                    \
+        p, CFG_T_U64, CFG_AT(f, 8), lo, hi, 0, NULL, NULL, NULL, doc                               \
     }
-#define K_U32_OR_MAX(p, f, lo, hi)                                                                 \
+#define K_U32_OR_MAX(p, f, lo, hi, doc)                                                            \
     {                                                                                              \
-        p, CFG_T_U32_OR_MAX, CFG_AT(f, 4), lo, hi, 0, NULL, NULL, NULL                             \
+        p, CFG_T_U32_OR_MAX, CFG_AT(f, 4), lo, hi, 0, NULL, NULL, NULL, doc                        \
     }
-#define K_BOOL(p, f)                                                                               \
+#define K_BOOL(p, f, doc)                                                                          \
     {                                                                                              \
-        p, CFG_T_BOOL, CFG_AT(f, sizeof(bool)), 0, 1, 0, NULL, NULL, NULL                          \
+        p, CFG_T_BOOL, CFG_AT(f, sizeof(bool)), 0, 1, 0, NULL, NULL, NULL, doc                     \
     }
-#define K_STR(p, f, minlen, fl)                                                                    \
+#define K_STR(p, f, minlen, fl, doc)                                                               \
     {                                                                                              \
-        p, CFG_T_STR, offsetof(cfg, f), minlen, CFG_FSIZE(f) - 1, fl, NULL, NULL, NULL             \
+        p, CFG_T_STR, offsetof(cfg, f), minlen, CFG_FSIZE(f) - 1, fl, NULL, NULL, NULL, doc        \
     }
-#define K_ENUM(p, f, pa, na, ch)                                                                   \
+#define K_ENUM(p, f, pa, na, ch, doc)                                                              \
     {                                                                                              \
-        p, CFG_T_ENUM, offsetof(cfg, f), 0, 0, 0, pa, na, ch                                       \
+        p, CFG_T_ENUM, offsetof(cfg, f), 0, 0, 0, pa, na, ch, doc                                  \
     }
 
-/* Every key, in config.json order. Bounds are deliberately generous but finite: a value outside
- * them is a typo or a unit mistake (ms vs s), not a tuning choice.
- *
- *   key                                 type     range                    why
- *   data_dir                            string   1..1023 bytes            app_start creates it
- *   server.host                         string   numeric IPv4/IPv6        no DNS at startup
- *   server.port                         u32      1..65535
- *   server.threads                      u32      0..256                   0 = online CPUs
- *   server.backlog                      u32      1..65535                 kernel caps somaxconn
- *   server.max_connections              u32      1..1000000
- *   server.max_header_bytes             u32      1024..1 MiB              >= url limit
- *   server.max_url_bytes                u32      1..1 MiB                 <= max_header_bytes
- *   server.max_headers                  u32      1..1024
- *   server.max_body_bytes               u32      1..1 GiB
- *   server.max_inflight_bytes           u64      64 KiB..1 TiB            >= largest body/item
- *                                                                          (the default grows)
- *   server.max_requests_per_connection  u32      1..1000000000
- *   server.max_pipeline                 u32      1..1024
- *   server.*_timeout_ms                 u32      1..86400000 (1 day)
- *   server.shutdown_grace_ms            u32      1..3600000 (1 hour)
- *   server.tcp_defer_accept_s           u32      0..3600                  0 = off
- *   server.so_rcvbuf, so_sndbuf         u32      0..64 MiB                0 = kernel default
- *   server.output_high_water_bytes      u32      4 KiB..1 GiB             < output_limit_bytes
- *   server.output_limit_bytes           u32      64 KiB..1 GiB            > high water + body
- *   server.linger_ms                    u32      1..60000                 half-close drain
- *   server.read_buffer_bytes            u32      4 KiB..1 MiB             per loop
- *   server.pool_idle_max                u32      0..1000000               per pool per loop
- *   snowflake.layout                    enum     custom|twitter|sonyflake|js53  presets fix widths
- *   snowflake.epoch                     epoch    1970..9999, not after now  checked by layout
- *   snowflake.time_unit_ms              u32      1..1000
- *   snowflake.*_bits                    u32      0..63 each               sum <= 63, sequence >= 8
- *   snowflake.node_bits_low             bool                              Sonyflake order
- *   snowflake.datacenter_id             u32      fits datacenter_bits
- *   snowflake.worker_id                 worker   fits worker_bits         number|ordinal|env:NAME
- *   snowflake.max_backward_ms           u32      0..1000
- *   snowflake.max_batch                 u32      1..65536
- *   snowflake.peer_timeout_ms           u32      50..60000                per peer at start
- *   snowflake.lease_ms                  u32      100..600000              >= 2 x run-ahead
- *   snowflake.json_ids                  enum     string|number            number: <= 53 bits, dec
- *   snowflake.lifetime_warning_years    u32      10..1000                 >= the hard floor 10
- *   snowflake.random_sequence_start_bits u32     0..11                    < sequence_bits
- *   snowflake.etcd.endpoints            string   http://host:port,...     required with "etcd"
- *   snowflake.etcd.prefix               string   /..., no trailing /      <= 200 bytes
- *   snowflake.etcd.ttl_s                u32      2..300                   etcd's minimum is 2
- *   snowflake.etcd.fence_margin_ms      u32      0..150000                >= 2 % ttl + 100, <= ttl/2
- *   snowflake.etcd.request_timeout_ms   u32      50..30000                < ttl/4 (the renewal)
- *   snowflake.etcd.start_timeout_ms     u32      0..3600000 (1 hour)
- *   snowflake.etcd.worker_min/max       u32|max  fit worker_bits          min <= max, room for n
- *   cache.max_memory_bytes              u64      1 MiB..1 TiB
- *   cache.max_item_bytes                u32      1..1 GiB                 <= max_memory_bytes
- *   cache.shards                        u32      1..4096                  power of two
- *   cache.memcached_port, echo.tcp_port u32      0..65535                 0 = off
- *   cache.snapshot_interval_s           u32      0..86400 (a day)         0 = only at stop
- *   cache.memcached_reqs_per_event      u32      1..1000000               memcached -R
- *   cache.memcached_idle_timeout_s      u32      0..86400 (a day)         memcached -o idle_timeout
- *   cache.memcached_temporary_ttl_s     u32      0..2592000 (30 days)     memcached -o temporary_ttl
- *   auth.token                          string   0 or 16..255 bytes       not with token_file
- */
+/* Every key, in config.json order, with its meaning: docs/configuration.md is generated from this
+ * table (snowflaked --print-schema, make docs) and ctest docs_config fails when they differ. Bounds
+ * are deliberately generous but finite: a value outside them is a typo or a unit mistake (ms vs
+ * s), not a tuning choice. Cross-field rules (cfg_check_*) are named in the meanings. */
 static const cfg_key cfg_keys[] = {
-    K_STR("data_dir", data_dir, 1, 0),
-    K_STR("server.host", server.host, 1, CFG_F_IPADDR),
-    K_U32("server.port", server.port, 1, 65535),
-    K_U32("server.threads", server.threads, 0, CFG_MAX_THREADS),
-    K_U32("server.backlog", server.backlog, 1, 65535),
-    K_U32("server.max_connections", server.max_connections, 1, 1000000),
-    K_U32("server.max_header_bytes", server.max_header_bytes, 1024, CFG_MIB),
-    K_U32("server.max_url_bytes", server.max_url_bytes, 1, CFG_MIB),
-    K_U32("server.max_headers", server.max_headers, 1, 1024),
-    K_U32("server.max_body_bytes", server.max_body_bytes, 1, CFG_GIB),
-    K_U64("server.max_inflight_bytes", server.max_inflight_bytes, 65536, CFG_TIB),
-    K_U32("server.max_requests_per_connection", server.max_requests_per_connection, 1, 1000000000),
-    K_U32("server.max_pipeline", server.max_pipeline, 1, 1024),
-    K_U32("server.header_timeout_ms", server.header_timeout_ms, 1, CFG_DAY_MS),
-    K_U32("server.idle_timeout_ms", server.idle_timeout_ms, 1, CFG_DAY_MS),
-    K_U32("server.write_timeout_ms", server.write_timeout_ms, 1, CFG_DAY_MS),
-    K_U32("server.shutdown_grace_ms", server.shutdown_grace_ms, 1, 3600000),
-    K_BOOL("server.tcp_nodelay", server.tcp_nodelay),
-    K_BOOL("server.reuseport", server.reuseport),
-    K_U32("server.tcp_defer_accept_s", server.tcp_defer_accept_s, 0, 3600),
-    K_U32("server.so_rcvbuf", server.so_rcvbuf, 0, 64 * CFG_MIB),
-    K_U32("server.so_sndbuf", server.so_sndbuf, 0, 64 * CFG_MIB),
-    K_U32("server.output_high_water_bytes", server.output_high_water_bytes, 4096, CFG_GIB),
-    K_U32("server.output_limit_bytes", server.output_limit_bytes, 65536, CFG_GIB),
-    K_U32("server.linger_ms", server.linger_ms, 1, 60000),
-    K_U32("server.read_buffer_bytes", server.read_buffer_bytes, 4096, CFG_MIB),
-    K_U32("server.pool_idle_max", server.pool_idle_max, 0, 1000000),
-    K_ENUM("snowflake.layout", snowflake.layout_preset, cfg_layout_parse, cfg_layout_name,
-           "custom|twitter|sonyflake|js53"),
+    K_STR("data_dir", data_dir, 1, 0,
+          "created if missing (like `mkdir -p`); holds the lease file, the pid lock and the cache "
+          "snapshot. One daemon per data_dir (an exclusive lock refuses a second)"),
+    K_STR("server.host", server.host, 1, CFG_F_IPADDR,
+          "HTTP listen address; host names are not resolved"),
+    K_U32("server.port", server.port, 1, 65535, "HTTP port"),
+    K_U32("server.threads", server.threads, 0, CFG_MAX_THREADS,
+          "event loops; 0 = one per online CPU"),
+    K_U32("server.backlog", server.backlog, 1, 65535, "listen backlog"),
+    K_U32("server.max_connections", server.max_connections, 1, 1000000,
+          "global connection cap; at the cap new connections are closed at once and counted"),
+    K_U32("server.max_header_bytes", server.max_header_bytes, 1024, CFG_MIB,
+          "request line + headers limit → 431"),
+    K_U32("server.max_url_bytes", server.max_url_bytes, 1, CFG_MIB,
+          "request target limit → 414; at most `server.max_header_bytes`"),
+    K_U32("server.max_headers", server.max_headers, 1, 1024, "header count limit → 431"),
+    K_U32("server.max_body_bytes", server.max_body_bytes, 1, CFG_GIB, "request body limit → 413"),
+    K_U64(
+        "server.max_inflight_bytes", server.max_inflight_bytes, 65536, CFG_TIB,
+        "Bytes held for requests still being received, HTTP bodies being buffered and memcached "
+        "values together, across all loops, counted as they arrive (an announced length holds "
+        "nothing until its bytes come); an announced length it could not hold now, or a body "
+        "growing past it, is refused (HTTP `503` + `Retry-After: 1`, memcached `SERVER_ERROR out "
+        "of memory storing object` with the data block swallowed and the old value kept). Its "
+        "last eighth (less when the largest body or value would not fit in the rest) is kept for "
+        "requests holding at most 64 KiB. On top of `cache.max_memory_bytes`, plus under one 16 "
+        "KiB chunk per connection receiving a body; the default holds 64 concurrent maximum-size "
+        "bodies or values, far more than healthy clients hold at once, while slow or hostile ones "
+        "cannot hold more. At least `server.max_body_bytes` and (cache on) "
+        "`cache.max_item_bytes`: the default grows to them, a smaller value set is refused (exit "
+        "2)"),
+    K_U32("server.max_requests_per_connection", server.max_requests_per_connection, 1, 1000000000,
+          "requests served on one connection, then `Connection: close`"),
+    K_U32("server.max_pipeline", server.max_pipeline, 1, 1024,
+          "pipelined requests handled per read before yielding to other connections"),
+    K_U32(
+        "server.header_timeout_ms", server.header_timeout_ms, 1, CFG_DAY_MS,
+        "from the first byte of a request to the end of its head, and for a body in transit → 408 "
+        "and close (slowloris, slow bodies)"),
+    K_U32("server.idle_timeout_ms", server.idle_timeout_ms, 1, CFG_DAY_MS,
+          "between keep-alive requests → close"),
+    K_U32("server.write_timeout_ms", server.write_timeout_ms, 1, CFG_DAY_MS,
+          "a write that makes no progress for this long → close (like nginx's `send_timeout`: a "
+          "very slow reader behind a large socket buffer can trip it)"),
+    K_U32("server.shutdown_grace_ms", server.shutdown_grace_ms, 1, 3600000,
+          "drain time on SIGTERM, then remaining connections are closed"),
+    K_BOOL("server.tcp_nodelay", server.tcp_nodelay,
+           "set on the listener, inherited by connections"),
+    K_BOOL("server.reuseport", server.reuseport,
+           "one listening socket per loop with SO_REUSEPORT; `false` = loop 0 accepts and hands "
+           "sockets out"),
+    K_U32("server.tcp_defer_accept_s", server.tcp_defer_accept_s, 0, 3600,
+          "`TCP_DEFER_ACCEPT` on the listeners: a connection is accepted when its first bytes "
+          "arrive (a silent one after about this many seconds), so a one-request client (HTTP/1.0, "
+          "`ab`) is answered with accept4, read, writev, close and never reaches epoll; 0 = off "
+          "(accept at connect)"),
+    K_U32("server.so_rcvbuf", server.so_rcvbuf, 0, 64 * CFG_MIB,
+          "socket receive buffer (SO_RCVBUF); 0 = kernel default"),
+    K_U32("server.so_sndbuf", server.so_sndbuf, 0, 64 * CFG_MIB,
+          "socket send buffer (SO_SNDBUF); 0 = kernel default"),
+    K_U32("server.output_high_water_bytes", server.output_high_water_bytes, 4096, CFG_GIB,
+          "unsent output above which a connection stops being read (backpressure)"),
+    K_U32(
+        "server.output_limit_bytes", server.output_limit_bytes, 65536, CFG_GIB,
+        "unsent output above which a connection is closed; the largest response is the biggest of "
+        "max_body_bytes, cache.max_item_bytes, a full /uuids batch (39 bytes per ID), "
+        "read_buffer_bytes (with the raw TCP echo on) and 256 KiB, plus 16 KiB; at least "
+        "`server.output_high_water_bytes` + the largest response"),
+    K_U32("server.linger_ms", server.linger_ms, 1, 60000,
+          "after a server-initiated close: half-close and drain the peer this long"),
+    K_U32("server.read_buffer_bytes", server.read_buffer_bytes, 4096, CFG_MIB,
+          "each loop's read buffer, and the most unconsumed input a connection may hold"),
+    K_U32("server.pool_idle_max", server.pool_idle_max, 0, 1000000,
+          "idle objects each per-loop pool (connections, output chunks, input buffers, request "
+          "heads) keeps for reuse; beyond that they go back to malloc"),
+    K_ENUM(
+        "snowflake.layout", snowflake.layout_preset, cfg_layout_parse, cfg_layout_name,
+        "custom|twitter|sonyflake|js53",
+        "a preset fixes the widths, the tick and the order, and defaults the epoch; `custom`: the "
+        "width keys below"),
     {"snowflake.epoch", CFG_T_EPOCH, CFG_AT(snowflake.epoch_ms, 8), 0, CFG_EPOCH_MAX_MS, 0, NULL,
-     NULL, NULL},
-    K_U32("snowflake.time_unit_ms", snowflake.time_unit_ms, 1, 1000),
-    K_U32("snowflake.timestamp_bits", snowflake.timestamp_bits, 0, 63),
-    K_U32("snowflake.datacenter_bits", snowflake.datacenter_bits, 0, 63),
-    K_U32("snowflake.worker_bits", snowflake.worker_bits, 0, 63),
-    K_U32("snowflake.sequence_bits", snowflake.sequence_bits, 0, 63),
-    K_BOOL("snowflake.node_bits_low", snowflake.node_bits_low),
-    K_U32("snowflake.datacenter_id", snowflake.datacenter_id, 0, UINT32_MAX),
+     NULL, NULL,
+     "custom epoch, not in the future (a preset's is a default): RFC 3339 UTC "
+     "(`2020-01-01T00:00:00Z`) or integer ms since 1970"},
+    K_U32("snowflake.time_unit_ms", snowflake.time_unit_ms, 1, 1000, "tick length"),
+    K_U32("snowflake.timestamp_bits", snowflake.timestamp_bits, 0, 63,
+          "width of the timestamp field; the four widths sum to at most 63 (unused high bits stay "
+          "0) and must leave at least 10 years"),
+    K_U32("snowflake.datacenter_bits", snowflake.datacenter_bits, 0, 63,
+          "width of the datacenter id field"),
+    K_U32("snowflake.worker_bits", snowflake.worker_bits, 0, 63, "width of the worker id field"),
+    K_U32("snowflake.sequence_bits", snowflake.sequence_bits, 0, 63,
+          "width of the per-tick sequence; at least 8"),
+    K_BOOL("snowflake.node_bits_low", snowflake.node_bits_low,
+           "Sonyflake order: time, sequence, node"),
+    K_U32("snowflake.datacenter_id", snowflake.datacenter_id, 0, UINT32_MAX,
+          "this node's datacenter; must fit `datacenter_bits`"),
     {"snowflake.worker_id", CFG_T_WORKER, CFG_AT(snowflake.worker_id, 4), 0, UINT32_MAX, 0, NULL,
-     NULL, NULL},
-    K_ENUM("snowflake.sync", snowflake.sync, cfg_sync_parse, cfg_sync_name,
-           "atomic|spinlock|mutex"),
-    K_BOOL("snowflake.per_thread_worker_ids", snowflake.per_thread_worker_ids),
-    K_U32("snowflake.max_backward_ms", snowflake.max_backward_ms, 0, 1000),
-    K_U32("snowflake.max_batch", snowflake.max_batch, 1, 65536),
-    K_STR("snowflake.peers", snowflake.peers, 0, 0),
-    K_U32("snowflake.peer_timeout_ms", snowflake.peer_timeout_ms, 50, 60000),
-    K_U32("snowflake.lease_ms", snowflake.lease_ms, 100, 600000),
+     NULL, NULL,
+     "this node's worker: a number; `\"ordinal\"` ($POD_INDEX, else the trailing -N of $POD_NAME "
+     "or "
+     "of the host name); `\"env:NAME\"` (the decimal value of variable NAME); or `\"etcd\"` "
+     "(claimed "
+     "at start from etcd within `snowflake.etcd.worker_min..worker_max`). Must fit `worker_bits`"},
+    K_ENUM("snowflake.sync", snowflake.sync, cfg_sync_parse, cfg_sync_name, "atomic|spinlock|mutex",
+           "generator synchronisation"),
+    K_BOOL("snowflake.per_thread_worker_ids", snowflake.per_thread_worker_ids,
+           "loop *i* uses worker_id + *i*; worker_id + threads − 1 must fit `worker_bits`"),
+    K_U32("snowflake.max_backward_ms", snowflake.max_backward_ms, 0, 1000,
+          "clock regression waited out (at least one tick); below `lease_ms`"),
+    K_U32("snowflake.max_batch", snowflake.max_batch, 1, 65536,
+          "largest `count` of /ids, /uuids, /ulids"),
+    K_STR("snowflake.peers", snowflake.peers, 0, 0,
+          "the replicas' HTTP addresses (`host:port,...`, names allowed), asked at start; a peer "
+          "issuing with our identity stops the start (exit 1)"),
+    K_U32("snowflake.peer_timeout_ms", snowflake.peer_timeout_ms, 50, 60000, "per peer at start"),
+    K_U32("snowflake.lease_ms", snowflake.lease_ms, 100, 600000,
+          "how far the lease runs ahead (at least 2 × the run-ahead); the longest refusal after a "
+          "crash restart (not used with `worker_id: \"etcd\"`: the floor lives in etcd)"),
     K_ENUM("snowflake.default_encoding", snowflake.default_encoding, cfg_enc_parse, cfg_enc_name,
-           "dec|hex|base62|base32"),
-    K_ENUM("snowflake.json_ids", snowflake.json_numbers, cfg_json_ids_parse, cfg_json_ids_name,
-           "string|number"),
+           "dec|hex|base62|base32", "encoding when a request gives none"),
+    K_ENUM(
+        "snowflake.json_ids", snowflake.json_numbers, cfg_json_ids_parse, cfg_json_ids_name,
+        "string|number",
+        "decimal IDs in JSON without `?json_ids=`; `number` needs a layout of at most 53 bits and "
+        "`default_encoding` `dec`"),
     K_U32("snowflake.lifetime_warning_years", snowflake.lifetime_warning_years,
-          SF_MIN_LIFETIME_YEARS, 1000),
+          SF_MIN_LIFETIME_YEARS, 1000,
+          "warn at start when the layout runs out of timestamps sooner"),
     K_U32("snowflake.random_sequence_start_bits", snowflake.random_sequence_start_bits, 0,
-          SF_WIDE_COUNTER_BITS - 1),
-    K_STR("snowflake.etcd.endpoints", snowflake.etcd.endpoints, 0, 0),
-    K_STR("snowflake.etcd.prefix", snowflake.etcd.prefix, 1, 0),
-    K_U32("snowflake.etcd.ttl_s", snowflake.etcd.ttl_s, 2, 300),
-    K_U32("snowflake.etcd.fence_margin_ms", snowflake.etcd.fence_margin_ms, 0, 150000),
-    K_U32("snowflake.etcd.request_timeout_ms", snowflake.etcd.request_timeout_ms, 50, 30000),
-    K_U32("snowflake.etcd.start_timeout_ms", snowflake.etcd.start_timeout_ms, 0, 3600000),
-    K_BOOL("snowflake.etcd.wait_for_slot", snowflake.etcd.wait_for_slot),
-    K_U32("snowflake.etcd.worker_min", snowflake.etcd.worker_min, 0, UINT32_MAX - 1),
-    K_U32_OR_MAX("snowflake.etcd.worker_max", snowflake.etcd.worker_max, 0, UINT32_MAX - 1),
-    K_BOOL("cache.enabled", cache.enabled),
-    K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB),
-    K_U32("cache.max_item_bytes", cache.max_item_bytes, 1, CFG_GIB),
-    K_U32("cache.shards", cache.shards, 1, 4096),
-    K_STR("cache.memcached_host", cache.memcached_host, 1, CFG_F_IPADDR),
-    K_U32("cache.memcached_port", cache.memcached_port, 0, 65535),
-    K_BOOL("cache.persist", cache.persist),
-    K_STR("cache.snapshot_path", cache.snapshot_path, 0, 0),
-    K_U32("cache.snapshot_interval_s", cache.snapshot_interval_s, 0, 86400),
-    K_BOOL("cache.evictions", cache.evictions),
-    K_BOOL("cache.memcached_shutdown", cache.memcached_shutdown),
-    K_BOOL("cache.memcached_flush_all", cache.memcached_flush_all),
-    K_BOOL("cache.memcached_cas", cache.memcached_cas),
-    K_U32("cache.memcached_reqs_per_event", cache.memcached_reqs_per_event, 1, 1000000),
-    K_BOOL("cache.memcached_debug_commands", cache.memcached_debug_commands),
-    K_BOOL("cache.memcached_watch", cache.memcached_watch),
-    K_BOOL("cache.memcached_key_listing", cache.memcached_key_listing),
-    K_BOOL("cache.memcached_memlimit_command", cache.memcached_memlimit_command),
-    K_U32("cache.memcached_idle_timeout_s", cache.memcached_idle_timeout_s, 0, 86400),
-    K_BOOL("cache.memcached_lru_crawler", cache.memcached_lru_crawler),
-    K_BOOL("cache.lru_segmented", cache.lru_segmented),
-    K_U32("cache.memcached_temporary_ttl_s", cache.memcached_temporary_ttl_s, 0, 86400 * 30),
-    K_BOOL("echo.http_enabled", echo.http_enabled),
-    K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR),
-    K_U32("echo.tcp_port", echo.tcp_port, 0, 65535),
-    K_ENUM("log.level", log.level, cfg_log_parse, cfg_log_name, "debug|info|warn|error"),
-    K_STR("log.file", log.file, 0, 0),
-    K_BOOL("log.access_log", log.access_log),
-    K_ENUM("log.format", log.format, cfg_log_format_parse, cfg_log_format_name, "text|json"),
-    K_STR("auth.token", auth.token, 0, CFG_F_SECRET),
-    K_STR("auth.token_file", auth.token_file, 0, 0),
-    K_BOOL("auth.protect_reads", auth.protect_reads),
+          SF_WIDE_COUNTER_BITS - 1,
+          "a fresh tick's sequence (and the UUIDv7/ULID counter) starts at a random value below "
+          "2^bits; costs up to 2^bits − 1 IDs per tick; below `sequence_bits`"),
+    K_STR("snowflake.etcd.endpoints", snowflake.etcd.endpoints, 0, 0,
+          "etcd client URLs `http://host:port,...` (at most 16), required with `worker_id: "
+          "\"etcd\"`; "
+          "`https://` refused (not supported yet); numeric hosts avoid DNS at start"),
+    K_STR("snowflake.etcd.prefix", snowflake.etcd.prefix, 1, 0,
+          "where the fleet's keys live, one prefix per ID space: starts with `/`, no trailing `/`"),
+    K_U32("snowflake.etcd.ttl_s", snowflake.etcd.ttl_s, 2, 300,
+          "etcd lease TTL; renewals every TTL/4"),
+    K_U32("snowflake.etcd.fence_margin_ms", snowflake.etcd.fence_margin_ms, 0, 150000,
+          "IDs stop this long before etcd could expire the lease; from 2 % of the TTL + 100 ms to "
+          "TTL/2"),
+    K_U32("snowflake.etcd.request_timeout_ms", snowflake.etcd.request_timeout_ms, 50, 30000,
+          "per etcd call; below TTL/4 (the renewal period)"),
+    K_U32("snowflake.etcd.start_timeout_ms", snowflake.etcd.start_timeout_ms, 0, 3600000,
+          "no usable etcd answer for this long at start: exit 1"),
+    K_BOOL(
+        "snowflake.etcd.wait_for_slot", snowflake.etcd.wait_for_slot,
+        "every slot held at start: listen but stay unready (`/readyz` 503, ID routes 503) and try "
+        "a claim every ttl_s/4, instead of exit 1"),
+    K_U32("snowflake.etcd.worker_min", snowflake.etcd.worker_min, 0, UINT32_MAX - 1,
+          "the first worker this fleet claims from (several fleets can split one datacenter); must "
+          "fit `worker_bits`"),
+    K_U32_OR_MAX(
+        "snowflake.etcd.worker_max", snowflake.etcd.worker_max, 0, UINT32_MAX - 1,
+        "the last worker this fleet claims from, at least `worker_min`, or `\"max\"` = the "
+        "layout's "
+        "last worker; the range must hold one slot per loop with `per_thread_worker_ids` (at most "
+        "127 loops: one transaction)"),
+    K_BOOL("cache.enabled", cache.enabled, "serve `/cache/`"),
+    K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB,
+          "memory for items; LRU eviction beyond"),
+    K_U32("cache.max_item_bytes", cache.max_item_bytes, 1, CFG_GIB,
+          "largest value (413 above); at most `cache.max_memory_bytes`"),
+    K_U32("cache.shards", cache.shards, 1, 4096,
+          "a power of two: hash-table shards, each with its own lock and LRU list; eviction "
+          "compares the shards' LRU tails by age (CAS order) and takes the oldest, so it follows "
+          "one LRU order across the store up to 64 shards, and a sample of 64 shards' tails beyond "
+          "(store.h says how close)"),
+    K_STR("cache.memcached_host", cache.memcached_host, 1, CFG_F_IPADDR,
+          "memcached listener address (no authentication: keep it private); host names are not "
+          "resolved"),
+    K_U32("cache.memcached_port", cache.memcached_port, 0, 65535,
+          "memcached text protocol listener, 0 = off; needs `cache.enabled`"),
+    K_BOOL("cache.persist", cache.persist,
+           "snapshot on graceful stop (and periodically), load at start"),
+    K_STR("cache.snapshot_path", cache.snapshot_path, 0, 0, "`\"\"` = `data_dir/cache.snapshot`"),
+    K_U32("cache.snapshot_interval_s", cache.snapshot_interval_s, 0, 86400,
+          "periodic snapshot while running; 0 = only at stop"),
+    K_BOOL("cache.evictions", cache.evictions,
+           "`false`: a full cache refuses writes instead of evicting (memcached `-M`)"),
+    K_BOOL(
+        "cache.memcached_shutdown", cache.memcached_shutdown,
+        "the `shutdown` command stops the daemon (memcached `-A`); dangerous: no authentication"),
+    K_BOOL("cache.memcached_flush_all", cache.memcached_flush_all,
+           "`false`: `flush_all` is refused (memcached `-F`)"),
+    K_BOOL("cache.memcached_cas", cache.memcached_cas,
+           "`false`: CAS values read 0 (memcached `-C`)"),
+    K_U32("cache.memcached_reqs_per_event", cache.memcached_reqs_per_event, 1, 1000000,
+          "commands per read before yielding (memcached `-R`)"),
+    K_BOOL("cache.memcached_debug_commands", cache.memcached_debug_commands,
+           "memcached-debug's `debugtime` (moves the listener's clock; HTTP does not see it)"),
+    K_BOOL("cache.memcached_watch", cache.memcached_watch,
+           "`false`: the `watch` command is refused (memcached `-W`)"),
+    K_BOOL("cache.memcached_key_listing", cache.memcached_key_listing,
+           "`false`: the commands that list keys are refused: `stats cachedump`, `lru_crawler "
+           "metadump` (memcached `-X`, its replies; `stats settings` says `dump_enabled no`) and "
+           "`stats detail on`/`dump` (per-prefix counts; `CLIENT_ERROR stats detail not allowed`)"),
+    K_BOOL("cache.memcached_memlimit_command", cache.memcached_memlimit_command,
+           "`false`: `cache_memlimit` is refused (`CLIENT_ERROR cache_memlimit not allowed`; "
+           "memcached has no switch): anyone who reaches the port could otherwise shrink the store "
+           "and evict what HTTP clients stored"),
+    K_U32("cache.memcached_idle_timeout_s", cache.memcached_idle_timeout_s, 0, 86400,
+          "the memcached listener's own idle timeout (memcached `-o idle_timeout`; `stats` then "
+          "shows `idle_kicks`); 0 = `server.idle_timeout_ms` applies"),
+    K_BOOL("cache.memcached_lru_crawler", cache.memcached_lru_crawler,
+           "`false`: `lru_crawler crawl`/`metadump` refused until `lru_crawler enable` (memcached "
+           "`-o no_lru_crawler`)"),
+    K_BOOL("cache.lru_segmented", cache.lru_segmented,
+           "memcached's HOT/WARM/COLD LRU per shard; `false`: one list (memcached `-o "
+           "no_lru_maintainer`)"),
+    K_U32("cache.memcached_temporary_ttl_s", cache.memcached_temporary_ttl_s, 0, 86400 * 30,
+          "items stored with a TTL up to this go to the TEMP LRU and are never evicted (memcached "
+          "`-o temporary_ttl`); 0 = off"),
+    K_BOOL("echo.http_enabled", echo.http_enabled, "`POST /echo`, `GET /echo?msg=`"),
+    K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR,
+          "raw TCP echo address; host names are not resolved"),
+    K_U32("echo.tcp_port", echo.tcp_port, 0, 65535, "raw TCP echo port, 0 = off"),
+    K_ENUM("log.level", log.level, cfg_log_parse, cfg_log_name, "debug|info|warn|error",
+           "the lowest level logged"),
+    K_STR("log.file", log.file, 0, 0,
+          "appended to; lines are written by a logger thread; `SIGHUP` reopens it (logrotate)"),
+    K_BOOL("log.access_log", log.access_log,
+           "one line per request (method, URL, status, ms); free when off"),
+    K_ENUM("log.format", log.format, cfg_log_format_parse, cfg_log_format_name, "text|json",
+           "`json`: one JSON object per line, for log pipelines"),
+    K_STR("auth.token", auth.token, 0, CFG_F_SECRET,
+          "bearer token for cache writes (and every route but /healthz and /readyz with "
+          "`protect_reads`); empty = no access control, else at least 16 bytes (shorter: exit 2); "
+          "not with `token_file`. `--check-config` prints it as `\"***\"`; it is never logged"),
+    K_STR("auth.token_file", auth.token_file, 0, 0,
+          "the token as the file's first line (a mounted Secret), 16–255 bytes; unreadable refuses "
+          "to start (exit 1), empty or shorter too (exit 2)"),
+    K_BOOL("auth.protect_reads", auth.protect_reads,
+           "also require the token for `/id*`, cache reads, `/echo`, `/metrics` (never `/healthz`, "
+           "`/readyz`)"),
 };
 
 #define CFG_NKEYS (sizeof cfg_keys / sizeof cfg_keys[0])
@@ -338,10 +427,11 @@ typedef enum { CFG_L_DEFAULT = 0, CFG_L_FILE, CFG_L_ENV, CFG_L_FLAG } cfg_layer;
 
 typedef struct cfg_ctx {
     cfg *c;
-    const char *file;            /* -c path as the user typed it, or NULL */
-    cfg_layer layer[CFG_NKEYS];  /* the layer that last set each key */
-    const char *flag[CFG_NKEYS]; /* "--port", "--set", ... for CFG_L_FLAG */
-    bool seen[CFG_NKEYS];        /* set by the JSON document being applied */
+    const char *file;                   /* -c path as the user typed it, or NULL */
+    cfg_layer layer[CFG_NKEYS];         /* the layer that last set each key */
+    const char *flag[CFG_NKEYS];        /* "--port", "--set", ... for CFG_L_FLAG */
+    bool seen[CFG_NKEYS];               /* set by the JSON document being applied */
+    char hidden_src[CFG_PATH_MAX + 32]; /* the last layer that gave a secret as CFG_HIDDEN */
     char *err;
     size_t errlen;
 } cfg_ctx;
@@ -690,6 +780,12 @@ static int cfg_set_text(cfg_ctx *ctx, size_t i, const char *text, bool bare, con
     bool b;
     int rc = 0;
     cfg_show(shown, sizeof shown, text, bare);
+    if ((k->flags & CFG_F_SECRET) && strcmp(text, CFG_HIDDEN) == 0) {
+        /* --check-config output loaded again: the secret it hid must come from another layer
+         * (or auth.token_file); cfg_check_hidden says so when none gives it. */
+        cfg_copy(ctx->hidden_src, sizeof ctx->hidden_src, src);
+        return 0;
+    }
     switch (k->type) {
     case CFG_T_U32:
     case CFG_T_U32_OR_MAX:
@@ -712,6 +808,8 @@ static int cfg_set_text(cfg_ctx *ctx, size_t i, const char *text, bool bare, con
     if (rc == 0) {
         ctx->layer[i] = layer;
         ctx->flag[i] = flag;
+        if (k->flags & CFG_F_SECRET) /* given for real above the hidden one ("" included) */
+            ctx->hidden_src[0] = '\0';
     }
     return rc;
 }
@@ -770,8 +868,8 @@ static bool cfg_has_earlier_twin(const cJSON *item)
 }
 
 /* The section sec_path ("server", "snowflake.etcd"): its keys, and sections nested in it. */
-static int cfg_apply_section(cfg_ctx *ctx, const cJSON *sec, const char *sec_path,
-                             const char *src, cfg_layer layer)
+static int cfg_apply_section(cfg_ctx *ctx, const cJSON *sec, const char *sec_path, const char *src,
+                             cfg_layer layer)
 {
     char got[CFG_SHOW_MAX + 16], path[160], shown[CFG_SHOW_MAX];
     if (!cJSON_IsObject(sec)) {
@@ -821,6 +919,15 @@ static int cfg_apply_tree(cfg_ctx *ctx, const cJSON *root, const char *src, cfg_
         } else if (cfg_is_section(it->string)) {
             if (cfg_apply_section(ctx, it, it->string, src, layer) != 0)
                 return -1;
+        } else if (layer == CFG_L_FILE && strcmp(it->string, "resolved") == 0) {
+            /* --check-config output loaded again: its derived values are derived anew */
+            if (!cJSON_IsObject(it)) {
+                cfg_json_describe(it, got, sizeof got);
+                return cfg_fail(ctx, src, "resolved",
+                                "must be an object (the derived values --check-config prints, "
+                                "ignored on load), got %s",
+                                got);
+            }
         } else {
             cfg_show(shown, sizeof shown, it->string, true);
             return cfg_fail(ctx, src, shown, "unknown key");
@@ -1001,6 +1108,19 @@ static void cfg_resolve_threads(cfg *c)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         c->server.threads = n < 1 ? 1 : n > CFG_MAX_THREADS ? CFG_MAX_THREADS : (uint32_t)n;
     }
+}
+
+/* A secret given as CFG_HIDDEN (a --check-config output loaded again) must be given for real by
+ * another layer, or come from auth.token_file: starting without the token it stood for would
+ * silently drop the access control. */
+static int cfg_check_hidden(cfg_ctx *ctx)
+{
+    if (!ctx->hidden_src[0] || ctx->c->auth.token[0] || ctx->c->auth.token_file[0])
+        return 0;
+    return cfg_fail(ctx, ctx->hidden_src, "auth.token",
+                    "\"" CFG_HIDDEN "\" is the token --check-config hides: give the real one "
+                    "(SNOWFLAKED_AUTH_TOKEN, --set auth.token=..., or auth.token_file), or \"\" "
+                    "for no access control");
 }
 
 static int cfg_check_limits(cfg_ctx *ctx)
@@ -1340,7 +1460,8 @@ static int cfg_check_etcd(cfg_ctx *ctx)
         const char *why = cfg_etcd_endpoint_problem(p, len);
         if (why) {
             char one[CFG_SHOW_MAX];
-            snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one - 1 ? len : sizeof one - 1), p);
+            snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one - 1 ? len : sizeof one - 1),
+                     p);
             cfg_show(shown, sizeof shown, one, false);
             return cfg_fail(ctx, src, "snowflake.etcd.endpoints", "%s: %s", shown, why);
         }
@@ -1562,14 +1683,21 @@ int cfg_load(cfg *c, const cfg_cli *cli, uint64_t now_ms, char *err, size_t errl
         return -1;
 
     cfg_resolve_threads(c);
-    if (cfg_check_limits(&ctx) != 0 || cfg_check_layout(&ctx, now_ms) != 0 ||
-        cfg_check_ids(&ctx) != 0 || cfg_check_listeners(&ctx) != 0)
+    if (cfg_check_hidden(&ctx) != 0 || cfg_check_limits(&ctx) != 0 ||
+        cfg_check_layout(&ctx, now_ms) != 0 || cfg_check_ids(&ctx) != 0 ||
+        cfg_check_listeners(&ctx) != 0)
         return -1;
     cfg_copy(c->source, sizeof c->source, ctx.file ? ctx.file : "defaults");
     return 0;
 }
 
-enum { CFG_OPT_WORKER_ID = 256, CFG_OPT_SET, CFG_OPT_CHECK, CFG_OPT_IGNORE_LEASE };
+enum {
+    CFG_OPT_WORKER_ID = 256,
+    CFG_OPT_SET,
+    CFG_OPT_CHECK,
+    CFG_OPT_IGNORE_LEASE,
+    CFG_OPT_PRINT_SCHEMA
+};
 
 int cfg_parse_args(int argc, char **argv, cfg_cli *cli, char *err, size_t errlen)
 {
@@ -1580,6 +1708,7 @@ int cfg_parse_args(int argc, char **argv, cfg_cli *cli, char *err, size_t errlen
         {"worker-id", required_argument, NULL, CFG_OPT_WORKER_ID},
         {"set", required_argument, NULL, CFG_OPT_SET},
         {"check-config", no_argument, NULL, CFG_OPT_CHECK},
+        {"print-schema", no_argument, NULL, CFG_OPT_PRINT_SCHEMA},
         {"ignore-corrupt-lease", no_argument, NULL, CFG_OPT_IGNORE_LEASE},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
@@ -1598,6 +1727,7 @@ int cfg_parse_args(int argc, char **argv, cfg_cli *cli, char *err, size_t errlen
         case 't': cli->threads = optarg; break;
         case CFG_OPT_WORKER_ID: cli->worker_id = optarg; break;
         case CFG_OPT_CHECK: cli->check_config = true; break;
+        case CFG_OPT_PRINT_SCHEMA: cli->print_schema = true; break;
         case CFG_OPT_IGNORE_LEASE: cli->ignore_corrupt_lease = true; break;
         case 'V': cli->version = true; break;
         case 'h': cli->help = true; break;
@@ -1651,9 +1781,11 @@ void cfg_usage(FILE *out, const char *prog)
         "  -p, --port N             server.port\n"
         "  -t, --threads N          server.threads (0 = one per online CPU)\n"
         "      --worker-id V        snowflake.worker_id: a number, \"ordinal\" ($POD_INDEX, else\n"
-        "                           the trailing -N of $POD_NAME or the hostname) or \"env:NAME\"\n"
+        "                           the trailing -N of $POD_NAME or the hostname), \"env:NAME\"\n"
+        "                           or \"etcd\" (claimed from snowflake.etcd.endpoints)\n"
         "      --set PATH=VALUE     set any key, e.g. --set snowflake.sync=mutex (repeatable)\n"
         "      --check-config       validate, print the effective config as JSON, exit\n"
+        "      --print-schema       print every key (type, default, range, meaning) as JSON, exit\n"
         "      --ignore-corrupt-lease  start even if the lease file is unreadable\n"
         "  -V, --version            print the version and exit\n"
         "  -h, --help               print this help and exit\n"
@@ -1666,8 +1798,10 @@ void cfg_usage(FILE *out, const char *prog)
         "dots as underscores: server.port -> SNOWFLAKED_SERVER_PORT, data_dir ->\n"
         "SNOWFLAKED_DATA_DIR. Booleans accept true/false, 1/0, yes/no, on/off.\n"
         "\n"
-        "Exit status: 0 ok, 1 start-up failure (data_dir, lease file), 2 usage or configuration "
-        "error.\n",
+        "Exit status: 0 clean stop; 1 refused at start (data_dir, lease file, a port or identity\n"
+        "another process holds, etcd) or a final snapshot/lease not written; 2 usage or\n"
+        "configuration error; 75 the etcd identity lost (restart to claim afresh).\n"
+        "Details: docs/operations.md, Exit codes.\n",
         prog, SF_VERSION);
 }
 
@@ -1709,7 +1843,7 @@ static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
         break;
     case CFG_T_BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
     case CFG_T_STR:
-        cfg_print_str(out, (k->flags & CFG_F_SECRET) && *(const char *)field ? "***"
+        cfg_print_str(out, (k->flags & CFG_F_SECRET) && *(const char *)field ? CFG_HIDDEN
                                                                              : (const char *)field);
         break;
     case CFG_T_ENUM: cfg_print_str(out, k->name(field)); break;
@@ -1731,8 +1865,9 @@ static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
     }
 }
 
-/* The sections part has config.json's shape and loads as a config file; "resolved" (derived
- * values, for humans and scripts) does not and must be dropped first. */
+/* The whole output loads again as a config file (-c): the sections have config.json's shape,
+ * "resolved" (derived values, for humans and scripts) is ignored when a file is loaded, and a
+ * secret printed as CFG_HIDDEN must be given by another layer (cfg_check_hidden). */
 /* Length of the section part of a key path ("snowflake.etcd" of "snowflake.etcd.ttl_s"; 0 at
  * the top level) and how deep it is. */
 static size_t cfg_section_len(const char *path, unsigned *depth)
@@ -1828,4 +1963,54 @@ void cfg_print_json(const cfg *c, FILE *out)
         fputs("\n    ", out);
     }
     fputs("]\n  }\n}\n", out);
+}
+
+/* The schema table as JSON, one key per line, for docs/configuration.md (test/docs/configuration.py
+ * renders it). Defaults are those of the embedded config.json alone: no file, environment or flag
+ * is read, so the output is the same wherever it runs. */
+int cfg_print_schema(FILE *out)
+{
+    static const char *const types[] = {
+        [CFG_T_U32] = "u32",       [CFG_T_U64] = "u64",
+        [CFG_T_BOOL] = "bool",     [CFG_T_STR] = "string",
+        [CFG_T_ENUM] = "enum",     [CFG_T_EPOCH] = "epoch",
+        [CFG_T_WORKER] = "worker", [CFG_T_U32_OR_MAX] = "u32_or_max",
+    };
+    static cfg defaults;
+    cfg_ctx ctx;
+    char err[256], env[96];
+    memset(&defaults, 0, sizeof defaults);
+    memset(&ctx, 0, sizeof ctx);
+    ctx.c = &defaults;
+    ctx.err = err;
+    ctx.errlen = sizeof err;
+    if (cfg_apply_json(&ctx, cfg_embedded_json, cfg_embedded_json_len, "embedded config.json",
+                       CFG_L_DEFAULT) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    fputs("[", out);
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        const cfg_key *k = &cfg_keys[i];
+        cfg_env_name(k->path, env, sizeof env);
+        fprintf(out, "%s\n  {\"key\": \"%s\", \"type\": \"%s\", \"default\": ", i ? "," : "",
+                k->path, types[k->type]);
+        cfg_print_value(&defaults, k, out);
+        if (k->type == CFG_T_ENUM) {
+            fputs(", \"choices\": [\"", out);
+            for (const char *c = k->choices; *c; c++)
+                fputs(*c == '|' ? "\", \"" : (char[]){*c, '\0'}, out);
+            fputs("\"]", out);
+        } else if (k->type != CFG_T_BOOL) {
+            fprintf(out, ", \"min\": %llu, \"max\": %llu", (unsigned long long)k->min,
+                    (unsigned long long)k->max);
+        }
+        fprintf(out, ", \"ipaddr\": %s, \"secret\": %s, \"env\": \"%s\", \"doc\": ",
+                k->flags & CFG_F_IPADDR ? "true" : "false",
+                k->flags & CFG_F_SECRET ? "true" : "false", env);
+        cfg_print_str(out, k->doc);
+        fputs("}", out);
+    }
+    fputs("\n]\n", out);
+    return 0;
 }

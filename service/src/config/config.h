@@ -176,7 +176,7 @@ typedef struct cfg_cli {
     const char *port, *threads, *worker_id; /* -p, -t, --worker-id (raw text) */
     const char *sets[CFG_MAX_SETS];         /* --set PATH=VALUE, any scalar key */
     int nsets;
-    bool check_config, help, version, ignore_corrupt_lease;
+    bool check_config, print_schema, help, version, ignore_corrupt_lease;
 } cfg_cli;
 
 /* Parses argv. Returns 0, or -1 with a message in err (unknown flag, missing value). */
@@ -190,6 +190,11 @@ int cfg_load(cfg *c, const cfg_cli *cli, uint64_t now_ms, char *err, size_t errl
 
 /* The effective configuration as JSON (for --check-config), resolved values included. */
 void cfg_print_json(const cfg *c, FILE *out);
+
+/* Every key of the schema as JSON (for --print-schema and docs/configuration.md): path, type,
+ * the embedded default, range or choices, environment variable and meaning. 0, or -1 (message on
+ * stderr) if the embedded default does not load. */
+int cfg_print_schema(FILE *out);
 
 /* Whether a listener's numeric host (server.host, cache.memcached_host, echo.tcp_host) accepts
  * only this machine: 127.0.0.0/8, ::1 or ::ffff:127.x.y.z. Wildcards and every other address

@@ -636,7 +636,7 @@ static inline __attribute__((always_inline)) bool admit(http_conn *h, http_reque
     if (!(rt->methods & HTTP_M(m))) {
         char allow[128] = "Allow: ";
         size_t n = 7;
-        for (unsigned k = 0; k < 32 && n < sizeof allow - 24; k++) {
+        for (unsigned k = 0; !rt->allow && k < 32 && n < sizeof allow - 24; k++) {
             if (!(rt->methods & HTTP_M(k)))
                 continue;
             n += (size_t)snprintf(allow + n, sizeof allow - n, "%s%s", n > 7 ? ", " : "",
@@ -644,7 +644,10 @@ static inline __attribute__((always_inline)) bool admit(http_conn *h, http_reque
             if (k == HTTP_GET)
                 n += (size_t)snprintf(allow + n, sizeof allow - n, ", HEAD");
         }
-        snprintf(allow + n, sizeof allow - n, "\r\n");
+        if (rt->allow) /* the route's methods differ by path: it names this path's */
+            snprintf(allow + n, sizeof allow - n, "%s\r\n", rt->allow(r->path));
+        else
+            snprintf(allow + n, sizeof allow - n, "\r\n");
         http_respond_error(r, 405, "method not allowed", allow);
         return false;
     }

@@ -87,6 +87,9 @@ typedef struct http_route {
     http_auth auth;
     http_handler handler;
     void *ctx;
+    /* Optional, for a prefix route whose paths take different methods (/cache/KEY and
+     * /cache/KEY/incr): the Allow value of a 405 for this path. NULL: the methods above. */
+    const char *(*allow)(http_str path);
 } http_route;
 
 /* The access check of routes whose auth is not HTTP_AUTH_NONE. Returns true to let the request

@@ -9,6 +9,8 @@
 #include <time.h>
 
 #define SEALED_BIT (UINT64_C(1) << 63) /* free: timestamp_bits + sequence_bits <= 63 */
+/* The Retry-After while refusing for want of a lease: see sf_gen_status. */
+#define LEASE_RETRY_MS 1000u
 
 const char *sf_gen_strerror(int err)
 {
@@ -115,8 +117,7 @@ int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
         return -1;
     }
     if (cfg->random_start_bits >= l->sequence_bits) {
-        snprintf(err, errlen,
-                 "random_sequence_start_bits must be below sequence_bits (%u), got %u",
+        snprintf(err, errlen, "random_sequence_start_bits must be below sequence_bits (%u), got %u",
                  l->sequence_bits, cfg->random_start_bits);
         return -1;
     }
@@ -391,8 +392,13 @@ int sf_gen_status(sf_gen *g, uint64_t *retry_ms)
     }
     uint64_t limit = atomic_load(&g->lease_limit);
     uint64_t first = next > now ? next : now;
-    if (first >= limit && first - limit + 1 > wait) {
-        wait = first - limit + 1;
+    /* A lease moves when its keeper renews it (a file write, an etcd round trip), not with the
+     * clock: the distance to the limit says nothing of when (with no lease granted yet, e.g.
+     * while an etcd identity waits for a slot, it is every tick since the epoch: a Retry-After
+     * of years). Ask the client to come back in a second. */
+    uint64_t lease_wait = (LEASE_RETRY_MS + g->layout.unit_ms - 1) / g->layout.unit_ms;
+    if (first >= limit && lease_wait > wait) {
+        wait = lease_wait;
         rc = SF_ELEASE;
     }
     if (retry_ms)
