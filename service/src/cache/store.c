@@ -9,8 +9,6 @@
 #include <limits.h>
 #include <time.h>
 
-#define INITIAL_BUCKETS 16
-#define TABLE_MMAP_MIN  4096u /* table_new */
 /* Items a bumped tail looks past (toward the head) for one whose position its CAS dates. */
 #define BUMP_LOOKAHEAD 8
 /* Juggling passes (HOT, WARM and COLD tails looked at once each) per store and per shard the
@@ -205,60 +203,6 @@ void lru_juggle(cache_shard *sh, uint64_t now_ms)
         if (!moved)
             break;
     }
-}
-
-/* Bucket arrays of TABLE_MMAP_MIN bytes and more are mapped on their own, so the one a resize
- * leaves behind goes back to the kernel: from malloc's heap it would stay in the RSS. */
-static cache_item **table_new(size_t n)
-{
-    if (n * sizeof(cache_item *) < TABLE_MMAP_MIN)
-        return calloc(n, sizeof(cache_item *));
-    void *p = mmap(NULL, n * sizeof(cache_item *), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-void table_free(cache_item **t, size_t n)
-{
-    if (n * sizeof(cache_item *) < TABLE_MMAP_MIN)
-        free(t);
-    else if (t)
-        munmap(t, n * sizeof(cache_item *));
-}
-
-/* A shard's first table (sh->store set). 0, or -1 out of memory. */
-int table_init(cache_shard *sh)
-{
-    sh->buckets = table_new(INITIAL_BUCKETS);
-    if (!sh->buckets)
-        return -1;
-    atomic_fetch_add_explicit(&sh->store->mallocs, 1, memory_order_relaxed);
-    sh->mask = INITIAL_BUCKETS - 1;
-    return 0;
-}
-
-/* Both tables of a shard (the items are the caller's). */
-void table_destroy(cache_shard *sh)
-{
-    table_free(sh->buckets, sh->mask + 1);
-    if (sh->old)
-        table_free(sh->old, sh->old_mask + 1);
-}
-
-/* Starts a resize (maybe_grow: the table is over load factor 1 and none is under way). */
-void table_grow(cache_shard *sh)
-{
-    size_t n = (sh->mask + 1) * 2;
-    cache_item **b = table_new(n);
-    if (!b)
-        return; /* longer chains for now; retried on the next insert */
-    atomic_fetch_add_explicit(&sh->store->mallocs, 1, memory_order_relaxed);
-    sh->old = sh->buckets;
-    sh->old_mask = sh->mask;
-    sh->migrate_pos = 0;
-    sh->buckets = b;
-    sh->mask = n - 1;
-    sh->stats.resizes++;
 }
 
 /* Unlinks *pp from the table and the LRU; the table's reference is the caller's to drop. */
@@ -1532,27 +1476,6 @@ void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t 
 void cache_store_set_memory_limit(cache_store *s, uint64_t bytes)
 {
     atomic_store_explicit(&s->max_memory, bytes, memory_order_relaxed);
-}
-
-unsigned cache_store_shard_of(const cache_store *s, const char *key, size_t klen)
-{
-    return (unsigned)(hash_key(s->seed, key, klen) & (s->nshards - 1));
-}
-
-unsigned cache_store_shards(const cache_store *s)
-{
-    return s->nshards;
-}
-
-void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *out)
-{
-    cache_shard *sh = &s->shards[shard & (s->nshards - 1)];
-    lock(sh);
-    out->items = sh->stats.curr_items;
-    out->buckets = sh->mask + 1;
-    out->old_buckets = sh->old ? sh->old_mask + 1 : 0;
-    out->migrated = sh->old ? sh->migrate_pos : 0;
-    unlock(sh);
 }
 
 /* A walk must not hold a shard's lock for long (at 10M items a shard holds ~150,000), and it
