@@ -77,15 +77,7 @@ bool classes_init(cache_store *s, uint64_t max_memory, unsigned shards)
 
 unsigned cache_store_size_class(const cache_store *s, size_t bytes)
 {
-    unsigned lo = 1, hi = s->mc_nclasses; /* the first class that holds `bytes`, else the last */
-    while (lo < hi) {
-        unsigned mid = (lo + hi) / 2;
-        if (s->mc_chunk[mid] >= bytes)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    return mc_class_of(s, bytes);
 }
 
 size_t cache_mc_item_size(size_t klen, size_t vlen, uint32_t flags)

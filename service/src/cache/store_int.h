@@ -335,6 +335,19 @@ static inline cache_store *item_store(const cache_item *it)
     return s;
 }
 
+/* cache_key_valid, inline for cache_item_new (it checks every byte of every stored key). */
+static inline bool key_valid(const char *key, size_t klen)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return false;
+    for (size_t i = 0; i < klen; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c < 0x21 || c > 0x7e)
+            return false;
+    }
+    return true;
+}
+
 static inline unsigned class_of(const cache_store *s, size_t size)
 {
     if (size <= SMALL_MAX)
@@ -375,6 +388,21 @@ static inline size_t mc_item_size(size_t klen, size_t vlen, uint32_t flags)
     return 48 + 8 + klen + 1 + vlen + 2 + (flags ? sizeof flags : 0);
 }
 
+/* cache_store_size_class: the first class that holds `bytes`, else the last. Inline for mc_class,
+ * which a few bytes of large items take here. */
+static inline unsigned mc_class_of(const cache_store *s, size_t bytes)
+{
+    unsigned lo = 1, hi = s->mc_nclasses;
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (s->mc_chunk[mid] >= bytes)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 static inline size_t mc_size(const cache_item *it)
 {
     return mc_item_size(it->klen, it->vlen, it->has_flags);
@@ -383,7 +411,7 @@ static inline size_t mc_size(const cache_item *it)
 static inline unsigned mc_class(const cache_store *s, const cache_item *it)
 {
     size_t x = mc_size(it);
-    return x <= MC_FAST_MAX ? s->mc_class_by8[(x + 7) / 8] : cache_store_size_class(s, x);
+    return x <= MC_FAST_MAX ? s->mc_class_by8[(x + 7) / 8] : mc_class_of(s, x);
 }
 
 static inline cache_class_stats *cls_stats(cache_shard *sh, const cache_item *it)
