@@ -395,7 +395,8 @@ int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_
         size_t ctlen;
         const char *ctype = cache_item_ctype(old, &ctlen);
         int rc;
-        cache_item *n = item_make(s, h, key, klen, old->vlen, item_flags(old), 0, ctype, ctlen, &rc);
+        cache_item *n =
+            item_make(s, h, key, klen, old->vlen, item_flags(old), 0, ctype, ctlen, &rc);
         if (n) {
             memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
             n->key_binary = old->key_binary;

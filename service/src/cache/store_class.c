@@ -13,8 +13,8 @@
 #define LARGE_MAX       (1024u * 1024u)
 /* Free lists: at most FREE_PER_CLASS items per class and free_cap bytes per shard
  * (max(max_memory / 16 / shards, FREE_CAP_MIN)). */
-#define FREE_PER_CLASS  64
-#define FREE_CAP_MIN    (64u * 1024u)
+#define FREE_PER_CLASS 64
+#define FREE_CAP_MIN   (64u * 1024u)
 
 /* Returns the number of classes, 0 if the slab classes do not come to SLAB_CLASSES. */
 static unsigned build_classes(uint32_t *sz)

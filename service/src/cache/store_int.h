@@ -235,7 +235,7 @@ struct cache_store {
     _Atomic uint64_t mallocs;
 };
 
-/* ---- what the store's files call across them (out of line: see the top) ------------------- */
+/* ---- what the store's files call across them (out of line: see the top) ---------------------- */
 
 /* store_class.c */
 bool classes_init(cache_store *s, uint64_t max_memory, unsigned shards);
@@ -262,8 +262,7 @@ cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t klen, 
                       uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctlen,
                       int *err);
 
-/* ---- shared helpers ------------------------------------------------------------------------ */
-
+/* ---- hashing, shards, locks ------------------------------------------------------------------ */
 
 /* wyhash-style: 64x64->128 multiply, fold the halves. Seeded so clients cannot aim keys at
  * one chain. */
@@ -335,6 +334,8 @@ static inline cache_store *item_store(const cache_item *it)
     return s;
 }
 
+/* ---- items, their classes and memory (store_item.c, store_class.c) --------------------------- */
+
 /* cache_key_valid, inline for cache_item_new (it checks every byte of every stored key). */
 static inline bool key_valid(const char *key, size_t klen)
 {
@@ -381,7 +382,6 @@ static inline size_t item_bytes(const cache_store *s, const cache_item *it)
     return class_bytes(s, it->cls, raw_size(it->klen, it->ctlen, it->vlen, it->has_flags));
 }
 
-/* The item's memcached class (a table lookup: its counters are updated on every link). */
 static inline size_t mc_item_size(size_t klen, size_t vlen, uint32_t flags)
 {
     /* memcached's item header (48) and CAS (8), the key's NUL, the value's CRLF. */
@@ -408,6 +408,7 @@ static inline size_t mc_size(const cache_item *it)
     return mc_item_size(it->klen, it->vlen, it->has_flags);
 }
 
+/* The item's memcached class (a table lookup: its counters are updated on every link). */
 static inline unsigned mc_class(const cache_store *s, const cache_item *it)
 {
     size_t x = mc_size(it);
@@ -465,6 +466,57 @@ static inline void item_unref_locked(cache_shard *sh, cache_item *it)
         item_free_locked(sh, it);
 }
 
+static inline uint64_t memory_limit(const cache_store *s)
+{
+    return atomic_load_explicit(&s->max_memory, memory_order_relaxed);
+}
+
+static inline bool over_limit(cache_store *s)
+{
+    return atomic_load_explicit(&s->used, memory_order_relaxed) > memory_limit(s);
+}
+
+/* ---- CAS, expiry and flush ------------------------------------------------------------------- */
+
+/* One store-wide sequence (not one per shard): CAS values then also order items by the time they
+ * were stored, across shards, which eviction needs (age_key). Taken under the shard's lock, so
+ * CAS values increase along each shard's LRU list from the tail (except bumped items). */
+static inline uint64_t next_cas(cache_shard *sh)
+{
+    return atomic_fetch_add_explicit(&sh->store->cas_seq, 1, memory_order_relaxed) + 1;
+}
+
+/* Every CAS handed out so far is <= this (a CAS taken later under the same lock is larger: both
+ * touch one atomic, whose modification order the lock orders). */
+static inline uint64_t cas_horizon(const cache_shard *sh)
+{
+    return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
+}
+
+static inline bool is_expired(const cache_item *it, uint64_t now)
+{
+    uint64_t e = item_expiry(it);
+    return e != 0 && now >= e;
+}
+
+/* A pending flush takes effect at the first operation on the shard at or after its time, before
+ * that operation stores anything: everything stored until then is dead (CAS <= the horizon),
+ * anything stored from then on lives. So no item needs a timestamp of its own. */
+static inline void flush_due(cache_shard *sh, uint64_t now)
+{
+    if (sh->flush_at != 0 && now >= sh->flush_at) {
+        sh->flush_cas = cas_horizon(sh);
+        sh->flush_at = 0;
+    }
+}
+
+static inline bool is_flushed(const cache_shard *sh, const cache_item *it)
+{
+    return it->cas <= sh->flush_cas;
+}
+
+/* ---- LRU lists (store_lru.c) ----------------------------------------------------------------- */
+
 /* The last item of a segment's list (a walk's marker is not an item), or NULL. */
 static inline cache_item *seg_last(const cache_shard *sh, unsigned seg)
 {
@@ -517,6 +569,44 @@ static inline uint64_t juggled_bytes(const cache_shard *sh)
     return sh->seg_bytes[SEG_HOT] + sh->seg_bytes[SEG_WARM] + sh->seg_bytes[SEG_COLD];
 }
 
+/* A hit that bumps (under the lock): memcached's FETCHED, the second-chance mark and the last
+ * access. Marks instead of relinking (the LRU pointers of 3 items are 3 cache misses). As in
+ * memcached's segmented LRU, the first hit only marks the item fetched and a hit on a fetched
+ * item marks it active (a second chance at the tail), so one read right after a store (a check)
+ * does not keep an item over those stored after it. Each is written only when it changes, so a
+ * hot item read many times a second costs no more stores to its header than the mark alone did:
+ * a read-only check, then at most one store per second for the access time. */
+static inline void hit_mark(cache_shard *sh, cache_item *it, uint64_t now_ms)
+{
+    if (!it->fetched) {
+        it->fetched = 1;
+    } else if (!it->active) {
+        it->active = 1;
+        /* memcached's do_item_bump: an item turning active in COLD goes to WARM (memcached
+         * hands it to its maintainer thread; here the move is done at once: O(1), once per
+         * stay in COLD). Elsewhere the mark is enough: the juggle rescues it at its tail. */
+        if (it->seg == SEG_COLD && !sh->store->flat && !sh->marker) {
+            it->active = 0;
+            cls_stats(sh, it)->moves_to_warm++;
+            lru_move(sh, it, SEG_WARM, true);
+            /* What memcached's maintainer would do soon after: keep WARM within its share (a
+             * read-only phase never stores, so the juggle on stores would not; without this,
+             * WARM grew to ~75 % of a shard and kept yesterday's hot items over today's). */
+            uint64_t limit = juggled_bytes(sh) * WARM_LRU_PCT / 100;
+            /* memcached's lru_pull_tail looks at up to 5 tails: active ones are rescued within
+             * WARM on the way to one that goes to COLD. */
+            for (unsigned k = 0; k < 5 && sh->seg_bytes[SEG_WARM] > limit; k++)
+                if (!lru_juggle_tail(sh, SEG_WARM, limit, UINT32_MAX, now_s30(now_ms)))
+                    break;
+        }
+    }
+    uint32_t t = now_s30(now_ms);
+    if (it->atime != t)
+        it->atime = t;
+}
+
+/* ---- the table (store_table.c) --------------------------------------------------------------- */
+
 /* Moves the next few buckets of the old table; frees it when the last one has moved. */
 static inline void migrate_step(cache_shard *sh)
 {
@@ -563,79 +653,6 @@ static inline cache_item **find_link(cache_shard *sh, uint64_t h, const char *ke
     return NULL;
 }
 
-/* One store-wide sequence (not one per shard): CAS values then also order items by the time they
- * were stored, across shards, which eviction needs (age_key). Taken under the shard's lock, so
- * CAS values increase along each shard's LRU list from the tail (except bumped items). */
-static inline uint64_t next_cas(cache_shard *sh)
-{
-    return atomic_fetch_add_explicit(&sh->store->cas_seq, 1, memory_order_relaxed) + 1;
-}
-
-/* Every CAS handed out so far is <= this (a CAS taken later under the same lock is larger: both
- * touch one atomic, whose modification order the lock orders). */
-static inline uint64_t cas_horizon(const cache_shard *sh)
-{
-    return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
-}
-
-/* A hit that bumps (under the lock): memcached's FETCHED, the second-chance mark and the last
- * access. Marks instead of relinking (the LRU pointers of 3 items are 3 cache misses). As in
- * memcached's segmented LRU, the first hit only marks the item fetched and a hit on a fetched
- * item marks it active (a second chance at the tail), so one read right after a store (a check)
- * does not keep an item over those stored after it. Each is written only when it changes, so a
- * hot item read many times a second costs no more stores to its header than the mark alone did:
- * a read-only check, then at most one store per second for the access time. */
-static inline void hit_mark(cache_shard *sh, cache_item *it, uint64_t now_ms)
-{
-    if (!it->fetched) {
-        it->fetched = 1;
-    } else if (!it->active) {
-        it->active = 1;
-        /* memcached's do_item_bump: an item turning active in COLD goes to WARM (memcached
-         * hands it to its maintainer thread; here the move is done at once: O(1), once per
-         * stay in COLD). Elsewhere the mark is enough: the juggle rescues it at its tail. */
-        if (it->seg == SEG_COLD && !sh->store->flat && !sh->marker) {
-            it->active = 0;
-            cls_stats(sh, it)->moves_to_warm++;
-            lru_move(sh, it, SEG_WARM, true);
-            /* What memcached's maintainer would do soon after: keep WARM within its share (a
-             * read-only phase never stores, so the juggle on stores would not; without this,
-             * WARM grew to ~75 % of a shard and kept yesterday's hot items over today's). */
-            uint64_t limit = juggled_bytes(sh) * WARM_LRU_PCT / 100;
-            /* memcached's lru_pull_tail looks at up to 5 tails: active ones are rescued within
-             * WARM on the way to one that goes to COLD. */
-            for (unsigned k = 0; k < 5 && sh->seg_bytes[SEG_WARM] > limit; k++)
-                if (!lru_juggle_tail(sh, SEG_WARM, limit, UINT32_MAX, now_s30(now_ms)))
-                    break;
-        }
-    }
-    uint32_t t = now_s30(now_ms);
-    if (it->atime != t)
-        it->atime = t;
-}
-
-static inline bool is_expired(const cache_item *it, uint64_t now)
-{
-    uint64_t e = item_expiry(it);
-    return e != 0 && now >= e;
-}
-
-/* A pending flush takes effect at the first operation on the shard at or after its time, before
- * that operation stores anything: everything stored until then is dead (CAS <= the horizon),
- * anything stored from then on lives. So no item needs a timestamp of its own. */
-static inline void flush_due(cache_shard *sh, uint64_t now)
-{
-    if (sh->flush_at != 0 && now >= sh->flush_at) {
-        sh->flush_cas = cas_horizon(sh);
-        sh->flush_at = 0;
-    }
-}
-
-static inline bool is_flushed(const cache_shard *sh, const cache_item *it)
-{
-    return it->cas <= sh->flush_cas;
-}
-
 /* Unlinks *pp if it is expired or flushed (counted as `swept` or lazy); true if it did. */
 static inline bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
 {
@@ -665,7 +682,7 @@ static inline bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swe
 /* The link to the live item for the key, or NULL (a dead one met on the way is unlinked).
  * Also advances a resize in progress: every operation pays a little of it. */
 static inline cache_item **find_live(cache_shard *sh, uint64_t h, const char *key, size_t klen,
-                              uint64_t now)
+                                     uint64_t now)
 {
     flush_due(sh, now);
     migrate_step(sh);
@@ -673,16 +690,6 @@ static inline cache_item **find_live(cache_shard *sh, uint64_t h, const char *ke
     if (pp && reap(sh, pp, now, false))
         return NULL;
     return pp;
-}
-
-static inline uint64_t memory_limit(const cache_store *s)
-{
-    return atomic_load_explicit(&s->max_memory, memory_order_relaxed);
-}
-
-static inline bool over_limit(cache_store *s)
-{
-    return atomic_load_explicit(&s->used, memory_order_relaxed) > memory_limit(s);
 }
 
 #endif

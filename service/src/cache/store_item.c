@@ -74,8 +74,7 @@ static bool too_large(const cache_store *s, size_t klen, size_t ctlen, size_t vl
 
 /* An unlinked item with one reference, header and key filled; arguments already validated. */
 cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t klen, size_t vlen,
-                             uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctlen,
-                             int *err)
+                      uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctlen, int *err)
 {
     if (too_large(s, klen, ctlen, vlen, flags)) {
         *err = CACHE_TOO_LARGE;
@@ -108,7 +107,7 @@ cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t klen, 
 
 /* cache_item_new_ex's argument checks: CACHE_OK, CACHE_BAD_KEY or CACHE_BAD_ARG. */
 static inline int item_args(const char *key, size_t klen, const char *ctype, size_t ctype_len,
-                     unsigned marks)
+                            unsigned marks)
 {
     bool any = marks & (CACHE_ITEM_KEY_BINARY | CACHE_ITEM_KEY_ANY);
     if (any ? klen == 0 || klen > CACHE_KEY_MAX : !key_valid(key, klen))

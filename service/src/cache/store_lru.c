@@ -105,7 +105,7 @@ void lru_move(cache_shard *sh, cache_item *it, unsigned seg, bool bumped)
  * large item, where memcached's per-class lists hold many) or it is older than max_age seconds.
  * true if it moved something. */
 bool lru_juggle_tail(cache_shard *sh, unsigned seg, uint64_t limit, uint32_t max_age,
-                        uint32_t now_s)
+                     uint32_t now_s)
 {
     cache_item *it = seg_last(sh, seg);
     if (!it)
@@ -144,9 +144,9 @@ void lru_juggle(cache_shard *sh, uint64_t now_ms)
     uint32_t cold_age = cold ? idle_s(cold, now_s) : 0;
     for (unsigned pass = 0; pass < JUGGLE_PASSES; pass++) {
         bool moved = lru_juggle_tail(sh, SEG_HOT, total * HOT_LRU_PCT / 100,
-                                 cold_age / HOT_MAX_FACTOR_DIV, now_s);
+                                     cold_age / HOT_MAX_FACTOR_DIV, now_s);
         moved |= lru_juggle_tail(sh, SEG_WARM, total * WARM_LRU_PCT / 100,
-                             cold_age * WARM_MAX_FACTOR_MULT, now_s);
+                                 cold_age * WARM_MAX_FACTOR_MULT, now_s);
         cache_item *c = seg_last(sh, SEG_COLD);
         if (c && c->active) {
             c->active = 0;
@@ -206,7 +206,7 @@ static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
 
 /* Puts `it` (key hash h) in place of *old_pp (NULL: no previous item). */
 void lru_replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t h,
-                           uint64_t now)
+                        uint64_t now)
 {
     if (old_pp)
         item_unref_locked(sh, lru_detach(sh, old_pp));
