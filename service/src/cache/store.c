@@ -5,11 +5,7 @@
 #include "util/fmt.h"
 
 #include <stdio.h>
-#include <sys/mman.h>
-#include <limits.h>
 #include <time.h>
-
-/* ---- small pieces ------------------------------------------------------------------------- */
 
 const char *cache_result_name(int r)
 {
@@ -19,16 +15,7 @@ const char *cache_result_name(int r)
     return r >= 0 && (size_t)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }
 
-/* Every CAS handed out from now on exceeds `cas` (restored items keep theirs). */
-static void cas_raise(cache_store *s, uint64_t cas)
-{
-    uint64_t cur = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
-    while (cur < cas && !atomic_compare_exchange_weak_explicit(
-                            &s->cas_seq, &cur, cas, memory_order_relaxed, memory_order_relaxed)) {
-    }
-}
-
-/* ---- store lifecycle ----------------------------------------------------------------------- */
+/* ---- store lifecycle ------------------------------------------------------------------------- */
 
 static uint64_t default_seed(const void *p)
 {
@@ -149,7 +136,7 @@ void cache_store_free(cache_store *s)
     free(s);
 }
 
-/* ---- writes -------------------------------------------------------------------------------- */
+/* ---- writes: set, add, replace, cas ---------------------------------------------------------- */
 
 static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, uint64_t cas_in)
 {
@@ -175,87 +162,13 @@ static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, u
     }
 }
 
-/* Links `n` in place of `old` if `old` is still the key's live item, bumping *counter (a field of
- * the shard's stats) and setting *cas_out under the lock; false if the key changed meanwhile
- * (the caller rebuilds from the newer item). */
-static bool swap_if_current(cache_shard *sh, uint64_t h, cache_item *old, cache_item *n,
-                            uint64_t now, uint64_t *counter, size_t cls_offset, uint64_t *cas_out)
+/* Every CAS handed out from now on exceeds `cas` (restored items keep theirs). */
+static void cas_raise(cache_store *s, uint64_t cas)
 {
-    lock(sh);
-    cache_item **pp = find_live(sh, h, old->data, old->klen, now);
-    bool same = pp && *pp == old;
-    if (same) {
-        lru_replace_locked(sh, pp, n, h, now);
-        (*counter)++;
-        /* the class counter of the same name (sets, incr_hits, decr_hits) */
-        (*(uint64_t *)((char *)cls_stats(sh, n) + cls_offset))++;
-        if (cas_out)
-            *cas_out = n->cas;
+    uint64_t cur = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
+    while (cur < cas && !atomic_compare_exchange_weak_explicit(
+                            &s->cas_seq, &cur, cas, memory_order_relaxed, memory_order_relaxed)) {
     }
-    unlock(sh);
-    return same;
-}
-
-/* The key's live item with a reference taken, or NULL. */
-static cache_item *get_ref(cache_shard *sh, uint64_t h, const char *key, size_t klen, uint64_t now)
-{
-    lock(sh);
-    cache_item **pp = find_live(sh, h, key, klen, now);
-    cache_item *it = pp && ref_take(*pp) ? *pp : NULL;
-    unlock(sh);
-    return it;
-}
-
-static cache_item *build_concat(cache_store *s, uint64_t h, const cache_item *old,
-                                const cache_item *add, bool append, int *err)
-{
-    size_t ov = old->vlen, av = add->vlen;
-    cache_item *n = item_make(s, h, old->data, old->klen, ov + av, item_flags(old),
-                              cache_item_expiry(old), NULL, 0, err); /* no content type: store.h */
-    if (n) {
-        char *v = cache_item_value_mut(n);
-        memcpy(v + (append ? 0 : av), cache_item_value(old), ov);
-        memcpy(v + (append ? ov : 0), cache_item_value(add), av);
-    }
-    return n;
-}
-
-/* Append/prepend: build old+new outside the lock, swap it in if the old item is still current,
- * otherwise start over from the newer value. */
-static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *cas_out,
-                        uint64_t now)
-{
-    uint64_t h = item_hash(s, add);
-    cache_shard *sh = shard_for(s, h);
-    for (;;) {
-        cache_item *old = get_ref(sh, h, add->data, add->klen, now);
-        if (!old) {
-            cache_item_release(add);
-            return CACHE_NOT_STORED;
-        }
-        int rc;
-        cache_item *n = build_concat(s, h, old, add, append, &rc);
-        if (n)
-            rc = evict_reserve(s, sh, n);
-        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets,
-                                              offsetof(cache_class_stats, sets), cas_out)) {
-            cache_item_release(old);
-            cache_item_release(add);
-            return CACHE_STORED;
-        }
-        cache_item_release(n);
-        cache_item_release(old);
-        if (rc != CACHE_OK) {
-            cache_item_release(add);
-            return rc;
-        }
-    }
-}
-
-int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
-                     uint64_t *cas_out, uint64_t now_ms)
-{
-    return cache_store_item_ex(s, it, mode, cas_in, cas_out, NULL, now_ms);
 }
 
 /* set/add/replace/cas; restore_cas != 0: a SET keeping that CAS (snapshot loading). */
@@ -307,6 +220,284 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
     return rc;
 }
 
+/* ---- copy-on-write updates: append, prepend, invalidate, incr, decr -------------------------- */
+
+/* append/prepend, incr/decr and invalidate change an item readers may hold, and a stored item is
+ * immutable: they make a changed copy without the shard's lock (item_make may take a slab
+ * class's lock, evict_reserve other shards' locks) and link it only if the key still holds the
+ * item it was copied from; if not, they decide again on the newer item. cow_update is that loop;
+ * a cow_op says what one update does at its three steps. */
+#define COW_COPY (-1) /* decide's answer: copy *pp (referenced) */
+typedef struct cow_op cow_op;
+struct cow_op {
+    /* Under the lock, pp the key's live item or NULL: the answer (a miss, a refusal, an update
+     * done in place: nobody else holds the item), or COW_COPY with a reference taken to *pp. */
+    int (*decide)(cow_op *op, cache_shard *sh, cache_item **pp);
+    /* Without the lock: the changed copy of old, or NULL with *err. */
+    cache_item *(*make)(cow_op *op, cache_store *s, uint64_t h, const cache_item *old, int *err);
+    /* Under the lock, old still the key's item at *pp: links n in its place, with the counters. */
+    void (*commit)(cow_op *op, cache_shard *sh, cache_item **pp, cache_item *old, cache_item *n,
+                   uint64_t h, uint64_t now);
+    int done; /* the answer once committed */
+};
+
+static int cow_update(cache_store *s, cache_shard *sh, uint64_t h, const char *key, size_t klen,
+                      cow_op *op, uint64_t now)
+{
+    for (;;) {
+        lock(sh);
+        cache_item **pp = find_live(sh, h, key, klen, now);
+        int rc = op->decide(op, sh, pp);
+        if (rc != COW_COPY) {
+            unlock(sh);
+            return rc;
+        }
+        cache_item *old = *pp;
+        unlock(sh);
+        cache_item *n = op->make(op, s, h, old, &rc);
+        if (n)
+            rc = evict_reserve(s, sh, n);
+        bool done = false;
+        if (rc == CACHE_OK) {
+            lock(sh);
+            pp = find_live(sh, h, key, klen, now);
+            done = pp && *pp == old;
+            if (done)
+                op->commit(op, sh, pp, old, n, h, now);
+            unlock(sh);
+        }
+        if (!done)
+            cache_item_release(n);
+        cache_item_release(old);
+        if (done)
+            return op->done;
+        if (rc != CACHE_OK)
+            return rc;
+        /* replaced or gone meanwhile: decide again on the newer item */
+    }
+}
+
+/* Append/prepend: old+new, always a copy. */
+typedef struct concat_op {
+    cow_op op;
+    const cache_item *add;
+    bool append;
+    uint64_t *cas_out;
+} concat_op;
+
+static int concat_decide(cow_op *op, cache_shard *sh, cache_item **pp)
+{
+    (void)op;
+    (void)sh;
+    return pp && ref_take(*pp) ? COW_COPY : CACHE_NOT_STORED;
+}
+
+static cache_item *concat_make(cow_op *op, cache_store *s, uint64_t h, const cache_item *old,
+                               int *err)
+{
+    const concat_op *c = (const concat_op *)op;
+    size_t ov = old->vlen, av = c->add->vlen;
+    cache_item *n = item_make(s, h, old->data, old->klen, ov + av, item_flags(old),
+                              cache_item_expiry(old), NULL, 0, err); /* no content type: store.h */
+    if (n) {
+        char *v = cache_item_value_mut(n);
+        memcpy(v + (c->append ? 0 : av), cache_item_value(old), ov);
+        memcpy(v + (c->append ? ov : 0), cache_item_value(c->add), av);
+    }
+    return n;
+}
+
+static void concat_commit(cow_op *op, cache_shard *sh, cache_item **pp, cache_item *old,
+                          cache_item *n, uint64_t h, uint64_t now)
+{
+    const concat_op *c = (const concat_op *)op;
+    (void)old;
+    lru_replace_locked(sh, pp, n, h, now);
+    sh->stats.sets++;
+    cls_stats(sh, n)->sets++;
+    if (c->cas_out)
+        *c->cas_out = n->cas;
+}
+
+static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *cas_out,
+                        uint64_t now)
+{
+    uint64_t h = item_hash(s, add);
+    concat_op c = {{concat_decide, concat_make, concat_commit, CACHE_STORED}, add, append, cas_out};
+    int rc = cow_update(s, shard_for(s, h), h, add->data, add->klen, &c.op, now);
+    cache_item_release(add);
+    return rc;
+}
+
+/* memcached's md I: marked stale in place, or a marked copy while readers hold the item. */
+typedef struct invalidate_op {
+    cow_op op;
+    uint64_t cas_in, expiry_ms;
+    bool set_exp;
+} invalidate_op;
+
+static int invalidate_decide(cow_op *op, cache_shard *sh, cache_item **pp)
+{
+    const invalidate_op *x = (const invalidate_op *)op;
+    if (!pp || (x->cas_in && (*pp)->cas != x->cas_in)) {
+        sh->stats.delete_misses++; /* memcached counts both so */
+        return pp ? CACHE_EXISTS : CACHE_NOT_FOUND;
+    }
+    cache_item *old = *pp;
+    /* Only the table holds it and new references need this lock: nobody can watch the change
+     * (incr_decide's argument), so the item is marked in place. */
+    if (item_refs(old, memory_order_acquire) == 1) {
+        old->stale = 1;
+        old->token_sent = 0; /* the next reader wins the recache */
+        old->cas = next_cas(sh);
+        if (x->set_exp)
+            set_expiry(old, x->expiry_ms);
+        return CACHE_DELETED;
+    }
+    /* Readers hold it: a marked copy takes its place. */
+    return ref_take(old) ? COW_COPY : CACHE_NO_MEMORY;
+}
+
+static cache_item *invalidate_make(cow_op *op, cache_store *s, uint64_t h, const cache_item *old,
+                                   int *err)
+{
+    (void)op;
+    size_t ctlen;
+    const char *ctype = cache_item_ctype(old, &ctlen);
+    cache_item *n =
+        item_make(s, h, old->data, old->klen, old->vlen, item_flags(old), 0, ctype, ctlen, err);
+    if (n) {
+        memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
+        n->key_binary = old->key_binary;
+        n->stale = 1;
+    }
+    return n;
+}
+
+static void invalidate_commit(cow_op *op, cache_shard *sh, cache_item **pp, cache_item *old,
+                              cache_item *n, uint64_t h, uint64_t now)
+{
+    const invalidate_op *x = (const invalidate_op *)op;
+    set_expiry(n, x->set_exp ? x->expiry_ms : item_expiry(old));
+    n->fetched = old->fetched;
+    lru_replace_locked(sh, pp, n, h, now);
+    n->atime = old->atime; /* still referenced by us */
+}
+
+int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in, bool set_exp,
+                     uint64_t expiry_ms, uint64_t now_ms)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return CACHE_NOT_FOUND;
+    uint64_t h = hash_key(s->seed, key, klen);
+    invalidate_op x = {{invalidate_decide, invalidate_make, invalidate_commit, CACHE_DELETED},
+                       cas_in,
+                       expiry_ms,
+                       set_exp};
+    return cow_update(s, shard_for(s, h), h, key, klen, &x.op, now_ms);
+}
+
+/* 1..20 decimal digits, no sign, no spaces, at most 2^64-1. */
+static bool parse_u64(const char *p, size_t n, uint64_t *out)
+{
+    if (n == 0 || n > 20)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = (unsigned char)p[i] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+/* incr/decr: the new value in place when the item is the table's alone and its length stays,
+ * else a copy. */
+typedef struct incr_op {
+    cow_op op;
+    uint64_t delta;
+    bool decr;
+    uint64_t v; /* the new value, decided under the lock */
+    size_t len;
+    char buf[20];
+} incr_op;
+
+static void incr_count(cache_shard *sh, const cache_item *it, bool decr)
+{
+    if (decr) {
+        sh->stats.decr_hits++;
+        cls_stats(sh, it)->decr_hits++;
+    } else {
+        sh->stats.incr_hits++;
+        cls_stats(sh, it)->incr_hits++;
+    }
+}
+
+static int incr_decide(cow_op *op, cache_shard *sh, cache_item **pp)
+{
+    incr_op *x = (incr_op *)op;
+    if (!pp) {
+        (*(x->decr ? &sh->stats.decr_misses : &sh->stats.incr_misses))++;
+        return CACHE_NOT_FOUND;
+    }
+    cache_item *old = *pp;
+    uint64_t cur;
+    if (!parse_u64(cache_item_value(old), old->vlen, &cur))
+        return CACHE_NOT_NUMERIC;
+    x->v = x->decr ? (x->delta > cur ? 0 : cur - x->delta) : cur + x->delta; /* incr wraps */
+    x->len = fmt_u64(x->buf, x->v);
+    /* Only the table holds it and new references need this lock: nobody can watch the change,
+     * so "immutable once stored" still holds for every reader. The acquire pairs with the
+     * readers' releases: their reads of the old value come first. An item with a content type
+     * is rebuilt without it (store.h). */
+    if (x->len == old->vlen && old->ctlen == 0 && item_refs(old, memory_order_acquire) == 1) {
+        memcpy(cache_item_value_mut(old), x->buf, x->len);
+        old->cas = next_cas(sh);
+        lru_move(sh, old, bump_seg(sh, old), false); /* dated by its new CAS */
+        incr_count(sh, old, x->decr);
+        return CACHE_OK;
+    }
+    /* Length or type changed, or readers hold the item: a new one. */
+    return ref_take(old) ? COW_COPY : CACHE_NO_MEMORY;
+}
+
+static cache_item *incr_make(cow_op *op, cache_store *s, uint64_t h, const cache_item *old,
+                             int *err)
+{
+    const incr_op *x = (const incr_op *)op;
+    cache_item *n = item_make(s, h, old->data, old->klen, x->len, item_flags(old),
+                              cache_item_expiry(old), NULL, 0, err); /* no content type: store.h */
+    if (n)
+        memcpy(cache_item_value_mut(n), x->buf, x->len);
+    return n;
+}
+
+static void incr_commit(cow_op *op, cache_shard *sh, cache_item **pp, cache_item *old,
+                        cache_item *n, uint64_t h, uint64_t now)
+{
+    (void)old;
+    lru_replace_locked(sh, pp, n, h, now);
+    incr_count(sh, n, ((const incr_op *)op)->decr);
+}
+
+int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, bool decr,
+               uint64_t *out, uint64_t now_ms)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return CACHE_NOT_FOUND;
+    uint64_t h = hash_key(s->seed, key, klen);
+    incr_op x = {
+        .op = {incr_decide, incr_make, incr_commit, CACHE_OK}, .delta = delta, .decr = decr};
+    int rc = cow_update(s, shard_for(s, h), h, key, klen, &x.op, now_ms);
+    if (rc == CACHE_OK)
+        *out = x.v;
+    return rc;
+}
+
+/* ---- the store modes, delete, touch, flush --------------------------------------------------- */
+
 int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
                         uint64_t *cas_out, bool *replaced, uint64_t now_ms)
 {
@@ -319,6 +510,12 @@ int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_
         return CACHE_BAD_ARG;
     }
     return store_plain(s, it, mode, cas_in, cas_out, replaced, now_ms, 0);
+}
+
+int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                     uint64_t *cas_out, uint64_t now_ms)
+{
+    return cache_store_item_ex(s, it, mode, cas_in, cas_out, NULL, now_ms);
 }
 
 int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t now_ms)
@@ -359,74 +556,6 @@ int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, 
     return rc;
 }
 
-int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in, bool set_exp,
-                     uint64_t expiry_ms, uint64_t now_ms)
-{
-    if (klen == 0 || klen > CACHE_KEY_MAX)
-        return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
-    for (;;) {
-        lock(sh);
-        cache_item **pp = find_live(sh, h, key, klen, now_ms);
-        if (!pp || (cas_in && (*pp)->cas != cas_in)) {
-            sh->stats.delete_misses++; /* memcached counts both so */
-            unlock(sh);
-            return pp ? CACHE_EXISTS : CACHE_NOT_FOUND;
-        }
-        cache_item *old = *pp;
-        /* Only the table holds it and new references need this lock: nobody can watch the
-         * change (cache_incr's argument), so the item is marked in place. */
-        if (item_refs(old, memory_order_acquire) == 1) {
-            old->stale = 1;
-            old->token_sent = 0; /* the next reader wins the recache */
-            old->cas = next_cas(sh);
-            if (set_exp)
-                set_expiry(old, expiry_ms);
-            unlock(sh);
-            return CACHE_DELETED;
-        }
-        /* Readers hold it: a marked copy takes its place, built outside the lock. */
-        if (!ref_take(old)) {
-            unlock(sh);
-            return CACHE_NO_MEMORY;
-        }
-        unlock(sh);
-        size_t ctlen;
-        const char *ctype = cache_item_ctype(old, &ctlen);
-        int rc;
-        cache_item *n =
-            item_make(s, h, key, klen, old->vlen, item_flags(old), 0, ctype, ctlen, &rc);
-        if (n) {
-            memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
-            n->key_binary = old->key_binary;
-            n->stale = 1;
-            rc = evict_reserve(s, sh, n);
-        }
-        bool done = false;
-        if (rc == CACHE_OK) {
-            lock(sh);
-            pp = find_live(sh, h, key, klen, now_ms);
-            if (pp && *pp == old) {
-                set_expiry(n, set_exp ? expiry_ms : item_expiry(old));
-                n->fetched = old->fetched;
-                lru_replace_locked(sh, pp, n, h, now_ms);
-                n->atime = old->atime; /* still referenced by us */
-                done = true;
-            }
-            unlock(sh);
-        }
-        if (!done)
-            cache_item_release(n);
-        cache_item_release(old);
-        if (done)
-            return CACHE_DELETED;
-        if (rc != CACHE_OK)
-            return rc;
-        /* replaced or gone meanwhile: decide again on the newer state */
-    }
-}
-
 int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms)
 {
     if (klen == 0 || klen > CACHE_KEY_MAX)
@@ -448,103 +577,6 @@ int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms
     return pp ? CACHE_TOUCHED : CACHE_NOT_FOUND;
 }
 
-/* 1..20 decimal digits, no sign, no spaces, at most 2^64-1. */
-static bool parse_u64(const char *p, size_t n, uint64_t *out)
-{
-    if (n == 0 || n > 20)
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned d = (unsigned char)p[i] - '0';
-        if (d > 9 || v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
-}
-
-/* Under the lock: computes the new value of *pp into buf. */
-static int incr_compute(const cache_item *it, uint64_t delta, bool decr, uint64_t *v, char *buf,
-                        size_t *len)
-{
-    uint64_t cur;
-    if (!parse_u64(cache_item_value(it), it->vlen, &cur))
-        return CACHE_NOT_NUMERIC;
-    *v = decr ? (delta > cur ? 0 : cur - delta) : cur + delta; /* incr wraps, as memcached */
-    *len = fmt_u64(buf, *v);
-    return CACHE_OK;
-}
-
-int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, bool decr,
-               uint64_t *out, uint64_t now_ms)
-{
-    if (klen == 0 || klen > CACHE_KEY_MAX)
-        return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
-    for (;;) {
-        lock(sh);
-        uint64_t *hits = decr ? &sh->stats.decr_hits : &sh->stats.incr_hits;
-        cache_item **pp = find_live(sh, h, key, klen, now_ms);
-        if (!pp) {
-            (*(decr ? &sh->stats.decr_misses : &sh->stats.incr_misses))++;
-            unlock(sh);
-            return CACHE_NOT_FOUND;
-        }
-        cache_item *old = *pp;
-        char buf[20];
-        size_t len;
-        uint64_t v;
-        int rc = incr_compute(old, delta, decr, &v, buf, &len);
-        if (rc != CACHE_OK) {
-            unlock(sh);
-            return rc;
-        }
-        /* Only the table holds it and new references need this lock: nobody can watch the
-         * change, so "immutable once stored" still holds for every reader. The acquire pairs
-         * with the readers' releases: their reads of the old value come first. An item with a
-         * content type is rebuilt without it (store.h). */
-        if (len == old->vlen && old->ctlen == 0 && item_refs(old, memory_order_acquire) == 1) {
-            memcpy(cache_item_value_mut(old), buf, len);
-            old->cas = next_cas(sh);
-            lru_move(sh, old, bump_seg(sh, old), false); /* dated by its new CAS */
-            (*hits)++;
-            if (decr)
-                cls_stats(sh, old)->decr_hits++;
-            else
-                cls_stats(sh, old)->incr_hits++;
-            unlock(sh);
-            *out = v;
-            return CACHE_OK;
-        }
-        /* Length or type changed, or readers hold the item: build a new one outside the lock. */
-        if (!ref_take(old)) {
-            unlock(sh);
-            return CACHE_NO_MEMORY;
-        }
-        unlock(sh);
-        cache_item *n = /* no content type: store.h */
-            item_make(s, h, key, klen, len, item_flags(old), cache_item_expiry(old), NULL, 0, &rc);
-        if (n) {
-            memcpy(cache_item_value_mut(n), buf, len);
-            rc = evict_reserve(s, sh, n);
-        }
-        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits,
-                                              decr ? offsetof(cache_class_stats, decr_hits)
-                                                   : offsetof(cache_class_stats, incr_hits),
-                                              NULL)) {
-            cache_item_release(old);
-            *out = v;
-            return CACHE_OK;
-        }
-        cache_item_release(n);
-        cache_item_release(old);
-        if (rc != CACHE_OK)
-            return rc;
-    }
-}
-
 void cache_flush_all(cache_store *s, uint64_t at_ms, uint64_t now_ms)
 {
     for (unsigned i = 0; i < s->nshards; i++) {
@@ -557,7 +589,7 @@ void cache_flush_all(cache_store *s, uint64_t at_ms, uint64_t now_ms)
     }
 }
 
-/* ---- reads --------------------------------------------------------------------------------- */
+/* ---- reads ----------------------------------------------------------------------------------- */
 
 cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms)
 {
