@@ -136,6 +136,18 @@ void cache_store_free(cache_store *s)
     free(s);
 }
 
+/* The preamble of every operation by key: the key's hash and shard, or false for a key no item
+ * can have (empty, or longer than CACHE_KEY_MAX), which the caller answers as a miss. */
+static inline bool locate(const cache_store *s, const char *key, size_t klen, uint64_t *h,
+                          cache_shard **sh)
+{
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return false;
+    *h = hash_key(s->seed, key, klen);
+    *sh = shard_for(s, *h);
+    return true;
+}
+
 /* ---- writes: set, add, replace, cas ---------------------------------------------------------- */
 
 static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, uint64_t cas_in)
@@ -387,14 +399,15 @@ static void invalidate_commit(cow_op *op, cache_shard *sh, cache_item **pp, cach
 int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in, bool set_exp,
                      uint64_t expiry_ms, uint64_t now_ms)
 {
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
     invalidate_op x = {{invalidate_decide, invalidate_make, invalidate_commit, CACHE_DELETED},
                        cas_in,
                        expiry_ms,
                        set_exp};
-    return cow_update(s, shard_for(s, h), h, key, klen, &x.op, now_ms);
+    return cow_update(s, sh, h, key, klen, &x.op, now_ms);
 }
 
 /* 1..20 decimal digits, no sign, no spaces, at most 2^64-1. */
@@ -485,12 +498,13 @@ static void incr_commit(cow_op *op, cache_shard *sh, cache_item **pp, cache_item
 int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, bool decr,
                uint64_t *out, uint64_t now_ms)
 {
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
     incr_op x = {
         .op = {incr_decide, incr_make, incr_commit, CACHE_OK}, .delta = delta, .decr = decr};
-    int rc = cow_update(s, shard_for(s, h), h, key, klen, &x.op, now_ms);
+    int rc = cow_update(s, sh, h, key, klen, &x.op, now_ms);
     if (rc == CACHE_OK)
         *out = x.v;
     return rc;
@@ -498,8 +512,9 @@ int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, boo
 
 /* ---- the store modes, delete, touch, flush --------------------------------------------------- */
 
-int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
-                        uint64_t *cas_out, bool *replaced, uint64_t now_ms)
+/* cache_store_item(_ex): inline in both, the set path of every store. */
+static inline int store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                             uint64_t *cas_out, bool *replaced, uint64_t now_ms)
 {
     if (replaced)
         *replaced = mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND;
@@ -515,7 +530,13 @@ int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_
 int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
                      uint64_t *cas_out, uint64_t now_ms)
 {
-    return cache_store_item_ex(s, it, mode, cas_in, cas_out, NULL, now_ms);
+    return store_item(s, it, mode, cas_in, cas_out, NULL, now_ms);
+}
+
+int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                        uint64_t *cas_out, bool *replaced, uint64_t now_ms)
+{
+    return store_item(s, it, mode, cas_in, cas_out, replaced, now_ms);
 }
 
 int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t now_ms)
@@ -534,10 +555,10 @@ void cache_store_raise_cas(cache_store *s, uint64_t cas)
 
 int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms)
 {
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
     int rc;
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
@@ -558,10 +579,10 @@ int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, 
 
 int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms)
 {
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     if (pp) {
@@ -593,10 +614,10 @@ void cache_flush_all(cache_store *s, uint64_t at_ms, uint64_t now_ms)
 
 cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms)
 {
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return NULL;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     cache_item *it = NULL;
@@ -618,10 +639,10 @@ cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const c
                            cache_item_meta *out, uint64_t now_ms)
 {
     memset(out, 0, sizeof *out);
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return NULL;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
     lock(sh);
     cache_item **pp = find_live(sh, h, key, klen, now_ms);
     cache_item *it = NULL;
