@@ -104,7 +104,7 @@ struct cache_item {
     uint8_t fetched : 1;    /* hit (with an LRU bump) since it was stored: memcached's FETCHED */
     uint8_t token_sent : 1; /* a recache token (meta W) went out: memcached's TOKEN_SENT */
     uint8_t stale : 1;      /* invalidated (md I, ms I), served stale: memcached's STALE */
-    uint8_t bumped : 1;     /* moved to a head by touch or a rescue, not by its store (age_key) */
+    uint8_t bumped : 1;     /* moved to a head by touch or a rescue, not its store (lru_age_key) */
     char data[];            /* key, content type, value, client flags if has_flags */
 };
 #define ITEM_HEADER offsetof(cache_item, data)
@@ -479,7 +479,7 @@ static inline bool over_limit(cache_store *s)
 /* ---- CAS, expiry and flush ------------------------------------------------------------------- */
 
 /* One store-wide sequence (not one per shard): CAS values then also order items by the time they
- * were stored, across shards, which eviction needs (age_key). Taken under the shard's lock, so
+ * were stored, across shards, which eviction needs (lru_age_key). Taken under the shard's lock, so
  * CAS values increase along each shard's LRU list from the tail (except bumped items). */
 static inline uint64_t next_cas(cache_shard *sh)
 {

@@ -86,7 +86,7 @@ static void lru_push(cache_shard *sh, cache_item *it, unsigned seg)
     }
 }
 
-/* To the head of `seg`, dated by `bumped` (set: by the move, per age_key; clear: by its CAS,
+/* To the head of `seg`, dated by `bumped` (set: by the move, per lru_age_key; clear: by its CAS,
  * which the caller just renewed). */
 void lru_move(cache_shard *sh, cache_item *it, unsigned seg, bool bumped)
 {
