@@ -612,17 +612,24 @@ void cache_flush_all(cache_store *s, uint64_t at_ms, uint64_t now_ms)
 
 /* ---- reads ----------------------------------------------------------------------------------- */
 
+/* Takes the shard's lock (the caller releases it) and a reference to the key's live item, or NULL
+ * (at REFS_MAX references too: a miss, as memcached answers). */
+static inline cache_item *lock_ref(cache_shard *sh, uint64_t h, const char *key, size_t klen,
+                                   uint64_t now)
+{
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now);
+    return pp && ref_take(*pp) ? *pp : NULL;
+}
+
 cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms)
 {
     uint64_t h;
     cache_shard *sh;
     if (!locate(s, key, klen, &h, &sh))
         return NULL;
-    lock(sh);
-    cache_item **pp = find_live(sh, h, key, klen, now_ms);
-    cache_item *it = NULL;
-    if (pp && ref_take(*pp)) {
-        it = *pp;
+    cache_item *it = lock_ref(sh, h, key, klen, now_ms);
+    if (it) {
         cache_class_stats *cs = cls_stats(sh, it);
         (&cs->hits_to_hot)[it->seg]++; /* the segment it was hit in */
         hit_mark(sh, it, now_ms);
@@ -643,11 +650,8 @@ cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const c
     cache_shard *sh;
     if (!locate(s, key, klen, &h, &sh))
         return NULL;
-    lock(sh);
-    cache_item **pp = find_live(sh, h, key, klen, now_ms);
-    cache_item *it = NULL;
-    if (pp && ref_take(*pp)) {
-        it = *pp;
+    cache_item *it = lock_ref(sh, h, key, klen, now_ms);
+    if (it) {
         uint64_t exp = item_expiry(it);
         out->expiry_ms = exp;
         out->idle_s = idle_s(it, now_s30(now_ms));
