@@ -1,251 +1,11 @@
-#include "util/spinlock.h"
+/* The store's lifecycle and its operations (store.h is the contract; store_int.h lists the files
+ * the rest lives in): creating and freeing a store, the writes (the modes, delete, invalidate,
+ * touch, incr/decr, flush, restore) and the reads (get, get_meta). */
+#include "cache/store_int.h"
 #include "util/fmt.h"
-#include "cache/slab.h"
-#include "cache/store.h"
 
-#include <limits.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdalign.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-
-/* Allocation classes (store.h): ids [0, SLAB_CLASSES) are slab chunks (slab.h), 8-byte steps
- * from SLAB_MIN to SMALL_MAX, then steps of 1/16 of each power of two (64 bytes to 2 KiB, 128 to
- * 4 KiB, 256 up to the largest chunk with 8 to a page): at most ~6 % rounding where 1.25x steps
- * waste ~11 % on average; ids [SLAB_CLASSES, nclasses) are malloc'ed, with
- * the store's address in a word before the item (slab chunks find it through their page), in
- * classes of 16k - 16 bytes that fill glibc's chunks (an 8-byte header, 16-byte rounding)
- * exactly; CLS_EXACT is an item above them all, malloc'ed at its exact size. */
-#define SLAB_MIN        64u
-#define SLAB_STEP       8u
-#define SMALL_MAX       1024u
-#define SLAB_CLASSES    168u
-#define SLAB_CHUNK_MAX  ((SLAB_PAGE_BYTES - SLAB_PAGE_HEADER) / 8) /* 8184 */
-#define MALLOC_STEP     16u
-#define MALLOC_OVERHEAD 16u /* glibc's header + the store's address */
-#define LARGE_MAX       (1024u * 1024u)
-#define MAX_CLASSES     256
-#define CLS_EXACT       255u
-#define MC_FAST_MAX     8192u /* memcached sizes up to this find their class in a table */
-#define FREE_PER_CLASS  64
-#define FREE_CAP_MIN    (64u * 1024u)
-#define INITIAL_BUCKETS 16
-/* Buckets moved per operation while resizing: a table of n buckets starts growing at n + 1
- * items and is done after n / MIGRATE_STEP operations, long before it must grow again. */
-#define MIGRATE_STEP 8
-#define TABLE_MMAP_MIN 4096u /* table_new */
-/* Evictions per lock hold: bounds the time one store stalls the shard's readers. */
-#define EVICT_BATCH 16
-/* Buckets swept per lock hold, for the same reason. */
-#define SWEEP_BATCH    256
-#define SCAN_VISIT_MAX (16 * SWEEP_BATCH) /* buckets one cache_store_scan call may look at */
-/* Shards whose tail hints one eviction compares: all of them up to this many (so with the
- * default 64 shards eviction follows the global order exactly), a window of them beyond. */
-#define EVICT_SCAN_MAX 64
-/* Oldest shards a scan remembers (evict_cache): about as many evictions per scan. */
-#define EVICT_CANDIDATES 8
-/* Items a bumped tail looks past (toward the head) for one whose position its CAS dates. */
-#define BUMP_LOOKAHEAD 8
-/* Tail hint of a shard with nothing to evict. */
-#define HINT_EMPTY UINT64_MAX
-/* Juggling passes (HOT, WARM and COLD tails looked at once each) per store and per shard the
- * sweep visits: a store adds one item to HOT, so two passes keep up with it and with the hits
- * that mark items active, and a store never pays for a backlog (memcached's maintainer thread
- * runs up to 500 per class and wakeup). */
-#define JUGGLE_PASSES 2
-
-/* memcached's segmented LRU (store.h: "Segments"). The order is memcached's LRU ids
- * (HOT_LRU 0, WARM_LRU 64, COLD_LRU 128, TEMP_LRU 192, shifted). */
-enum { SEG_HOT = 0, SEG_WARM, SEG_COLD, SEG_TEMP, SEG_COUNT };
-/* HOT and WARM keep at most these shares of a shard's HOT + WARM + COLD bytes; their tails older
- * than these multiples of the COLD tail's age go to COLD (store.h: memcached's defaults). */
-#define HOT_LRU_PCT          CACHE_HOT_LRU_PCT
-#define WARM_LRU_PCT         CACHE_WARM_LRU_PCT
-#define HOT_MAX_FACTOR_DIV   CACHE_HOT_MAX_FACTOR_DIV
-#define WARM_MAX_FACTOR_MULT CACHE_WARM_MAX_FACTOR_MULT
-/* The access second is kept modulo 2^30 (34 years), compared modulo 2^30. */
-#define ATIME_MASK ((UINT32_C(1) << 30) - 1)
-
-struct cache_shard;
-
-/* 52 bytes before the data (the struct's size, 56, counts the padding the data starts in). No
- * stored hash: chains are short (load factor <= 1), so comparing lengths and keys
- * is as quick, and the hash is recomputed from the key where it is needed (resize, eviction, the
- * last release). No store or shard pointer: the store is found through the item's slab page or
- * the word before a malloc'ed item (item_store), the shard from the key's hash. Client flags,
- * zero for most items, take 4 bytes after the value only when they are not (has_flags): with
- * them in the header, the 1M-item benchmark's items (32-byte key, 100-byte value) would be
- * 188 bytes, in the 192-byte class, instead of 184 in the 184-byte one.
- *
- * The references and the expiry share one atomic word (REF_ONE, EXP_MASK): the expiry is
- * milliseconds since the epoch, which needs 48 bits until the year 10889, and memcached itself
- * counts references in 16 bits (with the same ceiling, REFS_MAX). That frees the 32 bits of
- * `atime`, the last access memcached's meta commands report.
- * References are taken under the shard's lock (so at most REFS_MAX + 1 at any moment) and
- * dropped anywhere; the expiry is only changed under the lock, by a compare-and-swap that keeps
- * the reference count. `atime` and the history bits (fetched, token_sent, stale) change under
- * the lock and are read under it only (cache_get_meta, cache_item_meta_of); key_binary sits in
- * its own byte and never changes once the item is made, so it is read without the lock. */
-struct cache_item {
-    cache_item *h_next; /* hash chain; free-list link once freed */
-    cache_item *lru_prev, *lru_next;
-    uint64_t cas;             /* also orders items against a flush (flush_cas) */
-    _Atomic uint64_t ref_exp; /* references << 48 | expiry ms (0 = never) */
-    uint32_t atime : 30;      /* second (now_ms / 1000, modulo 2^30) of the last access */
-    uint32_t seg : 2;         /* the LRU segment whose list holds it (SEG_*) */
-    /* A memory location of its own (C11 6.7.2.1): atime and seg change under the lock while
-     * vlen and has_flags, fixed since the item was made, are read without it. Adjacent, the four
-     * would be one location, and writing seg a race with reading vlen (TSan saw it). */
-    uint32_t : 0;
-    uint32_t vlen : 31;       /* max_item_bytes <= 1 GiB */
-    uint32_t has_flags : 1;   /* nonzero client flags, after the value (item_flags) */
-    uint8_t klen;
-    uint8_t ctlen : 7;
-    uint8_t key_binary : 1; /* the key came in base64 (memcached's meta b): k answers in base64 */
-    uint8_t cls;            /* allocation class (SLAB_CLASSES, CLS_EXACT) */
-    uint8_t linked : 1, accounted : 1;
-    uint8_t active : 1;     /* hit while fetched: memcached's ACTIVE (rescued at its list's tail) */
-    uint8_t walk_seen : 1;  /* == shard's walk_parity: visited by (or newer than) the last walk */
-    uint8_t fetched : 1;    /* hit (with an LRU bump) since it was stored: memcached's FETCHED */
-    uint8_t token_sent : 1; /* a recache token (meta W) went out: memcached's TOKEN_SENT */
-    uint8_t stale : 1;      /* invalidated (md I, ms I), served stale: memcached's STALE */
-    uint8_t bumped : 1;     /* moved to a head by touch or a rescue, not by its store (age_key) */
-    char data[];            /* key, content type, value, client flags if has_flags */
-};
-#define ITEM_HEADER offsetof(cache_item, data)
-_Static_assert(ITEM_HEADER == 52, "the item header is part of every item's footprint");
-_Static_assert(sizeof(cache_item) <= 64, "an item fits the smallest class");
-
-#define REF_SHIFT 48
-#define REF_ONE   (UINT64_C(1) << REF_SHIFT)
-#define EXP_MASK  (REF_ONE - 1)
-/* memcached's IT_REFCOUNT_LIMIT: a lookup finding this many references answers a miss rather
- * than overflow the 16-bit count. Unreachable here (references are held for one command, or
- * 256 at a time by a walk), but bounded all the same. */
-#define REFS_MAX 60000u
-
-static inline uint32_t item_flags(const cache_item *it)
-{
-    uint32_t f = 0;
-    if (it->has_flags)
-        memcpy(&f, it->data + it->klen + it->ctlen + it->vlen, sizeof f);
-    return f;
-}
-
-static inline uint64_t item_expiry(const cache_item *it)
-{
-    return atomic_load_explicit(&it->ref_exp, memory_order_relaxed) & EXP_MASK;
-}
-
-static inline unsigned item_refs(const cache_item *it, memory_order mo)
-{
-    return (unsigned)(atomic_load_explicit(&it->ref_exp, mo) >> REF_SHIFT);
-}
-
-/* Under the shard's lock. false (nothing taken) at REFS_MAX. */
-static inline bool ref_take(cache_item *it)
-{
-    uint64_t old = atomic_fetch_add_explicit(&it->ref_exp, REF_ONE, memory_order_relaxed);
-    if ((old >> REF_SHIFT) < REFS_MAX)
-        return true;
-    atomic_fetch_sub_explicit(&it->ref_exp, REF_ONE, memory_order_relaxed);
-    return false;
-}
-
-/* true if that was the last reference. */
-static inline bool ref_drop(cache_item *it)
-{
-    return (atomic_fetch_sub_explicit(&it->ref_exp, REF_ONE, memory_order_acq_rel) >> REF_SHIFT) ==
-           1;
-}
-
-static inline uint64_t clamp_expiry(uint64_t e)
-{
-    return e > EXP_MASK ? EXP_MASK : e;
-}
-
-/* Under the shard's lock (or before the item is published): a new expiry, references kept. */
-static void set_expiry(cache_item *it, uint64_t e)
-{
-    uint64_t old = atomic_load_explicit(&it->ref_exp, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&it->ref_exp, &old,
-                                                  (old & ~EXP_MASK) | clamp_expiry(e),
-                                                  memory_order_relaxed, memory_order_relaxed)) {
-    }
-}
-
-static inline uint32_t now_s30(uint64_t now_ms)
-{
-    return (uint32_t)(now_ms / 1000) & ATIME_MASK;
-}
-
-/* Seconds since the item's last access (modulo 2^30: a clean wrap); 0 for an access a loop
- * whose clock runs a little ahead stamped "in the future". */
-static inline uint32_t idle_s(const cache_item *it, uint32_t now_s)
-{
-    uint32_t d = (now_s - it->atime) & ATIME_MASK;
-    return d > ATIME_MASK / 2 ? 0 : d;
-}
-
-typedef struct cache_shard {
-    alignas(64) pthread_mutex_t mutex; /* one of the two, by lock_kind */
-    _Atomic int spin;
-    cache_lock_kind lock_kind;
-    unsigned index, hshift; /* hshift = shard bits: bucket index = hash >> hshift */
-    cache_store *store;
-    cache_item **buckets;
-    size_t mask;
-    cache_item **old; /* the previous table while a resize is in progress */
-    size_t old_mask, migrate_pos;
-    cache_item *seg_head[SEG_COUNT], *seg_tail[SEG_COUNT]; /* most recent at the head */
-    uint64_t seg_bytes[SEG_COUNT];
-    cache_item *marker;  /* a walk's place in an LRU list (cache_store_foreach), or NULL */
-    uint8_t walk_parity; /* flipped when a walk starts: every item present becomes unseen */
-    uint64_t flush_at;   /* a flush not applied yet (0 = none): due once now >= flush_at */
-    uint64_t flush_cas;  /* applied flushes: items with cas <= flush_cas are dead */
-    size_t free_bytes;
-    cache_item *free_list[MAX_CLASSES];
-    uint8_t free_n[MAX_CLASSES];
-    cache_stats stats;                              /* only the CACHE_STATS_COUNTERS fields */
-    cache_class_stats cls_stats[CACHE_CLASSES_MAX]; /* by memcached size class (store.h) */
-} cache_shard;
-
-struct cache_store {
-    cache_shard *shards;
-    unsigned nshards, shard_bits;
-    uint64_t seed;
-    uint64_t id;                 /* unique per store in the process: names it in evict_cache */
-    _Atomic uint64_t max_memory; /* cache_store_set_memory_limit may change it at any time */
-    bool no_evictions;           /* full: NO_MEMORY instead of evicting (memcached -M) */
-    bool flat;                   /* one LRU (COLD) per shard: memcached without lru_segmented */
-    uint64_t temp_ttl_ms;        /* items whose TTL at store time is <= it go to TEMP; 0 = off */
-    uint32_t max_item;
-    size_t free_cap; /* per shard */
-    slab_arena *slab; /* the slab classes' chunks */
-    unsigned nclasses;
-    uint32_t class_size[MAX_CLASSES];
-    unsigned mc_nclasses;                 /* memcached's size classes, 1..mc_nclasses */
-    uint32_t mc_chunk[CACHE_CLASSES_MAX]; /* their chunk sizes */
-    uint8_t mc_class_by8[MC_FAST_MAX / 8 + 1]; /* memcached size / 8, rounded up -> its class */
-    /* Both written by every store (one line: the second write finds it already owned). */
-    alignas(64) _Atomic uint64_t used; /* reserved bytes; also written by every final release */
-    _Atomic uint64_t cas_seq;          /* the last CAS handed out, store-wide */
-    /* Per shard, the age key of its LRU tail (tail_key), written under the shard's lock when the
-     * tail changes and read by evictors without any lock: a hint, checked under the lock before
-     * use. Its own array, so a scan reads a few lines instead of one per shard. */
-    alignas(64) _Atomic uint64_t *tail_hint;
-    _Atomic(cache_evict_fn) evict_fn; /* cache_store_set_evict_hook; NULL = off */
-    void *_Atomic evict_arg;
-    pthread_mutex_t walk_mu; /* one cache_store_foreach at a time (one marker per shard) */
-    _Atomic uint64_t mallocs;
-};
-
-/* ---- small pieces ------------------------------------------------------------------------- */
 
 const char *cache_result_name(int r)
 {
@@ -255,1049 +15,7 @@ const char *cache_result_name(int r)
     return r >= 0 && (size_t)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }
 
-bool cache_key_valid(const char *key, size_t klen)
-{
-    if (klen == 0 || klen > CACHE_KEY_MAX)
-        return false;
-    for (size_t i = 0; i < klen; i++) {
-        unsigned char c = (unsigned char)key[i];
-        if (c < 0x21 || c > 0x7e)
-            return false;
-    }
-    return true;
-}
-
-/* wyhash-style: 64x64->128 multiply, fold the halves. Seeded so clients cannot aim keys at
- * one chain. */
-static inline uint64_t mum(uint64_t a, uint64_t b)
-{
-    unsigned __int128 r = (unsigned __int128)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static uint64_t hash_key(uint64_t seed, const char *key, size_t len)
-{
-    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull,
-                   k2 = 0x8ebc6af09c88c6e3ull;
-    uint64_t h = mum(seed ^ k0, len ^ k1), w;
-    for (; len >= 8; key += 8, len -= 8) {
-        memcpy(&w, key, 8);
-        h = mum(h ^ w, k1);
-    }
-    w = 0;
-    memcpy(&w, key, len);
-    return mum(h ^ w ^ k2, k0 ^ (h >> 32));
-}
-
-static inline void lock(cache_shard *sh)
-{
-    if (sh->lock_kind == CACHE_LOCK_SPIN)
-        spin_lock(&sh->spin);
-    else
-        pthread_mutex_lock(&sh->mutex);
-}
-
-static inline bool try_lock(cache_shard *sh)
-{
-    if (sh->lock_kind == CACHE_LOCK_SPIN)
-        return spin_trylock(&sh->spin);
-    return pthread_mutex_trylock(&sh->mutex) == 0;
-}
-
-static inline void unlock(cache_shard *sh)
-{
-    if (sh->lock_kind == CACHE_LOCK_SPIN)
-        atomic_store_explicit(&sh->spin, 0, memory_order_release);
-    else
-        pthread_mutex_unlock(&sh->mutex);
-}
-
-static inline cache_shard *shard_for(const cache_store *s, uint64_t h)
-{
-    return &s->shards[h & (s->nshards - 1)];
-}
-
-static inline uint64_t item_hash(const cache_store *s, const cache_item *it)
-{
-    return hash_key(s->seed, it->data, it->klen);
-}
-
-static inline cache_shard *item_shard(const cache_store *s, const cache_item *it)
-{
-    return shard_for(s, item_hash(s, it));
-}
-
-/* The store an item belongs to, from the item alone (cache_item_release, cache_item_size). */
-static inline cache_store *item_store(const cache_item *it)
-{
-    if (it->cls < SLAB_CLASSES)
-        return slab_owner(it);
-    cache_store *s;
-    memcpy(&s, (const char *)it - sizeof s, sizeof s);
-    return s;
-}
-
-/* ---- sizes and memory --------------------------------------------------------------------- */
-
-/* Returns the number of classes, 0 if the slab classes do not come to SLAB_CLASSES. */
-static unsigned build_classes(uint32_t *sz)
-{
-    unsigned n = 0;
-    uint32_t c;
-    for (c = SLAB_MIN; c <= SMALL_MAX; c += SLAB_STEP)
-        sz[n++] = c;
-    for (uint32_t pow2 = SMALL_MAX; pow2 < SLAB_CHUNK_MAX; pow2 *= 2)
-        for (c = pow2 + pow2 / 16; c <= 2 * pow2 && c <= SLAB_CHUNK_MAX && n < MAX_CLASSES;
-             c += pow2 / 16)
-            sz[n++] = c;
-    c = sz[n - 1];
-    if (n != SLAB_CLASSES)
-        return 0;
-    while (c < LARGE_MAX) {
-        c = (c + c / 4 + MALLOC_STEP - 1) & ~(MALLOC_STEP - 1);
-        sz[n++] = (c < LARGE_MAX ? c : LARGE_MAX) - MALLOC_OVERHEAD;
-    }
-    return n < CLS_EXACT ? n : 0;
-}
-
-static unsigned class_of(const cache_store *s, size_t size)
-{
-    if (size <= SMALL_MAX)
-        return size <= SLAB_MIN ? 0 : (unsigned)((size - SLAB_MIN + SLAB_STEP - 1) / SLAB_STEP);
-    if (size > s->class_size[s->nclasses - 1])
-        return CLS_EXACT;
-    unsigned lo = (SMALL_MAX - SLAB_MIN) / SLAB_STEP + 1, hi = s->nclasses - 1; /* first >= */
-    while (lo < hi) {
-        unsigned mid = (lo + hi) / 2;
-        if (s->class_size[mid] >= size)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-static inline size_t raw_size(size_t klen, size_t ctlen, size_t vlen, uint32_t flags)
-{
-    return ITEM_HEADER + klen + ctlen + vlen + (flags ? sizeof flags : 0);
-}
-
-/* The bytes an item of class cls and raw size raw takes (and is accounted for). */
-static inline size_t class_bytes(const cache_store *s, unsigned cls, size_t raw)
-{
-    return cls != CLS_EXACT ? s->class_size[cls] : raw;
-}
-
-static size_t footprint(const cache_store *s, size_t raw)
-{
-    return class_bytes(s, class_of(s, raw), raw);
-}
-
-static size_t item_bytes(const cache_store *s, const cache_item *it)
-{
-    return class_bytes(s, it->cls, raw_size(it->klen, it->ctlen, it->vlen, it->has_flags));
-}
-
-/* memcached's slab classes (store.h): slabs_init with chunk_size 48 + its 48-byte header,
- * factor 1.25, 8-byte alignment, the largest chunk last. */
-static void build_mc_classes(cache_store *s)
-{
-    const double factor = 1.25;
-    uint32_t chunk_max = s->max_item < 512u * 1024u ? s->max_item : 512u * 1024u;
-    unsigned i = 0;
-    uint32_t size = 96;
-    while (++i < CACHE_CLASSES_MAX - 1 && size < chunk_max / factor) {
-        size = (size + 7u) & ~7u;
-        s->mc_chunk[i] = size;
-        size = (uint32_t)(size * factor);
-    }
-    s->mc_chunk[i] = chunk_max;
-    s->mc_nclasses = i;
-}
-
-unsigned cache_store_size_class(const cache_store *s, size_t bytes)
-{
-    unsigned lo = 1, hi = s->mc_nclasses; /* the first class that holds `bytes`, else the last */
-    while (lo < hi) {
-        unsigned mid = (lo + hi) / 2;
-        if (s->mc_chunk[mid] >= bytes)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-size_t cache_mc_item_size(size_t klen, size_t vlen, uint32_t flags)
-{
-    /* memcached's item header (48) and CAS (8), the key's NUL, the value's CRLF. */
-    return 48 + 8 + klen + 1 + vlen + 2 + (flags ? sizeof flags : 0);
-}
-
-unsigned cache_store_size_classes(const cache_store *s)
-{
-    return s->mc_nclasses;
-}
-
-uint32_t cache_store_class_chunk(const cache_store *s, unsigned cls)
-{
-    return cls >= 1 && cls <= s->mc_nclasses ? s->mc_chunk[cls] : 0;
-}
-
-uint32_t cache_store_max_item(const cache_store *s)
-{
-    return s->max_item;
-}
-
-/* The item's memcached class (a table lookup: its counters are updated on every link). */
-static inline size_t mc_size(const cache_item *it)
-{
-    return cache_mc_item_size(it->klen, it->vlen, it->has_flags);
-}
-
-static inline unsigned mc_class(const cache_store *s, const cache_item *it)
-{
-    size_t x = mc_size(it);
-    return x <= MC_FAST_MAX ? s->mc_class_by8[(x + 7) / 8] : cache_store_size_class(s, x);
-}
-
-unsigned cache_item_class(const cache_item *it)
-{
-    return mc_class(item_store(it), it);
-}
-
-static inline cache_class_stats *cls_stats(cache_shard *sh, const cache_item *it)
-{
-    return &sh->cls_stats[mc_class(sh->store, it)];
-}
-
-/* The per-class count of the item's segment (number_hot, ..., number_temp: adjacent). */
-static inline uint64_t *seg_number(cache_shard *sh, const cache_item *it)
-{
-    return &cls_stats(sh, it)->number_hot + it->seg;
-}
-
-/* The shard's free list first, so a steady same-size workload never reaches the allocators. */
-static cache_item *item_alloc(cache_shard *sh, unsigned cls, size_t raw)
-{
-    cache_store *s = sh->store;
-    if (cls != CLS_EXACT) {
-        lock(sh);
-        cache_item *it = sh->free_list[cls];
-        if (it) {
-            sh->free_list[cls] = it->h_next;
-            sh->free_n[cls]--;
-            sh->free_bytes -= s->class_size[cls];
-        }
-        unlock(sh);
-        if (it)
-            return it;
-    }
-    if (cls < SLAB_CLASSES)
-        return slab_alloc(s->slab, cls);
-    char *m = malloc(sizeof s + class_bytes(s, cls, raw));
-    if (!m)
-        return NULL;
-    atomic_fetch_add_explicit(&s->mallocs, 1, memory_order_relaxed);
-    memcpy(m, &s, sizeof s);
-    return (cache_item *)(m + sizeof s);
-}
-
-static void item_dealloc(cache_item *it)
-{
-    if (it->cls < SLAB_CLASSES)
-        slab_free(it);
-    else
-        free((char *)it - sizeof(cache_store *));
-}
-
-/* Last reference gone (caller holds sh's lock): give back the reservation, keep the memory
- * for the next item of its class unless the free list is full. */
-static void item_free_locked(cache_shard *sh, cache_item *it)
-{
-    cache_store *s = sh->store;
-    size_t bytes = item_bytes(s, it);
-    if (it->accounted)
-        atomic_fetch_sub_explicit(&s->used, bytes, memory_order_relaxed);
-    unsigned cls = it->cls;
-    if (cls != CLS_EXACT && sh->free_n[cls] < FREE_PER_CLASS &&
-        sh->free_bytes + bytes <= s->free_cap) {
-        it->h_next = sh->free_list[cls];
-        sh->free_list[cls] = it;
-        sh->free_n[cls]++;
-        sh->free_bytes += bytes;
-        return;
-    }
-    item_dealloc(it);
-}
-
-static void item_unref_locked(cache_shard *sh, cache_item *it)
-{
-    if (ref_drop(it))
-        item_free_locked(sh, it);
-}
-
-void cache_item_release(cache_item *it)
-{
-    if (!it || !ref_drop(it))
-        return;
-    cache_shard *sh = item_shard(item_store(it), it);
-    lock(sh);
-    item_free_locked(sh, it);
-    unlock(sh);
-}
-
-/* ---- table and LRU (caller holds the shard's lock) ---------------------------------------- */
-
-/* The last item of a segment's list (a walk's marker is not an item), or NULL. */
-static inline cache_item *seg_last(const cache_shard *sh, unsigned seg)
-{
-    cache_item *it = sh->seg_tail[seg];
-    return it && it == sh->marker ? it->lru_prev : it;
-}
-
-/* What eviction takes next in this shard: COLD's tail, else HOT's (memcached pulls HOT into
- * COLD when COLD is empty), else WARM's (memcached's maintainer would drain it to COLD; we have
- * no thread to wait for). TEMP is never evicted. NULL if there is nothing. */
-static inline cache_item *evict_candidate(const cache_shard *sh)
-{
-    cache_item *it = seg_last(sh, SEG_COLD);
-    if (!it)
-        it = seg_last(sh, SEG_HOT);
-    if (!it)
-        it = seg_last(sh, SEG_WARM);
-    return it;
-}
-
-/* Whether the tail of `seg` is (or just became) the shard's eviction candidate: a change there
- * changes the published hint. */
-static inline bool seg_evicts_first(const cache_shard *sh, unsigned seg)
-{
-    switch (seg) {
-    case SEG_COLD: return true;
-    case SEG_HOT: return !seg_last(sh, SEG_COLD);
-    case SEG_WARM: return !seg_last(sh, SEG_COLD) && !seg_last(sh, SEG_HOT);
-    default: return false;
-    }
-}
-
-/* The age key by which eviction compares candidates across shards (smaller = older). CAS values
- * come from one store-wide sequence, so an item placed at a head by its store is dated by its
- * CAS. A bumped item (touch, a rescue into WARM or HOT) went to its head later than its CAS says:
- * it is dated by the first item toward the head of its list that a store placed (placed after
- * the bump), or as "now" if the head comes first. Items keep their mark when they move down to
- * COLD, where they are dated the same way by the items moved there after them. A run of more
- * than BUMP_LOOKAHEAD bumped items (a phase of WARM items leaving for COLD, after the reads that
- * put them there stopped) is dated by the newest CAS in its first BUMP_LOOKAHEAD: such items may
- * go a little before their turn; dated "now" at every look, they outlived every newer item of
- * the other shards (memcslap's rounds of new keys fell from 50 % to 21 % hits, memcached ~47 %). */
-static uint64_t age_key(const cache_shard *sh, const cache_item *it)
-{
-    uint64_t newest = 0;
-    for (unsigned bumped = 0; it; it = it->lru_prev) {
-        if (it == sh->marker)
-            continue;
-        if (!it->bumped)
-            return it->cas;
-        newest = it->cas > newest ? it->cas : newest;
-        if (++bumped > BUMP_LOOKAHEAD)
-            return newest;
-    }
-    return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
-}
-
-/* Publishes the candidate's age key for evictors. Called when the candidate changes; what changes
- * the key of an unchanged candidate (items ahead of a bumped one leaving, new ones arriving) only
- * makes it younger, so a published hint is never younger than the truth and evictors check it. */
-static void hint_refresh(cache_shard *sh)
-{
-    const cache_item *c = evict_candidate(sh);
-    atomic_store_explicit(&sh->store->tail_hint[sh->index], c ? age_key(sh, c) : HINT_EMPTY,
-                          memory_order_relaxed);
-}
-
-/* List surgery only (items and a walk's marker); true if `it` was the tail. */
-static bool list_unlink(cache_shard *sh, cache_item *it)
-{
-    unsigned seg = it->seg;
-    bool was_tail = sh->seg_tail[seg] == it;
-    if (it->lru_prev)
-        it->lru_prev->lru_next = it->lru_next;
-    else
-        sh->seg_head[seg] = it->lru_next;
-    if (it->lru_next)
-        it->lru_next->lru_prev = it->lru_prev;
-    else
-        sh->seg_tail[seg] = it->lru_prev;
-    return was_tail;
-}
-
-static void lru_remove(cache_shard *sh, cache_item *it)
-{
-    unsigned seg = it->seg;
-    sh->seg_bytes[seg] -= item_bytes(sh->store, it);
-    (*seg_number(sh, it))--;
-    if (list_unlink(sh, it) && seg_evicts_first(sh, seg))
-        hint_refresh(sh);
-}
-
-static void lru_push(cache_shard *sh, cache_item *it, unsigned seg)
-{
-    it->seg = seg & 3u;
-    it->lru_prev = NULL;
-    it->lru_next = sh->seg_head[seg];
-    sh->seg_head[seg] = it;
-    sh->seg_bytes[seg] += item_bytes(sh->store, it);
-    (*seg_number(sh, it))++;
-    if (it->lru_next) {
-        it->lru_next->lru_prev = it;
-    } else {
-        sh->seg_tail[seg] = it;
-        if (seg_evicts_first(sh, seg))
-            hint_refresh(sh);
-    }
-}
-
-/* To the head of `seg`, dated by `bumped` (set: by the move, per age_key; clear: by its CAS,
- * which the caller just renewed). */
-static void lru_move(cache_shard *sh, cache_item *it, unsigned seg, bool bumped)
-{
-    it->bumped = bumped;
-    if (sh->seg_head[seg] != it) {
-        lru_remove(sh, it);
-        lru_push(sh, it, seg);
-    } else if (sh->seg_tail[seg] == it && seg_evicts_first(sh, seg)) {
-        hint_refresh(sh); /* alone in its list: its key changed */
-    }
-}
-
-/* Where a touch, an incr in place or a rescue during a walk puts an item: HOT (COLD when flat),
- * TEMP items staying in TEMP. A walk visits HOT last, so nothing it has not visited lands
- * behind it (cache_store_foreach). */
-static inline unsigned bump_seg(const cache_shard *sh, const cache_item *it)
-{
-    if (it->seg == SEG_TEMP)
-        return SEG_TEMP;
-    return sh->store->flat ? SEG_COLD : SEG_HOT;
-}
-
-/* The bytes HOT and WARM take their shares of (memcached's total_bytes: TEMP not counted). */
-static inline uint64_t juggled_bytes(const cache_shard *sh)
-{
-    return sh->seg_bytes[SEG_HOT] + sh->seg_bytes[SEG_WARM] + sh->seg_bytes[SEG_COLD];
-}
-
-/* memcached's lru_pull_tail for HOT and WARM without evicting: an active tail is rescued (HOT's
- * to WARM, WARM's to WARM's head), an inactive one goes to COLD if its segment is over its share
- * of the shard's bytes (and holds more than that item: a shard's share may be smaller than one
- * large item, where memcached's per-class lists hold many) or it is older than max_age seconds.
- * true if it moved something. */
-static bool juggle_tail(cache_shard *sh, unsigned seg, uint64_t limit, uint32_t max_age,
-                        uint32_t now_s)
-{
-    cache_item *it = seg_last(sh, seg);
-    if (!it)
-        return false;
-    if (it->active) {
-        it->active = 0;
-        cache_class_stats *cs = cls_stats(sh, it);
-        if (seg == SEG_WARM)
-            cs->moves_within_lru++;
-        else
-            cs->moves_to_warm++;
-        lru_move(sh, it, SEG_WARM, true);
-        return true;
-    }
-    bool crowded = sh->seg_bytes[seg] > limit && it->lru_prev && it->lru_prev != sh->marker;
-    if (crowded || idle_s(it, now_s) > max_age) {
-        cls_stats(sh, it)->moves_to_cold++;
-        lru_move(sh, it, SEG_COLD, it->bumped);
-        return true;
-    }
-    return false;
-}
-
-/* memcached's lru_maintainer_juggle, inline and bounded (there is no maintainer thread): up to
- * JUGGLE_PASSES passes over the HOT, WARM and COLD tails (an active COLD tail goes to WARM),
- * fewer when one moves nothing. Counted in lru_juggles (memcached's lru_maintainer_juggles).
- * Not while a walk is under way (items would move behind its marker) nor in flat mode. */
-static void juggle(cache_shard *sh, uint64_t now_ms)
-{
-    if (sh->store->flat || sh->marker)
-        return;
-    sh->stats.lru_juggles++;
-    uint32_t now_s = now_s30(now_ms);
-    uint64_t total = juggled_bytes(sh);
-    const cache_item *cold = seg_last(sh, SEG_COLD);
-    uint32_t cold_age = cold ? idle_s(cold, now_s) : 0;
-    for (unsigned pass = 0; pass < JUGGLE_PASSES; pass++) {
-        bool moved = juggle_tail(sh, SEG_HOT, total * HOT_LRU_PCT / 100,
-                                 cold_age / HOT_MAX_FACTOR_DIV, now_s);
-        moved |= juggle_tail(sh, SEG_WARM, total * WARM_LRU_PCT / 100,
-                             cold_age * WARM_MAX_FACTOR_MULT, now_s);
-        cache_item *c = seg_last(sh, SEG_COLD);
-        if (c && c->active) {
-            c->active = 0;
-            cls_stats(sh, c)->moves_to_warm++;
-            lru_move(sh, c, SEG_WARM, true);
-            moved = true;
-        }
-        if (!moved)
-            break;
-    }
-}
-
-/* Bucket arrays of TABLE_MMAP_MIN bytes and more are mapped on their own, so the one a resize
- * leaves behind goes back to the kernel: from malloc's heap it would stay in the RSS. */
-static cache_item **table_new(size_t n)
-{
-    if (n * sizeof(cache_item *) < TABLE_MMAP_MIN)
-        return calloc(n, sizeof(cache_item *));
-    void *p = mmap(NULL, n * sizeof(cache_item *), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-static void table_free(cache_item **t, size_t n)
-{
-    if (n * sizeof(cache_item *) < TABLE_MMAP_MIN)
-        free(t);
-    else if (t)
-        munmap(t, n * sizeof(cache_item *));
-}
-
-/* Moves the next few buckets of the old table; frees it when the last one has moved. */
-static void migrate_step(cache_shard *sh)
-{
-    if (!sh->old)
-        return;
-    size_t n = sh->old_mask + 1, end = sh->migrate_pos + MIGRATE_STEP;
-    if (end > n)
-        end = n;
-    for (size_t i = sh->migrate_pos; i < end; i++) {
-        for (cache_item *it = sh->old[i], *next; it; it = next) {
-            next = it->h_next;
-            cache_item **b = &sh->buckets[(item_hash(sh->store, it) >> sh->hshift) & sh->mask];
-            it->h_next = *b;
-            *b = it;
-        }
-        sh->old[i] = NULL; /* lookups still scan the old table: keep it consistent */
-    }
-    sh->migrate_pos = end;
-    if (end == n) {
-        table_free(sh->old, sh->old_mask + 1);
-        sh->old = NULL;
-    }
-}
-
-static void maybe_grow(cache_shard *sh)
-{
-    if (sh->old || sh->stats.curr_items <= sh->mask + 1)
-        return;
-    size_t n = (sh->mask + 1) * 2;
-    cache_item **b = table_new(n);
-    if (!b)
-        return; /* longer chains for now; retried on the next insert */
-    atomic_fetch_add_explicit(&sh->store->mallocs, 1, memory_order_relaxed);
-    sh->old = sh->buckets;
-    sh->old_mask = sh->mask;
-    sh->migrate_pos = 0;
-    sh->buckets = b;
-    sh->mask = n - 1;
-    sh->stats.resizes++;
-}
-
-/* The link pointing at the item with this key, in the new table or the old one, or NULL. */
-static cache_item **find_link(cache_shard *sh, uint64_t h, const char *key, size_t klen)
-{
-    cache_item **tabs[2] = {sh->buckets, sh->old};
-    size_t masks[2] = {sh->mask, sh->old_mask};
-    for (int t = 0; t < 2 && tabs[t]; t++) {
-        for (cache_item **pp = &tabs[t][(h >> sh->hshift) & masks[t]]; *pp; pp = &(*pp)->h_next) {
-            const cache_item *it = *pp;
-            if (it->klen == klen && memcmp(it->data, key, klen) == 0)
-                return pp;
-        }
-    }
-    return NULL;
-}
-
-/* Unlinks *pp from the table and the LRU; the table's reference is the caller's to drop. */
-static cache_item *detach(cache_shard *sh, cache_item **pp)
-{
-    cache_item *it = *pp;
-    *pp = it->h_next;
-    lru_remove(sh, it);
-    it->linked = 0;
-    sh->stats.curr_items--;
-    sh->stats.bytes -= item_bytes(sh->store, it);
-    cache_class_stats *cs = cls_stats(sh, it);
-    cs->items--;
-    cs->bytes -= item_bytes(sh->store, it);
-    return it;
-}
-
-/* One store-wide sequence (not one per shard): CAS values then also order items by the time they
- * were stored, across shards, which eviction needs (age_key). Taken under the shard's lock, so
- * CAS values increase along each shard's LRU list from the tail (except bumped items). */
-static uint64_t next_cas(cache_shard *sh)
-{
-    return atomic_fetch_add_explicit(&sh->store->cas_seq, 1, memory_order_relaxed) + 1;
-}
-
-/* Every CAS handed out so far is <= this (a CAS taken later under the same lock is larger: both
- * touch one atomic, whose modification order the lock orders). */
-static uint64_t cas_horizon(const cache_shard *sh)
-{
-    return atomic_load_explicit(&sh->store->cas_seq, memory_order_relaxed);
-}
-
-/* Every CAS handed out from now on exceeds `cas` (restored items keep theirs). */
-static void cas_raise(cache_store *s, uint64_t cas)
-{
-    uint64_t cur = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
-    while (cur < cas && !atomic_compare_exchange_weak_explicit(
-                            &s->cas_seq, &cur, cas, memory_order_relaxed, memory_order_relaxed)) {
-    }
-}
-
-/* A hit that bumps (under the lock): memcached's FETCHED, the second-chance mark and the last
- * access. Marks instead of relinking (the LRU pointers of 3 items are 3 cache misses). As in
- * memcached's segmented LRU, the first hit only marks the item fetched and a hit on a fetched
- * item marks it active (a second chance at the tail), so one read right after a store (a check)
- * does not keep an item over those stored after it. Each is written only when it changes, so a
- * hot item read many times a second costs no more stores to its header than the mark alone did:
- * a read-only check, then at most one store per second for the access time. */
-static inline void hit_mark(cache_shard *sh, cache_item *it, uint64_t now_ms)
-{
-    if (!it->fetched) {
-        it->fetched = 1;
-    } else if (!it->active) {
-        it->active = 1;
-        /* memcached's do_item_bump: an item turning active in COLD goes to WARM (memcached
-         * hands it to its maintainer thread; here the move is done at once: O(1), once per
-         * stay in COLD). Elsewhere the mark is enough: the juggle rescues it at its tail. */
-        if (it->seg == SEG_COLD && !sh->store->flat && !sh->marker) {
-            it->active = 0;
-            cls_stats(sh, it)->moves_to_warm++;
-            lru_move(sh, it, SEG_WARM, true);
-            /* What memcached's maintainer would do soon after: keep WARM within its share (a
-             * read-only phase never stores, so the juggle on stores would not; without this,
-             * WARM grew to ~75 % of a shard and kept yesterday's hot items over today's). */
-            uint64_t limit = juggled_bytes(sh) * WARM_LRU_PCT / 100;
-            /* memcached's lru_pull_tail looks at up to 5 tails: active ones are rescued within
-             * WARM on the way to one that goes to COLD. */
-            for (unsigned k = 0; k < 5 && sh->seg_bytes[SEG_WARM] > limit; k++)
-                if (!juggle_tail(sh, SEG_WARM, limit, UINT32_MAX, now_s30(now_ms)))
-                    break;
-        }
-    }
-    uint32_t t = now_s30(now_ms);
-    if (it->atime != t)
-        it->atime = t;
-}
-
-/* The segment a new item starts in: TEMP if its TTL is within the temporary TTL (memcached's
- * exptime - current_time <= temporary_ttl), else HOT (COLD when flat). */
-static inline unsigned link_seg(const cache_shard *sh, const cache_item *it, uint64_t now)
-{
-    uint64_t e = item_expiry(it), ttl = sh->store->temp_ttl_ms;
-    if (ttl && e != 0 && e <= now + ttl)
-        return SEG_TEMP;
-    return sh->store->flat ? SEG_COLD : SEG_HOT;
-}
-
-static void link_item(cache_shard *sh, cache_item *it, uint64_t h, uint64_t now)
-{
-    it->atime = now_s30(now);
-    it->cas = next_cas(sh);
-    it->bumped = 0;
-    it->walk_seen = sh->walk_parity & 1; /* stored after the last walk began: not its business */
-    cache_item **b = &sh->buckets[(h >> sh->hshift) & sh->mask];
-    it->h_next = *b;
-    *b = it;
-    lru_push(sh, it, link_seg(sh, it, now));
-    it->linked = 1;
-    sh->stats.curr_items++;
-    sh->stats.bytes += item_bytes(sh->store, it);
-    cache_class_stats *cs = cls_stats(sh, it);
-    cs->items++;
-    cs->bytes += item_bytes(sh->store, it);
-    maybe_grow(sh);
-    juggle(sh, now);
-}
-
-static inline bool is_expired(const cache_item *it, uint64_t now)
-{
-    uint64_t e = item_expiry(it);
-    return e != 0 && now >= e;
-}
-
-/* A pending flush takes effect at the first operation on the shard at or after its time, before
- * that operation stores anything: everything stored until then is dead (CAS <= the horizon),
- * anything stored from then on lives. So no item needs a timestamp of its own. */
-static inline void flush_due(cache_shard *sh, uint64_t now)
-{
-    if (sh->flush_at != 0 && now >= sh->flush_at) {
-        sh->flush_cas = cas_horizon(sh);
-        sh->flush_at = 0;
-    }
-}
-
-static inline bool is_flushed(const cache_shard *sh, const cache_item *it)
-{
-    return it->cas <= sh->flush_cas;
-}
-
-/* Unlinks *pp if it is expired or flushed (counted as `swept` or lazy); true if it did. */
-static bool reap(cache_shard *sh, cache_item **pp, uint64_t now, bool swept)
-{
-    cache_item *it = *pp;
-    if (is_expired(it, now)) {
-        if (swept)
-            sh->stats.expired_swept++;
-        else
-            sh->stats.expired_lazy++;
-        if (!it->fetched)
-            cls_stats(sh, it)->expired_unfetched++;
-    } else if (is_flushed(sh, it)) {
-        sh->stats.flushed++;
-    } else {
-        return false;
-    }
-    if (swept) { /* memory of a dead item taken back for reuse (reclaimed), by the background
-                  * walk, our LRU crawler (crawler_reclaimed: the part the crawler took) */
-        cls_stats(sh, it)->reclaimed++;
-        cls_stats(sh, it)->crawler_reclaimed++;
-    }
-    detach(sh, pp);
-    item_unref_locked(sh, it);
-    return true;
-}
-
-/* The link to the live item for the key, or NULL (a dead one met on the way is unlinked).
- * Also advances a resize in progress: every operation pays a little of it. */
-static cache_item **find_live(cache_shard *sh, uint64_t h, const char *key, size_t klen,
-                              uint64_t now)
-{
-    flush_due(sh, now);
-    migrate_step(sh);
-    cache_item **pp = find_link(sh, h, key, klen);
-    if (pp && reap(sh, pp, now, false))
-        return NULL;
-    return pp;
-}
-
-/* Puts `it` (key hash h) in place of *old_pp (NULL: no previous item). */
-static void replace_locked(cache_shard *sh, cache_item **old_pp, cache_item *it, uint64_t h,
-                           uint64_t now)
-{
-    if (old_pp)
-        item_unref_locked(sh, detach(sh, old_pp));
-    link_item(sh, it, h, now);
-}
-
-/* ---- eviction ------------------------------------------------------------------------------ */
-
-static inline uint64_t memory_limit(const cache_store *s)
-{
-    return atomic_load_explicit(&s->max_memory, memory_order_relaxed);
-}
-
-static inline bool over_limit(cache_store *s)
-{
-    return atomic_load_explicit(&s->used, memory_order_relaxed) > memory_limit(s);
-}
-
-/* An eviction notice's copy of its item, taken under the shard's lock. */
-typedef struct evict_note {
-    cache_evicted e;
-    char key[CACHE_KEY_MAX];
-} evict_note;
-
-static void note_evicted(evict_note *n, const cache_item *it)
-{
-    memcpy(n->key, it->data, it->klen);
-    n->e = (cache_evicted){.key = n->key,
-                           .klen = it->klen,
-                           .vlen = it->vlen,
-                           .flags = item_flags(it),
-                           .expiry_ms = item_expiry(it),
-                           .atime_s = it->atime, /* modulo 2^30 */
-                           .fetched = it->fetched};
-}
-
-void cache_store_set_evict_hook(cache_store *s, cache_evict_fn fn, void *arg)
-{
-    atomic_store_explicit(&s->evict_arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&s->evict_fn, fn, memory_order_release);
-}
-
-/* Eviction follows one order across all shards: each shard publishes its tail's age key
- * (tail_hint); an evictor reads the hints without locks, takes the shard with the oldest, checks
- * the key under that shard's lock, and evicts that shard's tails down to the next oldest hint.
- * One shard lock at a time, so stores in different shards cannot deadlock, and a get still
- * takes nothing but its own shard's lock. */
-
-/* The oldest hint among n from `first` (branch-free: the scan is most of an eviction's cost),
- * its shard's index in *best; HINT_EMPTY if all are. */
-static uint64_t oldest_hint(const cache_store *s, unsigned first, unsigned n, unsigned *best)
-{
-    uint64_t b = HINT_EMPTY;
-    unsigned at = first;
-    for (unsigned k = first; k < first + n; k++) {
-        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
-        bool older = h < b;
-        at = older ? k : at;
-        b = older ? h : b;
-    }
-    *best = at;
-    return b;
-}
-
-/* The same, passing over one shard (busy with another evictor). Off the common path. */
-static uint64_t oldest_hint_except(const cache_store *s, unsigned first, unsigned n,
-                                   unsigned except, unsigned *best)
-{
-    uint64_t b = HINT_EMPTY;
-    unsigned at = first;
-    for (unsigned k = first; k < first + n; k++) {
-        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
-        bool older = h < b && k != except;
-        at = older ? k : at;
-        b = older ? h : b;
-    }
-    *best = at;
-    return b;
-}
-
-/* The shard whose tail hint is the oldest (its hint in *hint), or NULL if every hint says
- * empty; with `except` < nshards, the oldest other than that one. Stores of more than
- * EVICT_SCAN_MAX shards: that many from the writer's own shard on (an approximation, as redis'
- * sampled LRU; the whole store when they are all empty). */
-static cache_shard *scan_oldest(cache_store *s, const cache_shard *home, unsigned except,
-                                uint64_t *hint)
-{
-    unsigned best, n = s->nshards;
-    unsigned first = 0, len = n, wrap = 0; /* [first, first + len) then [0, wrap) */
-    if (n > EVICT_SCAN_MAX) {
-        first = home->index;
-        len = n - first < EVICT_SCAN_MAX ? n - first : EVICT_SCAN_MAX;
-        wrap = EVICT_SCAN_MAX - len;
-    }
-    for (;;) {
-        *hint = except < n ? oldest_hint_except(s, first, len, except, &best)
-                           : oldest_hint(s, first, len, &best);
-        if (wrap) {
-            unsigned b2;
-            uint64_t h = except < n ? oldest_hint_except(s, 0, wrap, except, &b2)
-                                    : oldest_hint(s, 0, wrap, &b2);
-            if (h < *hint) {
-                *hint = h;
-                best = b2;
-            }
-        }
-        if (*hint != HINT_EMPTY)
-            return &s->shards[best];
-        if (len == n)
-            return NULL;
-        first = 0; /* the window was empty: look at every shard */
-        len = n;
-        wrap = 0;
-    }
-}
-
-/* What this thread's last scan of a store of up to EVICT_SCAN_MAX shards found: the
- * EVICT_CANDIDATES shards with the oldest tails, and `bound`, an age than which every other
- * shard's tail is no older. A shard's tail only grows younger (the tail leaves: the next one was
- * placed later; a bumped tail's dating item is replaced by a later one; an empty shard receives
- * an item younger than any age seen in the scan), so as long as the oldest candidate is not
- * younger than `bound`, it is the oldest shard, without a scan: one scan serves about
- * EVICT_CANDIDATES evictions. Per thread, so nothing is shared or locked; `store_id` says whose
- * it is. (Restored items keep old CAS values and may break the rule; eviction is then only
- * approximately ordered until the next scan.) */
-typedef struct evict_cache {
-    uint64_t store_id;
-    uint64_t bound;
-    unsigned n;
-    unsigned shard[EVICT_CANDIDATES];
-} evict_cache;
-
-static _Thread_local evict_cache tl_evict;
-static _Atomic uint64_t store_ids; /* the last store id handed out */
-
-/* Keeps the EVICT_CANDIDATES + 1 oldest hints, unsorted, with the position of the youngest of
- * them (the one to replace): a hint older than that one is rare after the first few. */
-static void scan_candidates(cache_store *s, evict_cache *c)
-{
-    enum { KEEP = EVICT_CANDIDATES + 1 };
-    uint64_t key[KEEP];
-    unsigned idx[KEEP], m = 0, worst = 0;
-    /* Items placed from now on are younger than this, whatever shard they land in. */
-    uint64_t horizon = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
-    for (unsigned k = 0; k < s->nshards; k++) {
-        uint64_t h = atomic_load_explicit(&s->tail_hint[k], memory_order_relaxed);
-        if (h == HINT_EMPTY || (m == KEEP && h >= key[worst]))
-            continue;
-        unsigned at = m < KEEP ? m++ : worst;
-        key[at] = h;
-        idx[at] = k;
-        if (m == KEEP) {
-            worst = 0;
-            for (unsigned i = 1; i < KEEP; i++)
-                worst = key[i] > key[worst] ? i : worst;
-        }
-    }
-    c->store_id = s->id;
-    c->n = 0;
-    for (unsigned i = 0; i < m; i++)
-        if (m < KEEP || i != worst)
-            c->shard[c->n++] = idx[i];
-    c->bound = m == KEEP && key[worst] < horizon ? key[worst] : horizon;
-}
-
-/* The candidate with the oldest tail, other than `except`, if it is provably the oldest shard
- * (not younger than the bound; `fresh`: the scan just ran, so it is); else NULL. */
-static cache_shard *pick_candidate(cache_store *s, const evict_cache *c, unsigned except,
-                                   bool fresh, uint64_t *hint)
-{
-    uint64_t b = HINT_EMPTY;
-    unsigned at = 0;
-    for (unsigned i = 0; i < c->n; i++) {
-        uint64_t h = atomic_load_explicit(&s->tail_hint[c->shard[i]], memory_order_relaxed);
-        bool older = h < b && c->shard[i] != except;
-        at = older ? c->shard[i] : at;
-        b = older ? h : b;
-    }
-    if (b == HINT_EMPTY || (b > c->bound && !fresh))
-        return NULL;
-    *hint = b;
-    return &s->shards[at];
-}
-
-/* The oldest shard (its hint in *hint), from this thread's candidates or a new scan; NULL if
- * nothing is left. `except` as for scan_oldest. */
-static cache_shard *find_oldest(cache_store *s, const cache_shard *home, unsigned except,
-                                uint64_t *hint)
-{
-    if (s->nshards > EVICT_SCAN_MAX)
-        return scan_oldest(s, home, except, hint);
-    evict_cache *c = &tl_evict;
-    if (c->store_id == s->id) {
-        cache_shard *sh = pick_candidate(s, c, except, false, hint);
-        if (sh)
-            return sh;
-    }
-    scan_candidates(s, c);
-    return pick_candidate(s, c, except, true, hint);
-}
-
-/* The oldest shard, locked, with its hint in *hint; NULL if there is nothing to evict. If
- * another evictor holds it, the next oldest (whose tail is about as old) if that one is free:
- * concurrent evictors, which all find the same oldest shard, spread instead of queueing. */
-static cache_shard *lock_oldest(cache_store *s, const cache_shard *home, uint64_t *hint)
-{
-    cache_shard *sh = find_oldest(s, home, UINT_MAX, hint);
-    if (!sh || try_lock(sh))
-        return sh;
-    uint64_t next_hint;
-    cache_shard *next = find_oldest(s, home, sh->index, &next_hint);
-    if (next && try_lock(next)) {
-        *hint = next_hint;
-        return next;
-    }
-    lock(sh);
-    return sh;
-}
-
-/* Evicts the shard's tails while the store is over its limit and their keys are not younger than
- * `upto` (the hint that chose the shard: ties go too, and the next scan finds the next oldest).
- * Called with the shard's lock held; releases it. A
- * tail read since it last got there is not evicted but gets a second chance: its mark is cleared
- * and it moves to the head (so a hit only sets a bit instead of relinking the list). Returns
- * evictions + second chances; 0 when the shard is empty or its hint was stale (it is refreshed: the
- * caller scans again). An evicted item still referenced by a reader keeps its memory until
- * released, so this may unlink several items without getting under the limit. */
-static unsigned evict_oldest(cache_shard *sh, uint64_t upto)
-{
-    unsigned n = 0, spared = 0, noted = 0;
-    cache_evict_fn notify = atomic_load_explicit(&sh->store->evict_fn, memory_order_acquire);
-    evict_note notes[EVICT_BATCH]; /* filled only while notices are on */
-    while (n < EVICT_BATCH && spared < 4 * EVICT_BATCH && over_limit(sh->store)) {
-        cache_item *it = evict_candidate(sh);
-        if (!it)
-            break;
-        if (it->active) { /* whatever its age: rescued, as memcached's lru_pull_tail does */
-            it->active = 0;
-            if (sh->store->flat || sh->marker) { /* to a head a walk has still to visit */
-                lru_move(sh, it, bump_seg(sh, it), true);
-            } else {
-                cache_class_stats *cs = cls_stats(sh, it);
-                if (it->seg == SEG_WARM)
-                    cs->moves_within_lru++;
-                else
-                    cs->moves_to_warm++;
-                lru_move(sh, it, SEG_WARM, true);
-            }
-            spared++;
-            continue;
-        }
-        if (age_key(sh, it) > upto)
-            break;
-        cache_item **pp = find_link(sh, item_hash(sh->store, it), it->data, it->klen);
-        cache_class_stats *cs = cls_stats(sh, it);
-        cs->evicted++;
-        cs->evicted_nonzero += cache_item_expiry(it) != 0;
-        cs->evicted_unfetched += !it->fetched;
-        if (notify)
-            note_evicted(&notes[noted++], it);
-        item_unref_locked(sh, detach(sh, pp));
-        sh->stats.evictions++;
-        n++;
-    }
-    if (n + spared == 0)
-        hint_refresh(sh);
-    unlock(sh);
-    void *arg = atomic_load_explicit(&sh->store->evict_arg, memory_order_relaxed);
-    for (unsigned i = 0; i < noted; i++)
-        notify(arg, &notes[i].e);
-    return n + spared;
-}
-
-static bool evict_until_fits(cache_store *s, cache_shard *home)
-{
-    unsigned fruitless = 0;
-    while (over_limit(s)) {
-        uint64_t hint;
-        cache_shard *sh = lock_oldest(s, home, &hint);
-        if (!sh)
-            return false; /* nothing linked: everything left is pinned by readers, or in flight */
-        /* Hints that keep moving under us (other evictors, writers): stop comparing. */
-        if (fruitless >= s->nshards)
-            hint = HINT_EMPTY;
-        if (evict_oldest(sh, hint) > 0)
-            fruitless = 0;
-        else if (++fruitless > 2 * s->nshards + 2)
-            return !over_limit(s);
-    }
-    return true;
-}
-
-/* Reserves the item's bytes; on failure the item is still marked accounted, so releasing it
- * gives the reservation back. */
-static int reserve(cache_store *s, cache_shard *home, cache_item *it)
-{
-    size_t bytes = item_bytes(s, it);
-    if (bytes > memory_limit(s))
-        return CACHE_TOO_LARGE;
-    atomic_fetch_add_explicit(&s->used, bytes, memory_order_relaxed);
-    it->accounted = 1;
-    if (!over_limit(s) || (!s->no_evictions && evict_until_fits(s, home)))
-        return CACHE_OK;
-    return CACHE_NO_MEMORY;
-}
-
-/* ---- store lifecycle ----------------------------------------------------------------------- */
+/* ---- store lifecycle ------------------------------------------------------------------------- */
 
 static uint64_t default_seed(const void *p)
 {
@@ -1309,19 +27,18 @@ static uint64_t default_seed(const void *p)
 static int shard_init(cache_store *s, cache_shard *sh, unsigned index, cache_lock_kind kind)
 {
     memset(sh, 0, sizeof *sh);
-    sh->buckets = table_new(INITIAL_BUCKETS);
-    if (!sh->buckets)
+    sh->store = s;
+    if (table_init(sh) != 0)
         return -1;
-    atomic_fetch_add_explicit(&s->mallocs, 1, memory_order_relaxed);
     pthread_mutex_init(&sh->mutex, NULL);
     atomic_init(&sh->spin, 0);
     sh->lock_kind = kind;
     sh->index = index;
     sh->hshift = s->shard_bits;
-    sh->store = s;
-    sh->mask = INITIAL_BUCKETS - 1;
     return 0;
 }
+
+static _Atomic uint64_t store_ids; /* the last store id handed out */
 
 static const char *check_config(const cache_store_config *c, unsigned shards)
 {
@@ -1366,20 +83,13 @@ cache_store *cache_store_new(const cache_store_config *c, char *err, size_t errl
     s->flat = c->flat_lru;
     s->temp_ttl_ms = (uint64_t)c->temporary_ttl_s * 1000;
     s->max_item = c->max_item_bytes ? c->max_item_bytes : CACHE_DEFAULT_ITEM_BYTES;
-    s->nclasses = build_classes(s->class_size);
-    s->slab = s->nclasses ? slab_arena_new(s->class_size, SLAB_CLASSES, s) : NULL;
-    if (!s->slab) {
+    if (!classes_init(s, c->max_memory_bytes, shards)) {
         free(s);
         free(sh);
         free(hints);
         snprintf(err, errlen, "cache: out of memory (or the size classes are inconsistent)");
         return NULL;
     }
-    build_mc_classes(s);
-    for (unsigned k = 0; k <= MC_FAST_MAX / 8; k++) /* memcached's chunks are multiples of 8 */
-        s->mc_class_by8[k] = (uint8_t)cache_store_size_class(s, k * 8);
-    uint64_t cap = c->max_memory_bytes / 16 / shards;
-    s->free_cap = cap > FREE_CAP_MIN ? (size_t)cap : FREE_CAP_MIN;
     atomic_init(&s->used, 0);
     atomic_init(&s->cas_seq, 0);
     atomic_init(&s->evict_fn, NULL);
@@ -1416,9 +126,7 @@ void cache_store_free(cache_store *s)
                 next = it->h_next;
                 item_dealloc(it);
             }
-        table_free(sh->buckets, sh->mask + 1);
-        if (sh->old)
-            table_free(sh->old, sh->old_mask + 1);
+        table_destroy(sh);
         pthread_mutex_destroy(&sh->mutex);
     }
     free(s->shards);
@@ -1428,142 +136,19 @@ void cache_store_free(cache_store *s)
     free(s);
 }
 
-/* ---- items --------------------------------------------------------------------------------- */
-
-const char *cache_item_key(const cache_item *it)
+/* The preamble of every operation by key: the key's hash and shard, or false for a key no item
+ * can have (empty, or longer than CACHE_KEY_MAX), which the caller answers as a miss. */
+static inline bool locate(const cache_store *s, const char *key, size_t klen, uint64_t *h,
+                          cache_shard **sh)
 {
-    return it->data;
-}
-size_t cache_item_klen(const cache_item *it)
-{
-    return it->klen;
-}
-const char *cache_item_value(const cache_item *it)
-{
-    return it->data + it->klen + it->ctlen;
-}
-size_t cache_item_vlen(const cache_item *it)
-{
-    return it->vlen;
-}
-uint32_t cache_item_flags(const cache_item *it)
-{
-    return item_flags(it);
-}
-uint64_t cache_item_cas(const cache_item *it)
-{
-    return it->cas;
-}
-size_t cache_item_size(const cache_item *it)
-{
-    return item_bytes(item_store(it), it);
-}
-bool cache_item_key_binary(const cache_item *it)
-{
-    return it->key_binary;
-}
-char *cache_item_value_mut(cache_item *it)
-{
-    return it->data + it->klen + it->ctlen;
+    if (klen == 0 || klen > CACHE_KEY_MAX)
+        return false;
+    *h = hash_key(s->seed, key, klen);
+    *sh = shard_for(s, *h);
+    return true;
 }
 
-uint64_t cache_item_expiry(const cache_item *it)
-{
-    return item_expiry(it);
-}
-
-const char *cache_item_ctype(const cache_item *it, size_t *len)
-{
-    *len = it->ctlen;
-    return it->data + it->klen;
-}
-
-/* An unlinked item with one reference, header and key filled; arguments already validated. */
-/* An item of these sizes can never be stored (cache_item_new's CACHE_TOO_LARGE). */
-static bool too_large(const cache_store *s, size_t klen, size_t ctlen, size_t vlen, uint32_t flags)
-{
-    size_t raw = raw_size(klen, ctlen, vlen, flags);
-    return vlen > s->max_item || class_bytes(s, class_of(s, raw), raw) > memory_limit(s);
-}
-
-static cache_item *item_make(cache_store *s, uint64_t h, const char *key, size_t klen, size_t vlen,
-                             uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctlen,
-                             int *err)
-{
-    if (too_large(s, klen, ctlen, vlen, flags)) {
-        *err = CACHE_TOO_LARGE;
-        return NULL;
-    }
-    size_t raw = raw_size(klen, ctlen, vlen, flags);
-    unsigned cls = class_of(s, raw);
-    cache_shard *sh = shard_for(s, h);
-    cache_item *it = item_alloc(sh, cls, raw);
-    if (!it) {
-        *err = CACHE_NO_MEMORY;
-        return NULL;
-    }
-    memset(it, 0, sizeof *it);
-    atomic_init(&it->ref_exp, REF_ONE | clamp_expiry(expiry_ms));
-    it->vlen = (uint32_t)vlen & 0x7fffffffu;
-    it->klen = (uint8_t)klen;
-    it->ctlen = (uint8_t)ctlen;
-    it->cls = (uint8_t)cls;
-    memcpy(it->data, key, klen);
-    if (ctlen)
-        memcpy(it->data + klen, ctype, ctlen);
-    if (flags) {
-        it->has_flags = 1;
-        memcpy(it->data + klen + ctlen + vlen, &flags, sizeof flags);
-    }
-    *err = CACHE_OK;
-    return it;
-}
-
-/* cache_item_new_ex's argument checks: CACHE_OK, CACHE_BAD_KEY or CACHE_BAD_ARG. */
-static int item_args(const char *key, size_t klen, const char *ctype, size_t ctype_len,
-                     unsigned marks)
-{
-    bool any = marks & (CACHE_ITEM_KEY_BINARY | CACHE_ITEM_KEY_ANY);
-    if (any ? klen == 0 || klen > CACHE_KEY_MAX : !cache_key_valid(key, klen))
-        return CACHE_BAD_KEY;
-    if (ctype_len > CACHE_CTYPE_MAX || (ctype_len && !ctype))
-        return CACHE_BAD_ARG;
-    return CACHE_OK;
-}
-
-int cache_item_check(const cache_store *s, const char *key, size_t klen, size_t vlen,
-                     uint32_t flags, const char *ctype, size_t ctype_len, unsigned marks)
-{
-    int e = item_args(key, klen, ctype, ctype_len, marks);
-    if (e == CACHE_OK && too_large(s, klen, ctype_len, vlen, flags))
-        e = CACHE_TOO_LARGE;
-    return e;
-}
-
-cache_item *cache_item_new_ex(cache_store *s, const char *key, size_t klen, size_t vlen,
-                              uint32_t flags, uint64_t expiry_ms, const char *ctype,
-                              size_t ctype_len, unsigned marks, int *err)
-{
-    bool binary = marks & CACHE_ITEM_KEY_BINARY;
-    if ((*err = item_args(key, klen, ctype, ctype_len, marks)) != CACHE_OK)
-        return NULL;
-    cache_item *it = item_make(s, hash_key(s->seed, key, klen), key, klen, vlen, flags, expiry_ms,
-                               ctype, ctype_len, err);
-    if (it) {
-        it->key_binary = binary;
-        it->token_sent = (marks & CACHE_ITEM_TOKEN_SENT) != 0;
-    }
-    return it;
-}
-
-cache_item *cache_item_new(cache_store *s, const char *key, size_t klen, size_t vlen,
-                           uint32_t flags, uint64_t expiry_ms, const char *ctype, size_t ctype_len,
-                           int *err)
-{
-    return cache_item_new_ex(s, key, klen, vlen, flags, expiry_ms, ctype, ctype_len, 0, err);
-}
-
-/* ---- writes -------------------------------------------------------------------------------- */
+/* ---- writes: set, add, replace, cas ---------------------------------------------------------- */
 
 static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, uint64_t cas_in)
 {
@@ -1589,87 +174,13 @@ static int mode_check(cache_shard *sh, const cache_item *old, cache_mode mode, u
     }
 }
 
-/* Links `n` in place of `old` if `old` is still the key's live item, bumping *counter (a field of
- * the shard's stats) and setting *cas_out under the lock; false if the key changed meanwhile
- * (the caller rebuilds from the newer item). */
-static bool swap_if_current(cache_shard *sh, uint64_t h, cache_item *old, cache_item *n,
-                            uint64_t now, uint64_t *counter, size_t cls_offset, uint64_t *cas_out)
+/* Every CAS handed out from now on exceeds `cas` (restored items keep theirs). */
+static void cas_raise(cache_store *s, uint64_t cas)
 {
-    lock(sh);
-    cache_item **pp = find_live(sh, h, old->data, old->klen, now);
-    bool same = pp && *pp == old;
-    if (same) {
-        replace_locked(sh, pp, n, h, now);
-        (*counter)++;
-        /* the class counter of the same name (sets, incr_hits, decr_hits) */
-        (*(uint64_t *)((char *)cls_stats(sh, n) + cls_offset))++;
-        if (cas_out)
-            *cas_out = n->cas;
+    uint64_t cur = atomic_load_explicit(&s->cas_seq, memory_order_relaxed);
+    while (cur < cas && !atomic_compare_exchange_weak_explicit(
+                            &s->cas_seq, &cur, cas, memory_order_relaxed, memory_order_relaxed)) {
     }
-    unlock(sh);
-    return same;
-}
-
-/* The key's live item with a reference taken, or NULL. */
-static cache_item *get_ref(cache_shard *sh, uint64_t h, const char *key, size_t klen, uint64_t now)
-{
-    lock(sh);
-    cache_item **pp = find_live(sh, h, key, klen, now);
-    cache_item *it = pp && ref_take(*pp) ? *pp : NULL;
-    unlock(sh);
-    return it;
-}
-
-static cache_item *build_concat(cache_store *s, uint64_t h, const cache_item *old,
-                                const cache_item *add, bool append, int *err)
-{
-    size_t ov = old->vlen, av = add->vlen;
-    cache_item *n = item_make(s, h, old->data, old->klen, ov + av, item_flags(old),
-                              cache_item_expiry(old), NULL, 0, err); /* no content type: store.h */
-    if (n) {
-        char *v = cache_item_value_mut(n);
-        memcpy(v + (append ? 0 : av), cache_item_value(old), ov);
-        memcpy(v + (append ? ov : 0), cache_item_value(add), av);
-    }
-    return n;
-}
-
-/* Append/prepend: build old+new outside the lock, swap it in if the old item is still current,
- * otherwise start over from the newer value. */
-static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *cas_out,
-                        uint64_t now)
-{
-    uint64_t h = item_hash(s, add);
-    cache_shard *sh = shard_for(s, h);
-    for (;;) {
-        cache_item *old = get_ref(sh, h, add->data, add->klen, now);
-        if (!old) {
-            cache_item_release(add);
-            return CACHE_NOT_STORED;
-        }
-        int rc;
-        cache_item *n = build_concat(s, h, old, add, append, &rc);
-        if (n)
-            rc = reserve(s, sh, n);
-        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now, &sh->stats.sets,
-                                              offsetof(cache_class_stats, sets), cas_out)) {
-            cache_item_release(old);
-            cache_item_release(add);
-            return CACHE_STORED;
-        }
-        cache_item_release(n);
-        cache_item_release(old);
-        if (rc != CACHE_OK) {
-            cache_item_release(add);
-            return rc;
-        }
-    }
-}
-
-int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
-                     uint64_t *cas_out, uint64_t now_ms)
-{
-    return cache_store_item_ex(s, it, mode, cas_in, cas_out, NULL, now_ms);
 }
 
 /* set/add/replace/cas; restore_cas != 0: a SET keeping that CAS (snapshot loading). */
@@ -1679,7 +190,7 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
     /* Reserve first (eviction takes other shards' locks, never with ours held), then decide. */
     uint64_t h = item_hash(s, it);
     cache_shard *sh = shard_for(s, h);
-    int rc = reserve(s, sh, it);
+    int rc = evict_reserve(s, sh, it);
     if (rc != CACHE_OK) {
         cache_item_release(it);
         return rc;
@@ -1703,12 +214,12 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
     if (rc == CACHE_STORED) {
         if (replaced)
             *replaced = pp != NULL;
-        replace_locked(sh, pp, it, h, now_ms);
+        lru_replace_locked(sh, pp, it, h, now_ms);
         if (restore_cas) {
             it->cas = restore_cas; /* later CAS must exceed it */
             cas_raise(s, restore_cas);
             if (evict_candidate(sh) == it)
-                hint_refresh(sh); /* dated by the CAS it was given a moment ago */
+                lru_hint_refresh(sh); /* dated by the CAS it was given a moment ago */
         }
         sh->stats.sets++;
         cls_stats(sh, it)->sets++;
@@ -1721,144 +232,182 @@ static int store_plain(cache_store *s, cache_item *it, cache_mode mode, uint64_t
     return rc;
 }
 
-int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
-                        uint64_t *cas_out, bool *replaced, uint64_t now_ms)
-{
-    if (replaced)
-        *replaced = mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND;
-    if (mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND)
-        return store_concat(s, it, mode == CACHE_MODE_APPEND, cas_out, now_ms);
-    if ((unsigned)mode > CACHE_MODE_CAS_STALE) {
-        cache_item_release(it);
-        return CACHE_BAD_ARG;
-    }
-    return store_plain(s, it, mode, cas_in, cas_out, replaced, now_ms, 0);
-}
+/* ---- copy-on-write updates: append, prepend, invalidate, incr, decr -------------------------- */
 
-int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t now_ms)
-{
-    /* A CAS this large (never reached in practice: 2^62 stores) would wrap the counter: such a
-     * record gets a fresh one instead of breaking uniqueness. */
-    return store_plain(s, it, CACHE_MODE_SET, 0, NULL, NULL, now_ms,
-                       cas < CACHE_CAS_RESTORE_MAX ? cas : 0);
-}
+/* append/prepend, incr/decr and invalidate change an item readers may hold, and a stored item is
+ * immutable: they make a changed copy without the shard's lock (item_make may take a slab
+ * class's lock, evict_reserve other shards' locks) and link it only if the key still holds the
+ * item it was copied from; if not, they decide again on the newer item. cow_update is that loop;
+ * a cow_op says what one update does at its three steps. */
+#define COW_COPY (-1) /* decide's answer: copy *pp (referenced) */
+typedef struct cow_op cow_op;
+struct cow_op {
+    /* Under the lock, pp the key's live item or NULL: the answer (a miss, a refusal, an update
+     * done in place: nobody else holds the item), or COW_COPY with a reference taken to *pp. */
+    int (*decide)(cow_op *op, cache_shard *sh, cache_item **pp);
+    /* Without the lock: the changed copy of old, or NULL with *err. */
+    cache_item *(*make)(cow_op *op, cache_store *s, uint64_t h, const cache_item *old, int *err);
+    /* Under the lock, old still the key's item at *pp: links n in its place, with the counters. */
+    void (*commit)(cow_op *op, cache_shard *sh, cache_item **pp, cache_item *old, cache_item *n,
+                   uint64_t h, uint64_t now);
+    int done; /* the answer once committed */
+};
 
-void cache_store_raise_cas(cache_store *s, uint64_t cas)
+static int cow_update(cache_store *s, cache_shard *sh, uint64_t h, const char *key, size_t klen,
+                      cow_op *op, uint64_t now)
 {
-    if (cas < CACHE_CAS_RESTORE_MAX)
-        cas_raise(s, cas);
-}
-
-int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms)
-{
-    if (klen == 0 || klen > CACHE_KEY_MAX)
-        return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
-    int rc;
-    lock(sh);
-    cache_item **pp = find_live(sh, h, key, klen, now_ms);
-    if (!pp) {
-        sh->stats.delete_misses++;
-        rc = CACHE_NOT_FOUND;
-    } else if (cas_in && (*pp)->cas != cas_in) {
-        rc = CACHE_EXISTS;
-    } else {
-        cls_stats(sh, *pp)->delete_hits++;
-        item_unref_locked(sh, detach(sh, pp));
-        sh->stats.delete_hits++;
-        rc = CACHE_DELETED;
-    }
-    unlock(sh);
-    return rc;
-}
-
-int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in, bool set_exp,
-                     uint64_t expiry_ms, uint64_t now_ms)
-{
-    if (klen == 0 || klen > CACHE_KEY_MAX)
-        return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
     for (;;) {
         lock(sh);
-        cache_item **pp = find_live(sh, h, key, klen, now_ms);
-        if (!pp || (cas_in && (*pp)->cas != cas_in)) {
-            sh->stats.delete_misses++; /* memcached counts both so */
+        cache_item **pp = find_live(sh, h, key, klen, now);
+        int rc = op->decide(op, sh, pp);
+        if (rc != COW_COPY) {
             unlock(sh);
-            return pp ? CACHE_EXISTS : CACHE_NOT_FOUND;
+            return rc;
         }
         cache_item *old = *pp;
-        /* Only the table holds it and new references need this lock: nobody can watch the
-         * change (cache_incr's argument), so the item is marked in place. */
-        if (item_refs(old, memory_order_acquire) == 1) {
-            old->stale = 1;
-            old->token_sent = 0; /* the next reader wins the recache */
-            old->cas = next_cas(sh);
-            if (set_exp)
-                set_expiry(old, expiry_ms);
-            unlock(sh);
-            return CACHE_DELETED;
-        }
-        /* Readers hold it: a marked copy takes its place, built outside the lock. */
-        if (!ref_take(old)) {
-            unlock(sh);
-            return CACHE_NO_MEMORY;
-        }
         unlock(sh);
-        size_t ctlen;
-        const char *ctype = cache_item_ctype(old, &ctlen);
-        int rc;
-        cache_item *n = item_make(s, h, key, klen, old->vlen, item_flags(old), 0, ctype, ctlen, &rc);
-        if (n) {
-            memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
-            n->key_binary = old->key_binary;
-            n->stale = 1;
-            rc = reserve(s, sh, n);
-        }
+        cache_item *n = op->make(op, s, h, old, &rc);
+        if (n)
+            rc = evict_reserve(s, sh, n);
         bool done = false;
         if (rc == CACHE_OK) {
             lock(sh);
-            pp = find_live(sh, h, key, klen, now_ms);
-            if (pp && *pp == old) {
-                set_expiry(n, set_exp ? expiry_ms : item_expiry(old));
-                n->fetched = old->fetched;
-                replace_locked(sh, pp, n, h, now_ms);
-                n->atime = old->atime; /* still referenced by us */
-                done = true;
-            }
+            pp = find_live(sh, h, key, klen, now);
+            done = pp && *pp == old;
+            if (done)
+                op->commit(op, sh, pp, old, n, h, now);
             unlock(sh);
         }
         if (!done)
             cache_item_release(n);
         cache_item_release(old);
         if (done)
-            return CACHE_DELETED;
+            return op->done;
         if (rc != CACHE_OK)
             return rc;
-        /* replaced or gone meanwhile: decide again on the newer state */
+        /* replaced or gone meanwhile: decide again on the newer item */
     }
 }
 
-int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms)
+/* Append/prepend: old+new, always a copy. */
+typedef struct concat_op {
+    cow_op op;
+    const cache_item *add;
+    bool append;
+    uint64_t *cas_out;
+} concat_op;
+
+static int concat_decide(cow_op *op, cache_shard *sh, cache_item **pp)
 {
-    if (klen == 0 || klen > CACHE_KEY_MAX)
-        return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
-    lock(sh);
-    cache_item **pp = find_live(sh, h, key, klen, now_ms);
-    if (pp) {
-        set_expiry(*pp, expiry_ms);
-        hit_mark(sh, *pp, now_ms); /* memcached's touch bumps as a fetch does */
-        lru_move(sh, *pp, bump_seg(sh, *pp), true);
-        sh->stats.touch_hits++;
-        cls_stats(sh, *pp)->touch_hits++;
-    } else {
-        sh->stats.touch_misses++;
+    (void)op;
+    (void)sh;
+    return pp && ref_take(*pp) ? COW_COPY : CACHE_NOT_STORED;
+}
+
+static cache_item *concat_make(cow_op *op, cache_store *s, uint64_t h, const cache_item *old,
+                               int *err)
+{
+    const concat_op *c = (const concat_op *)op;
+    size_t ov = old->vlen, av = c->add->vlen;
+    cache_item *n = item_make(s, h, old->data, old->klen, ov + av, item_flags(old),
+                              cache_item_expiry(old), NULL, 0, err); /* no content type: store.h */
+    if (n) {
+        char *v = cache_item_value_mut(n);
+        memcpy(v + (c->append ? 0 : av), cache_item_value(old), ov);
+        memcpy(v + (c->append ? ov : 0), cache_item_value(c->add), av);
     }
-    unlock(sh);
-    return pp ? CACHE_TOUCHED : CACHE_NOT_FOUND;
+    return n;
+}
+
+static void concat_commit(cow_op *op, cache_shard *sh, cache_item **pp, cache_item *old,
+                          cache_item *n, uint64_t h, uint64_t now)
+{
+    const concat_op *c = (const concat_op *)op;
+    (void)old;
+    lru_replace_locked(sh, pp, n, h, now);
+    sh->stats.sets++;
+    cls_stats(sh, n)->sets++;
+    if (c->cas_out)
+        *c->cas_out = n->cas;
+}
+
+static int store_concat(cache_store *s, cache_item *add, bool append, uint64_t *cas_out,
+                        uint64_t now)
+{
+    uint64_t h = item_hash(s, add);
+    concat_op c = {{concat_decide, concat_make, concat_commit, CACHE_STORED}, add, append, cas_out};
+    int rc = cow_update(s, shard_for(s, h), h, add->data, add->klen, &c.op, now);
+    cache_item_release(add);
+    return rc;
+}
+
+/* memcached's md I: marked stale in place, or a marked copy while readers hold the item. */
+typedef struct invalidate_op {
+    cow_op op;
+    uint64_t cas_in, expiry_ms;
+    bool set_exp;
+} invalidate_op;
+
+static int invalidate_decide(cow_op *op, cache_shard *sh, cache_item **pp)
+{
+    const invalidate_op *x = (const invalidate_op *)op;
+    if (!pp || (x->cas_in && (*pp)->cas != x->cas_in)) {
+        sh->stats.delete_misses++; /* memcached counts both so */
+        return pp ? CACHE_EXISTS : CACHE_NOT_FOUND;
+    }
+    cache_item *old = *pp;
+    /* Only the table holds it and new references need this lock: nobody can watch the change
+     * (incr_decide's argument), so the item is marked in place. */
+    if (item_refs(old, memory_order_acquire) == 1) {
+        old->stale = 1;
+        old->token_sent = 0; /* the next reader wins the recache */
+        old->cas = next_cas(sh);
+        if (x->set_exp)
+            set_expiry(old, x->expiry_ms);
+        return CACHE_DELETED;
+    }
+    /* Readers hold it: a marked copy takes its place. */
+    return ref_take(old) ? COW_COPY : CACHE_NO_MEMORY;
+}
+
+static cache_item *invalidate_make(cow_op *op, cache_store *s, uint64_t h, const cache_item *old,
+                                   int *err)
+{
+    (void)op;
+    size_t ctlen;
+    const char *ctype = cache_item_ctype(old, &ctlen);
+    cache_item *n =
+        item_make(s, h, old->data, old->klen, old->vlen, item_flags(old), 0, ctype, ctlen, err);
+    if (n) {
+        memcpy(cache_item_value_mut(n), cache_item_value(old), old->vlen);
+        n->key_binary = old->key_binary;
+        n->stale = 1;
+    }
+    return n;
+}
+
+static void invalidate_commit(cow_op *op, cache_shard *sh, cache_item **pp, cache_item *old,
+                              cache_item *n, uint64_t h, uint64_t now)
+{
+    const invalidate_op *x = (const invalidate_op *)op;
+    set_expiry(n, x->set_exp ? x->expiry_ms : item_expiry(old));
+    n->fetched = old->fetched;
+    lru_replace_locked(sh, pp, n, h, now);
+    n->atime = old->atime; /* still referenced by us */
+}
+
+int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_in, bool set_exp,
+                     uint64_t expiry_ms, uint64_t now_ms)
+{
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
+        return CACHE_NOT_FOUND;
+    invalidate_op x = {{invalidate_decide, invalidate_make, invalidate_commit, CACHE_DELETED},
+                       cas_in,
+                       expiry_ms,
+                       set_exp};
+    return cow_update(s, sh, h, key, klen, &x.op, now_ms);
 }
 
 /* 1..20 decimal digits, no sign, no spaces, at most 2^64-1. */
@@ -1877,85 +426,176 @@ static bool parse_u64(const char *p, size_t n, uint64_t *out)
     return true;
 }
 
-/* Under the lock: computes the new value of *pp into buf. */
-static int incr_compute(const cache_item *it, uint64_t delta, bool decr, uint64_t *v, char *buf,
-                        size_t *len)
+/* incr/decr: the new value in place when the item is the table's alone and its length stays,
+ * else a copy. */
+typedef struct incr_op {
+    cow_op op;
+    uint64_t delta;
+    bool decr;
+    uint64_t v; /* the new value, decided under the lock */
+    size_t len;
+    char buf[20];
+} incr_op;
+
+static void incr_count(cache_shard *sh, const cache_item *it, bool decr)
 {
+    if (decr) {
+        sh->stats.decr_hits++;
+        cls_stats(sh, it)->decr_hits++;
+    } else {
+        sh->stats.incr_hits++;
+        cls_stats(sh, it)->incr_hits++;
+    }
+}
+
+static int incr_decide(cow_op *op, cache_shard *sh, cache_item **pp)
+{
+    incr_op *x = (incr_op *)op;
+    if (!pp) {
+        (*(x->decr ? &sh->stats.decr_misses : &sh->stats.incr_misses))++;
+        return CACHE_NOT_FOUND;
+    }
+    cache_item *old = *pp;
     uint64_t cur;
-    if (!parse_u64(cache_item_value(it), it->vlen, &cur))
+    if (!parse_u64(cache_item_value(old), old->vlen, &cur))
         return CACHE_NOT_NUMERIC;
-    *v = decr ? (delta > cur ? 0 : cur - delta) : cur + delta; /* incr wraps, as memcached */
-    *len = fmt_u64(buf, *v);
-    return CACHE_OK;
+    x->v = x->decr ? (x->delta > cur ? 0 : cur - x->delta) : cur + x->delta; /* incr wraps */
+    x->len = fmt_u64(x->buf, x->v);
+    /* Only the table holds it and new references need this lock: nobody can watch the change,
+     * so "immutable once stored" still holds for every reader. The acquire pairs with the
+     * readers' releases: their reads of the old value come first. An item with a content type
+     * is rebuilt without it (store.h). */
+    if (x->len == old->vlen && old->ctlen == 0 && item_refs(old, memory_order_acquire) == 1) {
+        memcpy(cache_item_value_mut(old), x->buf, x->len);
+        old->cas = next_cas(sh);
+        lru_move(sh, old, bump_seg(sh, old), false); /* dated by its new CAS */
+        incr_count(sh, old, x->decr);
+        return CACHE_OK;
+    }
+    /* Length or type changed, or readers hold the item: a new one. */
+    return ref_take(old) ? COW_COPY : CACHE_NO_MEMORY;
+}
+
+static cache_item *incr_make(cow_op *op, cache_store *s, uint64_t h, const cache_item *old,
+                             int *err)
+{
+    const incr_op *x = (const incr_op *)op;
+    cache_item *n = item_make(s, h, old->data, old->klen, x->len, item_flags(old),
+                              cache_item_expiry(old), NULL, 0, err); /* no content type: store.h */
+    if (n)
+        memcpy(cache_item_value_mut(n), x->buf, x->len);
+    return n;
+}
+
+static void incr_commit(cow_op *op, cache_shard *sh, cache_item **pp, cache_item *old,
+                        cache_item *n, uint64_t h, uint64_t now)
+{
+    (void)old;
+    lru_replace_locked(sh, pp, n, h, now);
+    incr_count(sh, n, ((const incr_op *)op)->decr);
 }
 
 int cache_incr(cache_store *s, const char *key, size_t klen, uint64_t delta, bool decr,
                uint64_t *out, uint64_t now_ms)
 {
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return CACHE_NOT_FOUND;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
-    for (;;) {
-        lock(sh);
-        uint64_t *hits = decr ? &sh->stats.decr_hits : &sh->stats.incr_hits;
-        cache_item **pp = find_live(sh, h, key, klen, now_ms);
-        if (!pp) {
-            (*(decr ? &sh->stats.decr_misses : &sh->stats.incr_misses))++;
-            unlock(sh);
-            return CACHE_NOT_FOUND;
-        }
-        cache_item *old = *pp;
-        char buf[20];
-        size_t len;
-        uint64_t v;
-        int rc = incr_compute(old, delta, decr, &v, buf, &len);
-        if (rc != CACHE_OK) {
-            unlock(sh);
-            return rc;
-        }
-        /* Only the table holds it and new references need this lock: nobody can watch the
-         * change, so "immutable once stored" still holds for every reader. The acquire pairs
-         * with the readers' releases: their reads of the old value come first. An item with a
-         * content type is rebuilt without it (store.h). */
-        if (len == old->vlen && old->ctlen == 0 && item_refs(old, memory_order_acquire) == 1) {
-            memcpy(cache_item_value_mut(old), buf, len);
-            old->cas = next_cas(sh);
-            lru_move(sh, old, bump_seg(sh, old), false); /* dated by its new CAS */
-            (*hits)++;
-            if (decr)
-                cls_stats(sh, old)->decr_hits++;
-            else
-                cls_stats(sh, old)->incr_hits++;
-            unlock(sh);
-            *out = v;
-            return CACHE_OK;
-        }
-        /* Length or type changed, or readers hold the item: build a new one outside the lock. */
-        if (!ref_take(old)) {
-            unlock(sh);
-            return CACHE_NO_MEMORY;
-        }
-        unlock(sh);
-        cache_item *n = /* no content type: store.h */
-            item_make(s, h, key, klen, len, item_flags(old), cache_item_expiry(old), NULL, 0, &rc);
-        if (n) {
-            memcpy(cache_item_value_mut(n), buf, len);
-            rc = reserve(s, sh, n);
-        }
-        if (rc == CACHE_OK && swap_if_current(sh, h, old, n, now_ms, hits,
-                                              decr ? offsetof(cache_class_stats, decr_hits)
-                                                   : offsetof(cache_class_stats, incr_hits),
-                                              NULL)) {
-            cache_item_release(old);
-            *out = v;
-            return CACHE_OK;
-        }
-        cache_item_release(n);
-        cache_item_release(old);
-        if (rc != CACHE_OK)
-            return rc;
+    incr_op x = {
+        .op = {incr_decide, incr_make, incr_commit, CACHE_OK}, .delta = delta, .decr = decr};
+    int rc = cow_update(s, sh, h, key, klen, &x.op, now_ms);
+    if (rc == CACHE_OK)
+        *out = x.v;
+    return rc;
+}
+
+/* ---- the store modes, delete, touch, flush --------------------------------------------------- */
+
+/* cache_store_item(_ex): inline in both, the set path of every store. */
+static inline int store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                             uint64_t *cas_out, bool *replaced, uint64_t now_ms)
+{
+    if (replaced)
+        *replaced = mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND;
+    if (mode == CACHE_MODE_APPEND || mode == CACHE_MODE_PREPEND)
+        return store_concat(s, it, mode == CACHE_MODE_APPEND, cas_out, now_ms);
+    if ((unsigned)mode > CACHE_MODE_CAS_STALE) {
+        cache_item_release(it);
+        return CACHE_BAD_ARG;
     }
+    return store_plain(s, it, mode, cas_in, cas_out, replaced, now_ms, 0);
+}
+
+int cache_store_item(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                     uint64_t *cas_out, uint64_t now_ms)
+{
+    return store_item(s, it, mode, cas_in, cas_out, NULL, now_ms);
+}
+
+int cache_store_item_ex(cache_store *s, cache_item *it, cache_mode mode, uint64_t cas_in,
+                        uint64_t *cas_out, bool *replaced, uint64_t now_ms)
+{
+    return store_item(s, it, mode, cas_in, cas_out, replaced, now_ms);
+}
+
+int cache_store_restore(cache_store *s, cache_item *it, uint64_t cas, uint64_t now_ms)
+{
+    /* A CAS this large (never reached in practice: 2^62 stores) would wrap the counter: such a
+     * record gets a fresh one instead of breaking uniqueness. */
+    return store_plain(s, it, CACHE_MODE_SET, 0, NULL, NULL, now_ms,
+                       cas < CACHE_CAS_RESTORE_MAX ? cas : 0);
+}
+
+void cache_store_raise_cas(cache_store *s, uint64_t cas)
+{
+    if (cas < CACHE_CAS_RESTORE_MAX)
+        cas_raise(s, cas);
+}
+
+int cache_delete(cache_store *s, const char *key, size_t klen, uint64_t cas_in, uint64_t now_ms)
+{
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
+        return CACHE_NOT_FOUND;
+    int rc;
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now_ms);
+    if (!pp) {
+        sh->stats.delete_misses++;
+        rc = CACHE_NOT_FOUND;
+    } else if (cas_in && (*pp)->cas != cas_in) {
+        rc = CACHE_EXISTS;
+    } else {
+        cls_stats(sh, *pp)->delete_hits++;
+        item_unref_locked(sh, lru_detach(sh, pp));
+        sh->stats.delete_hits++;
+        rc = CACHE_DELETED;
+    }
+    unlock(sh);
+    return rc;
+}
+
+int cache_touch(cache_store *s, const char *key, size_t klen, uint64_t expiry_ms, uint64_t now_ms)
+{
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
+        return CACHE_NOT_FOUND;
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now_ms);
+    if (pp) {
+        set_expiry(*pp, expiry_ms);
+        hit_mark(sh, *pp, now_ms); /* memcached's touch bumps as a fetch does */
+        lru_move(sh, *pp, bump_seg(sh, *pp), true);
+        sh->stats.touch_hits++;
+        cls_stats(sh, *pp)->touch_hits++;
+    } else {
+        sh->stats.touch_misses++;
+    }
+    unlock(sh);
+    return pp ? CACHE_TOUCHED : CACHE_NOT_FOUND;
 }
 
 void cache_flush_all(cache_store *s, uint64_t at_ms, uint64_t now_ms)
@@ -1970,19 +610,26 @@ void cache_flush_all(cache_store *s, uint64_t at_ms, uint64_t now_ms)
     }
 }
 
-/* ---- reads --------------------------------------------------------------------------------- */
+/* ---- reads ----------------------------------------------------------------------------------- */
+
+/* Takes the shard's lock (the caller releases it) and a reference to the key's live item, or NULL
+ * (at REFS_MAX references too: a miss, as memcached answers). */
+static inline cache_item *lock_ref(cache_shard *sh, uint64_t h, const char *key, size_t klen,
+                                   uint64_t now)
+{
+    lock(sh);
+    cache_item **pp = find_live(sh, h, key, klen, now);
+    return pp && ref_take(*pp) ? *pp : NULL;
+}
 
 cache_item *cache_get(cache_store *s, const char *key, size_t klen, uint64_t now_ms)
 {
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return NULL;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
-    lock(sh);
-    cache_item **pp = find_live(sh, h, key, klen, now_ms);
-    cache_item *it = NULL;
-    if (pp && ref_take(*pp)) {
-        it = *pp;
+    cache_item *it = lock_ref(sh, h, key, klen, now_ms);
+    if (it) {
         cache_class_stats *cs = cls_stats(sh, it);
         (&cs->hits_to_hot)[it->seg]++; /* the segment it was hit in */
         hit_mark(sh, it, now_ms);
@@ -1999,15 +646,12 @@ cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const c
                            cache_item_meta *out, uint64_t now_ms)
 {
     memset(out, 0, sizeof *out);
-    if (klen == 0 || klen > CACHE_KEY_MAX)
+    uint64_t h;
+    cache_shard *sh;
+    if (!locate(s, key, klen, &h, &sh))
         return NULL;
-    uint64_t h = hash_key(s->seed, key, klen);
-    cache_shard *sh = shard_for(s, h);
-    lock(sh);
-    cache_item **pp = find_live(sh, h, key, klen, now_ms);
-    cache_item *it = NULL;
-    if (pp && ref_take(*pp)) {
-        it = *pp;
+    cache_item *it = lock_ref(sh, h, key, klen, now_ms);
+    if (it) {
         uint64_t exp = item_expiry(it);
         out->expiry_ms = exp;
         out->idle_s = idle_s(it, now_s30(now_ms));
@@ -2037,333 +681,4 @@ cache_item *cache_get_meta(cache_store *s, const char *key, size_t klen, const c
     }
     unlock(sh);
     return it;
-}
-
-/* ---- upkeep -------------------------------------------------------------------------------- */
-
-static size_t sweep_chain(cache_shard *sh, cache_item **pp, uint64_t now)
-{
-    size_t n = 0;
-    while (*pp) {
-        if (reap(sh, pp, now, true))
-            n++;
-        else
-            pp = &(*pp)->h_next;
-    }
-    return n;
-}
-
-/* The cursor is (shard << pos_bits) | bucket position: one shard's buckets in a row, so a
- * lock hold covers many buckets. */
-size_t cache_store_sweep(cache_store *s, unsigned *cursor, size_t budget, uint64_t now_ms)
-{
-    const unsigned pos_bits = 32 - s->shard_bits;
-    const uint64_t pos_mask = (UINT64_C(1) << pos_bits) - 1;
-    unsigned shard = (unsigned)((uint64_t)*cursor >> pos_bits) & (s->nshards - 1);
-    size_t pos = (size_t)(*cursor & pos_mask), reclaimed = 0;
-    while (budget > 0) {
-        cache_shard *sh = &s->shards[shard];
-        size_t k = 0;
-        lock(sh);
-        flush_due(sh, now_ms);
-        juggle(sh, now_ms); /* the age rules move items without traffic too */
-        size_t n = sh->mask + 1, on = sh->old ? sh->old_mask + 1 : 0;
-        size_t end = n > on ? n : on;
-        for (; pos < end && k < budget && k < SWEEP_BATCH; pos++, k++) {
-            if (pos < n)
-                reclaimed += sweep_chain(sh, &sh->buckets[pos], now_ms);
-            if (pos < on)
-                reclaimed += sweep_chain(sh, &sh->old[pos], now_ms);
-        }
-        unlock(sh);
-        budget -= k ? k : 1; /* a visit past the end still costs, so the loop ends */
-        if (pos >= end) {
-            shard = (shard + 1) & (s->nshards - 1);
-            pos = 0;
-        }
-    }
-    *cursor = (unsigned)(((uint64_t)shard << pos_bits) | pos);
-    return reclaimed;
-}
-
-/* Takes references to the live items of one chain into out[*n..max); false (nothing taken)
- * when they would not all fit. Dead items met are unlinked, as the sweep does. */
-static bool scan_chain(cache_shard *sh, cache_item **pp, uint64_t now, cache_item **out, size_t *n,
-                       size_t max)
-{
-    sweep_chain(sh, pp, now);
-    size_t len = 0;
-    for (const cache_item *it = *pp; it; it = it->h_next)
-        len++;
-    if (*n + len > max && *n > 0)
-        return false;
-    for (cache_item *it = *pp; it && *n < max; it = it->h_next) /* an overlong chain is cut */
-        if (ref_take(it)) /* an item at REFS_MAX readers is skipped */
-            out[(*n)++] = it;
-    return true;
-}
-
-size_t cache_store_scan(cache_store *s, uint64_t *cursor, cache_item **out, size_t max,
-                        uint64_t now_ms)
-{
-    size_t n = 0, visited = 0;
-    while (*cursor != CACHE_SCAN_DONE && n < max && visited < SCAN_VISIT_MAX) {
-        unsigned shard = (unsigned)(*cursor >> 32);
-        size_t pos = (size_t)(*cursor & UINT32_MAX);
-        if (shard >= s->nshards) {
-            *cursor = CACHE_SCAN_DONE;
-            break;
-        }
-        cache_shard *sh = &s->shards[shard];
-        lock(sh);
-        flush_due(sh, now_ms);
-        size_t nb = sh->mask + 1, on = sh->old ? sh->old_mask + 1 : 0;
-        size_t end = nb > on ? nb : on, k = 0;
-        bool full = false;
-        for (; pos < end && k < SWEEP_BATCH && !full; k++) {
-            size_t before = n;
-            if ((pos < on && !scan_chain(sh, &sh->old[pos], now_ms, out, &n, max)) ||
-                (pos < nb && !scan_chain(sh, &sh->buckets[pos], now_ms, out, &n, max))) {
-                while (n > before) /* this bucket comes whole in the next call */
-                    item_unref_locked(sh, out[--n]);
-                full = true;
-                break;
-            }
-            pos++;
-        }
-        unlock(sh);
-        visited += k + 1;
-        *cursor = pos >= end ? (uint64_t)(shard + 1) << 32 : ((uint64_t)shard << 32) | pos;
-        if (full)
-            break;
-    }
-    return n;
-}
-
-void cache_store_stats(cache_store *s, cache_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    for (unsigned i = 0; i < s->nshards; i++) {
-        cache_shard *sh = &s->shards[i];
-        lock(sh);
-#define CACHE_STATS_ADD(name) out->name += sh->stats.name;
-        CACHE_STATS_COUNTERS(CACHE_STATS_ADD)
-#undef CACHE_STATS_ADD
-        out->free_bytes += sh->free_bytes;
-        unlock(sh);
-    }
-    out->mem_used = atomic_load_explicit(&s->used, memory_order_relaxed);
-    out->mem_limit = memory_limit(s);
-    slab_stats ss;
-    slab_get_stats(s->slab, &ss);
-    out->mallocs = atomic_load_explicit(&s->mallocs, memory_order_relaxed) + ss.pages_taken;
-    out->slab_page_bytes = ss.pages_in_use * SLAB_PAGE_BYTES;
-    out->slab_free_chunk_bytes = ss.free_chunk_bytes;
-}
-
-void cache_store_class_stats(cache_store *s, cache_class_stats *out, uint64_t now_ms)
-{
-    memset(out, 0, sizeof *out * CACHE_CLASSES_MAX);
-    uint32_t now_s = now_s30(now_ms);
-    for (unsigned i = 0; i < s->nshards; i++) {
-        cache_shard *sh = &s->shards[i];
-        lock(sh);
-        for (unsigned c = 0; c < CACHE_CLASSES_MAX; c++) {
-#define CACHE_CLASS_ADD(name) out[c].name += sh->cls_stats[c].name;
-            CACHE_CLASS_COUNTERS(CACHE_CLASS_ADD)
-            CACHE_CLASS_GAUGES(CACHE_CLASS_ADD)
-#undef CACHE_CLASS_ADD
-        }
-        /* ages: of the segment tails, each counted in its item's class (the oldest wins) */
-        static const unsigned segs[3] = {SEG_HOT, SEG_WARM, SEG_COLD};
-        for (unsigned k = 0; k < 3; k++) {
-            const cache_item *t = seg_last(sh, segs[k]);
-            if (!t)
-                continue;
-            cache_class_stats *x = &out[mc_class(s, t)];
-            uint32_t *age = k == 0 ? &x->age_hot : k == 1 ? &x->age_warm : &x->age;
-            uint32_t a = idle_s(t, now_s);
-            *age = a > *age ? a : *age;
-        }
-        unlock(sh);
-    }
-}
-
-bool cache_store_segmented(const cache_store *s)
-{
-    return !s->flat;
-}
-
-bool cache_store_evicts(const cache_store *s)
-{
-    return !s->no_evictions;
-}
-
-uint32_t cache_store_temporary_ttl(const cache_store *s)
-{
-    return (uint32_t)(s->temp_ttl_ms / 1000);
-}
-
-void cache_store_class_dump(cache_store *s, unsigned cls, size_t scan, uint64_t now_ms,
-                            int (*fn)(const cache_item *, void *), void *arg)
-{
-    for (unsigned i = 0; i < s->nshards; i++) {
-        cache_shard *sh = &s->shards[i];
-        int rc = 0;
-        size_t seen = 0;
-        lock(sh);
-        flush_due(sh, now_ms);
-        /* most recent first: HOT, WARM, COLD, then TEMP, each from its head */
-        for (unsigned seg = 0; seg < SEG_COUNT; seg++)
-            for (cache_item *it = sh->seg_head[seg]; it && seen < scan && rc == 0;
-                 it = it->lru_next) {
-                if (it == sh->marker)
-                    continue;
-                seen++;
-                if (mc_class(s, it) == cls && !is_expired(it, now_ms) && !is_flushed(sh, it))
-                    rc = fn(it, arg);
-            }
-        unlock(sh);
-        if (rc)
-            return;
-    }
-}
-
-void cache_store_set_memory_limit(cache_store *s, uint64_t bytes)
-{
-    atomic_store_explicit(&s->max_memory, bytes, memory_order_relaxed);
-}
-
-size_t cache_store_item_size(const cache_store *s, size_t klen, size_t ctype_len, size_t vlen)
-{
-    return footprint(s, raw_size(klen, ctype_len, vlen, 0));
-}
-
-unsigned cache_store_shard_of(const cache_store *s, const char *key, size_t klen)
-{
-    return (unsigned)(hash_key(s->seed, key, klen) & (s->nshards - 1));
-}
-
-unsigned cache_store_shards(const cache_store *s)
-{
-    return s->nshards;
-}
-
-void cache_store_table_info(cache_store *s, unsigned shard, cache_table_info *out)
-{
-    cache_shard *sh = &s->shards[shard & (s->nshards - 1)];
-    lock(sh);
-    out->items = sh->stats.curr_items;
-    out->buckets = sh->mask + 1;
-    out->old_buckets = sh->old ? sh->old_mask + 1 : 0;
-    out->migrated = sh->old ? sh->migrate_pos : 0;
-    unlock(sh);
-}
-
-/* A walk must not hold a shard's lock for long (at 10M items a shard holds ~150,000), and it
- * must not lose its place while the lock is dropped. So it plants a marker node in the LRU list
- * and moves it one item toward the head per step: the items between the marker and the head are
- * the ones still to visit, whatever happens to the others meanwhile. Each item carries a bit
- * compared with the shard's walk parity, flipped when a walk starts, so every item present then
- * is visited exactly once: an item moved to the head after its visit (a write, touch, second
- * chance) is met again but skipped, as is an item stored after the walk began. Skipped steps are
- * bounded (so a shard written faster than it can be walked still ends the walk; counted in
- * walks_cut_short, never seen in practice). Eviction steps over the marker. One walk at a time. */
-#define WALK_CHUNK      256 /* steps (visits or skips) per lock hold */
-#define WALK_SKIP_RATIO 8   /* skips allowed per item present at the start */
-
-/* The order a walk takes the segments in: TEMP, COLD, WARM, HOT, least recent first within
- * each. Nothing the walk has not visited may enter a list behind it, so while a walk is under
- * way on a shard its items do not change segment except toward HOT (bump_seg; TEMP items stay
- * in TEMP), which comes last: the juggle waits and rescues go to HOT. */
-static const uint8_t walk_order[SEG_COUNT] = {SEG_TEMP, SEG_COLD, SEG_WARM, SEG_HOT};
-
-/* Puts the marker in front of x (toward the head) in list m->seg; x NULL: behind its tail. */
-static void marker_insert_before(cache_shard *sh, cache_item *m, cache_item *x)
-{
-    unsigned seg = m->seg;
-    m->lru_next = x;
-    m->lru_prev = x ? x->lru_prev : sh->seg_tail[seg];
-    if (m->lru_prev)
-        m->lru_prev->lru_next = m;
-    else
-        sh->seg_head[seg] = m;
-    if (x)
-        x->lru_prev = m;
-    else
-        sh->seg_tail[seg] = m;
-}
-
-/* Up to WALK_CHUNK steps of the walk; references the live unseen items in batch. Returns how
- * many; *done once the marker reached the head (or the skip budget ran out). */
-static size_t walk_chunk(cache_shard *sh, cache_item *marker, uint64_t now, size_t *skips,
-                         cache_item **batch, bool *done)
-{
-    const unsigned parity = sh->walk_parity & 1;
-    size_t n = 0;
-    flush_due(sh, now);
-    for (unsigned step = 0; step < WALK_CHUNK; step++) {
-        cache_item *it = marker->lru_prev;
-        if (!it) { /* the head of this list: on to the next segment's tail */
-            unsigned k = 0;
-            while (walk_order[k] != marker->seg)
-                k++;
-            if (k + 1 == SEG_COUNT) {
-                *done = true;
-                break;
-            }
-            list_unlink(sh, marker);
-            marker->seg = walk_order[k + 1];
-            marker_insert_before(sh, marker, NULL);
-            continue;
-        }
-        list_unlink(sh, marker);
-        marker_insert_before(sh, marker, it); /* `it` is now behind the marker */
-        if (it->walk_seen == parity) {
-            if ((*skips)-- == 0) {
-                sh->stats.walks_cut_short++;
-                *done = true;
-                break;
-            }
-            continue;
-        }
-        it->walk_seen = parity & 1;
-        if (!is_expired(it, now) && !is_flushed(sh, it) && ref_take(it))
-            batch[n++] = it;
-    }
-    return n;
-}
-
-int cache_store_foreach(cache_store *s, uint64_t now_ms, int (*fn)(const cache_item *, void *),
-                        void *arg)
-{
-    cache_item marker, *batch[WALK_CHUNK];
-    int rc = 0;
-    pthread_mutex_lock(&s->walk_mu);
-    for (unsigned i = 0; i < s->nshards && rc == 0; i++) {
-        cache_shard *sh = &s->shards[i];
-        memset(&marker, 0, sizeof marker);
-        lock(sh);
-        sh->walk_parity ^= 1; /* every item present is unseen now */
-        size_t skips = WALK_SKIP_RATIO * (sh->stats.curr_items + WALK_CHUNK);
-        marker.seg = walk_order[0];
-        marker_insert_before(sh, &marker, NULL); /* behind the tail: everything is ahead */
-        sh->marker = &marker;
-        bool done = false;
-        while (!done && rc == 0) {
-            size_t n = walk_chunk(sh, &marker, now_ms, &skips, batch, &done);
-            unlock(sh);
-            for (size_t k = 0; k < n; k++) {
-                if (rc == 0)
-                    rc = fn(batch[k], arg);
-                cache_item_release(batch[k]);
-            }
-            lock(sh);
-        }
-        list_unlink(sh, &marker);
-        sh->marker = NULL;
-        unlock(sh);
-    }
-    pthread_mutex_unlock(&s->walk_mu);
-    return rc;
 }

@@ -74,7 +74,7 @@
  * recache token went out for it (token_sent) and whether it was invalidated (stale). Storing
  * a key starts a new history (except CAS_STALE, above); cache_invalidate marks an item stale
  * without deleting it. These bits live in the item's 52-byte header; a hit writes the access
- * second only when it changed (store.c's hit_mark). The access second is kept modulo 2^30 (34
+ * second only when it changed (store_int.h's hit_mark). The access second is kept modulo 2^30 (34
  * years; the header's other 2 bits name the item's segment) and compared modulo 2^30. Expiry
  * times are kept to the millisecond
  * up to the year 10889 (larger ones are clamped there).
@@ -100,8 +100,8 @@
  * until its shard receives the next item; read twice, it stays in WARM until the rules above
  * move it down). With more shards an eviction compares a window of 64
  * (from the writer's shard, as redis samples): with 1024 shards, 99.3 % of the evicted items
- * were older than the oldest survivor (test_store's test_evict_order_sampled asserts that >= 95 %
- * of the most recent ones stay). Concurrent stores are ordered as their CAS additions were.
+ * were older than the oldest survivor (test_store_evict's test_evict_order_sampled asserts that
+ * >= 95 % of the most recent ones stay). Concurrent stores are ordered as their CAS additions were.
  * Gets take only their shard's lock; a store takes other shards' locks only when it must evict,
  * one at a time. If nothing can be evicted (everything left is pinned by readers) the store
  * answers NO_MEMORY. Not counted: items allocated but not yet
