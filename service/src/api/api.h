@@ -95,6 +95,45 @@ const char *api_not_ready_reason(api_ctx *a);
  * scratch with it). */
 size_t api_ids_scratch_bytes(uint32_t count);
 
+/* The answer of every ID route that issues (/id, /ids, /uuid, /uuids, /ulid, /ulids), built in
+ * the loop's scratch (http_scratch, sized for max_batch at start; nothing allocated): the count
+ * IDs first, then the body after them. JSON {"id":X} for one ID, {"ids":[X,...]} for a batch
+ * (list), X quoted unless the IDs go as bare numbers; text: the IDs, each followed by a newline in
+ * a batch. Use: ids = api_batch_begin(...); fill ids; for each ID, p = api_batch_item(&b), write
+ * its text at p, api_batch_put(&b, its length); then api_batch_respond. */
+typedef struct api_batch {
+    char *body;        /* after the IDs in the scratch */
+    size_t n;          /* body bytes so far */
+    bool text, list, quote;
+    bool started;      /* an ID is written: the next one takes a comma (JSON) */
+} api_batch;
+
+/* The IDs' array (count of elem bytes, aligned for any ID type), or NULL with 500 answered when
+ * the scratch cannot hold count IDs and their body (only a sizing bug gets there). */
+void *api_batch_begin(http_request *r, api_batch *b, size_t elem, uint32_t count, bool text,
+                      bool list, bool quote);
+/* Where the next ID's text goes (after the separator and opening quote). */
+static inline char *api_batch_item(api_batch *b)
+{
+    if (!b->text) {
+        if (b->started)
+            b->body[b->n++] = ',';
+        if (b->quote)
+            b->body[b->n++] = '"';
+    }
+    b->started = true;
+    return b->body + b->n;
+}
+/* The ID's text of len bytes is written at api_batch_item's pointer. */
+static inline void api_batch_put(api_batch *b, size_t len)
+{
+    b->n += len;
+    if (b->text ? b->list : b->quote)
+        b->body[b->n++] = b->text ? '\n' : '"';
+}
+/* Closes the JSON and answers 200. */
+void api_batch_respond(http_request *r, api_batch *b);
+
 /* Shared by the ID handlers (api/id.c). Each answers the error itself and returns -1 on bad
  * input. */
 int api_text_wanted(http_request *r, bool *text);                 /* ?format=, Accept */

@@ -1,4 +1,5 @@
-/* /id, /ids and /id/{id}. */
+/* /id, /ids and /id/{id}, and what the ID routes share: output options, ?count=, the batch
+ * scratch and its writer (api.h). */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -7,8 +8,6 @@
 #include "snowflake/encoding.h"
 #include "util/counter.h"
 #include "util/rfc3339.h"
-
-
 
 static sf_gen *gen_for(const api_ctx *a, const http_request *r)
 {
@@ -102,17 +101,6 @@ int api_json_ids_option(http_request *r, const api_ctx *a, sf_encoding enc, bool
     return 0;
 }
 
-/* One ID as a JSON value at out: quoted, or a bare number. Returns its length. */
-static size_t json_id(sf_encoding enc, bool number, uint64_t id, char *out)
-{
-    if (number)
-        return sf_enc_format(enc, id, out);
-    out[0] = '"';
-    size_t n = 1 + sf_enc_format(enc, id, out + 1);
-    out[n++] = '"';
-    return n;
-}
-
 void api_refuse(http_request *r, sf_gen *g, int rc)
 {
     uint64_t ms = sf_gen_retry_after_ms(g);
@@ -122,35 +110,48 @@ void api_refuse(http_request *r, sf_gen *g, int rc)
     http_respond_error(r, 503, sf_gen_strerror(rc), extra);
 }
 
-void api_id(http_request *r, void *ctx)
+/* /id (one ID) and /ids (a batch of ?count=). */
+static void issue(http_request *r, api_ctx *a, bool batch)
 {
-    api_ctx *a = ctx;
     sf_encoding enc;
     bool text, numbers;
-    if (output_options(r, a, &enc, &text) != 0 || api_json_ids_option(r, a, enc, &numbers) != 0)
+    uint32_t count = 1;
+    if (output_options(r, a, &enc, &text) != 0 ||
+        api_json_ids_option(r, a, enc, &numbers) != 0 ||
+        (batch && api_count_param(r, a->opt.max_batch, &count) != 0))
+        return;
+    api_batch b;
+    uint64_t *ids = api_batch_begin(r, &b, sizeof *ids, count, text, batch, !numbers);
+    if (!ids)
         return;
     sf_gen *g = gen_for(a, r);
-    uint64_t id;
     if (r->head_only) {
-        id = head_placeholder(g);
+        ids[0] = head_placeholder(g);
+        for (uint32_t i = 1; i < count; i++)
+            ids[i] = ids[0];
     } else {
-        int rc = sf_gen_next(g, &id);
+        int rc = batch ? sf_gen_batch(g, ids, count) : sf_gen_next(g, ids);
         if (rc != SF_OK) {
             api_refuse(r, g, rc);
             return;
         }
-        count_ids(a, r, 1);
+        count_ids(a, r, count);
     }
-    char body[64];
-    if (text) {
-        size_t n = sf_enc_format(enc, id, body);
-        http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
-        return;
+    for (uint32_t i = 0; i < count; i++) {
+        char *p = api_batch_item(&b);
+        api_batch_put(&b, sf_enc_format(enc, ids[i], p));
     }
-    memcpy(body, "{\"id\":", 6);
-    size_t n = 6 + json_id(enc, numbers, id, body + 6);
-    body[n++] = '}';
-    http_respond(r, 200, "application/json", NULL, body, n);
+    api_batch_respond(r, &b);
+}
+
+void api_id(http_request *r, void *ctx)
+{
+    issue(r, ctx, false);
+}
+
+void api_ids(http_request *r, void *ctx)
+{
+    issue(r, ctx, true);
 }
 
 /* Strict decimal 1..max. */
@@ -181,58 +182,6 @@ int api_count_param(http_request *r, uint32_t max, uint32_t *count)
     return -1;
 }
 
-void api_ids(http_request *r, void *ctx)
-{
-    api_ctx *a = ctx;
-    sf_encoding enc;
-    bool text, numbers;
-    if (output_options(r, a, &enc, &text) != 0 || api_json_ids_option(r, a, enc, &numbers) != 0)
-        return;
-    uint32_t count;
-    if (api_count_param(r, a->opt.max_batch, &count) != 0)
-        return;
-    /* The scratch buffer (sized from max_batch at start) holds the IDs, then the body. */
-    size_t size;
-    char *scratch = http_scratch(r, &size);
-    uint64_t *ids = (uint64_t *)(void *)scratch;
-    char *body = scratch + sizeof(uint64_t) * count;
-    if (api_ids_scratch_bytes(count) > size) {
-        http_respond_error(r, 500, "batch too large for the response buffer", NULL);
-        return;
-    }
-    sf_gen *g = gen_for(a, r);
-    if (r->head_only) {
-        ids[0] = head_placeholder(g);
-        for (uint32_t i = 1; i < count; i++)
-            ids[i] = ids[0];
-    } else {
-        int rc = sf_gen_batch(g, ids, count);
-        if (rc != SF_OK) {
-            api_refuse(r, g, rc);
-            return;
-        }
-        count_ids(a, r, count);
-    }
-    size_t n = 0;
-    if (text) {
-        for (uint32_t i = 0; i < count; i++) {
-            n += sf_enc_format(enc, ids[i], body + n);
-            body[n++] = '\n';
-        }
-        http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
-        return;
-    }
-    memcpy(body, "{\"ids\":[", 8);
-    n = 8;
-    for (uint32_t i = 0; i < count; i++) {
-        if (i)
-            body[n++] = ',';
-        n += json_id(enc, numbers, ids[i], body + n);
-    }
-    memcpy(body + n, "]}", 2);
-    http_respond(r, 200, "application/json", NULL, body, n + 2);
-}
-
 /* Without ?encoding=: the padded encodings have fixed lengths (hex 16, base32 13, base62 11);
  * a string of that length is read in that encoding first, and as decimal if that does not give
  * a valid ID (a decimal ID of the same length). Other lengths are decimal. */
@@ -248,6 +197,36 @@ size_t api_ids_scratch_bytes(uint32_t count)
 {
     /* The largest per ID: a 128-bit ID and its canonical UUID text, quoted, with a comma. */
     return (size_t)count * (sizeof(sf_id128) + SF_UUID_TEXT_LEN + 3) + 64;
+}
+
+void *api_batch_begin(http_request *r, api_batch *b, size_t elem, uint32_t count, bool text,
+                      bool list, bool quote)
+{
+    size_t size;
+    char *scratch = http_scratch(r, &size);
+    if (elem > sizeof(sf_id128) || api_ids_scratch_bytes(count) > size) {
+        http_respond_error(r, 500, "batch too large for the response buffer", NULL);
+        return NULL;
+    }
+    *b = (api_batch){.body = scratch + elem * count, .text = text, .list = list, .quote = quote};
+    if (!text) {
+        const char *open = list ? "{\"ids\":[" : "{\"id\":";
+        b->n = strlen(open);
+        memcpy(b->body, open, b->n);
+    }
+    return scratch;
+}
+
+void api_batch_respond(http_request *r, api_batch *b)
+{
+    if (b->text) {
+        http_respond(r, 200, "text/plain; charset=utf-8", NULL, b->body, b->n);
+        return;
+    }
+    if (b->list)
+        b->body[b->n++] = ']';
+    b->body[b->n++] = '}';
+    http_respond(r, 200, "application/json", NULL, b->body, b->n);
 }
 
 /* Parses text as an ID in `enc` and checks it against the layout. 0, or -1 with why. */
