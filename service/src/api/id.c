@@ -7,6 +7,7 @@
 #include "api/api.h"
 #include "snowflake/encoding.h"
 #include "util/counter.h"
+#include "util/decimal.h"
 #include "util/rfc3339.h"
 
 static sf_gen *gen_for(const api_ctx *a, const http_request *r)
@@ -154,28 +155,14 @@ void api_ids(http_request *r, void *ctx)
     issue(r, ctx, true);
 }
 
-/* Strict decimal 1..max. */
-static bool parse_count(http_str v, uint32_t max, uint32_t *out)
-{
-    if (v.len == 0 || v.len > 10)
-        return false;
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < v.len; i++) {
-        if (v.p[i] < '0' || v.p[i] > '9')
-            return false;
-        n = n * 10 + (uint64_t)(v.p[i] - '0');
-    }
-    if (n < 1 || n > max)
-        return false;
-    *out = (uint32_t)n;
-    return true;
-}
-
 int api_count_param(http_request *r, uint32_t max, uint32_t *count)
 {
     http_str v;
-    if (http_query_param(r, "count", &v) && parse_count(v, max, count))
+    uint64_t n;
+    if (http_query_param(r, "count", &v) && dec_parse_u64(v.p, v.len, max, &n) && n >= 1) {
+        *count = (uint32_t)n;
         return 0;
+    }
     char msg[96];
     snprintf(msg, sizeof msg, "count must be an integer 1..%u", max);
     http_respond_error(r, 400, msg, NULL);

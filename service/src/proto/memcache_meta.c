@@ -36,6 +36,7 @@
 #include "cache/store.h"
 #include "net/conn.h"
 #include "util/base64.h"
+#include "util/decimal.h"
 #include "util/fmt.h"
 
 /* Meta commands (memcached 1.6): "<cmd> <key> <flag>*". memcached refuses more than 17 flags
@@ -699,16 +700,11 @@ void mc_meta_md(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     write_line(m, hdr, n);
 }
 
-/* memcached's incr operand, as the store reads it: 1..20 decimal digits, at most 2^64-1. */
+/* The item's value as a number, as the store's incr reads it: 1..20 decimal digits, at most
+ * 2^64-1, nothing else (util/decimal.h). */
 static bool value_u64(const char *p, size_t n, uint64_t *out_v)
 {
-    mc_tok t = {p, n};
-    if (n == 0 || n > FMT_U64_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (p[i] < '0' || p[i] > '9')
-            return false;
-    return mc_parse_u64(&t, out_v);
+    return dec_parse_u64(p, n, UINT64_MAX, out_v);
 }
 
 typedef struct mc_arith {

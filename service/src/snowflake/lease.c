@@ -4,6 +4,7 @@
 #include "util/counter.h"
 #include "util/fsio.h"
 #include "util/crc32.h"
+#include "util/decimal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,13 +46,11 @@ int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen)
     if ((size_t)n > magic && memcmp(buf, LEASE_MAGIC, magic) == 0)
         space = strchr(buf + magic, ' ');
     if (space) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(buf + magic, &end, 10);
+        uint64_t v;
         unsigned long crc = strtoul(space + 1, NULL, 16);
-        bool digits = end == space && end > buf + magic && buf[magic] != '-';
+        bool digits = dec_parse_u64(buf + magic, (size_t)(space - buf) - magic, UINT64_MAX, &v);
         bool tail = strlen(space + 1) == 9 && space[9] == '\n';
-        if (digits && tail && errno == 0 && crc == crc32_of(buf, (size_t)(space - buf))) {
+        if (digits && tail && crc == crc32_of(buf, (size_t)(space - buf))) {
             *end_ms = v;
             return 1;
         }
