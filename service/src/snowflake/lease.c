@@ -3,6 +3,7 @@
 #include "obs/log.h"
 #include "util/counter.h"
 #include "util/fsio.h"
+#include "util/monowait.h"
 #include "util/crc32.h"
 #include "util/decimal.h"
 
@@ -156,11 +157,7 @@ static void *keeper_main(void *arg)
     uint64_t retry = period < RETRY_MS ? period : RETRY_MS, wait_ms = period;
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + wait_ms * 1000000u;
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
+        struct timespec ts = monowait_deadline(wait_ms);
         pthread_cond_timedwait(&k->cv, &k->mu, &ts);
         if (k->stop)
             break;
@@ -203,11 +200,7 @@ static int keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens,
     if (renew(k, err, errlen) < 0)
         return -1;
     pthread_mutex_init(&k->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&k->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    monowait_cond_init(&k->cv);
     int rc = pthread_create(&k->thread, NULL, keeper_main, k);
     if (rc != 0) {
         snprintf(err, errlen, "cannot start lease thread: %s", strerror(rc));
