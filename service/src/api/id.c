@@ -8,6 +8,7 @@
 #include "snowflake/encoding.h"
 #include "util/counter.h"
 #include "util/decimal.h"
+#include "util/fmt.h"
 #include "util/rfc3339.h"
 
 static sf_gen *gen_for(const api_ctx *a, const http_request *r)
@@ -111,48 +112,74 @@ void api_refuse(http_request *r, sf_gen *g, int rc)
     http_respond_error(r, 503, sf_gen_strerror(rc), extra);
 }
 
-/* /id (one ID) and /ids (a batch of ?count=). */
-static void issue(http_request *r, api_ctx *a, bool batch)
+/* ?encoding=, ?format= / Accept and ?json_ids= of /id and /ids. Answers 400 itself and returns
+ * -1 on a bad value. */
+static int id_options(http_request *r, const api_ctx *a, sf_encoding *enc, bool *text,
+                      bool *numbers)
 {
-    sf_encoding enc;
-    bool text, numbers;
-    uint32_t count = 1;
-    if (output_options(r, a, &enc, &text) != 0 ||
-        api_json_ids_option(r, a, enc, &numbers) != 0 ||
-        (batch && api_count_param(r, a->opt.max_batch, &count) != 0))
-        return;
-    api_batch b;
-    uint64_t *ids = api_batch_begin(r, &b, sizeof *ids, count, text, batch, !numbers);
-    if (!ids)
-        return;
+    return output_options(r, a, enc, text) != 0 || api_json_ids_option(r, a, *enc, numbers) != 0
+               ? -1
+               : 0;
+}
+
+/* count IDs of the request's generator into ids, or for HEAD placeholders (none spent). false
+ * with the 503 answered when the generator refuses. Inlined: a call here costs /id measurably
+ * (bench_instructions.py). */
+static inline __attribute__((always_inline)) bool take_ids(http_request *r, api_ctx *a, uint64_t *ids, uint32_t count, bool batch)
+{
     sf_gen *g = gen_for(a, r);
     if (r->head_only) {
         ids[0] = head_placeholder(g);
         for (uint32_t i = 1; i < count; i++)
             ids[i] = ids[0];
-    } else {
-        int rc = batch ? sf_gen_batch(g, ids, count) : sf_gen_next(g, ids);
-        if (rc != SF_OK) {
-            api_refuse(r, g, rc);
-            return;
-        }
-        count_ids(a, r, count);
+        return true;
     }
+    int rc = batch ? sf_gen_batch(g, ids, count) : sf_gen_next(g, ids);
+    if (rc != SF_OK) {
+        api_refuse(r, g, rc);
+        return false;
+    }
+    count_ids(a, r, count);
+    return true;
+}
+
+/* {"id":"<20 digits>"} and the separator the writer puts after it. */
+_Static_assert(6 + 2 + FMT_U64_MAX + 1 + 1 <= API_ONE_BODY_MAX, "one ID fits API_ONE_BODY_MAX");
+
+void api_id(http_request *r, void *ctx)
+{
+    api_ctx *a = ctx;
+    sf_encoding enc;
+    bool text, numbers;
+    uint64_t id;
+    if (id_options(r, a, &enc, &text, &numbers) != 0 || !take_ids(r, a, &id, 1, false))
+        return;
+    char body[API_ONE_BODY_MAX]; /* one ID needs no scratch: the hottest route stays lean */
+    api_batch b;
+    api_batch_open(&b, body, text, false, !numbers);
+    char *p = api_batch_item(&b);
+    api_batch_put(&b, sf_enc_format(enc, id, p));
+    api_batch_respond(r, &b);
+}
+
+void api_ids(http_request *r, void *ctx)
+{
+    api_ctx *a = ctx;
+    sf_encoding enc;
+    bool text, numbers;
+    uint32_t count;
+    if (id_options(r, a, &enc, &text, &numbers) != 0 ||
+        api_count_param(r, a->opt.max_batch, &count) != 0)
+        return;
+    api_batch b;
+    uint64_t *ids = api_batch_begin(r, &b, sizeof *ids, count, text, true, !numbers);
+    if (!ids || !take_ids(r, a, ids, count, true))
+        return;
     for (uint32_t i = 0; i < count; i++) {
         char *p = api_batch_item(&b);
         api_batch_put(&b, sf_enc_format(enc, ids[i], p));
     }
     api_batch_respond(r, &b);
-}
-
-void api_id(http_request *r, void *ctx)
-{
-    issue(r, ctx, false);
-}
-
-void api_ids(http_request *r, void *ctx)
-{
-    issue(r, ctx, true);
 }
 
 int api_count_param(http_request *r, uint32_t max, uint32_t *count)
@@ -180,40 +207,9 @@ static sf_encoding guess_encoding(size_t len)
                        : SF_ENC_DEC;
 }
 
-size_t api_ids_scratch_bytes(uint32_t count)
+void api_batch_too_large(http_request *r)
 {
-    /* The largest per ID: a 128-bit ID and its canonical UUID text, quoted, with a comma. */
-    return (size_t)count * (sizeof(sf_id128) + SF_UUID_TEXT_LEN + 3) + 64;
-}
-
-void *api_batch_begin(http_request *r, api_batch *b, size_t elem, uint32_t count, bool text,
-                      bool list, bool quote)
-{
-    size_t size;
-    char *scratch = http_scratch(r, &size);
-    if (elem > sizeof(sf_id128) || api_ids_scratch_bytes(count) > size) {
-        http_respond_error(r, 500, "batch too large for the response buffer", NULL);
-        return NULL;
-    }
-    *b = (api_batch){.body = scratch + elem * count, .text = text, .list = list, .quote = quote};
-    if (!text) {
-        const char *open = list ? "{\"ids\":[" : "{\"id\":";
-        b->n = strlen(open);
-        memcpy(b->body, open, b->n);
-    }
-    return scratch;
-}
-
-void api_batch_respond(http_request *r, api_batch *b)
-{
-    if (b->text) {
-        http_respond(r, 200, "text/plain; charset=utf-8", NULL, b->body, b->n);
-        return;
-    }
-    if (b->list)
-        b->body[b->n++] = ']';
-    b->body[b->n++] = '}';
-    http_respond(r, 200, "application/json", NULL, b->body, b->n);
+    http_respond_error(r, 500, "batch too large for the response buffer", NULL);
 }
 
 /* Parses text as an ID in `enc` and checks it against the layout. 0, or -1 with why. */
