@@ -66,6 +66,17 @@ class CacheHttp(unittest.TestCase):
         self.assertEqual(req(self.srv, "PUT", "/cache/c2", b"x", "If-Match: garbage\r\n").status,
                          400)
 
+    def test_etag_numbers_span_64_bits(self):
+        # a tag is read by util/decimal.h: any CAS up to 2^64 - 1 is a tag (none matches here),
+        # one beyond it or with a sign or blank is not a tag at all
+        req(self.srv, "PUT", "/cache/c3", b"x")
+        for tag, status in (('"18446744073709551615"', 412), ('W/"18446744073709551610"', 412),
+                            ('"0018446744073709551615"', 400), ('"18446744073709551616"', 400),
+                            ('"+5"', 400), ('" 5"', 400), ('""', 400)):
+            with self.subTest(tag):
+                self.assertEqual(req(self.srv, "PUT", "/cache/c3", b"y", "If-Match: %s\r\n" % tag)
+                                 .status, status)
+
     def test_ttl(self):
         self.assertEqual(req(self.srv, "PUT", "/cache/t1?ttl=1", b"x").status, 201)
         self.assertEqual(request(self.srv, get("/cache/t1")).status, 200)

@@ -1174,6 +1174,27 @@ class MemcacheDiff(AgainstMemcached):
             b"mg bnVt b k v\r\n",
         ])
 
+    def test_meta_base64_lenient_rules(self):
+        # memcached's base64.c rule by rule (util/base64.h, b64_decode_memcached): the key stored
+        # under the lenient spelling is found under the canonical one
+        self.replay_meta([
+            b"ms Zh== 1 b k\r\na\r\n",  # non-zero unused bits: "f"
+            b"mg Zg== b k v\r\n",
+            b"ms Zg==Zm9v 1 b k\r\nb\r\n",  # the first padded group ends the key: "f"
+            b"mg Zg== b k v\r\n",
+            b"ms Z=g= 1 b k\r\nc\r\n",  # '=' inside the group, a digit 0: "d"
+            b"mg ZA== b k v\r\n",
+            b"ms -Zm9v_\x80 1 b k\r\nd\r\n",  # URL-safe extras, high bytes: skipped, "foo"
+            b"mg Zm9v b k v\r\n",
+            b"ms Zm9= 1 b\r\ne\r\n",  # "fo"
+            b"mg Zm8= b k v\r\n",
+            b"mg AB== b k v\r\n",  # a NUL byte: a miss, k in base64
+            b"mg Z=== b\r\n",  # three '='
+            b"mg Zm9vZ=== b\r\n",
+            b"mg !!!! b\r\n",  # no digits
+            b"me Z=== b\r\n",
+        ])
+
     def test_meta_quiet_pipeline(self):
         # the point of q: a pipeline whose only replies are the exceptions, closed by mn
         self.replay_meta([

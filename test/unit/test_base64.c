@@ -1,5 +1,7 @@
 /* util/base64: the RFC 4648 test vectors both ways, bytes with NUL and high bits, a round trip
- * over every length 0..64, the buffer limits, and every strict refusal with its reason. */
+ * over every length 0..64 through both decoders, the buffer limits, every strict refusal with its
+ * reason, and memcached's lenient decoder: what it accepts beyond the strict one (each rule of
+ * memcached's base64.c) and what it still refuses. */
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
@@ -92,6 +94,100 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+START_TEST(test_encode_to_writes_no_nul)
+{
+    char out[16];
+    memset(out, 'x', sizeof out);
+    ck_assert_uint_eq(b64_encode_to("fo", 2, out), 4);
+    ck_assert(memcmp(out, "Zm8=x", 5) == 0);
+    ck_assert_uint_eq(b64_encode_to("", 0, out), 0);
+    ck_assert_uint_eq(b64_encode_to("foobar", 6, out), 8);
+    ck_assert(memcmp(out, "Zm9vYmFyx", 9) == 0);
+}
+END_TEST
+
+/* Every canonical encoding decodes the same through memcached's decoder (length 0 aside: an empty
+ * key is refused, as memcached returns 0 for it). */
+START_TEST(test_memcached_round_trip)
+{
+    uint8_t src[64], dec[66]; /* the padding comes off after the check: 64 bytes need 66 */
+    char enc[100];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (uint8_t)(i * 37 + 0x80 * (i & 1));
+    src[0] = 0;
+    for (size_t len = 1; len <= sizeof src; len++) {
+        size_t e = b64_encode_to(src, len, enc);
+        ck_assert_uint_eq(b64_decode_memcached(enc, e, dec, sizeof dec), len);
+        ck_assert(memcmp(src, dec, len) == 0);
+    }
+    for (size_t i = 1; i < sizeof VECTORS / sizeof VECTORS[0]; i++) {
+        const char *plain = VECTORS[i][0], *e = VECTORS[i][1];
+        ck_assert_uint_eq(b64_decode_memcached(e, strlen(e), dec, sizeof dec), strlen(plain));
+        ck_assert(memcmp(dec, plain, strlen(plain)) == 0);
+    }
+    ck_assert_uint_eq(b64_decode_memcached("", 0, dec, sizeof dec), 0);
+}
+END_TEST
+
+/* What memcached's decoder takes that the strict one refuses, row by row with the bytes it gives
+ * (checked against memcached's base64.c). */
+static const struct {
+    const char *in, *out;
+    size_t out_len;
+} LENIENT[] = {
+    {"Zm9v!", "foo", 3},       /* a byte outside the alphabet is skipped... */
+    {"Zm 9v", "foo", 3},       /* ...a blank too */
+    {"Zm9v\r\n", "foo", 3},    /* ...and a line end */
+    {"-Zm9v_", "foo", 3},      /* the URL-safe extras are not digits: skipped */
+    {"Z\x80m9v\xff", "foo", 3}, /* so are bytes >= 0x80 */
+    {"Zh==", "f", 1},          /* non-zero unused bits of a padded group */
+    {"Zm9=", "fo", 2},
+    {"Zg==Zm9v", "f", 1},      /* the first padded group ends the value */
+    {"Zg==!!", "f", 1},
+    {"Zg= =", "f", 1},         /* a blank between the '=' */
+    {"Z=g=", "d", 1},          /* '=' inside the group: a digit 0, still counted as padding */
+    {"AB==", "\0", 1},        /* a NUL byte, from a group with a stray bit */
+};
+
+START_TEST(test_memcached_lenient)
+{
+    for (size_t i = 0; i < sizeof LENIENT / sizeof LENIENT[0]; i++) {
+        char dec[32];
+        const char *why = NULL;
+        size_t n = b64_decode_memcached(LENIENT[i].in, strlen(LENIENT[i].in), dec, sizeof dec);
+        ck_assert_msg(n == LENIENT[i].out_len, "'%s': %zu bytes", LENIENT[i].in, n);
+        ck_assert_msg(memcmp(dec, LENIENT[i].out, n) == 0, "'%s': other bytes", LENIENT[i].in);
+        ck_assert_msg(b64_decode(LENIENT[i].in, strlen(LENIENT[i].in), dec, sizeof dec, &why) < 0,
+                      "'%s' passes the strict decoder too", LENIENT[i].in);
+    }
+}
+END_TEST
+
+START_TEST(test_memcached_refusals)
+{
+    static const char *const bad_keys[] = {
+        "",         /* no digits */
+        "!!!!",     /* no digits either */
+        "a!",       /* 1 digit */
+        "Zm9",      /* 3 */
+        "Zm9vY",    /* 5 */
+        "Z===",     /* three '=' */
+        "====",     /* four */
+        "Zm9vZ===", /* three in the second group */
+    };
+    char dec[32];
+    for (size_t i = 0; i < sizeof bad_keys / sizeof bad_keys[0]; i++) {
+        size_t n = b64_decode_memcached(bad_keys[i], strlen(bad_keys[i]), dec, sizeof dec);
+        ck_assert_msg(n == 0, "'%s' decoded to %zu bytes", bad_keys[i], n);
+    }
+    /* cap must hold digits / 4 * 3 bytes before the padding is taken off, as memcached checks */
+    ck_assert_uint_eq(b64_decode_memcached("Zm9vYmFy", 8, dec, 5), 0);
+    ck_assert_uint_eq(b64_decode_memcached("Zm9vYmFy", 8, dec, 6), 6);
+    ck_assert_uint_eq(b64_decode_memcached("Zg==", 4, dec, 2), 0);
+    ck_assert_uint_eq(b64_decode_memcached("Zg==", 4, dec, 3), 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("base64");
@@ -100,6 +196,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_round_trip_binary);
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_encode_to_writes_no_nul);
+    tcase_add_test(tc, test_memcached_round_trip);
+    tcase_add_test(tc, test_memcached_lenient);
+    tcase_add_test(tc, test_memcached_refusals);
     suite_add_tcase(s, tc);
     return s;
 }

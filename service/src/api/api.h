@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "cache/persist.h"
 #include "cache/store.h"
@@ -95,8 +96,91 @@ bool api_auth(http_request *r, bool write, void *ctx);
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);
 /* Scratch bytes /ids, /uuids or /ulids need for count IDs (app_http_limits sizes the HTTP
- * scratch with it). */
-size_t api_ids_scratch_bytes(uint32_t count);
+ * scratch with it). The largest per ID: a 128-bit ID and its canonical UUID text, quoted, with a
+ * comma. */
+static inline size_t api_ids_scratch_bytes(uint32_t count)
+{
+    return (size_t)count * (sizeof(sf_id128) + SF_UUID_TEXT_LEN + 3) + 64;
+}
+
+/* The answer of every ID route that issues (/id, /ids, /uuid, /uuids, /ulid, /ulids). A batch is
+ * built in the loop's scratch (http_scratch, sized for max_batch at start; nothing allocated):
+ * the count IDs first, then the body after them; /id writes its one ID into a stack buffer of
+ * API_ONE_BODY_MAX instead (the hottest route). JSON {"id":X} for one ID, {"ids":[X,...]} for a
+ * batch (list), X quoted unless the IDs go as bare numbers; text: the IDs, each followed by a
+ * newline in a batch. Use: ids = api_batch_begin(...) (or api_batch_open on a buffer of one's
+ * own); fill ids; for each ID, p = api_batch_item(&b), write its text at p, api_batch_put(&b,
+ * its length); then api_batch_respond. */
+#define API_ONE_BODY_MAX 64 /* {"id":"<36-character UUID>"} and the separator, with room */
+typedef struct api_batch {
+    char *body;  /* where the body is built */
+    size_t n;    /* body bytes so far */
+    bool text;   /* text/plain, else JSON */
+    bool list;   /* {"ids":[...]}, a newline after each ID in text; else {"id":X} */
+    bool quote;  /* JSON strings, not bare numbers */
+    char sep;    /* after each ID: ',' (JSON: the last one is taken back), '\n', or none */
+} api_batch;
+
+void api_batch_too_large(http_request *r); /* 500: the scratch was sized for fewer IDs */
+
+/* Starts the body at body (room for the IDs' text: API_ONE_BODY_MAX for one ID). The writer is
+ * inline: the IDs' loop stays tight and b in registers. */
+static inline void api_batch_open(api_batch *b, char *body, bool text, bool list, bool quote)
+{
+    *b = (api_batch){.body = body,
+                     .text = text,
+                     .list = list,
+                     .quote = !text && quote,
+                     .sep = !text ? ',' : list ? '\n' : 0};
+    if (!text && list)
+        memcpy(b->body, "{\"ids\":[", b->n = 8);
+    else if (!text)
+        memcpy(b->body, "{\"id\":", b->n = 6);
+}
+/* A batch: the loop's scratch holds the IDs (count of elem bytes, aligned for any ID type), then
+ * the body, opened. Returns the IDs' array, or NULL with 500 answered when the scratch cannot
+ * hold them (only a sizing bug gets there). */
+static inline void *api_batch_begin(http_request *r, api_batch *b, size_t elem, uint32_t count,
+                                    bool text, bool list, bool quote)
+{
+    size_t size;
+    char *scratch = http_scratch(r, &size);
+    if (elem > sizeof(sf_id128) || api_ids_scratch_bytes(count) > size) {
+        api_batch_too_large(r);
+        return NULL;
+    }
+    api_batch_open(b, scratch + elem * count, text, list, quote);
+    return scratch;
+}
+/* Where the next ID's text goes (after its opening quote). */
+static inline char *api_batch_item(api_batch *b)
+{
+    if (b->quote)
+        b->body[b->n++] = '"';
+    return b->body + b->n;
+}
+/* The ID's text of len bytes is written at api_batch_item's pointer. */
+static inline void api_batch_put(api_batch *b, size_t len)
+{
+    b->n += len;
+    if (b->quote)
+        b->body[b->n++] = '"';
+    if (b->sep)
+        b->body[b->n++] = b->sep;
+}
+/* Closes the JSON and answers 200. At least one ID was put. */
+static inline void api_batch_respond(http_request *r, api_batch *b)
+{
+    if (b->text) {
+        http_respond(r, 200, "text/plain; charset=utf-8", NULL, b->body, b->n);
+        return;
+    }
+    b->n--; /* the last ',' */
+    if (b->list)
+        b->body[b->n++] = ']';
+    b->body[b->n++] = '}';
+    http_respond(r, 200, "application/json", NULL, b->body, b->n);
+}
 
 /* Shared by the ID handlers (api/id.c). Each answers the error itself and returns -1 on bad
  * input. */

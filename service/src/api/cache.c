@@ -7,6 +7,7 @@
 
 #include "api/api.h"
 #include "llhttp.h"
+#include "util/decimal.h"
 #include "util/fmt.h"
 
 #define CACHE_PREFIX_LEN 7 /* "/cache/" */
@@ -70,13 +71,8 @@ static int parse_tag(http_str h, uint64_t *cas)
         p += 2;
     if (end - p < 3 || *p != '"' || end[-1] != '"')
         return -1;
-    uint64_t v = 0;
-    for (p++; p < end - 1; p++) {
-        if (*p < '0' || *p > '9' || v > (UINT64_MAX - 9) / 10)
-            return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    *cas = v;
+    if (!dec_parse_u64(p + 1, (size_t)(end - p - 2), UINT64_MAX, cas))
+        return -1;
     return 1;
 }
 
@@ -100,12 +96,7 @@ static void cache_put(http_request *r, cache_store *s, const char *key, size_t k
     uint64_t now = now_ms(), expiry = 0, ttl = 0;
     http_str v;
     if (http_query_param(r, "ttl", &v)) {
-        bool ok = v.len > 0 && v.len <= 10;
-        for (uint32_t i = 0; ok && i < v.len; i++) {
-            ok = v.p[i] >= '0' && v.p[i] <= '9';
-            ttl = ttl * 10 + (uint64_t)(v.p[i] - '0');
-        }
-        if (!ok || ttl > MAX_TTL_S) {
+        if (!dec_parse_u64(v.p, v.len, MAX_TTL_S, &ttl)) {
             http_respond_error(r, 400, "ttl must be seconds, 0..315360000", NULL);
             return;
         }
@@ -195,19 +186,9 @@ static void cache_counter(http_request *r, cache_store *s, const char *key, size
 {
     uint64_t by = 1;
     http_str v;
-    if (http_query_param(r, "by", &v)) {
-        bool ok = v.len > 0 && v.len <= 20;
-        uint64_t n = 0;
-        for (uint32_t i = 0; ok && i < v.len; i++) {
-            ok =
-                v.p[i] >= '0' && v.p[i] <= '9' && n <= (UINT64_MAX - (uint64_t)(v.p[i] - '0')) / 10;
-            n = n * 10 + (uint64_t)(v.p[i] - '0');
-        }
-        if (!ok) {
-            http_respond_error(r, 400, "by must be a decimal 64-bit unsigned integer", NULL);
-            return;
-        }
-        by = n;
+    if (http_query_param(r, "by", &v) && !dec_parse_u64(v.p, v.len, UINT64_MAX, &by)) {
+        http_respond_error(r, 400, "by must be a decimal 64-bit unsigned integer", NULL);
+        return;
     }
     uint64_t out;
     int rc = cache_incr(s, key, klen, by, decr, &out, now_ms());

@@ -1,4 +1,5 @@
-/* /id, /ids and /id/{id}. */
+/* /id, /ids and /id/{id}, and what the ID routes share: output options, ?count=, the batch
+ * scratch and its writer (api.h). */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -6,9 +7,9 @@
 #include "api/api.h"
 #include "snowflake/encoding.h"
 #include "util/counter.h"
+#include "util/decimal.h"
+#include "util/fmt.h"
 #include "util/rfc3339.h"
-
-
 
 static sf_gen *gen_for(const api_ctx *a, const http_request *r)
 {
@@ -102,17 +103,6 @@ int api_json_ids_option(http_request *r, const api_ctx *a, sf_encoding enc, bool
     return 0;
 }
 
-/* One ID as a JSON value at out: quoted, or a bare number. Returns its length. */
-static size_t json_id(sf_encoding enc, bool number, uint64_t id, char *out)
-{
-    if (number)
-        return sf_enc_format(enc, id, out);
-    out[0] = '"';
-    size_t n = 1 + sf_enc_format(enc, id, out + 1);
-    out[n++] = '"';
-    return n;
-}
-
 void api_refuse(http_request *r, sf_gen *g, int rc)
 {
     uint64_t ms = sf_gen_retry_after_ms(g);
@@ -122,63 +112,54 @@ void api_refuse(http_request *r, sf_gen *g, int rc)
     http_respond_error(r, 503, sf_gen_strerror(rc), extra);
 }
 
+/* ?encoding=, ?format= / Accept and ?json_ids= of /id and /ids. Answers 400 itself and returns
+ * -1 on a bad value. */
+static int id_options(http_request *r, const api_ctx *a, sf_encoding *enc, bool *text,
+                      bool *numbers)
+{
+    return output_options(r, a, enc, text) != 0 || api_json_ids_option(r, a, *enc, numbers) != 0
+               ? -1
+               : 0;
+}
+
+/* count IDs of the request's generator into ids, or for HEAD placeholders (none spent). false
+ * with the 503 answered when the generator refuses. Inlined: a call here costs /id measurably
+ * (bench_instructions.py). */
+static inline __attribute__((always_inline)) bool take_ids(http_request *r, api_ctx *a, uint64_t *ids, uint32_t count, bool batch)
+{
+    sf_gen *g = gen_for(a, r);
+    if (r->head_only) {
+        ids[0] = head_placeholder(g);
+        for (uint32_t i = 1; i < count; i++)
+            ids[i] = ids[0];
+        return true;
+    }
+    int rc = batch ? sf_gen_batch(g, ids, count) : sf_gen_next(g, ids);
+    if (rc != SF_OK) {
+        api_refuse(r, g, rc);
+        return false;
+    }
+    count_ids(a, r, count);
+    return true;
+}
+
+/* {"id":"<20 digits>"} and the separator the writer puts after it. */
+_Static_assert(6 + 2 + FMT_U64_MAX + 1 + 1 <= API_ONE_BODY_MAX, "one ID fits API_ONE_BODY_MAX");
+
 void api_id(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
     sf_encoding enc;
     bool text, numbers;
-    if (output_options(r, a, &enc, &text) != 0 || api_json_ids_option(r, a, enc, &numbers) != 0)
-        return;
-    sf_gen *g = gen_for(a, r);
     uint64_t id;
-    if (r->head_only) {
-        id = head_placeholder(g);
-    } else {
-        int rc = sf_gen_next(g, &id);
-        if (rc != SF_OK) {
-            api_refuse(r, g, rc);
-            return;
-        }
-        count_ids(a, r, 1);
-    }
-    char body[64];
-    if (text) {
-        size_t n = sf_enc_format(enc, id, body);
-        http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
+    if (id_options(r, a, &enc, &text, &numbers) != 0 || !take_ids(r, a, &id, 1, false))
         return;
-    }
-    memcpy(body, "{\"id\":", 6);
-    size_t n = 6 + json_id(enc, numbers, id, body + 6);
-    body[n++] = '}';
-    http_respond(r, 200, "application/json", NULL, body, n);
-}
-
-/* Strict decimal 1..max. */
-static bool parse_count(http_str v, uint32_t max, uint32_t *out)
-{
-    if (v.len == 0 || v.len > 10)
-        return false;
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < v.len; i++) {
-        if (v.p[i] < '0' || v.p[i] > '9')
-            return false;
-        n = n * 10 + (uint64_t)(v.p[i] - '0');
-    }
-    if (n < 1 || n > max)
-        return false;
-    *out = (uint32_t)n;
-    return true;
-}
-
-int api_count_param(http_request *r, uint32_t max, uint32_t *count)
-{
-    http_str v;
-    if (http_query_param(r, "count", &v) && parse_count(v, max, count))
-        return 0;
-    char msg[96];
-    snprintf(msg, sizeof msg, "count must be an integer 1..%u", max);
-    http_respond_error(r, 400, msg, NULL);
-    return -1;
+    char body[API_ONE_BODY_MAX]; /* one ID needs no scratch: the hottest route stays lean */
+    api_batch b;
+    api_batch_open(&b, body, text, false, !numbers);
+    char *p = api_batch_item(&b);
+    api_batch_put(&b, sf_enc_format(enc, id, p));
+    api_batch_respond(r, &b);
 }
 
 void api_ids(http_request *r, void *ctx)
@@ -186,51 +167,33 @@ void api_ids(http_request *r, void *ctx)
     api_ctx *a = ctx;
     sf_encoding enc;
     bool text, numbers;
-    if (output_options(r, a, &enc, &text) != 0 || api_json_ids_option(r, a, enc, &numbers) != 0)
-        return;
     uint32_t count;
-    if (api_count_param(r, a->opt.max_batch, &count) != 0)
+    if (id_options(r, a, &enc, &text, &numbers) != 0 ||
+        api_count_param(r, a->opt.max_batch, &count) != 0)
         return;
-    /* The scratch buffer (sized from max_batch at start) holds the IDs, then the body. */
-    size_t size;
-    char *scratch = http_scratch(r, &size);
-    uint64_t *ids = (uint64_t *)(void *)scratch;
-    char *body = scratch + sizeof(uint64_t) * count;
-    if (api_ids_scratch_bytes(count) > size) {
-        http_respond_error(r, 500, "batch too large for the response buffer", NULL);
+    api_batch b;
+    uint64_t *ids = api_batch_begin(r, &b, sizeof *ids, count, text, true, !numbers);
+    if (!ids || !take_ids(r, a, ids, count, true))
         return;
-    }
-    sf_gen *g = gen_for(a, r);
-    if (r->head_only) {
-        ids[0] = head_placeholder(g);
-        for (uint32_t i = 1; i < count; i++)
-            ids[i] = ids[0];
-    } else {
-        int rc = sf_gen_batch(g, ids, count);
-        if (rc != SF_OK) {
-            api_refuse(r, g, rc);
-            return;
-        }
-        count_ids(a, r, count);
-    }
-    size_t n = 0;
-    if (text) {
-        for (uint32_t i = 0; i < count; i++) {
-            n += sf_enc_format(enc, ids[i], body + n);
-            body[n++] = '\n';
-        }
-        http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
-        return;
-    }
-    memcpy(body, "{\"ids\":[", 8);
-    n = 8;
     for (uint32_t i = 0; i < count; i++) {
-        if (i)
-            body[n++] = ',';
-        n += json_id(enc, numbers, ids[i], body + n);
+        char *p = api_batch_item(&b);
+        api_batch_put(&b, sf_enc_format(enc, ids[i], p));
     }
-    memcpy(body + n, "]}", 2);
-    http_respond(r, 200, "application/json", NULL, body, n + 2);
+    api_batch_respond(r, &b);
+}
+
+int api_count_param(http_request *r, uint32_t max, uint32_t *count)
+{
+    http_str v;
+    uint64_t n;
+    if (http_query_param(r, "count", &v) && dec_parse_u64(v.p, v.len, max, &n) && n >= 1) {
+        *count = (uint32_t)n;
+        return 0;
+    }
+    char msg[96];
+    snprintf(msg, sizeof msg, "count must be an integer 1..%u", max);
+    http_respond_error(r, 400, msg, NULL);
+    return -1;
 }
 
 /* Without ?encoding=: the padded encodings have fixed lengths (hex 16, base32 13, base62 11);
@@ -244,10 +207,9 @@ static sf_encoding guess_encoding(size_t len)
                        : SF_ENC_DEC;
 }
 
-size_t api_ids_scratch_bytes(uint32_t count)
+void api_batch_too_large(http_request *r)
 {
-    /* The largest per ID: a 128-bit ID and its canonical UUID text, quoted, with a comma. */
-    return (size_t)count * (sizeof(sf_id128) + SF_UUID_TEXT_LEN + 3) + 64;
+    http_respond_error(r, 500, "batch too large for the response buffer", NULL);
 }
 
 /* Parses text as an ID in `enc` and checks it against the layout. 0, or -1 with why. */

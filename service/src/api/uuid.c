@@ -63,15 +63,10 @@ static void issue(http_request *r, api_ctx *a, sf_id128_format f)
     if (output_options(r, f, &t, &text) != 0 ||
         (batch && api_count_param(r, a->opt.max_batch, &count) != 0))
         return;
-    /* The scratch buffer (sized from max_batch at start) holds the IDs, then the body. */
-    size_t size;
-    char *scratch = http_scratch(r, &size);
-    sf_id128 *ids = (sf_id128 *)(void *)scratch;
-    char *body = scratch + sizeof(sf_id128) * count;
-    if (api_ids_scratch_bytes(count) > size) {
-        http_respond_error(r, 500, "batch too large for the response buffer", NULL);
+    api_batch b;
+    sf_id128 *ids = api_batch_begin(r, &b, sizeof *ids, count, text, batch, true);
+    if (!ids)
         return;
-    }
     sf_gen *g = api_gen_for(a->gens128[f], a->ngens, r);
     if (r->head_only) {
         for (uint32_t i = 0; i < count; i++)
@@ -84,30 +79,11 @@ static void issue(http_request *r, api_ctx *a, sf_id128_format f)
         }
         counter_add(&((api_loop *)perloop_at(&a->loops, r->loop_index))->ids128_issued[f], count);
     }
-    size_t n = 0;
-    if (text) {
-        for (uint32_t i = 0; i < count; i++) {
-            n += format_text(t, ids[i], body + n);
-            if (batch)
-                body[n++] = '\n';
-        }
-        http_respond(r, 200, "text/plain; charset=utf-8", NULL, body, n);
-        return;
-    }
-    const char *open = batch ? "{\"ids\":[" : "{\"id\":";
-    n = strlen(open);
-    memcpy(body, open, n);
     for (uint32_t i = 0; i < count; i++) {
-        if (i)
-            body[n++] = ',';
-        body[n++] = '"';
-        n += format_text(t, ids[i], body + n);
-        body[n++] = '"';
+        char *p = api_batch_item(&b);
+        api_batch_put(&b, format_text(t, ids[i], p));
     }
-    if (batch)
-        body[n++] = ']';
-    body[n++] = '}';
-    http_respond(r, 200, "application/json", NULL, body, n);
+    api_batch_respond(r, &b);
 }
 
 void api_uuid(http_request *r, void *ctx)

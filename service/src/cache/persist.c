@@ -11,6 +11,7 @@
 #include "cache/snapshot.h"
 #include "obs/log.h"
 #include "snowflake/clock.h"
+#include "util/monowait.h"
 
 #define PATH_CAP 4096
 
@@ -97,9 +98,7 @@ static void *periodic(void *arg)
     cache_persist *p = arg;
     pthread_mutex_lock(&p->mu);
     while (!p->stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += p->interval_s;
+        struct timespec until = monowait_deadline((uint64_t)p->interval_s * 1000u);
         while (!p->stopping && pthread_cond_timedwait(&p->wake, &p->mu, &until) != ETIMEDOUT) {
         }
         if (p->stopping)
@@ -127,11 +126,7 @@ cache_persist *cache_persist_start(cache_store *s, const char *path, uint32_t in
     p->stats.interval_s = interval_s;
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->save_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    monowait_cond_init(&p->wake);
     if (load(p, err, errlen) != 0) {
         pthread_cond_destroy(&p->wake);
         pthread_mutex_destroy(&p->mu);

@@ -2,6 +2,7 @@
  * the rest lives in): creating and freeing a store, the writes (the modes, delete, invalidate,
  * touch, incr/decr, flush, restore) and the reads (get, get_meta). */
 #include "cache/store_int.h"
+#include "util/decimal.h"
 #include "util/fmt.h"
 
 #include <stdio.h>
@@ -410,22 +411,6 @@ int cache_invalidate(cache_store *s, const char *key, size_t klen, uint64_t cas_
     return cow_update(s, sh, h, key, klen, &x.op, now_ms);
 }
 
-/* 1..20 decimal digits, no sign, no spaces, at most 2^64-1. */
-static bool parse_u64(const char *p, size_t n, uint64_t *out)
-{
-    if (n == 0 || n > 20)
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned d = (unsigned char)p[i] - '0';
-        if (d > 9 || v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
-}
-
 /* incr/decr: the new value in place when the item is the table's alone and its length stays,
  * else a copy. */
 typedef struct incr_op {
@@ -457,7 +442,7 @@ static int incr_decide(cow_op *op, cache_shard *sh, cache_item **pp)
     }
     cache_item *old = *pp;
     uint64_t cur;
-    if (!parse_u64(cache_item_value(old), old->vlen, &cur))
+    if (!dec_parse_u64(cache_item_value(old), old->vlen, UINT64_MAX, &cur))
         return CACHE_NOT_NUMERIC;
     x->v = x->decr ? (x->delta > cur ? 0 : cur - x->delta) : cur + x->delta; /* incr wraps */
     x->len = fmt_u64(x->buf, x->v);

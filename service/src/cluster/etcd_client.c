@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/base64.h"
+#include "util/decimal.h"
 #include "util/httpresp.h"
 #include "util/netio.h"
 
@@ -317,6 +318,14 @@ static int post(etcd_client *c, const char *path, const char *body, etcd_error *
 
 /* ---- JSON answers -------------------------------------------------------------------------------- */
 
+/* The digits of an etcd number, at most max. etcd (protobuf's JSON) prints numbers canonically:
+ * a leading zero is not its output, so it is refused beside util/decimal.h's rules. */
+static bool etcd_digits(const char *s, uint64_t max, uint64_t *v)
+{
+    size_t n = strlen(s);
+    return !(n > 1 && s[0] == '0') && dec_parse_u64(s, n, max, v);
+}
+
 static bool parse_i64(const cJSON *j, int64_t *out)
 {
     if (!j) {
@@ -327,15 +336,8 @@ static bool parse_i64(const cJSON *j, int64_t *out)
         return false;
     const char *s = j->valuestring;
     bool neg = *s == '-';
-    if (neg)
-        s++;
-    if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 19 ||
-        (s[0] == '0' && s[1]))
-        return false;
-    uint64_t v = 0;
-    for (; *s; s++)
-        v = v * 10 + (uint64_t)(*s - '0');
-    if (v > (uint64_t)INT64_MAX + (neg ? 1u : 0u))
+    uint64_t v;
+    if (!etcd_digits(s + neg, (uint64_t)INT64_MAX + neg, &v))
         return false;
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return true;
@@ -347,21 +349,7 @@ static bool parse_u64(const cJSON *j, uint64_t *out)
         *out = 0;
         return true;
     }
-    if (!cJSON_IsString(j))
-        return false;
-    const char *s = j->valuestring;
-    size_t n = strlen(s);
-    if (n == 0 || n > 20 || strspn(s, "0123456789") != n || (s[0] == '0' && n > 1))
-        return false;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
+    return cJSON_IsString(j) && etcd_digits(j->valuestring, UINT64_MAX, out);
 }
 
 static bool parse_bool(const cJSON *j, bool *out)

@@ -19,6 +19,7 @@
 #include "obs/log.h"
 #include "snowflake/rng.h"
 #include "util/counter.h"
+#include "util/decimal.h"
 #include "util/spinlock.h"
 
 #define PREFIX_MAX       256
@@ -121,13 +122,8 @@ static int64_t worker_of_key(const etcd_backend *b, const char *kind, const etcd
     size_t n = strlen(pre);
     if (kv->key_len != n + 7 || memcmp(kv->key, pre, n) != 0)
         return -1;
-    int64_t w = 0;
-    for (size_t i = n; i < n + 7; i++) {
-        if (kv->key[i] < '0' || kv->key[i] > '9')
-            return -1;
-        w = w * 10 + (kv->key[i] - '0');
-    }
-    return w;
+    uint64_t w;
+    return dec_parse_u64(kv->key + n, 7, UINT64_MAX, &w) ? (int64_t)w : -1;
 }
 
 /* A floor record's E, or -1 when it is unreadable or E is beyond belief. */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "obs/log.h"
+#include "util/decimal.h"
 #include "util/netio.h"
 
 #define PEER_TEXT_MAX 300 /* one "host:port" */
@@ -51,15 +52,11 @@ static int ask_peer(const char *host, const char *port, unsigned timeout_ms, uin
         return -EPROTO;
     }
     body += 4;
-    uint64_t v = 0;
-    size_t digits = 0;
-    for (; body[digits] >= '0' && body[digits] <= '9' && digits < 20; digits++)
-        v = v * 10 + (uint64_t)(body[digits] - '0');
-    if (digits == 0) {
+    /* the digits that begin the body: what follows them (a newline from a proxy) is not read */
+    if (!dec_parse_u64(body, strspn(body, "0123456789"), UINT64_MAX, id)) {
         *why = "the /id answer is not a decimal ID";
         return -EPROTO;
     }
-    *id = v;
     return 0;
 }
 

@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/decimal.h"
 #include "util/rfc3339.h"
 #include "util/version.h"
 
@@ -559,22 +560,10 @@ static size_t cfg_key_index_of(const char *path)
 
 /* ---- text parsing ---------------------------------------------------------------------------- */
 
-/* Decimal digits only: no sign, no space, no overflow. */
+/* Decimal digits only: no sign, no space, no overflow (util/decimal.h). */
 static bool cfg_parse_uint(const char *s, uint64_t *out)
 {
-    uint64_t v = 0;
-    if (!*s)
-        return false;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return false;
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
+    return dec_parse_u64(s, strlen(s), UINT64_MAX, out);
 }
 
 static bool cfg_is_digits(const char *s)
@@ -1433,12 +1422,10 @@ static const char *cfg_etcd_endpoint_problem(const char *e, size_t len)
     }
     if (!colon || colon == host)
         return "each endpoint must be http://host:port (the port is required)";
-    unsigned long port = 0;
-    for (const char *p = colon + 1; p < end; p++) {
-        if (*p < '0' || *p > '9' || (port = port * 10 + (unsigned long)(*p - '0')) > 65535)
-            return "the port must be 1..65535";
-    }
-    return port == 0 ? "the port must be 1..65535" : NULL;
+    uint64_t port;
+    if (!dec_parse_u64(colon + 1, (size_t)(end - colon - 1), 65535, &port) || port == 0)
+        return "the port must be 1..65535";
+    return NULL;
 }
 
 /* worker_id "etcd": the endpoints, prefix and timing rules, and the worker range (resolved). */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "snowflake/encoding.h"
+#include "util/decimal.h"
 #include "util/procname.h"
 
 #define TCP_STATE_LISTEN 0x0A
@@ -49,7 +50,7 @@ static bool hex_u32(const char *s, size_t n, uint32_t *out)
 static bool dec_ul(const char *s, size_t n, unsigned long *out)
 {
     uint64_t v;
-    if (sf_enc_parse(SF_ENC_DEC, s, n, &v) != 0 || v > ULONG_MAX)
+    if (!dec_parse_u64(s, n, ULONG_MAX, &v))
         return false;
     *out = (unsigned long)v;
     return true;
@@ -434,9 +435,11 @@ int lg_owner(unsigned long inode, pid_t *pid, char *comm, size_t commlen)
         return -1;
     int rc = -1;
     for (struct dirent *e; rc != 0 && (e = readdir(proc));) {
-        if (!isdigit((unsigned char)e->d_name[0]) || !pid_holds(e->d_name, want))
+        uint64_t v; /* the processes' entries: "self", "sys" and the like are not */
+        if (!dec_parse_u64(e->d_name, strlen(e->d_name), INT_MAX, &v) ||
+            !pid_holds(e->d_name, want))
             continue;
-        *pid = (pid_t)strtol(e->d_name, NULL, 10);
+        *pid = (pid_t)v;
         procname_comm(*pid, comm, commlen);
         rc = 0;
     }

@@ -83,7 +83,10 @@ static void out_value(mc_conn *m, const cache_item *it, bool with_cas)
 
 /* memcached reads numbers with strtoull/strtol (util.c safe_strto*): leading white space, an
  * optional sign, decimal digits, then the end of the token or a white-space byte after which the
- * rest is ignored. Tokens are split on ' ' only, so "+5", "-0", "5\t" and a stray "\r" pass. */
+ * rest is ignored. Tokens are split on ' ' only, so "+5", "-0", "5\t" and a stray "\r" pass.
+ * This is not util/decimal.h's strict reader, on purpose: what memcached's clients send is read
+ * as memcached reads it (also any count of leading zeros, where the strict reader stops at 20
+ * digits), and test_memcache_diff holds the two servers to the same answers. */
 static bool mc_space(char c)
 {
     return c == ' ' || (c >= '\t' && c <= '\r');

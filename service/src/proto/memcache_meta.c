@@ -15,7 +15,9 @@
  * one wins a token. An mg N miss creates the empty item by an ADD; a client that loses the race
  * looks again and sees the winner's item (Z).
  *
- * Base64 keys (b): any decoded bytes are a key (our text-key rule is for text keys). k answers
+ * Base64 keys (b): read with memcached's lenient decoder (util/base64.h b64_decode_memcached:
+ * bytes outside the alphabet skipped, the first padded group ends the key), and any decoded
+ * bytes are a key (our text-key rule is for text keys). k answers
  * as memcached does: on a hit by how the item was stored (ms b marks it; mg N, ma N and an
  * append create items without the mark, so k then echoes the decoded bytes), on a miss by the
  * request's b. Except (a deliberate difference): decoded bytes with a blank or a control
@@ -33,6 +35,8 @@
 
 #include "cache/store.h"
 #include "net/conn.h"
+#include "util/base64.h"
+#include "util/decimal.h"
 #include "util/fmt.h"
 
 /* Meta commands (memcached 1.6): "<cmd> <key> <flag>*". memcached refuses more than 17 flags
@@ -63,79 +67,6 @@ typedef struct mc_meta {
     uint64_t cas, delta, initial;
     char kbuf[CACHE_KEY_MAX];
 } mc_meta;
-
-static const char mc_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return c == '=' ? 0 : -1; /* '=' counts as a digit of value 0, as in memcached */
-}
-
-/* Decodes a key the way memcached does: bytes outside the alphabet are skipped, the rest must be
- * a non-empty multiple of 4 digits; the first group with '=' padding ends the key (one or two
- * '=' drop as many bytes, more is an error). out holds n * 3 / 4 bytes. 0 = invalid. */
-static size_t b64_decode(const char *in, size_t n, char *out)
-{
-    size_t digits = 0, o = 0;
-    for (size_t i = 0; i < n; i++)
-        digits += b64_value((unsigned char)in[i]) >= 0;
-    if (digits == 0 || digits % 4)
-        return 0;
-    unsigned char g[4];
-    unsigned k = 0, pad = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)in[i]);
-        if (v < 0)
-            continue;
-        pad += in[i] == '=';
-        g[k++] = (unsigned char)v;
-        if (k < 4)
-            continue;
-        out[o++] = (char)(g[0] << 2 | g[1] >> 4);
-        out[o++] = (char)(g[1] << 4 | g[2] >> 2);
-        out[o++] = (char)(g[2] << 6 | g[3]);
-        k = 0;
-        if (pad) {
-            if (pad > 2)
-                return 0;
-            return o - pad;
-        }
-    }
-    return o;
-}
-
-static size_t b64_encode(const char *in, size_t n, char *out)
-{
-    size_t o = 0, i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)(unsigned char)in[i] << 16 |
-                     (uint32_t)(unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
-        out[o++] = mc_b64[v >> 18];
-        out[o++] = mc_b64[v >> 12 & 63];
-        out[o++] = mc_b64[v >> 6 & 63];
-        out[o++] = mc_b64[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)(unsigned char)in[i + 1] << 8;
-        out[o++] = mc_b64[v >> 18];
-        out[o++] = mc_b64[v >> 12 & 63];
-        out[o++] = i + 1 < n ? mc_b64[v >> 6 & 63] : '=';
-        out[o++] = '=';
-    }
-    return o;
-}
 
 /* The checks before the flags, in memcached's order. false with the reply written. */
 static bool meta_line_ok(mc_conn *m, mc_meta_cmd cmd, size_t nt, const mc_tok *t)
@@ -190,7 +121,7 @@ static bool meta_parse(mc_meta *mm, const mc_tok *t, size_t nt, size_t first)
         switch (o) {
         case 'b':
             mm->b = true;
-            mm->klen = b64_decode(t[1].p, t[1].n, mm->kbuf);
+            mm->klen = b64_decode_memcached(t[1].p, t[1].n, mm->kbuf, sizeof mm->kbuf);
             mm->key = mm->kbuf;
             if (mm->klen == 0) {
                 err = "CLIENT_ERROR error decoding key";
@@ -303,7 +234,7 @@ static size_t put_key(char *p, const char *key, size_t klen, bool b)
         memcpy(p + 2, key, klen);
         return 2 + klen;
     }
-    size_t n = 2 + b64_encode(key, klen, p + 2);
+    size_t n = 2 + b64_encode_to(key, klen, p + 2);
     memcpy(p + n, " b", 2);
     return n + 2;
 }
@@ -533,7 +464,7 @@ void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     const char *key = t[1].p;
     size_t klen = t[1].n;
     if (nt >= 3 && t[2].n == 1 && t[2].p[0] == 'b') {
-        klen = b64_decode(t[1].p, t[1].n, kbuf);
+        klen = b64_decode_memcached(t[1].p, t[1].n, kbuf, sizeof kbuf);
         key = kbuf;
         if (klen == 0) {
             OUT(m, "CLIENT_ERROR bad command line format");
@@ -551,7 +482,7 @@ void mc_meta_me(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     size_t n = 3;
     memcpy(line, "ME ", 3);
     if (cache_item_key_binary(it) || !key_echoes_raw(cache_item_key(it), cache_item_klen(it))) {
-        n += b64_encode(cache_item_key(it), cache_item_klen(it), line + n);
+        n += b64_encode_to(cache_item_key(it), cache_item_klen(it), line + n);
     } else {
         memcpy(line + n, cache_item_key(it), cache_item_klen(it));
         n += cache_item_klen(it);
@@ -769,16 +700,11 @@ void mc_meta_md(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     write_line(m, hdr, n);
 }
 
-/* memcached's incr operand, as the store reads it: 1..20 decimal digits, at most 2^64-1. */
+/* The item's value as a number, as the store's incr reads it: 1..20 decimal digits, at most
+ * 2^64-1, nothing else (util/decimal.h). */
 static bool value_u64(const char *p, size_t n, uint64_t *out_v)
 {
-    mc_tok t = {p, n};
-    if (n == 0 || n > FMT_U64_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (p[i] < '0' || p[i] > '9')
-            return false;
-    return mc_parse_u64(&t, out_v);
+    return dec_parse_u64(p, n, UINT64_MAX, out_v);
 }
 
 typedef struct mc_arith {

@@ -3,7 +3,9 @@
 #include "obs/log.h"
 #include "util/counter.h"
 #include "util/fsio.h"
+#include "util/monowait.h"
 #include "util/crc32.h"
+#include "util/decimal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,13 +47,11 @@ int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen)
     if ((size_t)n > magic && memcmp(buf, LEASE_MAGIC, magic) == 0)
         space = strchr(buf + magic, ' ');
     if (space) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(buf + magic, &end, 10);
+        uint64_t v;
         unsigned long crc = strtoul(space + 1, NULL, 16);
-        bool digits = end == space && end > buf + magic && buf[magic] != '-';
+        bool digits = dec_parse_u64(buf + magic, (size_t)(space - buf) - magic, UINT64_MAX, &v);
         bool tail = strlen(space + 1) == 9 && space[9] == '\n';
-        if (digits && tail && errno == 0 && crc == crc32_of(buf, (size_t)(space - buf))) {
+        if (digits && tail && crc == crc32_of(buf, (size_t)(space - buf))) {
             *end_ms = v;
             return 1;
         }
@@ -157,11 +157,7 @@ static void *keeper_main(void *arg)
     uint64_t retry = period < RETRY_MS ? period : RETRY_MS, wait_ms = period;
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + wait_ms * 1000000u;
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
+        struct timespec ts = monowait_deadline(wait_ms);
         pthread_cond_timedwait(&k->cv, &k->mu, &ts);
         if (k->stop)
             break;
@@ -204,11 +200,7 @@ static int keeper_start(sf_lease_keeper *k, sf_gen *const *gens, size_t ngens,
     if (renew(k, err, errlen) < 0)
         return -1;
     pthread_mutex_init(&k->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&k->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    monowait_cond_init(&k->cv);
     int rc = pthread_create(&k->thread, NULL, keeper_main, k);
     if (rc != 0) {
         snprintf(err, errlen, "cannot start lease thread: %s", strerror(rc));

@@ -1,4 +1,4 @@
-/* Base64 (see base64.h). */
+/* Base64 (see base64.h): the alphabet, its digit values and the encoder serve both decoders. */
 #include "util/base64.h"
 
 #include <stdbool.h>
@@ -7,11 +7,8 @@
 static const char B64_ALPHABET[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-ssize_t b64_encode(const void *src, size_t n, char *dst, size_t cap)
+size_t b64_encode_to(const void *src, size_t n, char *dst)
 {
-    size_t out = b64_encoded_len(n);
-    if (cap < out + 1)
-        return -1;
     const uint8_t *s = src;
     char *d = dst;
     size_t i = 0;
@@ -22,20 +19,22 @@ ssize_t b64_encode(const void *src, size_t n, char *dst, size_t cap)
         *d++ = B64_ALPHABET[(v >> 6) & 63];
         *d++ = B64_ALPHABET[v & 63];
     }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)s[i] << 16;
+    if (i < n) { /* one or two bytes left: two or three digits, then '=' padding */
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
         *d++ = B64_ALPHABET[v >> 18];
         *d++ = B64_ALPHABET[(v >> 12) & 63];
-        *d++ = '=';
-        *d++ = '=';
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
-        *d++ = B64_ALPHABET[v >> 18];
-        *d++ = B64_ALPHABET[(v >> 12) & 63];
-        *d++ = B64_ALPHABET[(v >> 6) & 63];
+        *d++ = i + 1 < n ? B64_ALPHABET[(v >> 6) & 63] : '=';
         *d++ = '=';
     }
-    *d = '\0';
+    return (size_t)(d - dst);
+}
+
+ssize_t b64_encode(const void *src, size_t n, char *dst, size_t cap)
+{
+    if (cap < b64_encoded_len(n) + 1)
+        return -1;
+    size_t out = b64_encode_to(src, n, dst);
+    dst[out] = '\0';
     return (ssize_t)out;
 }
 
@@ -102,4 +101,34 @@ ssize_t b64_decode(const char *src, size_t n, void *dst, size_t cap, const char 
             d[o++] = (uint8_t)v;
     }
     return (ssize_t)o;
+}
+
+/* memcached's base64_decode (see base64.h): two passes, as memcached's, so that the length check
+ * comes before any byte is written. */
+size_t b64_decode_memcached(const char *src, size_t n, void *dst, size_t cap)
+{
+    size_t digits = 0;
+    for (size_t i = 0; i < n; i++)
+        digits += src[i] == '=' || b64_value((unsigned char)src[i]) >= 0;
+    if (digits == 0 || digits % 4 != 0 || digits / 4 * 3 > cap)
+        return 0;
+    uint8_t *d = dst, g[4];
+    size_t o = 0;
+    unsigned k = 0, pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = src[i] == '=' ? 0 : b64_value((unsigned char)src[i]);
+        if (v < 0)
+            continue;
+        pad += src[i] == '=';
+        g[k++] = (uint8_t)v;
+        if (k < 4)
+            continue;
+        d[o++] = (uint8_t)(g[0] << 2 | g[1] >> 4);
+        d[o++] = (uint8_t)(g[1] << 4 | g[2] >> 2);
+        d[o++] = (uint8_t)(g[2] << 6 | g[3]);
+        k = 0;
+        if (pad) /* the first padded group ends the value */
+            return pad <= 2 ? o - pad : 0;
+    }
+    return o;
 }

@@ -1,6 +1,8 @@
 /* RFC 3339 <-> Unix ms (rfc3339.h). */
 #include "util/rfc3339.h"
 
+#include "util/decimal.h"
+
 #define DAY_MS UINT64_C(86400000)
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
@@ -64,15 +66,10 @@ typedef enum { PROFILE_CLIENT, PROFILE_UTC } profile;
 /* Digits only: Unix milliseconds. */
 static int parse_unix_ms(const char *s, size_t len, uint64_t *ms, const char **why)
 {
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        v = v * 10 + (uint64_t)(s[i] - '0');
-        if (v > RFC3339_MS_MAX) {
-            *why = "Unix milliseconds must be 0..253402300799999";
-            return -1;
-        }
+    if (!dec_parse_u64(s, len, RFC3339_MS_MAX, ms)) {
+        *why = "Unix milliseconds must be 0..253402300799999";
+        return -1;
     }
-    *ms = v;
     return 0;
 }
 
