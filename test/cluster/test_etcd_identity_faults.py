@@ -256,7 +256,11 @@ class EtcdIdentityFaults(unittest.TestCase):
         r = w.get("/readyz")
         self.assertEqual(r.status, 503)
         self.assertIn(b"waiting for a free slot in datacenter 0 (workers 0..3)", r.body)
-        self.assertEqual(w.get("/id").status, 503)
+        refused = w.get("/id")
+        self.assertEqual(refused.status, 503)
+        # A waiter has no lease floor yet: its Retry-After is the lease refusal's 1 s, never the
+        # time to a tick computed from a zero floor (it was 218441336 s).
+        self.assertEqual(refused.header("Retry-After"), "1", refused.headers)
         self.assertEqual(w.metric("snowflaked_identity_slots_held"), 0)
         last = held[2].new_id()
         held[2].proc.send_signal(signal.SIGTERM)  # clean stop: revoked at once
