@@ -64,7 +64,7 @@ static sf_layout make_layout(unsigned ts, unsigned dc, unsigned w, unsigned seq)
 {
     sf_layout l;
     char err[256];
-    if (sf_layout_init(&l, ts, dc, w, seq, SF_DEFAULT_EPOCH_MS, 1, sf_clock_now(sf_clock_system()),
+    if (sf_layout_init(&l, ts, dc, w, seq, SF_DEFAULT_EPOCH_MS, 1, clk_now(clk_system()),
                        err, sizeof err) != 0) {
         fprintf(stderr, "layout: %s\n", err);
         exit(1);
@@ -107,8 +107,8 @@ static result measure(const sf_layout *l, sf_sync_mode mode, int threads, bool p
     }
     while (atomic_load(&ready) < threads) {
     }
-    sf_clock *clock = sf_clock_system();
-    uint64_t first_tick = sf_layout_tick_of(l, sf_clock_now(clock));
+    clk_source *clock = clk_system();
+    uint64_t first_tick = sf_layout_tick_of(l, clk_now(clock));
     uint64_t t0 = mono_ns();
     atomic_store(&go, true);
     struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
@@ -123,7 +123,7 @@ static result measure(const sf_layout *l, sf_sync_mode mode, int threads, bool p
         r.errors += runs[t].errors;
     }
     /* The cap counts every tick the run could have used, the partial first and last included. */
-    uint64_t ticks = sf_layout_tick_of(l, sf_clock_now(clock)) - first_tick + 1;
+    uint64_t ticks = sf_layout_tick_of(l, clk_now(clock)) - first_tick + 1;
     double cap = (double)ticks * (double)(l->sequence_max + 1) * (per_thread ? threads : 1);
     for (int i = 0; i < (per_thread ? threads : 1); i++)
         sf_gen_destroy(&gens[i]);
@@ -327,7 +327,7 @@ int main(int argc, char **argv)
     sf_layout capped = make_layout(41, 5, 5, 12), uncapped = make_layout(41, 0, 1, 21),
               uncapped_workers = make_layout(41, 0, 2, 20);
     printf("clock: %s; %ld online CPUs; %u ms per run\n",
-           sf_clock_system_uses_tsc() ? "TSC-cached CLOCK_MONOTONIC" : "clock_gettime",
+           clk_system_uses_tsc() ? "TSC-cached CLOCK_MONOTONIC" : "clock_gettime",
            sysconf(_SC_NPROCESSORS_ONLN), ms);
     printf("%-10s %-10s %7s | %12s %8s | %12s %9s\n", "mode", "counters", "threads", "capped ID/s",
            "% of cap", "uncapped ID/s", "ns per ID");

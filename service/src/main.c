@@ -76,7 +76,7 @@ int main(int argc, char **argv)
         return 0;
     }
     static cfg c;
-    if (cfg_load(&c, &cli, sf_clock_now(sf_clock_system()), err, sizeof err) != 0)
+    if (cfg_load(&c, &cli, clk_now(clk_system()), err, sizeof err) != 0)
         return fail(2, err);
     if (cli.check_config) {
         cfg_print_json(&c, stdout);

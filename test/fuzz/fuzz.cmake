@@ -40,10 +40,10 @@ endforeach()
 
 # sf_conn_fake (the connections without sockets the protocol harnesses feed) is one of the
 # libraries above: defined in CMakeLists.txt, instrumented by the loop like the rest.
-set(_sf_fuzz_libs_http sf_conn_fake sf_application)
-set(_sf_fuzz_libs_memcache sf_conn_fake sf_application)
+set(_sf_fuzz_libs_http sf_conn_fake sf_app)
+set(_sf_fuzz_libs_memcache sf_conn_fake sf_app)
 set(_sf_fuzz_libs_config sf_config)
-set(_sf_fuzz_libs_ids sf_core)
+set(_sf_fuzz_libs_ids sf_snowflake)
 set(_sf_fuzz_libs_snapshot sf_cache)
 set(SF_FUZZ_HARNESSES http memcache config ids snapshot)
 foreach(_name IN LISTS SF_FUZZ_HARNESSES)

@@ -38,7 +38,7 @@
 #include "fuzz_conn.h"
 #include "net/conn_fake.h"
 #include "proto/http.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 
 #define TOKEN "fuzz-token"
 
@@ -46,7 +46,7 @@ static struct {
     cfg config;      /* the embedded config.json; auth.* and cache.* change per input */
     cfg_cache cache; /* its cache.*, for the inputs with the configured store */
     uint64_t inflight; /* its server.max_inflight_bytes */
-    sf_fake_clock clock;
+    clk_fake clock;
     conn_fake_loop fl;
     app app; /* built per input by app_build: generator, HTTP server, API, store */
 } G;
@@ -71,14 +71,14 @@ static void setup(void)
 {
     char err[1024];
     fuzz_clean_environment();
-    uint64_t now = sf_clock_now(sf_clock_system());
+    uint64_t now = clk_now(clk_system());
     /* The real configuration: the embedded config.json, validated by cfg_load. */
     if (cfg_load(&G.config, NULL, now, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
     G.cache = G.config.cache;
     G.inflight = G.config.server.max_inflight_bytes;
     /* The generator's clock steps 1 ms per read: no sleeping, deterministic. */
-    sf_fake_clock_init(&G.clock, now, 1, 1);
+    clk_fake_init(&G.clock, now, 1, 1);
     net_config nc;
     app_net_config(&G.config, &nc);
     if (conn_fake_loop_init(&G.fl, &nc, &http_proto, NULL, err, sizeof err) != 0)
@@ -155,7 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "output does not start with an HTTP/1.1 status line");
     }
     check_pools();
-    fuzz_store_check(G.app.cache, sf_clock_now(sf_clock_system()));
+    fuzz_store_check(G.app.cache, clk_now(clk_system()));
     conn_fake_set_ctx(&G.fl, NULL);
     app_free(&G.app);
     loop->draining = false;

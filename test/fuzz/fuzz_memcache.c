@@ -35,7 +35,7 @@
 #include "fuzz_conn.h"
 #include "net/conn_fake.h"
 #include "proto/memcache.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 
 static struct {
     cfg config;                  /* the embedded config.json; cache.* and sync change per input */
@@ -58,7 +58,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     char err[1024];
     fuzz_clean_environment();
-    if (cfg_load(&G.config, NULL, sf_clock_now(sf_clock_system()), err, sizeof err) != 0)
+    if (cfg_load(&G.config, NULL, clk_now(clk_system()), err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "embedded config: %s", err);
     G.cache = G.config.cache;
     G.sync = G.config.snowflake.sync;
@@ -118,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     conn_fake_free(&f);
 
     check_pools(fl);
-    fuzz_store_check(G.app.cache, sf_clock_now(sf_clock_system()));
+    fuzz_store_check(G.app.cache, clk_now(clk_system()));
     conn_fake_set_ctx(fl, NULL);
     app_free(&G.app);
     return 0;

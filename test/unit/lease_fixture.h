@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "snowflake/clock.h"
+#include "util/clock.h"
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
 
@@ -42,7 +42,7 @@ static inline sf_layout layout(void)
     return l;
 }
 
-static void gen_at(sf_gen *g, sf_fake_clock *clk, uint64_t min_tick)
+static void gen_at(sf_gen *g, clk_fake *clk, uint64_t min_tick)
 {
     sf_gen_config cfg = {.layout = layout(),
                          .max_backward_ms = 5,

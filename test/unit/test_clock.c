@@ -7,14 +7,14 @@
 #include <time.h>
 
 #include "check_main.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 
 START_TEST(test_anchored_to_wall_clock)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t wall = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-    uint64_t now = sf_clock_now(sf_clock_system());
+    uint64_t now = clk_now(clk_system());
     ck_assert_uint_le(now > wall ? now - wall : wall - now, 50);
 }
 END_TEST
@@ -24,12 +24,12 @@ END_TEST
 static void *bracket_reads(void *arg)
 {
     size_t *violations = arg;
-    sf_clock *c = sf_clock_system();
+    clk_source *c = clk_system();
     size_t bad = 0;
     for (int i = 0; i < 300000; i++) {
-        uint64_t before = sf_clock_system_now_slow();
-        uint64_t cached = sf_clock_now(c);
-        uint64_t after = sf_clock_system_now_slow();
+        uint64_t before = clk_system_now_slow();
+        uint64_t cached = clk_now(c);
+        uint64_t after = clk_system_now_slow();
         bad += cached < before || cached > after;
         for (int k = i % 64; k > 0; k--) /* land at different offsets in the millisecond */
             __asm__ __volatile__("" ::: "memory");
@@ -53,10 +53,10 @@ END_TEST
 
 START_TEST(test_monotonic_per_thread)
 {
-    sf_clock *c = sf_clock_system();
-    uint64_t prev = sf_clock_now(c), backwards = 0, start = prev;
+    clk_source *c = clk_system();
+    uint64_t prev = clk_now(c), backwards = 0, start = prev;
     while (prev - start < 30) { /* 30 ms of back-to-back reads */
-        uint64_t now = sf_clock_now(c);
+        uint64_t now = clk_now(c);
         backwards += now < prev;
         prev = now;
     }
@@ -66,13 +66,13 @@ END_TEST
 
 START_TEST(test_fake_clock_steps)
 {
-    sf_fake_clock f;
-    sf_fake_clock_init(&f, 1000, 3, 2);
-    ck_assert_uint_eq(sf_clock_now(&f.base), 1000);
-    ck_assert_uint_eq(sf_clock_now(&f.base), 1000);
-    ck_assert_uint_eq(sf_clock_now(&f.base), 1002); /* every 3rd read steps 2 ms */
-    sf_fake_clock_set(&f, 5);
-    ck_assert_uint_eq(sf_clock_now(&f.base), 5);
+    clk_fake f;
+    clk_fake_init(&f, 1000, 3, 2);
+    ck_assert_uint_eq(clk_now(&f.base), 1000);
+    ck_assert_uint_eq(clk_now(&f.base), 1000);
+    ck_assert_uint_eq(clk_now(&f.base), 1002); /* every 3rd read steps 2 ms */
+    clk_fake_set(&f, 5);
+    ck_assert_uint_eq(clk_now(&f.base), 5);
 }
 END_TEST
 

@@ -24,7 +24,7 @@ static sf_layout twitter_layout(void)
     return l;
 }
 
-static void gen_init(sf_gen *g, sf_sync_mode mode, uint32_t worker, sf_clock *clock)
+static void gen_init(sf_gen *g, sf_sync_mode mode, uint32_t worker, clk_source *clock)
 {
     sf_gen_config cfg = {.layout = twitter_layout(),
                          .datacenter = 1,
@@ -215,8 +215,8 @@ static uint64_t now_tick(void)
 
 START_TEST(test_sequence_exhaustion_waits_for_next_tick)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_init(&g, (sf_sync_mode)_i, 0, &clk.base);
     uint64_t id = 0, prev = 0;
@@ -247,13 +247,13 @@ END_TEST
 
 START_TEST(test_clock_behind_small_gap_waits)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_init(&g, (sf_sync_mode)_i, 0, &clk.base);
     uint64_t first, id;
     ck_assert_int_eq(sf_gen_next(&g, &first), SF_OK);
-    sf_fake_clock_set(&clk, T0 - 2); /* stepped back 2 ms: within max_backward_ms (5) */
+    clk_fake_set(&clk, T0 - 2); /* stepped back 2 ms: within max_backward_ms (5) */
     clk.step_every = 5;
     clk.step_ms = 1;
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
@@ -271,13 +271,13 @@ END_TEST
 
 START_TEST(test_clock_behind_one_hour_errors)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_init(&g, (sf_sync_mode)_i, 0, &clk.base);
     uint64_t first, id = 12345, batch[4] = {0};
     ck_assert_int_eq(sf_gen_next(&g, &first), SF_OK);
-    sf_fake_clock_set(&clk, T0 - 3600000);
+    clk_fake_set(&clk, T0 - 3600000);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ECLOCK);
     ck_assert_uint_eq(id, 12345); /* nothing issued */
     ck_assert_int_eq(sf_gen_batch(&g, batch, 4), SF_ECLOCK);
@@ -289,7 +289,7 @@ START_TEST(test_clock_behind_one_hour_errors)
     sf_gen_stats_get(&g, &st);
     ck_assert_uint_eq(st.clock_behind_errors, 2);
     /* The state is untouched: once time is back, issuing resumes after `first`. */
-    sf_fake_clock_set(&clk, T0 + 1);
+    clk_fake_set(&clk, T0 + 1);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
     ck_assert_uint_gt(id, first);
     ck_assert_uint_eq(sf_gen_retry_after_ms(&g), 0);
@@ -299,8 +299,8 @@ END_TEST
 
 START_TEST(test_batch_across_tick_boundary)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_init(&g, (sf_sync_mode)_i, 7, &clk.base);
     uint64_t ids[4096], id;
@@ -321,7 +321,7 @@ START_TEST(test_batch_across_tick_boundary)
     sf_gen_stats_get(&g, &st);
     ck_assert_uint_eq(st.exhaustion_waits, 1);
     /* A whole tick's worth in one operation from a fresh tick, and the limits. */
-    sf_fake_clock_set(&clk, T0 + 10);
+    clk_fake_set(&clk, T0 + 10);
     clk.step_every = 0;
     ck_assert_int_eq(sf_gen_batch(&g, ids, 4096), SF_OK);
     ck_assert_uint_eq(tick_of(ids[0]), now_tick() + 10);
@@ -347,8 +347,8 @@ START_TEST(test_node_bits_low_strictly_increasing)
                                     p->sequence_bits, p->epoch_ms, p->unit_ms, T0, err, sizeof err),
                      0);
     sf_layout_set_node_bits_low(&l, true);
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     sf_gen_config cfg = {.layout = l,
                          .datacenter = 0xc0,
@@ -364,7 +364,7 @@ START_TEST(test_node_bits_low_strictly_increasing)
     size_t n = 0;
     for (int i = 0; i < 200; i++) /* tick k, sequence 0..199 */
         ck_assert_int_eq(sf_gen_next(&g, &ids[n++]), SF_OK);
-    sf_fake_clock_set(&clk, T0 + 10); /* the clock moves on: tick k+1 from 0, filled */
+    clk_fake_set(&clk, T0 + 10); /* the clock moves on: tick k+1 from 0, filled */
     for (int i = 0; i < 256; i++)
         ck_assert_int_eq(sf_gen_next(&g, &ids[n++]), SF_OK);
     /* Full: the next ID waits for tick k+2. The clock advances 10 ms every second read: the
@@ -406,8 +406,8 @@ END_TEST
 
 START_TEST(test_lease_guard)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen_config cfg = {.layout = twitter_layout(),
                          .sync = (sf_sync_mode)_i,
                          .max_backward_ms = 5,
@@ -426,7 +426,7 @@ START_TEST(test_lease_guard)
     ck_assert_uint_le(sf_gen_retry_after_ms(&g), 1000);
     sf_gen_extend_lease(&g, now_tick() + 1); /* covers exactly the current tick */
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
-    sf_fake_clock_set(&clk, T0 + 1);
+    clk_fake_set(&clk, T0 + 1);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
     sf_gen_extend_lease(&g, now_tick()); /* lowering is ignored */
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
@@ -442,8 +442,8 @@ END_TEST
 
 START_TEST(test_min_tick_and_seal)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen_config cfg = {.layout = twitter_layout(),
                          .sync = (sf_sync_mode)_i,
                          .max_backward_ms = 5,
@@ -470,9 +470,9 @@ END_TEST
 
 START_TEST(test_lifetime_end)
 {
-    sf_fake_clock clk;
+    clk_fake clk;
     sf_layout l = twitter_layout();
-    sf_fake_clock_init(&clk, SF_DEFAULT_EPOCH_MS + l.tick_max, 0, 0);
+    clk_fake_init(&clk, SF_DEFAULT_EPOCH_MS + l.tick_max, 0, 0);
     sf_gen_config cfg = {.layout = l, .max_backward_ms = 5, .max_batch = 16, .clock = &clk.base};
     sf_gen g;
     char err[256];
@@ -481,7 +481,7 @@ START_TEST(test_lifetime_end)
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
     ck_assert_uint_eq(id >> 22, l.tick_max);
     ck_assert_uint_lt(id, UINT64_C(1) << 63);
-    sf_fake_clock_set(&clk, SF_DEFAULT_EPOCH_MS + l.tick_max + 1);
+    clk_fake_set(&clk, SF_DEFAULT_EPOCH_MS + l.tick_max + 1);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_EEXPIRED);
     sf_gen_destroy(&g);
 }
@@ -520,8 +520,8 @@ END_TEST
  * limit grows by the skipped slots so a maximal batch is never refused as busy. */
 START_TEST(test_random_sequence_start)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen_config cfg = {.layout = twitter_layout(),
                          .worker = 1,
                          .sync = (sf_sync_mode)_i,
@@ -537,7 +537,7 @@ START_TEST(test_random_sequence_start)
     static uint8_t seen[256];
     memset(seen, 0, sizeof seen);
     for (int t = 0; t < 400; t++) {
-        sf_fake_clock_set(&clk, T0 + (uint64_t)t);
+        clk_fake_set(&clk, T0 + (uint64_t)t);
         ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
         ck_assert_uint_gt(id, prev);
         uint64_t seq = seq_of(id);
@@ -556,7 +556,7 @@ START_TEST(test_random_sequence_start)
     ck_assert_uint_gt(distinct, 150);
     ck_assert_uint_eq(starts_seen, 255);
     /* A full batch from a fresh tick fits the run-ahead limit. */
-    sf_fake_clock_init(&clk, T0 + 1000, 3, 1);
+    clk_fake_init(&clk, T0 + 1000, 3, 1);
     static uint64_t batch[4096];
     ck_assert_int_eq(sf_gen_batch(&g, batch, 4096), SF_OK);
     for (int i = 1; i < 4096; i++)
@@ -579,8 +579,8 @@ END_TEST
  * every sync mode; the successor issues at once from that floor, above everything handed out. */
 START_TEST(test_successor_floor)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen holder;
     gen_init(&holder, (sf_sync_mode)_i, 3, &clk.base);
     static uint64_t ids[4096];
@@ -616,7 +616,7 @@ START_TEST(test_successor_floor)
     char err[256];
     sf_gen next;
     ck_assert_msg(sf_gen_init(&next, &cfg, err, sizeof err) == 0, "%s", err);
-    sf_fake_clock_set(&clk, sf_layout_ms_of(&l, floor)); /* what the daemon waits for */
+    clk_fake_set(&clk, sf_layout_ms_of(&l, floor)); /* what the daemon waits for */
     uint64_t id;
     ck_assert_int_eq(sf_gen_next(&next, &id), SF_OK);
     ck_assert_uint_gt(tick_of(id), top);
@@ -640,7 +640,7 @@ END_TEST
 
 /* ---- lease cap and late binding (identity backends) ----------------------------------------- */
 
-static sf_gen_config guarded_config(sf_sync_mode mode, sf_clock *clock)
+static sf_gen_config guarded_config(sf_sync_mode mode, clk_source *clock)
 {
     return (sf_gen_config){.layout = twitter_layout(),
                            .sync = mode,
@@ -667,8 +667,8 @@ static void sleep_ms(unsigned ms)
 
 START_TEST(test_cap_lease)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
     sf_gen g;
     char err[256];
@@ -679,7 +679,7 @@ START_TEST(test_cap_lease)
     sf_gen_cap_lease(&g, now_tick() + 1); /* below the old limit, above the current tick */
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
     ck_assert_uint_eq(tick_of(id), now_tick());
-    sf_fake_clock_set(&clk, T0 + 1);
+    clk_fake_set(&clk, T0 + 1);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* old limit now+100 no longer counts */
     ck_assert_int_eq(sf_gen_status(&g, NULL), SF_ELEASE);
     sf_gen_extend_lease(&g, now_tick() + 1000); /* a renewal after the loss: no effect */
@@ -688,7 +688,7 @@ START_TEST(test_cap_lease)
     sf_gen_extend_lease(&g, now_tick() + 1000);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
     sf_gen_cap_lease(&g, 0); /* everything, even ticks long past */
-    sf_fake_clock_set(&clk, T0);
+    clk_fake_set(&clk, T0);
     ck_assert_int_eq(sf_gen_status(&g, NULL), SF_ELEASE);
     ck_assert_int_eq(sf_gen_bind(&g, 1, 1, 0, err, sizeof err), SF_EBOUND); /* was leased */
     sf_gen_destroy(&g);
@@ -697,9 +697,9 @@ END_TEST
 
 /* A lease-guarded generator of datacenter 3 worker 7 on a fake clock at T0, leased 100 ticks
  * ahead; returns the first ID it issued. */
-static uint64_t issuing_as_3_7(sf_gen *g, sf_fake_clock *clk, sf_sync_mode mode)
+static uint64_t issuing_as_3_7(sf_gen *g, clk_fake *clk, sf_sync_mode mode)
 {
-    sf_fake_clock_init(clk, T0, 0, 0);
+    clk_fake_init(clk, T0, 0, 0);
     sf_gen_config cfg = guarded_config(mode, &clk->base);
     cfg.datacenter = 3;
     cfg.worker = 7;
@@ -716,7 +716,7 @@ static uint64_t issuing_as_3_7(sf_gen *g, sf_fake_clock *clk, sf_sync_mode mode)
  * the node bits are kept. */
 START_TEST(test_resume_after_cap)
 {
-    sf_fake_clock clk;
+    clk_fake clk;
     sf_gen g;
     char err[256];
     uint64_t before = issuing_as_3_7(&g, &clk, (sf_sync_mode)_i), id;
@@ -726,7 +726,7 @@ START_TEST(test_resume_after_cap)
     ck_assert_int_eq(sf_gen_resume(&g, floor, err, sizeof err), SF_OK);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* not before the next renewal */
     sf_gen_extend_lease(&g, now_tick() + 100);
-    sf_fake_clock_set(&clk, T0 + 5);
+    clk_fake_set(&clk, T0 + 5);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
     ck_assert_uint_ge(tick_of(id), floor);
     ck_assert_uint_gt(id, before);
@@ -745,7 +745,7 @@ END_TEST
  * issuing again after the next extend. */
 START_TEST(test_rebind_after_cap)
 {
-    sf_fake_clock clk;
+    clk_fake clk;
     sf_gen g;
     char err[256];
     uint64_t id = issuing_as_3_7(&g, &clk, (sf_sync_mode)_i);
@@ -756,7 +756,7 @@ START_TEST(test_rebind_after_cap)
     ck_assert_int_eq(sf_gen_rebind(&g, 4, 9, floor, err, sizeof err), SF_OK);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE); /* until the next extend */
     sf_gen_extend_lease(&g, now_tick() + 100);
-    sf_fake_clock_set(&clk, T0 + 3);
+    clk_fake_set(&clk, T0 + 3);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
     ck_assert_uint_eq(dc_of(id), 4);
     ck_assert_uint_eq(worker_of(id), 9);
@@ -768,8 +768,8 @@ END_TEST
 /* A cap before the first lease: bind is still allowed, and the ceiling stays. */
 START_TEST(test_cap_before_lease_stays)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen_config cfg = guarded_config(SF_SYNC_ATOMIC, &clk.base);
     sf_gen g;
     char err[256];
@@ -779,7 +779,7 @@ START_TEST(test_cap_before_lease_stays)
     sf_gen_extend_lease(&g, now_tick() + 100);
     uint64_t id;
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
-    sf_fake_clock_set(&clk, T0 + 2);
+    clk_fake_set(&clk, T0 + 2);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
     sf_gen_destroy(&g);
 }
@@ -804,8 +804,8 @@ static void *one_long_batch(void *p)
  * begun after the cap is refused. */
 START_TEST(test_cap_does_not_recall_a_reservation_in_flight)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
     sf_gen g;
     char err[256];
@@ -824,7 +824,7 @@ START_TEST(test_cap_does_not_recall_a_reservation_in_flight)
     sf_gen_cap_lease(&g, now_tick());
     uint64_t id;
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ELEASE);
-    sf_fake_clock_set(&clk, T0 + 1);
+    clk_fake_set(&clk, T0 + 1);
     pthread_join(th, NULL);
     ck_assert_int_eq(a->rc, SF_OK);
     ck_assert_uint_eq(tick_of(a->ids[0]), now_tick());
@@ -930,8 +930,8 @@ END_TEST
 
 START_TEST(test_bind)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen_config cfg = guarded_config((sf_sync_mode)_i, &clk.base);
     sf_gen g;
     char err[256];

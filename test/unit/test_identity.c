@@ -249,8 +249,8 @@ END_TEST
  * release, and a lost slot opens nothing. */
 START_TEST(test_keeper_through_identity)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_at(&g, &clk, 0);
     sf_gen *gens[] = {&g};
@@ -266,7 +266,7 @@ START_TEST(test_keeper_through_identity)
     ck_assert_uint_eq(k.end_ms, T0 + sf_gen_max_ahead_ms(&g) + 2000); /* E as the file's */
     uint64_t id1;
     ck_assert_int_eq(sf_gen_next(&g, &id1), SF_OK);
-    sf_fake_clock_set(&clk, T0 + 3); /* the fence: tick T0+3 is not open, E would allow it */
+    clk_fake_set(&clk, T0 + 3); /* the fence: tick T0+3 is not open, E would allow it */
     ck_assert_int_eq(sf_gen_next(&g, &id1), SF_ELEASE);
     ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
     ck_assert_uint_eq(s.released, T0 + 1); /* the tick after the only ID */
@@ -288,8 +288,8 @@ END_TEST
  * the handoff E (stored E never below it); slots taken meanwhile call lost once. */
 START_TEST(test_lapse_reclaim_resume)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_at(&g, &clk, 0);
     scripted s = {.fence_ms = SF_IDENTITY_NO_FENCE};
@@ -321,7 +321,7 @@ START_TEST(test_lapse_reclaim_resume)
     ck_assert_uint_eq(h.resumed_from, T0 + 50);
     ck_assert_uint_ge(r.stored_end_ms, T0 + 50);
     sf_gen_extend_lease(&g, sf_lease_first_tick(&g.layout, T0 + 1000));
-    sf_fake_clock_set(&clk, T0 + 50);
+    clk_fake_set(&clk, T0 + 50);
     ck_assert_int_eq(sf_gen_next(&g, &after), SF_OK);
     ck_assert_uint_gt(after, before);
     ck_assert_uint_ge((after >> 22) + g.layout.epoch_ms, T0 + 50);
@@ -341,8 +341,8 @@ END_TEST
  * claim works, then binds the generators to the slot and floor, and stores E >= that floor. */
 START_TEST(test_claim_later_through_the_keeper)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_at(&g, &clk, 0);
     sf_gen *gens[] = {&g};
@@ -374,7 +374,7 @@ START_TEST(test_claim_later_through_the_keeper)
     ck_assert_uint_eq(s.renewals, 1);
     ck_assert_uint_ge(k.end_ms, T0 + 5000); /* never below the previous holders' E */
     ck_assert_int_eq(sf_gen_next(&g, &x), SF_ECLOCK); /* the clock is 5 s behind that E */
-    sf_fake_clock_set(&clk, T0 + 5000); /* E is exactly the floor: the next renewal (500 ms) */
+    clk_fake_set(&clk, T0 + 5000); /* E is exactly the floor: the next renewal (500 ms) */
     int rc = SF_ELEASE;
     for (int i = 0; i < 300 && (rc = sf_gen_next(&g, &x)) == SF_ELEASE; i++)
         usleep(10000);
@@ -389,8 +389,8 @@ END_TEST
 /* The keeper over the static backend writes the very file the path-based keeper writes. */
 START_TEST(test_keeper_static_same_file)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_at(&g, &clk, 0);
     sf_gen *gens[] = {&g};

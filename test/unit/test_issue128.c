@@ -23,7 +23,7 @@ static sf_layout wide_layout(unsigned dc_bits, unsigned worker_bits)
     return l;
 }
 
-static void gen_init(sf_gen *g, sf_sync_mode mode, uint32_t dc, uint32_t worker, sf_clock *clock,
+static void gen_init(sf_gen *g, sf_sync_mode mode, uint32_t dc, uint32_t worker, clk_source *clock,
                      uint64_t min_tick)
 {
     sf_gen_config cfg = {.layout = wide_layout(5, 5),
@@ -191,8 +191,8 @@ END_TEST
  * demand far ahead of the clock is reserve()'s rule, tested with the generator. */
 START_TEST(test_counter_exhaustion)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_init(&g, SF_SYNC_ATOMIC, 0, 1, &clk.base, 0);
     static sf_id128 ids[4096];
@@ -206,13 +206,13 @@ START_TEST(test_counter_exhaustion)
     ck_assert_uint_eq(last.counter, 4095);
     for (int i = 1; i < 4096; i++)
         ck_assert_int_gt(sf_id128_cmp(ids[i], ids[i - 1]), 0);
-    sf_fake_clock_init(&clk, T0, 2, 1); /* the clock moves on while the generator waits */
+    clk_fake_init(&clk, T0, 2, 1); /* the clock moves on while the generator waits */
     sf_id128 one;
     ck_assert_int_eq(sf_id128_issue(&g, SF_FORMAT_UUID7, &one, 1), SF_OK);
     sf_id128_decompose(&g.layout, SF_FORMAT_UUID7, one, &next);
     ck_assert_uint_eq(next.ms, T0 + 1);
     ck_assert_uint_eq(next.counter, 0);
-    ck_assert_uint_ge(sf_clock_now(&clk.base), T0 + 1); /* not issued before its millisecond */
+    ck_assert_uint_ge(clk_now(&clk.base), T0 + 1); /* not issued before its millisecond */
     sf_gen_stats st;
     sf_gen_stats_get(&g, &st);
     ck_assert_uint_eq(st.exhaustion_waits, 1);
@@ -222,17 +222,17 @@ END_TEST
 
 START_TEST(test_refusals)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_init(&g, SF_SYNC_SPINLOCK, 1, 2, &clk.base, 0);
     sf_id128 before, id = {1, 2};
     ck_assert_int_eq(sf_id128_issue(&g, SF_FORMAT_ULID, &before, 1), SF_OK);
-    sf_fake_clock_set(&clk, T0 - 3600000); /* stepped back an hour */
+    clk_fake_set(&clk, T0 - 3600000); /* stepped back an hour */
     ck_assert_int_eq(sf_id128_issue(&g, SF_FORMAT_ULID, &id, 1), SF_ECLOCK);
     ck_assert_uint_eq(id.hi, 1); /* nothing issued */
     ck_assert_uint_ge(sf_gen_retry_after_ms(&g), 3600000 - 5);
-    sf_fake_clock_set(&clk, T0 + 1);
+    clk_fake_set(&clk, T0 + 1);
     ck_assert_int_eq(sf_id128_issue(&g, SF_FORMAT_ULID, &id, 1), SF_OK);
     ck_assert_int_gt(sf_id128_cmp(id, before), 0);
     ck_assert_int_eq(sf_id128_issue(&g, SF_FORMAT_ULID, &id, 0), SF_EINVAL);
@@ -248,8 +248,8 @@ END_TEST
  * with the clock an hour behind (refused until it catches up within max_backward). */
 START_TEST(test_restart_above_floor)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_init(&g, SF_SYNC_MUTEX, 0, 0, &clk.base, 0);
     sf_id128 last;
@@ -257,7 +257,7 @@ START_TEST(test_restart_above_floor)
     uint64_t floor_ms = sf_layout_ms_of(&g.layout, sf_gen_seal(&g));
     sf_gen_destroy(&g);
     /* Same clock: the first ID is in the floor's millisecond, after a wait. */
-    sf_fake_clock_init(&clk, T0, 1, 1);
+    clk_fake_init(&clk, T0, 1, 1);
     gen_init(&g, SF_SYNC_MUTEX, 0, 0, &clk.base, floor_ms);
     sf_id128 first;
     ck_assert_int_eq(sf_id128_issue(&g, SF_FORMAT_UUID7, &first, 1), SF_OK);
@@ -265,7 +265,7 @@ START_TEST(test_restart_above_floor)
     ck_assert_uint_ge(sf_id128_ms(first), floor_ms);
     sf_gen_destroy(&g);
     /* Clock an hour behind the floor: refused, never below. */
-    sf_fake_clock_init(&clk, T0 - 3600000, 0, 0);
+    clk_fake_init(&clk, T0 - 3600000, 0, 0);
     gen_init(&g, SF_SYNC_MUTEX, 0, 0, &clk.base, floor_ms);
     ck_assert_int_eq(sf_id128_issue(&g, SF_FORMAT_UUID7, &first, 1), SF_ECLOCK);
     sf_gen_destroy(&g);

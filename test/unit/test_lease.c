@@ -106,8 +106,8 @@ END_TEST
  * continue strictly above every ID of this run. */
 START_TEST(test_keeper_and_restart)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_at(&g, &clk, 0);
     uint64_t id;
@@ -125,7 +125,7 @@ START_TEST(test_keeper_and_restart)
         ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
         last = id;
         if (i % 4000 == 3999) /* before the tick's 4096 run out: no waiting on a still clock */
-            sf_fake_clock_set(&clk, T0 + (uint64_t)(i + 1) / 4000);
+            clk_fake_set(&clk, T0 + (uint64_t)(i + 1) / 4000);
     }
     ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_ESEALED);
@@ -150,8 +150,8 @@ END_TEST
 
 START_TEST(test_restart_with_lease_in_future)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     char err[256];
     /* The wall clock went back an hour between runs: refuse, issue nothing. */
     ck_assert_int_eq(sf_lease_write(path, T0 + 3600000, err, sizeof err), 0);
@@ -194,8 +194,8 @@ END_TEST
 
 START_TEST(test_keeper_renews)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_at(&g, &clk, 0);
     sf_lease_keeper k;
@@ -205,7 +205,7 @@ START_TEST(test_keeper_renews)
     uint64_t id;
     /* Past the first lease (T0 + 200) only if the keeper renewed it in the meantime. */
     for (int step = 1; step <= 10; step++) {
-        sf_fake_clock_set(&clk, T0 + (uint64_t)step * 100);
+        clk_fake_set(&clk, T0 + (uint64_t)step * 100);
         struct timespec d = {0, 150 * 1000000L}; /* > window/4: the keeper wakes at least once */
         nanosleep(&d, NULL);
         ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
@@ -222,8 +222,8 @@ END_TEST
 /* Per-loop generators share one lease: it covers the furthest of them. */
 START_TEST(test_keeper_many_generators)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen a, b;
     gen_at(&a, &clk, 0);
     gen_at(&b, &clk, 0);
@@ -234,7 +234,7 @@ START_TEST(test_keeper_many_generators)
     uint64_t id;
     ck_assert_int_eq(sf_gen_next(&a, &id), SF_OK);
     ck_assert_int_eq(sf_gen_next(&b, &id), SF_OK);
-    sf_fake_clock_set(&clk, T0 + 7);
+    clk_fake_set(&clk, T0 + 7);
     ck_assert_int_eq(sf_gen_next(&b, &id), SF_OK);
     ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
     ck_assert_int_eq(sf_gen_next(&a, &id), SF_ESEALED);
@@ -252,8 +252,8 @@ END_TEST
  * latest "tick after the last ID" over both, in ms; a restart floors each above its own IDs. */
 START_TEST(test_keeper_two_tick_spaces)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_layout l10, wide;
     char err[256];
     ck_assert(sf_layout_init(&l10, 41, 5, 5, 12, SF_DEFAULT_EPOCH_MS, 10, T0, err, sizeof err) == 0);
@@ -269,11 +269,11 @@ START_TEST(test_keeper_two_tick_spaces)
     ck_assert_int_eq(sf_lease_keeper_start(&k, gens, 2, path, 2000, 0, err, sizeof err), 0);
     sf_span span;
     ck_assert_int_eq(sf_gen_reserve(&u, 1, &span), SF_OK); /* opened in its own ticks */
-    sf_fake_clock_set(&clk, T0 + 7);
+    clk_fake_set(&clk, T0 + 7);
     ck_assert_int_eq(sf_gen_reserve(&u, 1, &span), SF_OK);
     ck_assert_uint_eq(span.first_tick, T0 + 7);
     uint64_t id;
-    sf_fake_clock_set(&clk, T0 + 15);
+    clk_fake_set(&clk, T0 + 15);
     ck_assert_int_eq(sf_gen_next(&snow, &id), SF_OK); /* the 10 ms tick [T0+10, T0+20) */
     ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
     uint64_t end;
@@ -284,7 +284,7 @@ START_TEST(test_keeper_two_tick_spaces)
     sf_gen_destroy(&snow);
     sf_gen_destroy(&u);
     /* The other order: the wide generator's last ID is the later one. */
-    sf_fake_clock_init(&clk, T0 + 100, 0, 0);
+    clk_fake_init(&clk, T0 + 100, 0, 0);
     cfg.layout = l10;
     cfg.min_tick = sf_lease_first_tick(&l10, end);
     ck_assert(sf_gen_init(&snow, &cfg, err, sizeof err) == 0);
@@ -293,7 +293,7 @@ START_TEST(test_keeper_two_tick_spaces)
     ck_assert(sf_gen_init(&u, &cfg, err, sizeof err) == 0);
     ck_assert_int_eq(sf_lease_keeper_start(&k, gens, 2, path, 2000, end, err, sizeof err), 0);
     ck_assert_int_eq(sf_gen_next(&snow, &id), SF_OK);
-    sf_fake_clock_set(&clk, T0 + 113);
+    clk_fake_set(&clk, T0 + 113);
     ck_assert_int_eq(sf_gen_reserve(&u, 1, &span), SF_OK);
     ck_assert_int_eq(sf_lease_keeper_stop(&k, err, sizeof err), 0);
     ck_assert_int_eq(sf_lease_read(path, &end, err, sizeof err), 1);
@@ -307,8 +307,8 @@ END_TEST
  * refused (never issued uncovered), and resume once renewal succeeds again. */
 START_TEST(test_renewal_failure_refuses_then_recovers)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_at(&g, &clk, 0);
     sf_gen *gens_g[] = {&g};
@@ -319,7 +319,7 @@ START_TEST(test_renewal_failure_refuses_then_recovers)
     ck_assert_int_eq(sf_gen_next(&g, &id), SF_OK);
     snprintf(moved, sizeof moved, "%s.away", dir);
     ck_assert_int_eq(rename(dir, moved), 0);
-    sf_fake_clock_set(&clk, T0 + 1000); /* far past the last lease written */
+    clk_fake_set(&clk, T0 + 1000); /* far past the last lease written */
     struct timespec d = {0, 150 * 1000000L};
     nanosleep(&d, NULL); /* the keeper tries and fails */
     ck_assert_uint_gt(k.failures, 0);
@@ -338,8 +338,8 @@ END_TEST
 
 START_TEST(test_keeper_start_fails_cleanly)
 {
-    sf_fake_clock clk;
-    sf_fake_clock_init(&clk, T0, 0, 0);
+    clk_fake clk;
+    clk_fake_init(&clk, T0, 0, 0);
     sf_gen g;
     gen_at(&g, &clk, 0);
     sf_lease_keeper k;

@@ -43,7 +43,7 @@
 #include "config/config.h"
 #include "net/conn_fake.h"
 #include "proto/memcache.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 
 #define STREAM_ITERS_DEFAULT 3000
 #define HIGH_WATER           1024
@@ -159,7 +159,7 @@ static void store_via_protocol(const char *cmd, size_t len)
 static void setup(void)
 {
     char err[512];
-    int rc = cfg_load(&server.config, NULL, sf_clock_now(sf_clock_system()), err, sizeof err);
+    int rc = cfg_load(&server.config, NULL, clk_now(clk_system()), err, sizeof err);
     ck_assert_msg(rc == 0, "embedded config: %s", err);
     net_config nc;
     app_net_config(&server.config, &nc);
@@ -567,7 +567,7 @@ static const meta_refusal meta_refusals[] = {
 static void setup_small_items(void)
 {
     char err[512];
-    int rc = cfg_load(&server.config, NULL, sf_clock_now(sf_clock_system()), err, sizeof err);
+    int rc = cfg_load(&server.config, NULL, clk_now(clk_system()), err, sizeof err);
     ck_assert_msg(rc == 0, "embedded config: %s", err);
     server.config.cache.max_item_bytes = SMALL_ITEM_MAX;
     net_config nc;

@@ -213,7 +213,7 @@ static void metrics_id_space(prom_buf *b, const api_ctx *a)
                                    &a->gens128[1][0]->layout};
     const char *names[3] = {"snowflake", api_format_name(SF_FORMAT_UUID7),
                             api_format_name(SF_FORMAT_ULID)};
-    double now_s = (double)sf_clock_now(sf_clock_system()) / 1000.0, end_s[3];
+    double now_s = (double)clk_now(clk_system()) / 1000.0, end_s[3];
     for (int f = 0; f < 3; f++)
         end_s[f] = (double)sf_layout_ms_of(layouts[f], layouts[f]->tick_max + 1) / 1000.0;
     char label[32];

@@ -16,7 +16,7 @@
 
 static uint64_t now_ms(void)
 {
-    return sf_clock_now(sf_clock_system());
+    return clk_now(clk_system());
 }
 
 /* The key (percent-decoded into buf) and whether the path ends in /incr or /decr. */

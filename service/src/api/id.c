@@ -221,7 +221,7 @@ static int decode(const sf_layout *l, sf_encoding enc, const char *text, size_t 
         return -1;
     }
     char reason[128];
-    uint64_t now = sf_clock_now(sf_clock_system());
+    uint64_t now = clk_now(clk_system());
     if (sf_layout_unpack(l, *id, now, API_PARSE_FUTURE_SLACK_MS, parts, reason, sizeof reason) !=
         0) {
         snprintf(why, whylen, "not a valid snowflake ID under this layout: %s", reason);

@@ -133,7 +133,7 @@ static void parse(http_request *r, api_ctx *a, sf_id128_format f, size_t prefix)
     }
     sf_id128_parts p;
     sf_id128_decompose(&a->gens128[f][0]->layout, f, id, &p);
-    uint64_t now = sf_clock_now(sf_clock_system());
+    uint64_t now = clk_now(clk_system());
     if (p.ms > now + API_PARSE_FUTURE_SLACK_MS) {
         snprintf(msg, sizeof msg, "timestamp %" PRIu64 " ms is in the future", p.ms);
         http_respond_error(r, 400, msg, NULL);

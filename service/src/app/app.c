@@ -120,7 +120,7 @@ static uint64_t corrupt_lease_floor_ms(const app *a)
         if (wide_ahead > ahead)
             ahead = wide_ahead;
     }
-    return sf_clock_now(sf_clock_system()) + s->lease_ms + ahead + 1000;
+    return clk_now(clk_system()) + s->lease_ms + ahead + 1000;
 }
 
 /* A static identity's floor from its holders on this host, at now (the host claim held, so none
@@ -178,7 +178,7 @@ static int etcd_identity_init(app *a, char *err, size_t errlen)
                                   .layout = layout,
                                   .holder = holder,
                                   .version = SF_VERSION,
-                                  .clock = sf_clock_system(),
+                                  .clock = clk_system(),
                                   .should_stop = stop_signal_pending};
     return sf_identity_etcd_init(&a->identity, &ec, err, errlen);
 }
@@ -319,7 +319,7 @@ static int claim_identity(app *a, bool ignore_corrupt, char *err, size_t errlen)
  * (per_thread_worker_ids), each on its own cache lines, all above the lease floor prev_end_ms,
  * with the ids of the claimed slots (NULL: the configuration's, in process). gen_ptrs lists them
  * format by format. */
-static int make_gens(app *a, unsigned nloops, sf_clock *clock, const sf_identity_slots *slots,
+static int make_gens(app *a, unsigned nloops, clk_source *clock, const sf_identity_slots *slots,
                      uint64_t prev_end_ms, bool guarded, char *err, size_t errlen)
 {
     const cfg_snowflake *s = &a->config->snowflake;
@@ -539,7 +539,7 @@ static int start_ids(app *a, const cfg_cli *cli, char *err, size_t errlen)
         return EXIT_FAILURE;
     uint64_t prev_end = a->identity.slots.handoff_ms;
     if (c->snowflake.worker_source != CFG_WORKER_ETCD) { /* etcd's floor covers its holders */
-        uint64_t successor = successor_floor_ms(a, sf_clock_now(sf_clock_system()));
+        uint64_t successor = successor_floor_ms(a, clk_now(clk_system()));
         if (successor > prev_end)
             prev_end = a->issue_from_ms = successor; /* app_start waits for it */
     }
@@ -573,7 +573,7 @@ static void loop_tick(net_loop *l, void *arg)
     atomic_fetch_add(&a->loop_ticks[l->index], 1);
     if (a->cache)
         cache_store_sweep(a->cache, &l->tick_cursor, CACHE_SWEEP_BUCKETS,
-                          sf_clock_now(sf_clock_system()));
+                          clk_now(clk_system()));
 }
 
 /* Before listening, until the clock reaches the successor floor start_ids raised the generators
@@ -584,8 +584,8 @@ static void loop_tick(net_loop *l, void *arg)
  * clean stop. */
 static void wait_successor_floor(const app *a)
 {
-    sf_clock *clock = sf_clock_system();
-    uint64_t now = sf_clock_now(clock), from = a->issue_from_ms;
+    clk_source *clock = clk_system();
+    uint64_t now = clk_now(clock), from = a->issue_from_ms;
     if (from <= now)
         return;
     const sf_identity_slots *sl = &a->identity.slots;
@@ -598,7 +598,7 @@ static void wait_successor_floor(const app *a)
     else
         LOG_DEBUG("identity: waiting %llu ms to start past a previous holder",
                   (unsigned long long)(from - now));
-    while ((now = sf_clock_now(clock)) < from) {
+    while ((now = clk_now(clock)) < from) {
         uint64_t ms = from - now;
         struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
                               .tv_nsec = (long)(ms % 1000) * 1000000L};

@@ -37,7 +37,7 @@
 #include "net/loop.h"
 #include "proto/http.h"
 #include "proto/memcache.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
 #include "util/budget.h"
@@ -46,7 +46,7 @@
 /* app_build: what an in-process graph differs in. */
 typedef struct app_options {
     net_server *net;     /* the caller's (conn_fake_net_server): never started, outlives the app */
-    sf_clock *clock;     /* the generators' clock; NULL = the system clock */
+    clk_source *clock;     /* the generators' clock; NULL = the system clock */
     uint64_t cache_seed; /* the store's hash seed; 0 = random (fixed: reproducible runs) */
 } app_options;
 

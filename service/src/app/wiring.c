@@ -5,7 +5,7 @@
 
 #include "cache/snapshot.h"
 
-void app_gen_config(const cfg *c, uint32_t index, sf_clock *clock, sf_gen_config *out)
+void app_gen_config(const cfg *c, uint32_t index, clk_source *clock, sf_gen_config *out)
 {
     const cfg_snowflake *s = &c->snowflake;
     *out = (sf_gen_config){.layout = s->layout,

@@ -24,13 +24,13 @@
 #include "obs/log.h"
 #include "proto/http.h"
 #include "proto/memcache.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 #include "snowflake/generator.h"
 
 /* The generator of loop `index` (worker_id + index; index 0 unless per_thread_worker_ids) on
  * `clock` (NULL = the system clock). min_tick and lease_guarded stay 0/false: they come from the
  * lease file, not the configuration, and are the lease keeper's caller's to set. */
-void app_gen_config(const cfg *c, uint32_t index, sf_clock *clock, sf_gen_config *out);
+void app_gen_config(const cfg *c, uint32_t index, clk_source *clock, sf_gen_config *out);
 
 /* Connection limits, timeouts, socket options and pools of the event loops (server.*). */
 void app_net_config(const cfg *c, net_config *out);

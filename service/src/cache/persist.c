@@ -10,7 +10,7 @@
 
 #include "cache/snapshot.h"
 #include "obs/log.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 #include "util/monowait.h"
 
 #define PATH_CAP 4096
@@ -41,7 +41,7 @@ static int load(cache_persist *p, char *errout, size_t errlen)
     char err[PATH_CAP + 256];
     cache_snapshot_info info;
     uint64_t t0 = mono_us();
-    int rc = cache_snapshot_load(p->store, p->path, sf_clock_now(sf_clock_system()), &info, err,
+    int rc = cache_snapshot_load(p->store, p->path, clk_now(clk_system()), &info, err,
                                  sizeof err);
     if (rc == 1) {
         p->stats.loaded_items = info.items;
@@ -69,7 +69,7 @@ static int save(cache_persist *p, const char *why)
     cache_snapshot_info info;
     pthread_mutex_lock(&p->save_mu);
     uint64_t t0 = mono_us();
-    uint64_t now = sf_clock_now(sf_clock_system());
+    uint64_t now = clk_now(clk_system());
     int rc = cache_snapshot_save(p->store, p->path, now, &info, err, sizeof err);
     uint64_t took = mono_us() - t0;
     pthread_mutex_unlock(&p->save_mu);

@@ -26,7 +26,7 @@
  *            frees the slots, so a successor starts without waiting.
  *   metrics  appends the backend's Prometheus families (may do nothing).
  *
- * Times are Unix ms on the generators' clock (snowflake/clock.h). claim, renew and release are
+ * Times are Unix ms on the generators' clock (util/clock.h). claim, renew and release are
  * called by one thread at a time (main at start, the lease keeper's thread, main at stop); they
  * may block (disk, network) and must bound how long. Errors: -1 with a reason in err, nothing
  * half-done that the next call could not repair.
@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "obs/prom.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 #include "snowflake/lease.h"
 
 #define SF_IDENTITY_MAX_SLOTS 256 /* one per event loop at most (config's CFG_MAX_THREADS) */
@@ -184,7 +184,7 @@ typedef struct sf_identity_etcd_config {
     const char *layout;  /* the fleet's layout in one line (P/meta); identical across the fleet */
     const char *holder;  /* who we are, for operators ($POD_NAME or the host name) */
     const char *version; /* ours, for operators */
-    sf_clock *clock;     /* the generators' clock: fences are on it */
+    clk_source *clock;     /* the generators' clock: fences are on it */
     bool (*should_stop)(void); /* polled between start-up retries (a pending SIGTERM); may be
                                   NULL */
 } sf_identity_etcd_config;

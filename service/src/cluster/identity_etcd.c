@@ -63,7 +63,7 @@ typedef struct etcd_backend {
 
 static uint64_t now_ms(etcd_backend *b)
 {
-    return sf_clock_now(b->c.clock);
+    return clk_now(b->c.clock);
 }
 
 static uint64_t mono_us(void)

@@ -16,8 +16,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "snowflake/encoding.h"
 #include "util/decimal.h"
+#include "util/hex.h"
 #include "util/procname.h"
 
 #define TCP_STATE_LISTEN 0x0A
@@ -36,11 +36,11 @@ static const char *token(const char **p, size_t *len)
     return s;
 }
 
-/* n hex digits at s as a number; false when one is not. */
+/* n hex digits at s as a 32-bit number; false when they are not one. */
 static bool hex_u32(const char *s, size_t n, uint32_t *out)
 {
     uint64_t v;
-    if (sf_enc_parse(SF_ENC_HEX, s, n, &v) != 0 || v > UINT32_MAX)
+    if (!hex_parse_u64(s, n, UINT32_MAX, &v))
         return false;
     *out = (uint32_t)v;
     return true;

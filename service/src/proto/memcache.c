@@ -17,7 +17,7 @@
 #include "net/conn.h"
 #include "net/loop.h"
 #include "proto/memcache_int.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 #include "util/fmt.h"
 
 
@@ -1143,7 +1143,7 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
         return NULL;
     }
     s->store = store;
-    s->started_ms = sf_clock_now(sf_clock_system());
+    s->started_ms = clk_now(clk_system());
     memcache_options_default(&s->opts);
     atomic_init(&s->admin.crawler_enabled, true);
     atomic_init(&s->admin.crawler_sleep, 100); /* memcached's defaults */

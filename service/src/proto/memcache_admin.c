@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "proto/memcache_int.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 
 /* ---- time ------------------------------------------------------------------------------------ */
 
@@ -41,7 +41,7 @@ uint64_t mc_debug_now(const memcache_server *s)
     if (paused)
         return paused;
     int64_t off = atomic_load_explicit(&s->admin.clock_offset_ms, memory_order_relaxed);
-    return sf_clock_now(sf_clock_system()) + (uint64_t)off;
+    return clk_now(clk_system()) + (uint64_t)off;
 }
 
 /* debugtime <seconds>|p|r: the whole command line is accepted only with debug commands on

@@ -26,7 +26,7 @@
 #include "obs/log.h"
 #include "proto/memcache.h"
 #include "proto/memcache_watch.h"
-#include "snowflake/clock.h"
+#include "util/clock.h"
 #include "util/budget.h"
 #include "util/counter.h"
 #include "util/perloop.h"
@@ -322,7 +322,7 @@ unsigned mc_slab_clsid(const memcache_server *s, size_t klen, size_t vlen, uint3
 uint64_t mc_debug_now(const memcache_server *s);
 static inline uint64_t mc_now(const memcache_server *s)
 {
-    return s->opts.debug_commands ? mc_debug_now(s) : sf_clock_now(sf_clock_system());
+    return s->opts.debug_commands ? mc_debug_now(s) : clk_now(clk_system());
 }
 
 /* slabs automove ratio: kept for "stats settings" (memcached's settings.slab_automove_ratio). */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "util/fmt.h"
+#include "util/hex.h"
 
 static const char *const names[SF_ENC_COUNT] = {"dec", "hex", "base62", "base32"};
 const char sf_enc_base62_digits[63] =
@@ -53,11 +54,7 @@ int sf_enc_digit(sf_encoding enc, unsigned char c)
 {
     switch (enc) {
     case SF_ENC_DEC: return c >= '0' && c <= '9' ? c - '0' : -1;
-    case SF_ENC_HEX:
-        if (c >= '0' && c <= '9')
-            return c - '0';
-        c |= 0x20;
-        return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    case SF_ENC_HEX: return hex_digit(c);
     case SF_ENC_BASE62:
         if (c >= '0' && c <= '9')
             return c - '0';

@@ -130,7 +130,7 @@ int sf_gen_init(sf_gen *g, const sf_gen_config *cfg, char *err, size_t errlen)
     g->random_start_mask = (UINT64_C(1) << cfg->random_start_bits) - 1;
     g->max_batch = cfg->max_batch;
     g->sync = cfg->sync;
-    g->clock = cfg->clock ? cfg->clock : sf_clock_system();
+    g->clock = cfg->clock ? cfg->clock : clk_system();
     /* "last issued" = (min_tick - 1, sequence_max): the next free slot is (min_tick, 0). */
     uint64_t st = (cfg->min_tick << l->sequence_bits) | l->sequence_max;
     atomic_init(&g->state, st);
@@ -154,7 +154,7 @@ void sf_gen_destroy(sf_gen *g)
 
 uint64_t sf_gen_now_tick(sf_gen *g)
 {
-    return sf_layout_tick_of(&g->layout, sf_clock_now(g->clock));
+    return sf_layout_tick_of(&g->layout, clk_now(g->clock));
 }
 
 /* The whole policy, shared by every sync mode: given the state word, the clock and the highest

@@ -31,7 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "snowflake/clock.h"
+#include "util/clock.h"
 #include "snowflake/layout.h"
 
 typedef enum { SF_SYNC_ATOMIC = 0, SF_SYNC_SPINLOCK, SF_SYNC_MUTEX } sf_sync_mode;
@@ -62,7 +62,7 @@ typedef struct sf_gen_config {
     uint8_t random_start_bits; /* a fresh tick's sequence starts at a random value below
                                   2^bits (< sequence_bits): no volume read off sequence numbers */
     bool lease_guarded;       /* if set, nothing is issued until sf_gen_extend_lease() */
-    sf_clock *clock;          /* NULL = sf_clock_system() */
+    clk_source *clock;          /* NULL = clk_system() */
 } sf_gen_config;
 
 typedef struct sf_gen_stats {
@@ -88,7 +88,7 @@ typedef struct sf_gen {
     uint32_t max_batch;
     uint64_t random_start_mask; /* 2^random_start_bits - 1 */
     sf_sync_mode sync;
-    sf_clock *clock;
+    clk_source *clock;
     _Atomic uint64_t lease_limit; /* first tick NOT covered by the persisted lease */
 
     /* Rare-path counters. */

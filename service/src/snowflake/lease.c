@@ -79,7 +79,7 @@ uint64_t sf_lease_first_tick(const sf_layout *l, uint64_t end_ms)
     return (end_ms - l->epoch_ms + l->unit_ms - 1) / l->unit_ms;
 }
 
-static sf_clock *keeper_clock(const sf_lease_keeper *k)
+static clk_source *keeper_clock(const sf_lease_keeper *k)
 {
     return k->gens[0]->clock;
 }
@@ -101,7 +101,7 @@ static uint64_t keeper_ahead_ms(const sf_lease_keeper *k)
  * than that either (a restart while the clock is behind an old lease keeps the old lease). */
 static int renew(sf_lease_keeper *k, char *err, size_t errlen)
 {
-    uint64_t end = sf_clock_now(keeper_clock(k)) + keeper_ahead_ms(k) + k->window_ms;
+    uint64_t end = clk_now(keeper_clock(k)) + keeper_ahead_ms(k) + k->window_ms;
     if (end < k->end_ms)
         end = k->end_ms;
     sf_lease_renewal r;
@@ -161,7 +161,7 @@ static void *keeper_main(void *arg)
         pthread_cond_timedwait(&k->cv, &k->mu, &ts);
         if (k->stop)
             break;
-        uint64_t now = sf_clock_now(keeper_clock(k));
+        uint64_t now = clk_now(keeper_clock(k));
         uint64_t keep = keeper_ahead_ms(k) + (uint64_t)k->window_ms * 3 / 4;
         if ((wait_ms = until_due(k, now, keep, period)) > 0)
             continue; /* not due yet: sleep until it is */
@@ -173,7 +173,7 @@ static void *keeper_main(void *arg)
             last_report = now;
         }
         if (rc == 0) /* due again a quarter window after this one's start */
-            wait_ms = until_due(k, sf_clock_now(keeper_clock(k)), keep, period);
+            wait_ms = until_due(k, clk_now(keeper_clock(k)), keep, period);
         else
             wait_ms = rc < 0 ? retry : period; /* SF_LEASE_NOT_YET: the next period */
         if (wait_ms == 0)

@@ -1,4 +1,4 @@
-#include "snowflake/clock.h"
+#include "util/clock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,7 +31,7 @@ static uint64_t anchored_ns(void)
     return (uint64_t)((int64_t)read_ns(CLOCK_MONOTONIC) + sys.mono_to_unix_ns);
 }
 
-uint64_t sf_clock_system_now_slow(void)
+uint64_t clk_system_now_slow(void)
 {
     return anchored_ns() / 1000000u;
 }
@@ -169,25 +169,25 @@ static uint64_t system_now_tsc(void)
 }
 #endif
 
-static uint64_t system_now(sf_clock *self)
+static uint64_t system_now(clk_source *self)
 {
     (void)self;
 #ifdef SF_HAVE_RDTSC
     if (atomic_load_explicit(&sys.use_tsc, memory_order_relaxed))
         return system_now_tsc();
 #endif
-    return sf_clock_system_now_slow();
+    return clk_system_now_slow();
 }
 
-static sf_clock system_clock = {.now_ms = system_now};
+static clk_source system_clock = {.now_ms = system_now};
 
-sf_clock *sf_clock_system(void)
+clk_source *clk_system(void)
 {
     pthread_once(&sys.once, system_init);
     return &system_clock;
 }
 
-bool sf_clock_system_uses_tsc(void)
+bool clk_system_uses_tsc(void)
 {
     pthread_once(&sys.once, system_init);
     return atomic_load(&sys.use_tsc);
@@ -195,9 +195,9 @@ bool sf_clock_system_uses_tsc(void)
 
 /* ---- fake clock ----------------------------------------------------------------------------- */
 
-static uint64_t fake_now(sf_clock *self)
+static uint64_t fake_now(clk_source *self)
 {
-    sf_fake_clock *c = (sf_fake_clock *)self;
+    clk_fake *c = (clk_fake *)self;
     if (c->step_every) {
         uint64_t n = atomic_fetch_add(&c->reads, 1) + 1;
         if (n % c->step_every == 0)
@@ -206,7 +206,7 @@ static uint64_t fake_now(sf_clock *self)
     return atomic_load(&c->now);
 }
 
-void sf_fake_clock_init(sf_fake_clock *c, uint64_t now_ms, uint64_t step_every, uint64_t step_ms)
+void clk_fake_init(clk_fake *c, uint64_t now_ms, uint64_t step_every, uint64_t step_ms)
 {
     c->base.now_ms = fake_now;
     atomic_init(&c->now, now_ms);
@@ -215,7 +215,7 @@ void sf_fake_clock_init(sf_fake_clock *c, uint64_t now_ms, uint64_t step_every, 
     c->step_ms = step_ms;
 }
 
-void sf_fake_clock_set(sf_fake_clock *c, uint64_t now_ms)
+void clk_fake_set(clk_fake *c, uint64_t now_ms)
 {
     atomic_store(&c->now, now_ms);
 }
