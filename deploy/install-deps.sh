@@ -4,6 +4,9 @@
 set -eu
 
 PACKAGES="build-essential cmake pkg-config libuv1-dev libcjson-dev check python3"
+# OpenSSL 3 for TLS on the listeners (net/tls.c) and in sfload; the openssl command makes the
+# tests' certificates.
+PACKAGES="$PACKAGES libssl-dev openssl"
 # Real memcached clients for the protocol tests (memccapable, memcslap, pymemcache), and memcached
 # itself: test_memcache_diff.py runs it and compares its replies with ours.
 PACKAGES="$PACKAGES libmemcached-tools python3-pymemcache memcached"
