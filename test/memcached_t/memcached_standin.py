@@ -83,6 +83,8 @@ VALUE_FLAGS = {
     # -u: the user memcached switches to when started as root; the test runs us as it is.
     "-u": (None, str),
     "-R": ("cache.memcached_reqs_per_event", str),
+    # -Y: ASCII authentication against a file of user:password lines (ascii-auth.t)
+    "-Y": ("cache.memcached_auth_file", os.path.abspath),
 }
 
 # Flags without a value: flag -> setting=value, or None (accepted, no effect).

@@ -439,6 +439,34 @@ static void request_stop(void *arg, bool graceful)
     kill(getpid(), graceful ? SIGTERM : SIGINT);
 }
 
+/* cache.memcached_auth_file (memcached -Y), read now: unreadable is a runtime failure (exit 1),
+ * empty or malformed bad configuration (exit 2), as auth.token_file. */
+static int load_memcached_auth(memcache_server *mc, const cfg *c, char *err, size_t errlen)
+{
+    const char *path = c->cache.memcached_auth_file;
+    if (!path[0])
+        return 0;
+    char why[CFG_PATH_MAX + 256];
+    int rc = memcache_server_set_auth_file(mc, path, why, sizeof why);
+    if (rc == 0)
+        return 0;
+    snprintf(err, errlen, "cache.memcached_auth_file %s", why);
+    return rc == MC_AUTH_EFORMAT ? EXIT_CONFIG : EXIT_FAILURE;
+}
+
+void app_reload_memcached_auth(app *a)
+{
+    if (!a->mc || !a->config->cache.memcached_auth_file[0])
+        return;
+    char why[CFG_PATH_MAX + 256];
+    unsigned n = 0;
+    if (memcache_server_reload_auth(a->mc, &n, why, sizeof why) != 0)
+        LOG_ERROR("memcached auth file not reloaded, the previous one stays in use: %s", why);
+    else
+        LOG_INFO("memcached auth file %s reloaded: %u entr%s", a->config->cache.memcached_auth_file,
+                 n, n == 1 ? "y" : "ies");
+}
+
 /* The HTTP server, the cache store (with a memcached server when `memcache`) and the API, on
  * a->net. */
 static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, size_t errlen)
@@ -474,6 +502,9 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
                 mo.shutdown = request_stop;
             memcache_server_set_options(a->mc, &mo);
             memcache_server_set_budget(a->mc, &a->inflight);
+            int rc = load_memcached_auth(a->mc, c, err, errlen);
+            if (rc != 0)
+                return rc;
         }
     }
     return make_api(a, err, errlen);
@@ -619,8 +650,15 @@ static int listen_all(app *a, char *err, size_t errlen)
             return -1;
         if (c->cache.memcached_idle_timeout_s)
             net_server_set_idle_timeout(a->net, a->mc, c->cache.memcached_idle_timeout_s * 1000);
-        LOG_INFO("memcached text protocol on %s:%u (no authentication, like memcached)",
-                 c->cache.memcached_host, c->cache.memcached_port);
+        if (c->cache.memcached_auth_file[0])
+            LOG_INFO("memcached text protocol on %s:%u (authentication: %u entr%s of %s)",
+                     c->cache.memcached_host, c->cache.memcached_port,
+                     memcache_server_auth_entries(a->mc),
+                     memcache_server_auth_entries(a->mc) == 1 ? "y" : "ies",
+                     c->cache.memcached_auth_file);
+        else
+            LOG_INFO("memcached text protocol on %s:%u (no authentication, like memcached)",
+                     c->cache.memcached_host, c->cache.memcached_port);
     }
     if (c->echo.tcp_port != 0) {
         if (net_server_listen(a->net, c->echo.tcp_host, (uint16_t)c->echo.tcp_port, &echo_proto,
@@ -677,10 +715,12 @@ static void warn_exposed(const app *a)
                  "it can write, delete and read the cache and take IDs (set auth.token or "
                  "auth.token_file, or server.host 127.0.0.1)",
                  c->server.host, c->server.port);
-    if (a->mc && !cfg_host_is_loopback(c->cache.memcached_host))
+    if (a->mc && !cfg_host_is_loopback(c->cache.memcached_host) &&
+        !c->cache.memcached_auth_file[0])
         LOG_WARN("memcached on %s:%u is reachable beyond loopback and has no authentication: "
                  "anyone who can reach it can %s the whole cache, HTTP items included (keep it "
-                 "on a private network, or cache.memcached_host 127.0.0.1)",
+                 "on a private network, set cache.memcached_auth_file, or cache.memcached_host "
+                 "127.0.0.1)",
                  c->cache.memcached_host, c->cache.memcached_port,
                  c->cache.memcached_flush_all ? "read, change and flush" : "read and change");
 }

@@ -86,6 +86,10 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
  * can take our connections) and drains the connections refused processes made to the identity
  * claims to learn our pid. */
 void app_housekeeping(app *a);
+/* On SIGHUP, as memcached: reads cache.memcached_auth_file again (memcache.h
+ * memcache_server_reload_auth), logged; a file that cannot be used leaves the old one in use.
+ * Nothing without the file. Main thread, between app_start and app_stop. */
+void app_reload_memcached_auth(app *a);
 /* app_start's result when SIGTERM/SIGINT came while it waited for a slot: exit 0, nothing ran. */
 #define APP_STOPPED_AT_START (-1)
 /* app_stop's result after the identity's slots were lost (the etcd lease expired): EX_TEMPFAIL,

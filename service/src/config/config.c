@@ -352,8 +352,8 @@ static const cfg_key cfg_keys[] = {
           "one LRU order across the store up to 64 shards, and a sample of 64 shards' tails beyond "
           "(store.h says how close)"),
     K_STR("cache.memcached_host", cache.memcached_host, 1, CFG_F_IPADDR,
-          "memcached listener address (no authentication: keep it private); host names are not "
-          "resolved"),
+          "memcached listener address (no authentication without `memcached_auth_file`: keep it "
+          "private); host names are not resolved"),
     K_U32("cache.memcached_port", cache.memcached_port, 0, 65535,
           "memcached text protocol listener, 0 = off; needs `cache.enabled`"),
     K_BOOL("cache.persist", cache.persist,
@@ -365,7 +365,8 @@ static const cfg_key cfg_keys[] = {
            "`false`: a full cache refuses writes instead of evicting (memcached `-M`)"),
     K_BOOL(
         "cache.memcached_shutdown", cache.memcached_shutdown,
-        "the `shutdown` command stops the daemon (memcached `-A`); dangerous: no authentication"),
+        "the `shutdown` command stops the daemon (memcached `-A`); dangerous: anyone who can "
+        "connect (and authenticate, with `memcached_auth_file`) can stop it"),
     K_BOOL("cache.memcached_flush_all", cache.memcached_flush_all,
            "`false`: `flush_all` is refused (memcached `-F`)"),
     K_BOOL("cache.memcached_cas", cache.memcached_cas,
@@ -396,6 +397,12 @@ static const cfg_key cfg_keys[] = {
     K_U32("cache.memcached_temporary_ttl_s", cache.memcached_temporary_ttl_s, 0, 86400 * 30,
           "items stored with a TTL up to this go to the TEMP LRU and are never evicted (memcached "
           "`-o temporary_ttl`); 0 = off"),
+    K_STR("cache.memcached_auth_file", cache.memcached_auth_file, 0, 0,
+          "memcached `-Y`: a file of `user:password` lines (at most 8, 254 bytes each); every "
+          "memcached connection must first send `set <any> 0 0 <n>` with `<user> <password>` as "
+          "data. Read at start (unreadable: exit 1; empty or malformed: exit 2, with the line "
+          "number) and on `SIGHUP` (a bad file is logged and the old one kept); `\"\"` = no "
+          "authentication"),
     K_BOOL("echo.http_enabled", echo.http_enabled, "`POST /echo`, `GET /echo?msg=`"),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR,
           "raw TCP echo address; host names are not resolved"),

@@ -134,6 +134,7 @@ typedef struct cfg_cache {
     bool memcached_lru_crawler;        /* false = -o no_lru_crawler: lru_crawler starts disabled */
     bool lru_segmented;                /* HOT/WARM/COLD per shard; false = one LRU (store.h) */
     uint32_t memcached_temporary_ttl_s; /* -o temporary_ttl: TTLs <= it never evicted; 0 = off */
+    char memcached_auth_file[CFG_PATH_MAX]; /* -Y: "" = no authentication */
 } cfg_cache;
 
 typedef struct cfg_echo {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "net/conn.h"
@@ -46,6 +47,11 @@
  *    (mc_escaped: stats detail dump's prefixes, stats cachedump's keys); meta k echoes a key
  *    with blanks or control characters in base64 (memcache_meta.c put_key). memcached prints
  *    them raw, so a key could forge reply lines.
+ *  - before authentication (-Y, cache.memcached_auth_file) every line is answered; memcached
+ *    writes each unauthenticated answer over the previous one while it is unsent, so of lines
+ *    pipelined in one read only the last is answered (which depends on how the bytes were cut
+ *    into reads; a client that counts replies loses sync). A client that waits for each answer
+ *    sees the same bytes (test_memcache_auth.py KnownDifferences pins the rest).
  *  - version is 1.6.18-snowflaked-<ours>; stats: see memcache_stats.c.
  *  - meta commands: see memcache_meta.c ("me" reports our item's size and the memcached slab
  *    class of that size). */
@@ -980,6 +986,124 @@ static mc_step get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, size_
     return cut ? MC_STEP_GO : MC_STEP_MORE;
 }
 
+/* ---- authentication (memcached -Y, memcache_auth.h) ------------------------------------------ */
+
+/* Until its credentials match, a connection's lines are read as memcached 1.6.18 reads them
+ * (proto_text.c try_read_command_asciiauth): a "set <key> <flags> <exptime> <bytes>" whose data
+ * block is "<user> <password>" authenticates (STORED; key, flags and exptime are not looked at,
+ * nothing is stored), and the connection continues as any other, with what followed in the same
+ * read; a wrong pair answers CLIENT_ERROR authentication failure, and every other line CLIENT_ERROR
+ * unauthenticated; the connection stays open for another try, as memcached's does. Every line
+ * gets its answer, also when several came in one read (memcached keeps only the last: the list
+ * of differences at the top). memcached
+ * closes a line of more than 2048 bytes without its newline, and a block its 16 KiB read buffer
+ * cannot hold when a byte comes beyond a full buffer: the same here, without the buffer (the
+ * block is read as it comes, its tokens' bytes kept while they could match). */
+
+#define MC_AUTH_READ_MAX 16384 /* memcached's READ_BUFFER_SIZE */
+#define MC_REPLY(lit)    conn_write(m->c, lit "\r\n", sizeof(lit "\r\n") - 1)
+
+static mc_step auth_line_in(mc_conn *m, const char *p, size_t n, uint64_t now, size_t *used)
+{
+    *used = 0;
+    if (n < 2) /* memcached: "impossible for the auth command to be this short": it waits */
+        return MC_STEP_MORE;
+    const char *nl = memchr(p, '\n', n);
+    if (!nl)
+        return n > MEMCACHE_LINE_MAX ? MC_STEP_CLOSE : MC_STEP_MORE;
+    size_t ln = (size_t)(nl - p);
+    *used = ln + 1;
+    m->last_cmd_ms = now;
+    m->resp_stacked = true;
+    const char *nul = memchr(p, '\0', ln); /* a C string there */
+    if (nul)
+        ln = (size_t)(nul - p);
+    mc_tok t[MC_TOKENS_MAX];
+    size_t nt = tokenize(p, ln, t); /* the '\r' stays, as there: a number is read up to it */
+    uint64_t size;
+    if (nt < 5 || !tok_is(&t[0], "set") || !mc_parse_u64(&t[4], &size)) {
+        MC_REPLY("CLIENT_ERROR unauthenticated");
+        return MC_STEP_DONE;
+    }
+    size = (uint32_t)size; /* memcached's safe_strtoul stores it in 32 bits */
+    memset(&m->auth, 0, sizeof m->auth);
+    m->auth.big = size + 2 > MC_AUTH_READ_MAX; /* (a uint32 + 2 there, which can wrap) */
+    m->vlen = (uint32_t)size;
+    m->need = size + 2;
+    m->state = MC_AUTH_DATA;
+    return MC_STEP_GO;
+}
+
+/* The credentials against the table in use (a reload may be swapping it). */
+static bool auth_check(memcache_server *s, const mc_auth_rx *rx)
+{
+    if ((uint64_t)rx->tlen[0] + rx->tlen[1] > MC_AUTH_CRED_MAX)
+        return false; /* longer than any entry: not kept whole */
+    pthread_mutex_lock(&s->auth_mu);
+    bool ok = mc_auth_match(s->auth, rx->buf, rx->tlen[0], rx->buf + rx->tlen[0], rx->tlen[1]);
+    pthread_mutex_unlock(&s->auth_mu);
+    return ok;
+}
+
+/* MC_AUTH_DATA: the credentials' block, then its "\r\n". */
+static mc_step auth_data_in(mc_conn *m, const char *p, size_t n, size_t *used)
+{
+    mc_auth_rx *rx = &m->auth;
+    uint64_t got = (uint64_t)m->vlen + 2 - m->need;
+    size_t k = m->need < n ? (size_t)m->need : n;
+    *used = k;
+    m->need -= k;
+    /* memcached waits for the block in its read buffer; once that is full, the next byte that
+     * comes is read into no room (0 bytes: taken for the peer's close) and it closes */
+    if (rx->big)
+        return got + k > MC_AUTH_READ_MAX ? MC_STEP_CLOSE : MC_STEP_GO;
+    for (size_t i = 0; i < k; i++, got++) {
+        char b = p[i];
+        if (got >= m->vlen) {
+            m->tail[got - m->vlen] = b;
+        } else if (rx->nul) {
+            continue;
+        } else if (b == '\0') {
+            rx->nul = true; /* the block is read as a C string: it ends here */
+        } else if (b == ' ') {
+            rx->in_tok = false;
+        } else {
+            if (!rx->in_tok) {
+                rx->in_tok = true;
+                if (rx->ntok < 3)
+                    rx->ntok++;
+            }
+            if (rx->ntok <= 2) {
+                unsigned w = rx->ntok - 1u;
+                uint64_t at = (uint64_t)rx->tlen[0] + (w ? rx->tlen[1] : 0);
+                if (at < MC_AUTH_CRED_MAX)
+                    rx->buf[at] = b;
+                rx->tlen[w]++;
+            }
+        }
+    }
+    if (m->need)
+        return MC_STEP_GO;
+    m->state = MC_LINE;
+    m->resp_stacked = true;
+    if (m->tail[0] != '\r' || m->tail[1] != '\n') {
+        MC_REPLY("CLIENT_ERROR bad command line termination");
+    } else if (rx->ntok < 2) {
+        MC_REPLY("CLIENT_ERROR bad authentication token format");
+    } else {
+        counter_add(&m->ml->auth_cmds, 1);
+        if (auth_check(m->srv, rx)) {
+            m->authed = true;
+            MC_REPLY("STORED");
+        } else {
+            counter_add(&m->ml->auth_errors, 1);
+            MC_REPLY("CLIENT_ERROR authentication failure");
+        }
+    }
+    explicit_bzero(rx, sizeof *rx); /* the password */
+    return MC_STEP_DONE;
+}
+
 static void mc_open(conn *c)
 {
     mc_conn *m = conn_state(c);
@@ -987,6 +1111,7 @@ static void mc_open(conn *c)
     m->srv = net_listener_ctx(c->listener);
     m->ml = perloop_at(&m->srv->loops, conn_loop(c)->index);
     obuf_init(&m->stage, &conn_loop(c)->chunks);
+    m->authed = !m->srv->auth_on;
     counter_add(&m->ml->conns_opened, 1);
     /* A fresh connection is idle, not a request in progress: memcached clients open pools
      * ahead of use (maxconns.t holds a thousand silent ones). The header timeout is for a
@@ -1032,6 +1157,16 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             }
             pos++; /* the walking command's "\n" */
             handled++;
+        } else if (m->state == MC_AUTH_DATA) {
+            size_t k = 0;
+            mc_step st = auth_data_in(m, p, n, &k);
+            if (st == MC_STEP_CLOSE) {
+                m->close_reason = MC_CLOSE_ERROR;
+                return PROTO_CLOSE;
+            }
+            pos += k;
+            if (st == MC_STEP_DONE)
+                handled++;
         } else if (m->state == MC_SKIP_LINE) {
             const char *nl = memchr(p, '\n', n);
             pos += nl ? (size_t)(nl - p) + 1 : n;
@@ -1051,7 +1186,8 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             }
             size_t k = 0;
             mc_step st = m->state == MC_GET_CONT ? get_cont(m, p, n, now, &k)
-                                                 : line_in(m, p, n, now, &k);
+                         : m->authed             ? line_in(m, p, n, now, &k)
+                                                 : auth_line_in(m, p, n, now, &k);
             if (m->clock_moved) { /* debugtime: the commands after it see the new time */
                 m->clock_moved = false;
                 now = mc_now(m->srv);
@@ -1095,6 +1231,8 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
 static void mc_close(conn *c)
 {
     mc_conn *m = conn_state(c);
+    if (m->state == MC_AUTH_DATA)
+        explicit_bzero(&m->auth, sizeof m->auth); /* part of a password */
     cache_item_release(m->item);
     m->item = NULL;
     mc_value_release(m);
@@ -1143,6 +1281,7 @@ memcache_server *memcache_server_new(cache_store *store, unsigned nloops)
         return NULL;
     }
     s->store = store;
+    pthread_mutex_init(&s->auth_mu, NULL);
     s->started_ms = clk_now(clk_system());
     memcache_options_default(&s->opts);
     atomic_init(&s->admin.crawler_enabled, true);
@@ -1182,6 +1321,83 @@ void memcache_server_set_budget(memcache_server *s, byte_budget *inflight)
     s->inflight = inflight;
 }
 
+/* A file others may read gives its passwords to every account on the host. */
+static void auth_warn_mode(const char *path, unsigned mode)
+{
+    if (mode & S_IROTH)
+        LOG_WARN("memcached auth file %s is readable by every user of this host (mode %04o): "
+                 "chmod o-r it",
+                 path, mode);
+}
+
+/* A fresh table from the file, or NULL with the reason (rc MC_AUTH_EIO / MC_AUTH_EFORMAT). */
+static mc_auth_table *auth_read(const char *path, int *rc, char *err, size_t errlen)
+{
+    mc_auth_table *t = malloc(sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        *rc = MC_AUTH_EIO;
+        return NULL;
+    }
+    unsigned mode;
+    *rc = mc_auth_load(path, t, &mode, err, errlen);
+    if (*rc != 0) {
+        free(t); /* cleared by mc_auth_load */
+        return NULL;
+    }
+    auth_warn_mode(path, mode);
+    return t;
+}
+
+int memcache_server_set_auth_file(memcache_server *s, const char *path, char *err, size_t errlen)
+{
+    int rc;
+    mc_auth_table *t = auth_read(path, &rc, err, errlen);
+    if (!t)
+        return rc;
+    char *copy = strdup(path);
+    if (!copy) {
+        mc_auth_clear(t);
+        free(t);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return MC_AUTH_EIO;
+    }
+    s->auth = t;
+    s->auth_path = copy;
+    s->auth_on = true;
+    return 0;
+}
+
+int memcache_server_reload_auth(memcache_server *s, unsigned *entries, char *err, size_t errlen)
+{
+    if (!s->auth_on) {
+        snprintf(err, errlen, "no auth file");
+        return MC_AUTH_EIO;
+    }
+    int rc;
+    mc_auth_table *t = auth_read(s->auth_path, &rc, err, errlen);
+    if (!t)
+        return rc; /* the table in use stays */
+    *entries = t->n;
+    pthread_mutex_lock(&s->auth_mu);
+    mc_auth_table *old = s->auth;
+    s->auth = t;
+    pthread_mutex_unlock(&s->auth_mu);
+    mc_auth_clear(old);
+    free(old);
+    return 0;
+}
+
+unsigned memcache_server_auth_entries(memcache_server *s)
+{
+    if (!s->auth_on)
+        return 0;
+    pthread_mutex_lock(&s->auth_mu);
+    unsigned n = s->auth->n;
+    pthread_mutex_unlock(&s->auth_mu);
+    return n;
+}
+
 void memcache_server_free(memcache_server *s)
 {
     if (!s)
@@ -1189,5 +1405,11 @@ void memcache_server_free(memcache_server *s)
     perloop_free(&s->loops);
     mc_stats_free(s->stats);
     mc_watch_free(&s->watch);
+    if (s->auth) {
+        mc_auth_clear(s->auth);
+        free(s->auth);
+    }
+    free(s->auth_path);
+    pthread_mutex_destroy(&s->auth_mu);
     free(s);
 }

@@ -17,6 +17,12 @@
  * also pauses between keys at the high-water mark and resumes as the output drains, so its
  * answer streams through a bounded buffer whatever its total size.
  *
+ * Authentication (memcached's -Y authfile, memcache_server_set_auth_file): a connection's first
+ * command must be a "set" whose data block is "<user> <password>" from the file; until then every
+ * line answers CLIENT_ERROR unauthenticated, byte for byte as memcached 1.6.18 (memcache.c
+ * auth_line_in; the file's rules in memcache_auth.h). The check runs on the bytes the transport
+ * hands over, whatever carries them (plaintext or TLS).
+ *
  * "stats" and its subcommands answer as memcached 1.6.18 does (memcache_stats.c). At
  * max_connections a connection is told "ERROR Too many open connections" and closed, as memcached
  * does; connections are accepted at connect (pooled idle clients count) and wait under the idle
@@ -30,10 +36,12 @@
 #define SF_PROTO_MEMCACHE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cache/store.h"
 #include "net/proto.h"
+#include "proto/memcache_auth.h"
 #include "util/budget.h"
 
 #define MEMCACHE_MAX_PIPELINE 20   /* default reqs_per_event: memcached's -R default */
@@ -88,5 +96,17 @@ void memcache_server_set_options(memcache_server *s, const memcache_options *o);
  * key's old value kept. Before the loops start. */
 void memcache_server_set_budget(memcache_server *s, byte_budget *inflight);
 void memcache_server_free(memcache_server *s); /* NULL is fine */
+
+/* memcached's -Y: every connection must authenticate first, with an entry of the auth file at
+ * path (memcache_auth.h), read now. Before the loops start. Returns 0, or MC_AUTH_EIO (cannot be
+ * read) / MC_AUTH_EFORMAT (malformed, "<path>: line N: ...") with the reason in err; a file other
+ * users may read is logged as a warning. Passwords are never logged. */
+int memcache_server_set_auth_file(memcache_server *s, const char *path, char *err, size_t errlen);
+/* Reads the auth file again (memcached does on SIGHUP): new checks use the new table at once;
+ * connections already authenticated stay so. Any thread, the loops running. Returns 0 with the
+ * number of entries in *entries, or the error as above, the table in use kept. */
+int memcache_server_reload_auth(memcache_server *s, unsigned *entries, char *err, size_t errlen);
+/* The entries of the auth file in use; 0 without one. */
+unsigned memcache_server_auth_entries(memcache_server *s);
 
 #endif

@@ -10,10 +10,13 @@
  * debugtime) and the listener's clock (mc_now).
  * memcache_stats.c: "stats" and its subcommands, the reset baselines, "stats detail".
  * memcache_watch.c: watch, memcached's live logging (memcache_watch.h).
+ * memcache_auth.c: memcached's auth file (-Y) and the credentials' check (memcache_auth.h); the
+ * unauthenticated connection's input is memcache.c's.
  */
 #ifndef SF_PROTO_MEMCACHE_INT_H
 #define SF_PROTO_MEMCACHE_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,6 +28,7 @@
 #include "net/loop.h"
 #include "obs/log.h"
 #include "proto/memcache.h"
+#include "proto/memcache_auth.h"
 #include "proto/memcache_watch.h"
 #include "util/clock.h"
 #include "util/budget.h"
@@ -51,6 +55,9 @@ typedef struct mc_loop {
     _Atomic uint64_t incr_hits, incr_misses, decr_hits, decr_misses;
     _Atomic uint64_t store_too_large, store_no_memory;
     _Atomic uint64_t idle_kicks; /* connections closed by the idle timeout (memcache.c) */
+    /* memcached -Y: credentials checked against the auth file, and those refused (memcached
+     * counts neither an unauthenticated command nor a badly formed credentials block) */
+    _Atomic uint64_t auth_cmds, auth_errors;
 } mc_loop;
 
 /* The settings memcached's admin commands change at run time (memcache_admin.c); any loop may
@@ -81,6 +88,11 @@ struct memcache_server {
     _Atomic bool detail_on;     /* "stats detail on": per-prefix counts (mc_detail_record) */
     _Atomic uint32_t verbosity; /* the last "verbosity" level, shown by "stats settings" */
     byte_budget *inflight;      /* values being received (mc_value_hold), or NULL: unbounded */
+    /* memcached -Y (memcache_server_set_auth_file): set before the loops start, never cleared */
+    bool auth_on;
+    char *auth_path;       /* the file, as "stats settings" names it (auth_enabled_ascii) */
+    pthread_mutex_t auth_mu; /* guards auth: the loops check under it, a reload swaps it */
+    mc_auth_table *auth;
 };
 
 /* What the bytes of a connection are, in mc_conn.state. */
@@ -95,7 +107,19 @@ typedef enum {
                    * "\n" stays in the input until it ends, so the connection is offered its
                    * input again on every loop turn it yields */
     MC_WATCH,     /* a watcher (memcache_watch.c): log lines out, input ignored */
+    MC_AUTH_DATA, /* unauthenticated: the data block of the credentials' "set" (mc_auth_rx) */
 } mc_state;
+
+/* The credentials' data block as it arrives, "<user> <password>" (memcached splits it as a
+ * command line: on ' ', a NUL ends it; more tokens are ignored): the two tokens' bytes while
+ * they fit (longer ones match no entry), kept nowhere else. */
+typedef struct mc_auth_rx {
+    uint32_t tlen[2]; /* the user's and the password's lengths */
+    uint8_t ntok;     /* tokens begun (counted up to 3) */
+    bool in_tok, nul;
+    bool big; /* a block memcached's read buffer cannot hold: closed once that much came */
+    char buf[MC_AUTH_CRED_MAX]; /* the user's bytes, then the password's */
+} mc_auth_rx;
 
 /* A connection's protocol state (proto.state_size: zeroed at open), used on its loop only. */
 typedef struct mc_conn {
@@ -110,7 +134,11 @@ typedef struct mc_conn {
     uint64_t pend_exp;
     uint32_t pend_flags;
     uint8_t pend_klen, pend_marks;
-    char pend_key[CACHE_KEY_MAX];
+    union { /* never both: a connection authenticates before it stores anything */
+        char pend_key[CACHE_KEY_MAX];
+        mc_auth_rx auth; /* MC_AUTH_DATA */
+    };
+    bool authed; /* memcached -Y: set once the credentials matched (at open without -Y) */
     uint64_t cas_in;
     uint64_t need; /* MC_DATA / MC_SWALLOW: bytes still expected (value + "\r\n") */
     uint32_t vlen;

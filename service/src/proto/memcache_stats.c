@@ -16,11 +16,13 @@
  *                             lru_crawler enable|disable). Fields with
  *                             a counterpart here get it (store counters, the listener's bytes and
  *                             refusals, the per-loop command counters); memcached internals we do
- *                             not have print 0: response_obj_*, read_buf_*, auth_*,
+ *                             not have print 0: response_obj_*, read_buf_*,
  *                             time_in_listen_disabled_us, slab_reassign_*, slabs_moved,
  *                             malloc_fails, log_*, unexpected_napi_ids, round_robin_fallback,
  *                             slab_global_page_pool, crawler_items_checked, lrutail_reflocked.
  *                             The mapping is in test/memcached_t/README.md.
+ *                             auth_cmds / auth_errors: credentials checked / refused (memcached
+ *                             -Y, cache.memcached_auth_file).
  *   stats reset               RESET: the counters memcached resets read 0 afterwards. They are
  *                             never written here (they are single-writer counters of the loops
  *                             and the store, and /metrics must stay monotonic): the reset takes
@@ -84,7 +86,7 @@
     X(cas_hits) X(cas_badval) X(touch_hits) X(touch_misses) X(store_too_large)                    \
     X(store_no_memory) X(bytes_read) X(bytes_written) X(listen_disabled_num) X(conn_yields)       \
     X(total_items) X(expired_unfetched) X(evicted_unfetched) X(evictions) X(reclaimed)         \
-    X(crawler_reclaimed) X(idle_kicks) X(lru_maintainer_juggles)
+    X(crawler_reclaimed) X(idle_kicks) X(lru_maintainer_juggles) X(auth_cmds) X(auth_errors)
 /* clang-format on */
 typedef struct mc_counts {
 #define MC_COUNT_FIELD(name) uint64_t name;
@@ -214,6 +216,8 @@ static void gather(const mc_conn *m, const cache_stats *cs, const cache_class_st
     out->crawler_reclaimed = tot.crawler_reclaimed;
     out->idle_kicks = SUM(s, idle_kicks);
     out->lru_maintainer_juggles = cs->lru_juggles;
+    out->auth_cmds = SUM(s, auth_cmds);
+    out->auth_errors = SUM(s, auth_errors);
 }
 
 /* v - baseline, as this view shows it (0 if the counter is somehow below its baseline). */
@@ -358,8 +362,8 @@ static void stats_general(mc_conn *m, uint64_t now)
     STAT_U(c, "touch_misses", v.touch_misses);
     STAT_U(c, "store_too_large", v.store_too_large);
     STAT_U(c, "store_no_memory", v.store_no_memory);
-    STAT_U(c, "auth_cmds", 0);
-    STAT_U(c, "auth_errors", 0);
+    STAT_U(c, "auth_cmds", v.auth_cmds);
+    STAT_U(c, "auth_errors", v.auth_errors);
     if (s->opts.idle_timeout_s) /* as memcached: only with -o idle_timeout */
         STAT_U(c, "idle_kicks", v.idle_kicks);
     STAT_U(c, "bytes_read", v.bytes_read);
@@ -460,7 +464,7 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "tcp_backlog", "%d", ns->cfg.backlog);
     stat_line(c, "binding_protocol", "ascii");
     stat_line(c, "auth_enabled_sasl", "no");
-    stat_line(c, "auth_enabled_ascii", "no");
+    stat_line(c, "auth_enabled_ascii", "%s", s->auth_on ? s->auth_path : "no"); /* -Y's file */
     STAT_U(c, "item_size_max", cache_store_max_item(s->store));
     stat_line(c, "maxconns_fast", "yes");
     stat_line(c, "hashpower_init", "0");
