@@ -12,6 +12,9 @@
  *   bit 4     tiny store (16 KiB, 4 KiB items, 2 shards): eviction and TOO_LARGE happen
  *   bit 5     the store's shard lock is a mutex instead of the spinlock (snowflake.sync=mutex)
  *   bit 6     the connection ends with the peer's FIN instead of a timeout
+ *   bit 7     memcached -Y (cache.memcached_auth_file, memcached's t/authfile: foo:bar and
+ *             baaaz:quux): the connection starts unauthenticated; "set a 0 0 7\r\nfoo bar\r\n"
+ *             lets the rest in
  *   bits 3-7  also seed the read sizes.
  * Each input runs on a fresh object graph, built as the daemon builds it (app_build: the store
  * and the memcache server, with the rest the daemon has), and a fresh connection.
@@ -25,7 +28,10 @@
  */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/app.h"
 #include "app/wiring.h"
@@ -44,7 +50,13 @@ static struct {
     uint64_t inflight;           /* its server.max_inflight_bytes */
     conn_fake_loop fl, fl_tight; /* the configured output limits; a 1 KiB high-water mark */
     app app;                     /* built per input */
+    char auth_path[64];          /* memcached's t/authfile, written at start (bit 7) */
 } G;
+
+static void remove_auth_file(void)
+{
+    unlink(G.auth_path);
+}
 
 static void sink(const char *data, size_t len, void *arg)
 {
@@ -70,6 +82,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     nc.out_high_water = 1024;
     if (conn_fake_loop_init(&G.fl_tight, &nc, &memcache_proto, NULL, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "loop: %s", err);
+    snprintf(G.auth_path, sizeof G.auth_path, "/tmp/fuzz_memcache_auth.XXXXXX");
+    int fd = mkstemp(G.auth_path);
+    static const char authfile[] = "foo:bar\nbaaaz:quux\n";
+    if (fd < 0 || write(fd, authfile, sizeof authfile - 1) != (ssize_t)(sizeof authfile - 1) ||
+        close(fd) != 0)
+        fuzz_fail(__FILE__, __LINE__, "cannot write the auth file %s", G.auth_path);
+    atexit(remove_auth_file);
     return 0;
 }
 
@@ -103,6 +122,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         G.config.cache.shards = 2;
     }
     G.config.snowflake.sync = (flags & 0x20) ? SF_SYNC_MUTEX : G.sync;
+    if (flags & 0x80)
+        snprintf(G.config.cache.memcached_auth_file, sizeof G.config.cache.memcached_auth_file,
+                 "%s", G.auth_path);
     char err[256];
     app_options o = {.net = conn_fake_net_server(&G.fl), .cache_seed = 1};
     FUZZ_CHECK(app_build(&G.app, &G.config, &o, err, sizeof err) == 0, "app: %s", err);

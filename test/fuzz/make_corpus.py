@@ -26,6 +26,7 @@ AUTH_ALL = 0x30      # http: a token guards everything
 EOF_END = 0x40       # http/memcache: the peer sends FIN at the end
 DRAINING = 0xC0      # http: the server is draining
 TINY = 0x10          # memcache: 16 KiB store
+MC_AUTH = 0x80       # memcache: memcached -Y with t/authfile (foo:bar, baaaz:quux)
 
 
 B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -186,6 +187,12 @@ def http_seeds():
 def mc_seeds():
     s = {}
     s["basic"] = (WHOLE, b"set a 0 0 1\r\n1\r\nget a\r\ngets a b\r\ndelete a\r\ndelete a\r\nget a\r\n")
+    # memcached -Y: refused commands, a bad block, a failure, then in and ordinary commands
+    s["auth"] = (UPTO4 | MC_AUTH, b"get a\r\nmn\r\nset a 0 0 2\r\nhi\r\nset a 0 0 7\r\nfoo bab\r\n"
+                 b"set a 0 0 7\r\nfoo barXY\r\nset x y z 12\r\n baaaz quux \r\nset k 0 0 1\r\nv\r\n"
+                 b"get k\r\nmn\r\n")
+    s["auth_bytes"] = (BYTES | MC_AUTH, b"\n\nset a 0 0 9\r\nfoo bar\x00x\r\nmg k v\r\n")
+    s["auth_big_block"] = (UPTO4K | MC_AUTH, b"set a 0 0 20000\r\n" + b"u " * 8300)
     s["storage_modes"] = (UPTO16, b"add k 5 0 2\r\nv1\r\nadd k 5 0 2\r\nv2\r\nreplace k 6 0 2\r\nv3\r\n"
                           b"replace nope 0 0 1\r\nx\r\nappend k 0 0 3\r\n+ap\r\nprepend k 0 0 3\r\npp+\r\n"
                           b"gets k\r\ncas k 0 0 1 999\r\nz\r\ncas nope 0 0 1 1\r\nz\r\n")

@@ -153,7 +153,7 @@ START_TEST(test_match)
     ck_assert(!has(&t, "foo", "ba"));
     ck_assert(!has(&t, "foo", "barr"));
     ck_assert(!has(&t, "Foo", "bar"));
-    ck_assert(!has(&t, "", ""));  /* the free slots */
+    ck_assert(!has(&t, "", "")); /* the free slots */
     ck_assert(!has(&t, "foo", ""));
     ck_assert(!mc_auth_match(&t, "foo", 3, "bar\0", 4)); /* lengths, not C strings */
     char big[MC_AUTH_CRED_MAX + 1];
@@ -312,8 +312,8 @@ static void session(const char *in, size_t len, const char *want, size_t wlen)
         bool open = run(in, len, mode ? cuts : NULL, mode ? len - 1 : 0, &o);
         ck_assert_msg(open, "closed (%s)", mode ? "byte by byte" : "one read");
         ck_assert_msg(o.n == wlen && memcmp(o.buf, want, wlen) == 0,
-                      "%s: got \"%.*s\", want \"%s\"", mode ? "byte by byte" : "one read",
-                      (int)o.n, o.buf, want);
+                      "%s: got \"%.*s\", want \"%s\"", mode ? "byte by byte" : "one read", (int)o.n,
+                      o.buf, want);
     }
     for (size_t at = 1; at < len; at++) {
         run(in, len, &at, 1, &o);
@@ -365,8 +365,7 @@ START_TEST(test_credentials_block)
     SESSION("set a 0 0 13\r\nfoo bar extra\r\nmn\r\n", "STORED\r\nMN\r\n");
     /* the block is a C string: a NUL ends it */
     SESSION("set a 0 0 9\r\nfoo bar\0x\r\nmn\r\n", "STORED\r\nMN\r\n");
-    SESSION("set a 0 0 8\r\nfoo\0 bar\r\n",
-            "CLIENT_ERROR bad authentication token format\r\n");
+    SESSION("set a 0 0 8\r\nfoo\0 bar\r\n", "CLIENT_ERROR bad authentication token format\r\n");
     /* the tokens are the user and password exactly (a CR inside is a byte of the password) */
     SESSION("set a 0 0 8\r\nfoo bar\r\r\n", "CLIENT_ERROR authentication failure\r\n");
     SESSION("set a 0 0 7\r\nfoo\tbar\r\n", "CLIENT_ERROR bad authentication token format\r\n");
@@ -433,8 +432,8 @@ START_TEST(test_closes)
     memset(in + n, 'b', 16382);
     memcpy(in + n + 16382, "\r\n", 2);
     ck_assert(run(in, (size_t)n + 16384, NULL, 0, &o));
-    ck_assert_msg(o.n == 46 && memcmp(o.buf, "CLIENT_ERROR bad authentication token format\r\n",
-                                      46) == 0,
+    ck_assert_msg(o.n == 46 &&
+                      memcmp(o.buf, "CLIENT_ERROR bad authentication token format\r\n", 46) == 0,
                   "%.*s", (int)o.n, o.buf);
 }
 END_TEST

@@ -715,8 +715,7 @@ static void warn_exposed(const app *a)
                  "it can write, delete and read the cache and take IDs (set auth.token or "
                  "auth.token_file, or server.host 127.0.0.1)",
                  c->server.host, c->server.port);
-    if (a->mc && !cfg_host_is_loopback(c->cache.memcached_host) &&
-        !c->cache.memcached_auth_file[0])
+    if (a->mc && !cfg_host_is_loopback(c->cache.memcached_host) && !c->cache.memcached_auth_file[0])
         LOG_WARN("memcached on %s:%u is reachable beyond loopback and has no authentication: "
                  "anyone who can reach it can %s the whole cache, HTTP items included (keep it "
                  "on a private network, set cache.memcached_auth_file, or cache.memcached_host "

@@ -363,10 +363,9 @@ static const cfg_key cfg_keys[] = {
           "periodic snapshot while running; 0 = only at stop"),
     K_BOOL("cache.evictions", cache.evictions,
            "`false`: a full cache refuses writes instead of evicting (memcached `-M`)"),
-    K_BOOL(
-        "cache.memcached_shutdown", cache.memcached_shutdown,
-        "the `shutdown` command stops the daemon (memcached `-A`); dangerous: anyone who can "
-        "connect (and authenticate, with `memcached_auth_file`) can stop it"),
+    K_BOOL("cache.memcached_shutdown", cache.memcached_shutdown,
+           "the `shutdown` command stops the daemon (memcached `-A`); dangerous: anyone who can "
+           "connect (and authenticate, with `memcached_auth_file`) can stop it"),
     K_BOOL("cache.memcached_flush_all", cache.memcached_flush_all,
            "`false`: `flush_all` is refused (memcached `-F`)"),
     K_BOOL("cache.memcached_cas", cache.memcached_cas,

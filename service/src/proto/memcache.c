@@ -21,7 +21,6 @@
 #include "util/clock.h"
 #include "util/fmt.h"
 
-
 /* Replies are byte-exact with memcached 1.6.18, checked session by session against the real one
  * (test/integration/test_memcache_diff.py). The differences we keep on purpose:
  *  - keys: 1..250 bytes of 0x21..0x7e (cache_key_valid, the rule protocol.txt states); memcached
@@ -1157,16 +1156,6 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             }
             pos++; /* the walking command's "\n" */
             handled++;
-        } else if (m->state == MC_AUTH_DATA) {
-            size_t k = 0;
-            mc_step st = auth_data_in(m, p, n, &k);
-            if (st == MC_STEP_CLOSE) {
-                m->close_reason = MC_CLOSE_ERROR;
-                return PROTO_CLOSE;
-            }
-            pos += k;
-            if (st == MC_STEP_DONE)
-                handled++;
         } else if (m->state == MC_SKIP_LINE) {
             const char *nl = memchr(p, '\n', n);
             pos += nl ? (size_t)(nl - p) + 1 : n;
@@ -1185,9 +1174,10 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
                 break;
             }
             size_t k = 0;
-            mc_step st = m->state == MC_GET_CONT ? get_cont(m, p, n, now, &k)
-                         : m->authed             ? line_in(m, p, n, now, &k)
-                                                 : auth_line_in(m, p, n, now, &k);
+            mc_step st = m->state == MC_GET_CONT    ? get_cont(m, p, n, now, &k)
+                         : m->state == MC_AUTH_DATA ? auth_data_in(m, p, n, &k)
+                         : m->authed                ? line_in(m, p, n, now, &k)
+                                                    : auth_line_in(m, p, n, now, &k);
             if (m->clock_moved) { /* debugtime: the commands after it see the new time */
                 m->clock_moved = false;
                 now = mc_now(m->srv);

@@ -55,8 +55,9 @@ int mc_auth_parse(const char *data, size_t len, mc_auth_table *t, char *err, siz
         const char *nl = memchr(data + pos, '\n', len - pos);
         size_t end = nl ? (size_t)(nl - data) : len;
         if (t->n == MC_AUTH_ENTRIES_MAX) {
-            snprintf(err, errlen, "line %u: more than %d entries (memcached's limit: it would "
-                                  "ignore the rest)",
+            snprintf(err, errlen,
+                     "line %u: more than %d entries (memcached's limit: it would "
+                     "ignore the rest)",
                      line, MC_AUTH_ENTRIES_MAX);
             mc_auth_clear(t);
             return MC_AUTH_EFORMAT;
@@ -143,8 +144,8 @@ bool mc_auth_match(const mc_auth_table *t, const char *user, size_t ulen, const 
     volatile unsigned found = 0;
     for (unsigned i = 0; i < MC_AUTH_ENTRIES_MAX; i++) {
         const mc_auth_entry *e = &t->e[i];
-        volatile unsigned d = (e->ulen ^ (unsigned)ulen) | (e->plen ^ (unsigned)plen) |
-                              (unsigned)(i >= t->n);
+        volatile unsigned d =
+            (e->ulen ^ (unsigned)ulen) | (e->plen ^ (unsigned)plen) | (unsigned)(i >= t->n);
         for (size_t k = 0; k < MC_AUTH_CRED_MAX; k++)
             d |= (unsigned)(unsigned char)(e->user[k] ^ u[k]) |
                  (unsigned)(unsigned char)(e->pass[k] ^ p[k]);

@@ -28,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MC_AUTH_ENTRIES_MAX 8    /* memcached's MAX_ENTRIES ("not supposed to be a huge database") */
-#define MC_AUTH_LINE_MAX    254  /* bytes of a line before its "\n" (memcached's fgets of 256) */
+#define MC_AUTH_ENTRIES_MAX 8   /* memcached's MAX_ENTRIES ("not supposed to be a huge database") */
+#define MC_AUTH_LINE_MAX    254 /* bytes of a line before its "\n" (memcached's fgets of 256) */
 #define MC_AUTH_FILE_MAX    4096 /* a larger file cannot be valid: refused before it is parsed */
 /* The longest user plus password: a line holds both and the ':' */
 #define MC_AUTH_CRED_MAX (MC_AUTH_LINE_MAX - 1)

@@ -90,7 +90,7 @@ struct memcache_server {
     byte_budget *inflight;      /* values being received (mc_value_hold), or NULL: unbounded */
     /* memcached -Y (memcache_server_set_auth_file): set before the loops start, never cleared */
     bool auth_on;
-    char *auth_path;       /* the file, as "stats settings" names it (auth_enabled_ascii) */
+    char *auth_path;         /* the file, as "stats settings" names it (auth_enabled_ascii) */
     pthread_mutex_t auth_mu; /* guards auth: the loops check under it, a reload swaps it */
     mc_auth_table *auth;
 };
