@@ -213,6 +213,8 @@ class DiffSessions(DiffBase):
         # a line over 2048 bytes without its newline, whatever it is (get included)
         self.run_session([Part(b"get " + b"k" * 2040), b"k" * 10])
         self.run_session([b"set a 0 0 7" + b" " * 2100])
+        # with its newline in one write: answered while memcached's 16 KiB read buffer holds it
+        self.run_session([b"get " + b"k" * 3000 + b"\r\n", b"get " + b"k" * 16382 + b"\n"])
         # a block longer than memcached's 16 KiB read buffer: closed when a byte comes beyond
         # the full buffer
         self.run_session([Part(b"set a 0 0 16383\r\n" + b"x" * 16384), b"x"])

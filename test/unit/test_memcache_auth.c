@@ -413,6 +413,16 @@ START_TEST(test_closes)
     ck_assert(run(in, 2048, NULL, 0, &o));
     ck_assert(!run(in, 2049, NULL, 0, &o));
     ck_assert_uint_eq(o.n, 0);
+    /* with its newline in the same read: answered up to memcached's 16 KiB read buffer */
+    memset(in, 'a', 16383);
+    memcpy(in, "get ", 4);
+    in[16383] = '\n';
+    ck_assert(run(in, 16384, NULL, 0, &o));
+    ck_assert_msg(o.n == 30 && memcmp(o.buf, UNAUTH, 30) == 0, "%.*s", (int)o.n, o.buf);
+    in[16383] = 'a';
+    in[16384] = '\n';
+    ck_assert(!run(in, 16385, NULL, 0, &o));
+    ck_assert_uint_eq(o.n, 0);
     /* a block over memcached's 16 KiB read buffer: closed when a byte comes beyond 16384 */
     int n = snprintf(in, sizeof in, "set a 0 0 16383\r\n");
     memset(in + n, 'b', sizeof in - (size_t)n);

@@ -399,9 +399,9 @@ static const cfg_key cfg_keys[] = {
     K_STR("cache.memcached_auth_file", cache.memcached_auth_file, 0, 0,
           "memcached `-Y`: a file of `user:password` lines (at most 8, 254 bytes each); every "
           "memcached connection must first send `set <any> 0 0 <n>` with `<user> <password>` as "
-          "data. Read at start (unreadable: exit 1; empty or malformed: exit 2, with the line "
-          "number) and on `SIGHUP` (a bad file is logged and the old one kept); `\"\"` = no "
-          "authentication"),
+          "data. Read at start when `memcached_port` is set (unreadable: exit 1; empty or "
+          "malformed: exit 2, with the line number) and on `SIGHUP` (a bad file is logged and the "
+          "old one kept); `\"\"` = no authentication"),
     K_BOOL("echo.http_enabled", echo.http_enabled, "`POST /echo`, `GET /echo?msg=`"),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR,
           "raw TCP echo address; host names are not resolved"),

@@ -994,10 +994,10 @@ static mc_step get_cont(mc_conn *m, const char *p, size_t n, uint64_t now, size_
  * read; a wrong pair answers CLIENT_ERROR authentication failure, and every other line CLIENT_ERROR
  * unauthenticated; the connection stays open for another try, as memcached's does. Every line
  * gets its answer, also when several came in one read (memcached keeps only the last: the list
- * of differences at the top). memcached
- * closes a line of more than 2048 bytes without its newline, and a block its 16 KiB read buffer
- * cannot hold when a byte comes beyond a full buffer: the same here, without the buffer (the
- * block is read as it comes, its tokens' bytes kept while they could match). */
+ * of differences at the top). memcached closes a line of more than 2048 bytes without its
+ * newline (or longer than its 16 KiB read buffer), and a block that buffer cannot hold when a
+ * byte comes beyond the full buffer: the same here, without the buffer (the block is read as it
+ * comes, its tokens' bytes kept while they could match). */
 
 #define MC_AUTH_READ_MAX 16384 /* memcached's READ_BUFFER_SIZE */
 #define MC_REPLY(lit)    conn_write(m->c, lit "\r\n", sizeof(lit "\r\n") - 1)
@@ -1011,6 +1011,8 @@ static mc_step auth_line_in(mc_conn *m, const char *p, size_t n, uint64_t now, s
     if (!nl)
         return n > MEMCACHE_LINE_MAX ? MC_STEP_CLOSE : MC_STEP_MORE;
     size_t ln = (size_t)(nl - p);
+    if (ln + 1 > MC_AUTH_READ_MAX) /* never whole in memcached's read buffer: it closes */
+        return MC_STEP_CLOSE;
     *used = ln + 1;
     m->last_cmd_ms = now;
     m->resp_stacked = true;
