@@ -24,7 +24,7 @@ import tempfile
 import time
 import unittest
 
-from sfharness import BINARY, free_port, get, memcache_server, request, set_args
+from sfharness import BINARY, free_port, get, memcache_server, metric, request, set_args
 from test_memcache_diff import Memcached, memcached_or_skip
 
 QUIET = 0.25  # seconds without a byte from either server: the step's answer is complete
@@ -467,6 +467,12 @@ class Ours(unittest.TestCase):
                 s, answer = authenticate(port, b"app", b"other")
                 s.close()
                 self.assertEqual(answer, b"STORED\r\n")
+                # /metrics: 5 in, 1 refused; one reload taken, two refused
+                for name, value in (('auth_total{result="ok"}', 5),
+                                    ('auth_total{result="failure"}', 1),
+                                    ('auth_reloads_total{result="ok"}', 1),
+                                    ('auth_reloads_total{result="failure"}', 2)):
+                    self.assertEqual(metric(srv, "snowflaked_memcached_" + name), value, name)
                 kept.close()
                 pending.close()
                 out = srv.output()
@@ -511,6 +517,9 @@ class Ours(unittest.TestCase):
             s.close()
             self.assertTrue(got.startswith(b"STORED\r\nVALUE a 0 7\r\nfoo bar\r\nEND\r\n"), got)
             self.assertIn(b"STAT auth_enabled_ascii no\r\n", got)
+            for result in ("ok", "failure"):  # exported, 0, for the dashboards' sake
+                self.assertEqual(metric(srv, 'snowflaked_memcached_auth_total{result="%s"}'
+                                        % result), 0)
         finally:
             srv.stop()
 

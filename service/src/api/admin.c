@@ -344,6 +344,23 @@ static void metrics_cache(prom_buf *b, cache_store *store)
             st.expired_lazy + st.expired_swept);
 }
 
+/* memcached -Y (cache.memcached_auth_file); 0 without the file. */
+static void metrics_memcached_auth(prom_buf *b, const memcache_server *mc)
+{
+    memcache_auth_stats st;
+    memcache_server_auth_stats(mc, &st);
+    prom_family(b, "snowflaked_memcached_auth_total", "counter",
+                "memcached credentials checked against the auth file, by result.");
+    prom_u64(b, "snowflaked_memcached_auth_total", "result=\"ok\"", st.checks - st.failures);
+    prom_u64(b, "snowflaked_memcached_auth_total", "result=\"failure\"", st.failures);
+    prom_family(b, "snowflaked_memcached_auth_reloads_total", "counter",
+                "Reloads of the memcached auth file (SIGHUP), by result (failure: the old one "
+                "stays).");
+    prom_u64(b, "snowflaked_memcached_auth_reloads_total", "result=\"ok\"", st.reloads);
+    prom_u64(b, "snowflaked_memcached_auth_reloads_total", "result=\"failure\"",
+             st.reload_failures);
+}
+
 static void metrics_persist(prom_buf *b, cache_persist *p)
 {
     cache_persist_stats ps;
@@ -382,6 +399,8 @@ void api_metrics(http_request *r, void *ctx)
         metrics_inflight(&b, a->inflight);
     if (a->cache)
         metrics_cache(&b, a->cache);
+    if (a->mc)
+        metrics_memcached_auth(&b, a->mc);
     if (a->persist)
         metrics_persist(&b, a->persist);
     if (b.truncated) {

@@ -16,6 +16,7 @@
 #include "cache/store.h"
 #include "cluster/identity.h"
 #include "proto/http.h"
+#include "proto/memcache.h"
 #include "snowflake/encoding.h"
 #include "snowflake/generator.h"
 #include "snowflake/issue128.h"
@@ -61,6 +62,7 @@ typedef struct api_ctx {
     perloop loops;          /* api_loop, one per net loop */
     _Atomic bool listening; /* set once every listener is up */
     cache_store *cache;     /* NULL when cache.enabled is false */
+    memcache_server *mc;    /* the memcached listener's (metrics), or NULL */
     cache_persist *persist; /* NULL unless cache.persist */
     const byte_budget *inflight; /* bytes held for requests being received (metrics), or NULL */
 } api_ctx;

@@ -408,6 +408,7 @@ static int make_api(app *a, char *err, size_t errlen)
     api->http = a->http;
     api->net = a->net;
     api->cache = a->cache;
+    api->mc = a->mc;
     api->inflight = &a->inflight;
     int rc = load_token(&c->auth, a->token, sizeof a->token, err, errlen);
     if (rc != 0)

@@ -1368,8 +1368,11 @@ int memcache_server_reload_auth(memcache_server *s, unsigned *entries, char *err
     }
     int rc;
     mc_auth_table *t = auth_read(s->auth_path, &rc, err, errlen);
-    if (!t)
+    if (!t) {
+        counter_add(&s->auth_reload_failures, 1);
         return rc; /* the table in use stays */
+    }
+    counter_add(&s->auth_reloads, 1);
     *entries = t->n;
     pthread_mutex_lock(&s->auth_mu);
     mc_auth_table *old = s->auth;
@@ -1378,6 +1381,17 @@ int memcache_server_reload_auth(memcache_server *s, unsigned *entries, char *err
     mc_auth_clear(old);
     free(old);
     return 0;
+}
+
+void memcache_server_auth_stats(const memcache_server *s, memcache_auth_stats *out)
+{
+    *out = (memcache_auth_stats){.reloads = counter_get(&s->auth_reloads),
+                                 .reload_failures = counter_get(&s->auth_reload_failures)};
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        const mc_loop *l = perloop_at(&s->loops, i);
+        out->checks += counter_get(&l->auth_cmds);
+        out->failures += counter_get(&l->auth_errors);
+    }
 }
 
 unsigned memcache_server_auth_entries(memcache_server *s)

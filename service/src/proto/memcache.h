@@ -109,4 +109,12 @@ int memcache_server_reload_auth(memcache_server *s, unsigned *entries, char *err
 /* The entries of the auth file in use; 0 without one. */
 unsigned memcache_server_auth_entries(memcache_server *s);
 
+/* For /metrics: credentials checked (memcached's auth_cmds, never reset) and refused
+ * (auth_errors), and reloads of the auth file that took and that were refused. Any thread. */
+typedef struct memcache_auth_stats {
+    uint64_t checks, failures;
+    uint64_t reloads, reload_failures;
+} memcache_auth_stats;
+void memcache_server_auth_stats(const memcache_server *s, memcache_auth_stats *out);
+
 #endif

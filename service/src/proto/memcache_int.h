@@ -93,6 +93,7 @@ struct memcache_server {
     char *auth_path;         /* the file, as "stats settings" names it (auth_enabled_ascii) */
     pthread_mutex_t auth_mu; /* guards auth: the loops check under it, a reload swaps it */
     mc_auth_table *auth;
+    _Atomic uint64_t auth_reloads, auth_reload_failures; /* memcache_server_reload_auth */
 };
 
 /* What the bytes of a connection are, in mc_conn.state. */
