@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -480,6 +481,38 @@ class Ours(unittest.TestCase):
                 srv.stop()
             for secret in ("s3cr3t", "n3w", "other"):
                 self.assertNotIn(secret, out)
+
+    def test_reload_while_authenticating(self):
+        """SIGHUPs swap the table while the loops check credentials (a sanitizer build sees any
+        race): foo:bar is in every version of the file, so every attempt succeeds."""
+        with tempfile.TemporaryDirectory() as d:
+            versions = [b"foo:bar\n", b"x:y\nfoo:bar\nbaaaz:quux\n"]
+            path = authfile(d, versions[0])
+            srv, port = memcache_server("cache.memcached_auth_file=" + path)
+            answers, stop = [], threading.Event()
+
+            def attempts():
+                while not stop.is_set():
+                    s, answer = authenticate(port)
+                    s.close()
+                    answers.append(answer)
+
+            workers = [threading.Thread(target=attempts) for _ in range(2)]
+            try:
+                for w in workers:
+                    w.start()
+                for i in range(40):
+                    authfile(d, versions[i % 2])
+                    srv.signal(signal.SIGHUP)
+                    time.sleep(0.02)
+                wait_log(self, srv, "reloaded: 1 entry")
+            finally:
+                stop.set()
+                for w in workers:
+                    w.join()
+                srv.stop()
+            self.assertGreater(len(answers), 10)
+            self.assertEqual(set(answers), {b"STORED\r\n"})
 
     def wait_log(self, srv, text):
         wait_log(self, srv, text)
