@@ -2,8 +2,9 @@
 daemon, the real h2load (nghttp2-client) and the real gnuplot (gnuplot-nox), briefly and on
 loopback only: h2load --h1 keep-alive and pipelined runs parsed into req/s, latency and server
 CPU per request; sfload closed- and open-loop points turned into a results.json; plots.py
-drawing every figure from it (in process and as the command the README gives), and saying
-clearly what is missing when gnuplot is not there.
+drawing every figure from it (in process and as the command the README gives), the TLS rows'
+figure with and without our figures (a build without TLS listeners), and saying clearly what is
+missing when gnuplot is not there.
 Run: SNOWFLAKED_BIN=... SFLOAD_BIN=... python3 -m unittest test_benchplots (ctest does this)."""
 import argparse
 import json
@@ -98,9 +99,15 @@ class BenchPlots(unittest.TestCase):
                    "peers": [{"name": "GET /id -c 1", "peer": "itself", "ours": figures,
                               "peer_figures": figures}],
                    "openloop": [{"workload": "HTTP GET /id keep-alive", "peer": "itself",
-                                 "connections": 4, "p99_bound_us": 1e6, "servers": servers}]}
+                                 "connections": 4, "p99_bound_us": 1e6, "servers": servers}],
+                   # the tls section: a row with ours, and one from a build without TLS
+                   "tls": [{"name": "GET /id keep-alive -c 50", "peer": "nginx", "per": "request",
+                            "ours": figures, "peer_figures": figures, "handshakes": {}},
+                           {"name": "GET /id conn-per-request, full handshake -c 50",
+                            "peer": "nginx", "per": "connection", "ours": None,
+                            "peer_figures": dict(figures, cpu_us=500.0), "handshakes": {}}]}
         expected = ["concurrency-throughput.svg", "concurrency-latency.svg", "peers.svg",
-                    "openloop.svg"]
+                    "openloop.svg", "tls.svg"]
         with tempfile.TemporaryDirectory() as out:
             self.assertEqual(plots.render(results, out), expected)
             for image in expected:
@@ -111,6 +118,11 @@ class BenchPlots(unittest.TestCase):
             with open(os.path.join(out, "openloop-http-get-id-keep-alive.dat")) as f:
                 rows = [line.split() for line in f if not line.startswith("#")]
             self.assertEqual([r[1] for r in rows], ["200.000", "400.000", "800.000"] * 2)
+            with open(os.path.join(out, "tls.dat")) as f:
+                tls_rows = [line for line in f if not line.startswith("#")]
+            self.assertEqual(len(tls_rows), 2)
+            self.assertIn('"full handshake vs nginx (CPU per connection)" "nginx" NaN',
+                          tls_rows[1].replace("conn-per-request, ", ""))  # ours: no figures
 
             # The command the README gives, on the saved results, into a second directory.
             saved = os.path.join(out, "results.json")
