@@ -272,11 +272,11 @@ class Bench:
         wait_port(port)
         return {"proc": p, "pid": p.pid, "memcache_tls": port}
 
-    def memcached(self):
+    def memcached(self, cpu=0):
         port = free_port()
         root = ["-u", "root"] if os.geteuid() == 0 else []  # memcached refuses root otherwise
         p = self.spawn(["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1",
-                        "-m", "1024", "-c", "20000"] + root, cpu=0)
+                        "-m", "1024", "-c", "20000"] + root, cpu=cpu)
         wait_port(port)
         return {"proc": p, "pid": p.pid, "memcache": port}
 
