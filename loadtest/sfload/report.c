@@ -203,9 +203,10 @@ void report_text(FILE *f, const sl_report *r)
                     t->faults, t->ids);
         }
     if (o->tls) {
-        fprintf(f, "  tls          %s %s, server %s, %s; handshakes %" PRIu64 " full, %" PRIu64
+        fprintf(f, "  tls          %s%s%s, server %s, %s; handshakes %" PRIu64 " full, %" PRIu64
                    " resumed, %" PRIu64 " failed%s%s\n",
-                st->tls_version[0] ? st->tls_version : "(no handshake)", st->tls_cipher,
+                st->tls_version[0] ? st->tls_version : "no handshake finished",
+                st->tls_version[0] ? " " : "", st->tls_cipher,
                 o->tls_insecure ? "NOT verified (--insecure)" : "verified",
                 o->tls_resume ? "resuming sessions" : "no resumption", st->tls_full,
                 st->tls_resumed, st->tls_failures, st->tls_error[0] ? "; the first: " : "",
