@@ -57,7 +57,9 @@ from benchlib import ROOT, cpu_seconds, free_port, make_certs, rss_kib, wait_por
 PEER_PACKAGES = ("nginx libnginx-mod-http-echo memcached libjemalloc-dev libgoogle-perftools-dev "
                  "libmimalloc-dev nghttp2-client gnuplot-nox")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
-NGINX_CONF = """
+# The part of nginx's configuration every peer here shares: one worker, no logging, the same
+# keep-alive limits, temporary files in the run's directory.
+NGINX_CONF_HEAD = """
 worker_processes 1;
 pid {dir}/nginx.pid;
 error_log {dir}/nginx-error.log warn;
@@ -75,6 +77,8 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
+"""
+NGINX_CONF = NGINX_CONF_HEAD + """
     server {{
         listen 127.0.0.1:{port} backlog=4096 deferred;  # TCP_DEFER_ACCEPT, as ours by default
         location /echo {{ echo_read_request_body; echo_request_body; }}
@@ -86,22 +90,7 @@ ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
 # nginx over TLS for the tls section (and sfload's TLS tests): the same answer as NGINX_CONF's,
 # one worker, the certificate and key given, session tickets on (TLS 1.3 resumption is by
 # ticket). {extra} takes more server blocks (tests: mTLS, a plaintext port).
-NGINX_TLS_CONF = """
-worker_processes 1;
-pid {dir}/nginx.pid;
-error_log {dir}/nginx-error.log warn;
-daemon off;
-events {{ worker_connections 20000; multi_accept on; }}
-http {{
-    access_log off;
-    server_tokens off;
-    keepalive_requests 100000;
-    keepalive_timeout 60s;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
+NGINX_TLS_CONF = NGINX_CONF_HEAD + """
     ssl_certificate {cert};
     ssl_certificate_key {key};
     ssl_protocols {protocols};
@@ -109,7 +98,7 @@ http {{
     server {{
         listen 127.0.0.1:{port} ssl backlog=4096 deferred;
         location /metrics {{ default_type text/plain;
-                             return 200 'snowflaked_info{{layout="41/5/5/12"}} 1\n'; }}
+                             return 200 'snowflaked_info{{layout="41/5/5/12"}} 1\\n'; }}
         location / {{ default_type application/json; return 200 '{{"id":"915000000000000000"}}'; }}
     }}
 {extra}
@@ -255,7 +244,7 @@ class Bench:
         with open(conf, "w") as f:
             f.write(NGINX_TLS_CONF.format(dir=d, port=port, cert=certs["server.pem"],
                                           key=certs["server.key"], protocols=protocols,
-                                          extra=extra))
+                                          extra=extra, load_echo=""))
         p = self.spawn(["nginx", "-c", conf, "-p", d], cpu=cpu)
         wait_port(port)
         return {"proc": p, "pid": worker_pid(p.pid), "https": port, "dir": d}

@@ -510,8 +510,8 @@ static void on_write(uv_write_t *req, int status);
 
 /* The handshake failed (or the server refused us right after it, before any data: TLS 1.3 checks
  * a client certificate only then). Counted with its reason; the requests go as after a failed
- * connect: what was sent fails, else the first queued request; with --tolerate-faults it is a
- * connect fault. The connection is retried after the usual wait. */
+ * connect (the first queued request fails; with --tolerate-faults a connect fault), except that
+ * requests already sent fail too. The connection is retried after the usual wait. */
 static void tls_failed(sl_conn *c)
 {
     sl_worker *w = c->w;
@@ -525,20 +525,12 @@ static void tls_failed(sl_conn *c)
         w->stats.tls_resumed--;
     c->tls_counted = 0;
     c->tls_failed = true;
-    if (w->o->tolerate_faults) {
-        count_fault(c, ERR_CONNECT);
-    } else if (c->answered < c->sent) {
-        while (c->answered < c->sent)
-            count_failure(c, slot_at(c, c->answered++), ERR_CONNECT);
-    } else if (c->used > 0 && c->sent == 0) {
-        /* Nothing went out (the handshake came first): the first queued request fails. */
-        count_failure(c, slot_at(c, 0), ERR_CONNECT);
-        c->head = (c->head + 1) % c->depth;
-        c->used--;
-        w->inflight--;
-    } else {
-        count_loose_failure(c, ERR_CONNECT);
+    if (w->o->tolerate_faults || c->answered == c->sent) {
+        connect_failed(c); /* nothing went out: as a refused connect */
+        return;
     }
+    while (c->answered < c->sent) /* refused after the handshake: what was sent fails */
+        count_failure(c, slot_at(c, c->answered++), ERR_CONNECT);
     c->wait_retry = true;
     close_conn(c);
 }
