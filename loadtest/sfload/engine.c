@@ -113,6 +113,8 @@ struct sl_worker {
     uint64_t now; /* ns, refreshed at the start of every callback */
     uint64_t rng;
     char *pbuf; /* TLS: decrypted bytes (PLAIN_BUF_BYTES), or NULL */
+    sltls_ctx *tls_ctx; /* TLS: this thread's own context (its CA store, shared with no other
+                           thread: OpenSSL's store caches are written during verification) */
     sl_stats stats;
     bool verify;
     verifier ver;
@@ -631,7 +633,7 @@ static int tls_begin(sl_conn *c)
     c->tls_buf = 0;
     c->tls_off = 0;
     c->tls_counted = 0;
-    if (sltls_start(c->tls, w->sh->tls, w->o->targets[c->target].host) != 0) {
+    if (sltls_start(c->tls, w->tls_ctx, w->o->targets[c->target].host) != 0) {
         tls_failed(c);
         return -1;
     }
@@ -1134,9 +1136,12 @@ sl_worker *worker_create(const sl_shared *sh, unsigned index, unsigned first_con
     w->rbuf = malloc(READ_BUF_BYTES);
     w->conns = calloc(nconns, sizeof *w->conns);
     w->nconns = nconns;
-    if (sh->tls)
+    if (sh->tls) {
+        char err[256]; /* main built one from the same options already: only memory can fail */
         w->pbuf = malloc(PLAIN_BUF_BYTES);
-    if (!w->rbuf || !w->conns || (sh->tls && !w->pbuf))
+        w->tls_ctx = sltls_ctx_new(w->o, err, sizeof err);
+    }
+    if (!w->rbuf || !w->conns || (sh->tls && (!w->pbuf || !w->tls_ctx)))
         goto fail;
     if (w->o->verify) {
         if (verifier_init(&w->ver, &sh->layout, index, sh->expected_ids / sh->o->threads) != 0)
@@ -1230,5 +1235,6 @@ void worker_destroy(sl_worker *w)
     free(w->conns);
     free(w->rbuf);
     free(w->pbuf);
+    sltls_ctx_free(w->tls_ctx);
     free(w);
 }

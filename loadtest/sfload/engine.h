@@ -41,7 +41,8 @@ typedef struct sl_shared {
     vlayout layout;
     uint64_t expected_ids; /* sizes the verifiers' maps (0: unknown) */
     idrec_file *idrec;     /* --ids-out-v2, or NULL */
-    const sltls_ctx *tls;  /* --tls, or NULL: plaintext */
+    const sltls_ctx *tls;  /* --tls (main's context, checked; each thread makes its own from
+                              the same options), or NULL: plaintext */
 } sl_shared;
 
 typedef struct sl_worker sl_worker;

@@ -16,7 +16,8 @@
  * 1.3 tickets arrive after the handshake, a 1.2 session at its end) and offers it on its next
  * connection. A connection that ended cleanly keeps its session resumable (sltls_end).
  *
- * Threads: the context is built before the load threads start and only read afterwards; an
+ * Threads: each load thread has its own context (OpenSSL writes cached encodings into the CA
+ * store's certificates while verifying, so a shared store is written by several threads); an
  * sltls_conn belongs to its connection's thread.
  */
 #ifndef SFLOAD_TLS_H
