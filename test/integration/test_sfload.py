@@ -681,9 +681,10 @@ class TLSPeers(unittest.TestCase):
         self.assert_clean(p, out, handshakes=100)
         self.assertEqual((out["tls"]["full"], out["tls"]["resumed"]), (100, 0))
         self.assertEqual(out["connects"], 100)
-        # --tls-resume: each slot's first handshake is full, the others resume its ticket.
-        p, out = sfload_json(self, *self.ca(), "--close", "--tls-resume", "-c", "2", "-n", "100",
-                             "-t", "10", self.https + "/id")
+        # --tls-resume: each slot's first handshake is full, the others resume its ticket (two
+        # load threads, each with its own TLS context).
+        p, out = sfload_json(self, *self.ca(), "--close", "--tls-resume", "-c", "2", "-T", "2",
+                             "-n", "100", "-t", "10", self.https + "/id")
         self.assert_clean(p, out, handshakes=100)
         self.assertEqual((out["tls"]["full"], out["tls"]["resumed"]), (2, 98))
         self.assertTrue(out["tls"]["resume"])
