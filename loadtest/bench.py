@@ -5,7 +5,7 @@ with req/s, p99 latency and server CPU-microseconds per request, then the machin
 commands. Loopback only; every run is bounded in time; every process started here is stopped by
 PID (also on Ctrl-C).
 
-    loadtest/bench.py                      # everything (about 15 minutes)
+    loadtest/bench.py                      # everything (about 21 minutes)
     loadtest/bench.py --quick              # 1 run of 3 s each, short sweeps (about 5 minutes)
     loadtest/bench.py --only peers,sync,alloc  -t 5 --repeat 3
     loadtest/bench.py --only sweep,openloop    # the two sweeps and their plots (about 2.5 min)
