@@ -15,6 +15,7 @@ import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOADTEST = os.path.join(HERE, "..", "..", "loadtest")
@@ -40,6 +41,55 @@ class H2loadOutput(unittest.TestCase):
                          (410.0, 8230.0, 1490.0, 743.0))
         self.assertEqual((fig["done"], fig["failed"]), (67262, 3))
         self.assertIsNone(bench.parse_h2load("connect: Connection refused\n"))
+
+
+class OursTLS(unittest.TestCase):
+    """The tls section's rows of ours: the daemon's TLS settings come from its schema (names,
+    environment variables, the minimum version as its choices spell it); a build without the
+    TLS listeners is skipped with the keys it lacks."""
+
+    def setUp(self):
+        args = argparse.Namespace(build=BUILD or ".", time=1, repeat=1, quick=True,
+                                  knee_p99_ms=10.0)
+        self.b = bench.Bench(args)
+        self.addCleanup(shutil.rmtree, self.b.work, ignore_errors=True)
+        self.certs = {"server.pem": "/c/server.pem", "server.key": "/c/server.key"}
+
+    def test_env_from_schema(self):
+        keys = [k for ks in bench.OURS_TLS_KEYS.values() for k in ks] + [
+            "server.tls.min_version", "server.tls.ciphersuites", "server.tls.session_tickets"]
+        schema = {k: {"key": k, "env": "SNOWFLAKED_" + k.upper().replace(".", "_")}
+                  for k in keys}
+        schema["server.tls.min_version"]["choices"] = ["TLSv1.2", "TLSv1.3"]
+        started = {}
+
+        def ours(cpu=0, env_extra=None, **kw):
+            started["env"] = env_extra
+            return {"proc": None, "pid": 1, "http": 1}
+        with mock.patch.object(self.b, "schema", return_value=schema), \
+                mock.patch.object(self.b, "ours", side_effect=ours), \
+                mock.patch.object(bench, "port_opens", return_value=True):
+            srv = self.b.ours_tls(self.certs)
+        env = started["env"]
+        self.assertEqual(env["SNOWFLAKED_SERVER_TLS_MIN_VERSION"], "TLSv1.3")
+        self.assertEqual(env["SNOWFLAKED_SERVER_TLS_CIPHERSUITES"], bench.TLS_SUITE)
+        self.assertEqual(env["SNOWFLAKED_SERVER_TLS_SESSION_TICKETS"], "true")
+        self.assertEqual(env["SNOWFLAKED_SERVER_TLS_CERT_FILE"], "/c/server.pem")
+        self.assertEqual(env["SNOWFLAKED_CACHE_MEMCACHED_TLS_KEY_FILE"], "/c/server.key")
+        self.assertEqual(srv["https"], int(env["SNOWFLAKED_SERVER_TLS_PORT"]))
+        self.assertEqual(srv["memcache_tls"], int(env["SNOWFLAKED_CACHE_MEMCACHED_TLS_PORT"]))
+
+    @unittest.skipUnless(BUILD, "SFLOAD_BIN not set")
+    def test_schema_of_the_real_daemon(self):
+        schema = self.b.schema()  # snowflaked --print-schema of the build under test
+        self.assertEqual(schema["server.port"]["env"], "SNOWFLAKED_SERVER_PORT")
+        self.assertEqual(schema["cache.memcached_port"]["env"], "SNOWFLAKED_CACHE_MEMCACHED_PORT")
+
+    def test_build_without_tls_is_skipped(self):
+        with mock.patch.object(self.b, "schema", return_value={"server.port": {}}):
+            self.assertIsNone(self.b.ours_tls(self.certs))
+        self.assertIn("does not know server.tls.port", self.b.ours_tls_missing)
+        self.assertIn("cache.memcached_tls.key_file", self.b.ours_tls_missing)
 
 
 class BenchPlots(unittest.TestCase):
