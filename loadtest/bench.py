@@ -5,10 +5,11 @@ with req/s, p99 latency and server CPU-microseconds per request, then the machin
 commands. Loopback only; every run is bounded in time; every process started here is stopped by
 PID (also on Ctrl-C).
 
-    loadtest/bench.py                      # everything (about 15 minutes)
+    loadtest/bench.py                      # everything (about 21 minutes)
     loadtest/bench.py --quick              # 1 run of 3 s each, short sweeps (about 5 minutes)
     loadtest/bench.py --only peers,sync,alloc  -t 5 --repeat 3
     loadtest/bench.py --only sweep,openloop    # the two sweeps and their plots (about 2.5 min)
+    loadtest/bench.py --only tls -t 5 --repeat 3
 
 Sections:
   peers  GET /id vs nginx `return 200` (keep-alive, pipelined 16, connection per request at
@@ -16,6 +17,12 @@ Sections:
          reference (loadtest/epoll_echo.c); HTTP echo of 1 KiB bodies vs nginx's echo module.
          Servers get one thread each, pinned to core 0; sfload runs on core 1. Then the
          keep-alive and pipelined HTTP rows again with h2load --h1 as the client.
+  tls    the same over TLS 1.3 (one certificate, EC P-256, made here with openssl; one suite,
+         TLS_AES_128_GCM_SHA256, pinned by sfload; the name checked against a private CA): GET /id
+         keep-alive vs nginx (`ssl_protocols TLSv1.3`), one connection per request with a full
+         handshake and with a resumed one (tickets) vs nginx, server CPU-us per connection; the
+         memcached protocol vs memcached -Z. Our rows need the TLS listeners (server.tls.*,
+         cache.memcached_tls.* in `snowflaked --print-schema`); without them only the peers run.
   sync   GET /id with the generator in atomic, spinlock and mutex mode, keep-alive and connection
          per request at -c 1000, 3000, 5000 (2 server threads, unpinned).
   alloc  glibc, jemalloc, tcmalloc and mimalloc builds (-DSF_MALLOC) on connection per request
@@ -45,12 +52,14 @@ import tempfile
 import time
 
 import plots
-from benchlib import ROOT, cpu_seconds, free_port, rss_kib, wait_port
+from benchlib import ROOT, cpu_seconds, free_port, make_certs, rss_kib, wait_port
 
 PEER_PACKAGES = ("nginx libnginx-mod-http-echo memcached libjemalloc-dev libgoogle-perftools-dev "
                  "libmimalloc-dev nghttp2-client gnuplot-nox")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
-NGINX_CONF = """
+# The part of nginx's configuration every peer here shares: one worker, no logging, the same
+# keep-alive limits, temporary files in the run's directory.
+NGINX_CONF_HEAD = """
 worker_processes 1;
 pid {dir}/nginx.pid;
 error_log {dir}/nginx-error.log warn;
@@ -68,6 +77,8 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
+"""
+NGINX_CONF = NGINX_CONF_HEAD + """
     server {{
         listen 127.0.0.1:{port} backlog=4096 deferred;  # TCP_DEFER_ACCEPT, as ours by default
         location /echo {{ echo_read_request_body; echo_request_body; }}
@@ -76,6 +87,28 @@ http {{
 }}
 """
 ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
+# nginx over TLS for the tls section (and sfload's TLS tests): the same answer as NGINX_CONF's,
+# one worker, the certificate and key given, session tickets on (TLS 1.3 resumption is by
+# ticket). {extra} takes more server blocks (tests: mTLS, a plaintext port).
+NGINX_TLS_CONF = NGINX_CONF_HEAD + """
+    ssl_certificate {cert};
+    ssl_certificate_key {key};
+    ssl_protocols {protocols};
+    ssl_session_tickets on;
+    server {{
+        listen 127.0.0.1:{port} ssl backlog=4096 deferred;
+        location /metrics {{ default_type text/plain;
+                             return 200 'snowflaked_info{{layout="41/5/5/12"}} 1\\n'; }}
+        location / {{ default_type application/json; return 200 '{{"id":"915000000000000000"}}'; }}
+    }}
+{extra}
+}}
+"""
+TLS_SUITE = "TLS_AES_128_GCM_SHA256"  # the one TLS 1.3 suite sfload offers in the tls section
+# The daemon's TLS listeners (helper T's keys): what the tls section's rows of ours need.
+OURS_TLS_KEYS = {"http": ("server.tls.port", "server.tls.cert_file", "server.tls.key_file"),
+                 "memcache": ("cache.memcached_tls.port", "cache.memcached_tls.cert_file",
+                              "cache.memcached_tls.key_file")}
 # Connection counts of the closed-loop sweep; they include the peers rows' 50 and 100, whose
 # req/s sets the open-loop steps: fractions of that closed-loop capacity.
 SWEEP_LEVELS = (1, 10, 50, 100, 1000)
@@ -92,7 +125,8 @@ class Bench:
         self.commands = []
         self.build = os.path.join(ROOT, args.build)
         self.sfload = os.path.join(self.build, "sfload")
-        self.results = {"sweep": [], "peers": [], "h2load": [], "openloop": []}
+        self.results = {"sweep": [], "peers": [], "h2load": [], "openloop": [], "tls": []}
+        self.ours_tls_missing = None  # why the tls section's rows of ours cannot run
         # The sweeps are many short runs (about 1 + 1.5 minutes in all; --quick about 1.5).
         self.sweep_seconds = 1 if args.quick else 1.5
         self.openloop_seconds = 1 if args.quick else 1.5
@@ -130,7 +164,7 @@ class Bench:
         for p in list(self.procs):
             self.stop(p)
 
-    def ours(self, threads=1, cpu=0, extra=(), build=None):
+    def ours(self, threads=1, cpu=0, extra=(), build=None, env_extra=None):
         port, mc, echo = free_port(), free_port(), free_port()
         data = tempfile.mkdtemp(dir=self.work)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
@@ -143,12 +177,54 @@ class Bench:
                     "SNOWFLAKED_SERVER_MAX_REQUESTS_PER_CONNECTION": "100000",
                     "SNOWFLAKED_CACHE_PERSIST": "false",
                     "SNOWFLAKED_LOG_LEVEL": "warn"})
+        env.update(env_extra or {})
         argv = [os.path.join(build or self.build, "snowflaked")]
         for kv in extra:
             argv += ["--set", kv]
         p = self.spawn(argv, env=env, cpu=cpu)
         wait_port(port)
         return {"proc": p, "pid": p.pid, "http": port, "memcache": mc, "echo": echo}
+
+    def schema(self):
+        """{key: schema row} of the daemon under test (snowflaked --print-schema), {} when it
+        cannot say."""
+        r = subprocess.run([os.path.join(self.build, "snowflaked"), "--print-schema"],
+                           capture_output=True, text=True, timeout=30)
+        try:
+            return {k["key"]: k for k in json.loads(r.stdout)} if r.returncode == 0 else {}
+        except ValueError:
+            return {}
+
+    def ours_tls(self, certs, cpu=0):
+        """Ours with the TLS listeners on (HTTP and memcached), TLS 1.3 only, the tls section's
+        suite, tickets on; None (and the reason in self.ours_tls_missing) when this build lacks
+        them or they do not come up."""
+        schema = self.schema()
+        missing = [k for keys in OURS_TLS_KEYS.values() for k in keys if k not in schema]
+        if missing:
+            self.ours_tls_missing = "%s does not know %s" % (
+                os.path.join(self.args.build, "snowflaked"), ", ".join(missing))
+            return None
+        https, mcs = free_port(), free_port()
+        want = {"server.tls.port": str(https), "server.tls.cert_file": certs["server.pem"],
+                "server.tls.key_file": certs["server.key"], "server.tls.ciphersuites": TLS_SUITE,
+                "server.tls.session_tickets": "true", "cache.memcached_tls.port": str(mcs),
+                "cache.memcached_tls.cert_file": certs["server.pem"],
+                "cache.memcached_tls.key_file": certs["server.key"]}
+        row = schema.get("server.tls.min_version")
+        if row:  # "1.3", "TLSv1.3", whatever the daemon spells it
+            want["server.tls.min_version"] = next(
+                (c for c in row.get("choices", []) if c.endswith("1.3")), "1.3")
+        env = {schema[k]["env"]: v for k, v in want.items() if k in schema}
+        srv = self.ours(cpu=cpu, env_extra=env)
+        for port in (https, mcs):
+            if not port_opens(srv["proc"], port):
+                self.ours_tls_missing = "the daemon did not listen on its TLS port %d (log: %s)" % (
+                    port, os.path.join(self.work, "server-*.log"))
+                self.stop(srv["proc"])
+                return None
+        srv.update(https=https, memcache_tls=mcs)
+        return srv
 
     def nginx(self):
         port = free_port()
@@ -161,11 +237,35 @@ class Bench:
         wait_port(port)
         return {"proc": p, "pid": worker_pid(p.pid), "http": port}
 
-    def memcached(self):
+    def nginx_tls(self, certs, cpu=0, protocols="TLSv1.3", extra=""):
+        port = free_port()
+        d = tempfile.mkdtemp(dir=self.work)
+        conf = os.path.join(d, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_TLS_CONF.format(dir=d, port=port, cert=certs["server.pem"],
+                                          key=certs["server.key"], protocols=protocols,
+                                          extra=extra, load_echo=""))
+        p = self.spawn(["nginx", "-c", conf, "-p", d], cpu=cpu)
+        wait_port(port)
+        return {"proc": p, "pid": worker_pid(p.pid), "https": port, "dir": d}
+
+    def memcached_tls(self, certs, cpu=0, ssl_opts=()):
+        """memcached -Z (Debian's is built with TLS) with the certificate; ssl_opts: more -o
+        settings (ssl_verify_mode=2, ssl_ca_cert=...)."""
+        port = free_port()
+        root = ["-u", "root"] if os.geteuid() == 0 else []
+        opts = ["ssl_chain_cert=" + certs["server.pem"], "ssl_key=" + certs["server.key"]]
+        p = self.spawn(["memcached", "-Z", "-o", ",".join(opts + list(ssl_opts)), "-l",
+                        "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1", "-m", "1024", "-c",
+                        "20000"] + root, cpu=cpu)
+        wait_port(port)
+        return {"proc": p, "pid": p.pid, "memcache_tls": port}
+
+    def memcached(self, cpu=0):
         port = free_port()
         root = ["-u", "root"] if os.geteuid() == 0 else []  # memcached refuses root otherwise
         p = self.spawn(["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1",
-                        "-m", "1024", "-c", "20000"] + root, cpu=0)
+                        "-m", "1024", "-c", "20000"] + root, cpu=cpu)
         wait_port(port)
         return {"proc": p, "pid": p.pid, "memcache": port}
 
@@ -252,6 +352,19 @@ def raise_nofile():
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def port_opens(proc, port, seconds=10):
+    """True once something accepts on port, False if proc exits or seconds pass first."""
+    import socket
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
 
 
 def worker_pid(master):
@@ -402,6 +515,101 @@ def section_h2load(b):
                                    o["cpu_us"], p["cpu_us"], ratio(o["cpu_us"], p["cpu_us"])),
               flush=True)
         b.results["h2load"].append({"name": name, "peer": "nginx", "ours": o, "peer_figures": p})
+
+
+def tls_rows():
+    """The tls section: (name, port key, peer, sfload arguments, what the CPU figure is per)."""
+    return [
+        ("GET /id keep-alive -c 50", "https", "nginx", ["-c", "50"], "request"),
+        ("GET /id conn-per-request, full handshake -c 50", "https", "nginx",
+         ["-c", "50", "--close"], "connection"),
+        ("GET /id conn-per-request, resumed (ticket) -c 50", "https", "nginx",
+         ["-c", "50", "--close", "--tls-resume"], "connection"),
+        ("memcached 90:10 get:set -c 50", "memcache_tls", "memcached",
+         ["--mode", "memcache", "--tls", "-c", "50", "--keys", "10000", "--value-size", "100"],
+         "request"),
+    ]
+
+
+def tls_target(srv, kind):
+    """By name: the certificate says localhost, and sfload checks it."""
+    return ("https://localhost:%d/id" % srv["https"]) if kind == "https" else \
+        "localhost:%d" % srv[kind]
+
+
+def tls_figures(rep, per):
+    """(req/s, p99 us, server CPU-us per request or per connection = per handshake)."""
+    server = rep.get("server", {})
+    key = "cpu_us_per_handshake" if per == "connection" else "cpu_us_per_request"
+    return (rep["requests_per_sec"], rep["latency_us"]["p99"], server.get(key, 0.0))
+
+
+def fmt_or_dash(fmt, v):
+    return fmt % v if v is not None else "-"
+
+
+def section_tls(b):
+    """TLS 1.3 side by side: ours (when this build has the TLS listeners) and the peer
+    alternating, one server thread on core 0, sfload on core 1, median of --repeat."""
+    certs = make_certs(os.path.join(b.work, "certs"))
+    common = ["--cacert", certs["ca.pem"], "--tls-version", "1.3", "--ciphersuites", TLS_SUITE]
+    probe = b.ours_tls(certs)
+    have_ours = probe is not None
+    if probe:
+        b.stop(probe["proc"])
+    print("\n== TLS 1.3 (%s, EC P-256 certificate, verified): 1 server thread on core 0, sfload "
+          "on core 1, median of %d ==" % (TLS_SUITE, b.args.repeat))
+    print("%-48s %10s %10s %6s | %8s %8s %6s | %7s %7s %6s" % (
+        "workload", "ours/s", "peer/s", "ratio", "ours p99", "peer p99", "ratio", "ours us",
+        "peer us", "ratio"))
+    print("%-48s %29s | %24s | %22s" % ("", "requests per second", "p99 latency (us)",
+                                         "server CPU-us per req/conn"))
+    if not have_ours:
+        print("  (ours skipped: %s; the peers' rows run alone)" % b.ours_tls_missing)
+    b.results["tls_setup"] = {"suite": TLS_SUITE, "version": "TLSv1.3", "certificate": "EC P-256",
+                              "ours": have_ours, "ours_missing": None if have_ours else
+                              b.ours_tls_missing}
+    for name, kind, peer_name, args, per in tls_rows():
+        runs = {"ours": [], "peer": []}
+        hs = {"ours": [], "peer": []}
+        for _ in range(b.args.repeat):
+            for who in ("ours", "peer"):
+                if who == "ours":
+                    srv = b.ours_tls(certs) if have_ours else None
+                elif kind == "https":
+                    srv = b.nginx_tls(certs)
+                else:
+                    srv = b.memcached_tls(certs)
+                if srv is None:
+                    continue
+                try:
+                    rep = b.load(srv, common + args, tls_target(srv, kind))
+                    runs[who].append(tls_figures(rep, per))
+                    hs[who].append(rep.get("tls", {}))
+                finally:
+                    b.stop(srv["proc"])
+        ours = median_figures(runs["ours"]) if runs["ours"] else None
+        peer = median_figures(runs["peer"])
+        o = ours or (None, None, None)
+        print("%-48s %10s %10.0f %6s | %8s %8.0f %6s | %7s %7.2f %6s" % (
+            name, fmt_or_dash("%.0f", o[0]), peer[0], ratio(o[0], peer[0]) if ours else "-",
+            fmt_or_dash("%.0f", o[1]), peer[1], ratio(o[1], peer[1]) if ours else "-",
+            fmt_or_dash("%.2f", o[2]), peer[2], ratio(o[2], peer[2]) if ours else "-"),
+            flush=True)
+        counts = {}
+        for who in ("ours", "peer"):
+            if hs[who]:
+                counts[who] = {k: sum(h.get(k, 0) for h in hs[who])
+                               for k in ("full", "resumed", "failures")}
+        for who, c in counts.items():
+            total = c["full"] + c["resumed"]
+            if "--tls-resume" in args and total and c["resumed"] < 0.9 * total:
+                print("  note: %s resumed only %d of %d handshakes" % (who, c["resumed"], total))
+            if c["failures"]:
+                print("  note: %s: %d handshakes failed" % (who, c["failures"]))
+        b.results["tls"].append({"name": name, "peer": peer_name, "per": per,
+                                 "ours": as_dict(ours) if ours else None,
+                                 "peer_figures": as_dict(peer), "handshakes": counts})
 
 
 def protocol_workloads(b):
@@ -638,15 +846,16 @@ def machine():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    return "%s, %d cores, Linux %s, %s" % (model, os.cpu_count(), platform.release(),
-                                          subprocess.run(["nginx", "-v"], capture_output=True,
-                                                         text=True).stderr.strip())
+    return "%s, %d cores, Linux %s, %s, %s" % (
+        model, os.cpu_count(), platform.release(),
+        subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip(),
+        subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.strip())
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="peers,sweep,openloop,formats,sync,alloc",
-                    help="sections: peers,sweep,openloop,formats,sync,alloc")
+    ap.add_argument("--only", default="peers,tls,sweep,openloop,formats,sync,alloc",
+                    help="sections: peers,tls,sweep,openloop,formats,sync,alloc")
     ap.add_argument("-t", "--time", type=int, default=5, help="seconds per run (default 5)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure, median (default 3)")
     ap.add_argument("--quick", action="store_true", help="-t 3 --repeat 1")
@@ -668,7 +877,8 @@ def main():
         if not os.access(tool, os.X_OK):
             sys.exit("%s missing: run `make build` first" % tool)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
-    sections = {"peers": section_peers, "sweep": section_sweep, "openloop": section_openloop,
+    sections = {"peers": section_peers, "tls": section_tls, "sweep": section_sweep,
+                "openloop": section_openloop,
                 "sync": section_sync, "alloc": section_alloc, "formats": section_formats}
     for name in args.only.split(","):
         if name not in sections:

@@ -12,6 +12,10 @@ Figures (each drawn only when its section is in the results):
   openloop                p50/p99/p99.9 vs offered req/s (sfload -R), the knee of each server
                           marked: the highest offered rate served at >= 95 % with p99 under the
                           bound (openloop)
+  tls                     over TLS 1.3: server CPU-us per request (per connection for the
+                          connection-per-request rows) and req/s of ours and each peer, side by
+                          side, log scale; ours' bars are missing when its build had no TLS
+                          listener (tls)
 """
 import argparse
 import json
@@ -203,6 +207,46 @@ def openloop_figure(openloop, outdir, fmt):
     return [image]
 
 
+def tls_figure(tls, outdir, fmt):
+    """tls: [{name, peer, per, ours: {rps, p99, cpu_us} or None, peer_figures}] -> two panels of
+    bars, one above the other (server CPU, req/s), ours and the peer per workload."""
+    name = "tls.dat"
+    rows = []
+    for r in tls:
+        o, p = r.get("ours") or {}, r["peer_figures"]
+        label = re.sub(r"^GET /id |\s*-c \d+$", "", r["name"])  # the rows are all GET /id, -c 50
+        rows.append(("%s vs %s (CPU per %s)" % (label, r["peer"], r["per"]), r["peer"],
+                     float(o["rps"]) if o else "NaN", float(p["rps"]),
+                     float(o["p99"]) if o else "NaN", float(p["p99"]),
+                     float(o["cpu_us"]) if o else "NaN", float(p["cpu_us"])))
+    write_dat(os.path.join(outdir, name),
+              ["workload", "peer", "ours_req_per_s", "peer_req_per_s", "ours_p99_us",
+               "peer_p99_us", "ours_cpu_us", "peer_cpu_us"], rows)
+    image = "tls.%s" % fmt
+    path = gp_str(os.path.join(outdir, name))
+    peers = ", ".join(sorted(set(r["peer"] for r in tls)))
+    title = "over TLS 1.3 (one certificate, one suite; log scale)"
+    if not any(r.get("ours") for r in tls):
+        title += ": snowflaked's rows missing (no TLS listener in that build)"
+    s = [terminal(fmt, max(900, 220 * len(rows) + 200), 900),
+         "set output %s" % gp_str(os.path.join(outdir, image)),
+         "set multiplot layout 2,1 title %s" % gp_str(title),
+         "set datafile missing 'NaN'", "set style data histograms",
+         "set style histogram clustered gap 1", "set style fill solid 0.85 border -1",
+         "set boxwidth 0.9", "set grid ytics", "set logscale y", "set key top left",
+         "set xtics rotate by 12 right font ',8'", "set lmargin 14", "set bmargin 6",
+         "set xrange [-0.6:%g]" % (len(rows) - 0.4)]
+    for col, title in ((7, "server CPU-us per request (or connection): lower is better"),
+                       (3, "requests/s: higher is better")):
+        s += ["set title %s" % gp_str(title), "set ylabel %s" % gp_str(title.split(":")[0])]
+        s.append("plot %s using %d:xticlabels(stringcolumn(1)) lc rgb '%s' title 'snowflaked', "
+                 "\\\n     '' using %d lc rgb '%s' title %s" % (
+                     path, col, OURS_COLOR, col + 1, PEER_COLOR, gp_str(peers)))
+    s.append("unset multiplot")
+    run_gnuplot("\n".join(s) + "\n", os.path.join(outdir, image))
+    return [image]
+
+
 def kfmt(rate):
     if not rate:
         return "none"
@@ -225,6 +269,8 @@ def render(results, outdir, fmt="svg"):
         images += peers_figure(results["peers"], outdir, fmt)
     if results.get("openloop"):
         images += openloop_figure(results["openloop"], outdir, fmt)
+    if results.get("tls"):
+        images += tls_figure(results["tls"], outdir, fmt)
     return images
 
 

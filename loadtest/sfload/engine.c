@@ -26,6 +26,13 @@
  * request as "refused" and pauses the connection by the same backoff, so a fenced daemon is not
  * hammered. -n counts only requests that completed; a target that stays down holds its share of
  * requests until -t ends the run.
+ *
+ * TLS: after the TCP connect, the handshake runs from on_connect, on_read and on_write; flush
+ * then hands each queued slot's bytes to SSL_write (written counts the slots OpenSSL has fully
+ * taken: their memory is free again at once, the ciphertext lives in the pair) and sends the
+ * pair's ciphertext with uv_try_write, or one uv_write pointing into the pair. Reads feed the
+ * pair and give the target the plaintext from a per-thread buffer. The plaintext path is the
+ * one it was: a TLS connection differs only where c->tls is tested.
  */
 #include "engine.h"
 
@@ -41,6 +48,10 @@
 #define NS_PER_S       UINT64_C(1000000000)
 #define BACKOFF_MIN_MS 50  /* --tolerate-faults: first wait after a fault or a 503 */
 #define BACKOFF_MAX_MS 500 /* and the cap of its doubling */
+#define PLAIN_BUF_BYTES (64 * 1024) /* TLS: decrypted bytes, one buffer per thread */
+/* results of the TLS read path besides the target's SL_CONTINUE, SL_CLOSE and SL_FAIL() */
+#define RC_EOF     2 /* close_notify: the server's end of the stream */
+#define RC_HANDLED 3 /* the connection was failed or closed already */
 
 _Static_assert(SL_MAX_TARGETS == SL_STATS_TARGETS, "per-target stats cover every target");
 
@@ -70,6 +81,12 @@ struct sl_conn {
     uv_buf_t *iov;
     char *slot_mem;
     void *tstate;
+    sltls_conn *tls;   /* NULL: plaintext */
+    unsigned tls_buf;  /* TLS: the next bytes for SSL_write are bufs[tls_buf] + tls_off of the */
+    size_t tls_off;    /*      slot at index `written` */
+    bool tls_failed;   /* TLS: this connection failed (its session is not kept) */
+    uint8_t tls_counted; /* TLS: its handshake counted as full (1) or resumed (2), or not (0) */
+    uv_buf_t tls_wbuf; /* TLS: what the uv_write in flight sends, inside the pair */
 };
 
 struct sl_worker {
@@ -95,6 +112,9 @@ struct sl_worker {
     bool stopping;
     uint64_t now; /* ns, refreshed at the start of every callback */
     uint64_t rng;
+    char *pbuf; /* TLS: decrypted bytes (PLAIN_BUF_BYTES), or NULL */
+    sltls_ctx *tls_ctx; /* TLS: this thread's own context (its CA store, shared with no other
+                           thread: OpenSSL's store caches are written during verification) */
     sl_stats stats;
     bool verify;
     verifier ver;
@@ -403,6 +423,12 @@ static void on_closed(uv_handle_t *h)
     sl_conn *c = h->data;
     sl_worker *w = c->w;
     w->now = uv_hrtime();
+    if (c->tls) { /* the pair goes only now: a cancelled uv_write pointed into it */
+        sltls_end(c->tls, !c->tls_failed);
+        c->tls_failed = false;
+        c->tls_buf = 0;
+        c->tls_off = 0;
+    }
     /* Writes have completed or been cancelled: every slot's memory is free again. Answered slots
      * go; sent-but-unanswered ones (a graceful close) are queued to be sent again. */
     c->writing = false;
@@ -439,6 +465,7 @@ static void conn_fail(sl_conn *c, sl_err kind)
 {
     if (c->state != C_OPEN)
         return;
+    c->tls_failed = true;
     bool broken = kind == ERR_READ || kind == ERR_WRITE || kind == ERR_TIMEOUT;
     if (broken && c->w->o->tolerate_faults) {
         /* A fault: the close re-queues what was sent and unanswered; reconnect after a wait. */
@@ -479,6 +506,247 @@ static void connect_failed(sl_conn *c)
 static void on_connect(uv_connect_t *req, int status);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void on_write(uv_write_t *req, int status);
+
+/* --- TLS ------------------------------------------------------------------------------------- */
+
+/* The handshake failed (or the server refused us right after it, before any data: TLS 1.3 checks
+ * a client certificate only then). Counted with its reason; the requests go as after a failed
+ * connect (the first queued request fails; with --tolerate-faults a connect fault), except that
+ * requests already sent fail too. The connection is retried after the usual wait. */
+static void tls_failed(sl_conn *c)
+{
+    sl_worker *w = c->w;
+    if (in_window(w, w->now))
+        w->stats.tls_failures++;
+    if (!w->stats.tls_error[0])
+        memcpy(w->stats.tls_error, c->tls->why, sizeof w->stats.tls_error);
+    if (c->tls_counted == 1) /* refused after our side finished: not a handshake after all */
+        w->stats.tls_full--;
+    else if (c->tls_counted == 2)
+        w->stats.tls_resumed--;
+    c->tls_counted = 0;
+    c->tls_failed = true;
+    if (w->o->tolerate_faults || c->answered == c->sent) {
+        connect_failed(c); /* nothing went out: as a refused connect */
+        return;
+    }
+    while (c->answered < c->sent) /* refused after the handshake: what was sent fails */
+        count_failure(c, slot_at(c, c->answered++), ERR_CONNECT);
+    c->wait_retry = true;
+    close_conn(c);
+}
+
+/* A write failed. Over TLS, before the server sent a byte of data, that is the server refusing
+ * the connection right after the handshake (TLS 1.3 checks client certificates then): a failed
+ * handshake, as when its alert is read (tls_on_data) or the close is (on_read). */
+static void write_failed(sl_conn *c)
+{
+    if (c->tls && !c->tls->got_data && c->state == C_OPEN) {
+        snprintf(c->tls->why, sizeof c->tls->why, "%s",
+                 c->tls->done ? "after the handshake: the server closed the connection before "
+                                "any data (refused? a client certificate required?)"
+                              : "handshake: write failed (the server closed the connection)");
+        tls_failed(c);
+        return;
+    }
+    conn_fail(c, ERR_WRITE);
+}
+
+/* Sends the ciphertext waiting in the pair: synchronously while the socket takes it, the rest
+ * with one uv_write from the pair itself (on_write consumes it). 0, or -1: the write failed. */
+static int tls_send(sl_conn *c)
+{
+    sl_worker *w = c->w;
+    while (!c->writing) {
+        char *p;
+        size_t n = sltls_out(c->tls, &p);
+        if (!n)
+            return 0;
+        c->tls_wbuf = uv_buf_init(p, (unsigned)n);
+        int r = uv_try_write((uv_stream_t *)&c->tcp, &c->tls_wbuf, 1);
+        if (r < 0 && r != UV_EAGAIN)
+            return -1;
+        size_t done = r > 0 ? (size_t)r : 0;
+        sltls_sent(c->tls, done); /* the bytes after them stay where they are */
+        if (done && in_window(w, w->now))
+            w->stats.bytes_out += done;
+        if (done == n)
+            continue;
+        c->tls_wbuf = uv_buf_init(p + done, (unsigned)(n - done));
+        c->write_rest = n - done;
+        c->writing = true;
+        c->wreq.data = c;
+        if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &c->tls_wbuf, 1, on_write) < 0) {
+            c->writing = false;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void tls_established(sl_conn *c)
+{
+    sl_worker *w = c->w;
+    if (in_window(w, w->now)) {
+        bool resumed = sltls_resumed(c->tls);
+        if (resumed)
+            w->stats.tls_resumed++;
+        else
+            w->stats.tls_full++;
+        c->tls_counted = resumed ? 2 : 1;
+    }
+    if (!w->stats.tls_version[0]) {
+        snprintf(w->stats.tls_version, sizeof w->stats.tls_version, "%s", sltls_version(c->tls));
+        snprintf(w->stats.tls_cipher, sizeof w->stats.tls_cipher, "%s", sltls_cipher(c->tls));
+    }
+}
+
+/* Drives the handshake as far as it goes now. 0: under way or finished; -1: the connection
+ * failed (and is closing). */
+static int tls_handshake(sl_conn *c)
+{
+    for (;;) {
+        int r = sltls_handshake(c->tls);
+        if (r < 0) {
+            tls_send(c); /* the alert, if it fits: the server's log says why */
+            tls_failed(c);
+            return -1;
+        }
+        if (tls_send(c) != 0) {
+            snprintf(c->tls->why, sizeof c->tls->why, "handshake: write failed");
+            tls_failed(c);
+            return -1;
+        }
+        if (r == 1) {
+            tls_established(c);
+            return 0;
+        }
+        if (!c->tls->want_write || c->writing)
+            return 0; /* waiting for the server, or for on_write */
+    }
+}
+
+static int tls_begin(sl_conn *c)
+{
+    sl_worker *w = c->w;
+    c->tls_buf = 0;
+    c->tls_off = 0;
+    c->tls_counted = 0;
+    if (sltls_start(c->tls, w->tls_ctx, w->o->targets[c->target].host) != 0) {
+        tls_failed(c);
+        return -1;
+    }
+    return tls_handshake(c);
+}
+
+/* Hands the queued requests to OpenSSL, slot by slot (a slot is written once OpenSSL took all its
+ * bytes), and sends the ciphertext. Waits for the handshake, and for on_write while the socket is
+ * backed up. */
+static void tls_flush(sl_conn *c)
+{
+    sl_worker *w = c->w;
+    if (c->writing || !c->tls->done)
+        return;
+    for (unsigned i = c->sent; i < c->used; i++)
+        slot_at(c, i)->sent_ns = w->now;
+    c->sent = c->used;
+    while (c->written < c->sent) {
+        sl_slot *s = slot_at(c, c->written);
+        if (c->tls_buf >= s->nbufs) {
+            c->write_upto = ++c->written;
+            c->tls_buf = 0;
+            c->tls_off = 0;
+            continue;
+        }
+        const uv_buf_t *b = &s->bufs[c->tls_buf];
+        if (c->tls_off >= b->len) {
+            c->tls_buf++;
+            c->tls_off = 0;
+            continue;
+        }
+        long r = sltls_write(c->tls, b->base + c->tls_off, b->len - c->tls_off);
+        if (r > 0) {
+            c->tls_off += (size_t)r;
+            continue;
+        }
+        char *q;
+        if (r == 0 && !sltls_out(c->tls, &q))
+            break; /* OpenSSL waits for the server's bytes (on_read goes on), not for room */
+        if (r < 0 || tls_send(c) != 0) { /* else the pair was full: sent, go on */
+            write_failed(c);
+            return;
+        }
+        if (c->writing)
+            break; /* on_write goes on from here */
+    }
+    if (tls_send(c) != 0) {
+        write_failed(c);
+        return;
+    }
+    reclaim(c);
+}
+
+/* Ciphertext read from the socket: through the pair, the handshake, then the target. Returns the
+ * target's verdict, RC_EOF (close_notify) or RC_HANDLED. */
+static int tls_on_data(sl_conn *c, const char *p, size_t n)
+{
+    sl_worker *w = c->w;
+    sltls_conn *t = c->tls;
+    unsigned stalled = 0;
+    while (n) {
+        size_t k = sltls_feed(t, p, n);
+        p += k;
+        n -= k;
+        /* The pair was full and the last round took nothing out of it: with records of at most
+         * 16 KiB and a 16 KiB pair this does not happen; never spin on it. */
+        if (k == 0 && stalled++) {
+            snprintf(t->why, sizeof t->why, "TLS input backed up");
+            if (!t->done) {
+                tls_failed(c);
+                return RC_HANDLED;
+            }
+            return SL_FAIL(ERR_READ);
+        }
+        if (k)
+            stalled = 0;
+        if (!t->done) {
+            if (tls_handshake(c) != 0)
+                return RC_HANDLED;
+            if (t->done) {
+                pump(c); /* the requests that waited for it */
+                if (c->state != C_OPEN)
+                    return RC_HANDLED;
+            }
+        }
+        if (t->done) {
+            for (;;) {
+                long got = sltls_read(t, w->pbuf, PLAIN_BUF_BYTES);
+                if (got > 0) {
+                    int rc = w->t->on_data(c, c->tstate, w->pbuf, (size_t)got);
+                    if (rc != SL_CONTINUE)
+                        return rc;
+                    continue;
+                }
+                if (got == SLTLS_EOF)
+                    return RC_EOF;
+                if (got == SLTLS_ERR) {
+                    if (!t->got_data) {
+                        tls_failed(c);
+                        return RC_HANDLED;
+                    }
+                    return SL_FAIL(ERR_READ);
+                }
+                break; /* SLTLS_WANT */
+            }
+        }
+        if (tls_send(c) != 0) { /* what reading produced (a key update's answer) */
+            write_failed(c);
+            return RC_HANDLED;
+        }
+    }
+    return SL_CONTINUE;
+}
 
 static void conn_connect(sl_conn *c)
 {
@@ -511,6 +779,10 @@ static void on_connect(uv_connect_t *req, int status)
     uv_tcp_nodelay(&c->tcp, 1);
     w->t->conn_reset(c, c->tstate);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (c->tls && tls_begin(c) != 0) {
+        maybe_finish(w);
+        return;
+    }
     pump(c);
 }
 
@@ -566,12 +838,21 @@ static void on_write(uv_write_t *req, int status)
         return; /* cancelled by a close */
     w->now = uv_hrtime();
     if (status < 0) {
-        conn_fail(c, ERR_WRITE);
+        write_failed(c);
         maybe_finish(w);
         return;
     }
     if (in_window(w, w->now))
         w->stats.bytes_out += c->write_rest;
+    if (c->tls) {
+        sltls_sent(c->tls, c->write_rest);
+        if (!c->tls->done)
+            tls_handshake(c);
+        else
+            pump(c); /* tls_flush: the rest of the requests, and of the pair */
+        maybe_finish(w);
+        return;
+    }
     c->written = c->write_upto;
     reclaim(c);
     pump(c);
@@ -582,6 +863,10 @@ static void on_write(uv_write_t *req, int status)
 static void flush(sl_conn *c)
 {
     sl_worker *w = c->w;
+    if (c->tls) {
+        tls_flush(c);
+        return;
+    }
     if (c->writing || c->sent == c->used)
         return;
     unsigned n = 0;
@@ -651,6 +936,18 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     buf->len = READ_BUF_BYTES;
 }
 
+/* The server ended its side: a TCP FIN, or TLS's close_notify. */
+static void on_eof(sl_conn *c)
+{
+    int rc = c->w->t->on_eof(c, c->tstate);
+    if (rc < 0)
+        conn_fail(c, SL_FAIL_KIND(rc));
+    else if (c->answered < c->sent)
+        conn_fail(c, ERR_READ); /* closed with requests unanswered */
+    else
+        close_conn(c);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     sl_conn *c = s->data;
@@ -661,21 +958,27 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread > 0) {
         if (in_window(w, w->now))
             w->stats.bytes_in += (uint64_t)nread;
-        int rc = w->t->on_data(c, c->tstate, buf->base, (size_t)nread);
+        int rc = c->tls ? tls_on_data(c, buf->base, (size_t)nread)
+                        : w->t->on_data(c, c->tstate, buf->base, (size_t)nread);
         if (rc == SL_CONTINUE)
             pump(c);
         else if (rc == SL_CLOSE)
             close_conn(c);
-        else
+        else if (rc == RC_EOF)
+            on_eof(c);
+        else if (rc != RC_HANDLED)
             conn_fail(c, SL_FAIL_KIND(rc));
+    } else if (c->tls && (!c->tls->done || (!c->tls->got_data && c->answered < c->sent))) {
+        /* In TLS 1.3 a server that refuses our certificate (or none) says so only after our
+         * side of the handshake finished: an alert (tls_on_data), or just the close. */
+        snprintf(c->tls->why, sizeof c->tls->why, "%s: connection %s by the server%s",
+                 c->tls->done ? "after the handshake" : "handshake",
+                 nread == UV_EOF ? "closed" : "reset",
+                 c->tls->done ? " before any data (refused? a client certificate required?)"
+                              : "");
+        tls_failed(c);
     } else if (nread == UV_EOF) {
-        int rc = w->t->on_eof(c, c->tstate);
-        if (rc < 0)
-            conn_fail(c, SL_FAIL_KIND(rc));
-        else if (c->answered < c->sent)
-            conn_fail(c, ERR_READ); /* closed with requests unanswered */
-        else
-            close_conn(c);
+        on_eof(c);
     } else {
         conn_fail(c, ERR_READ);
     }
@@ -707,7 +1010,14 @@ static void on_tick(uv_timer_t *t)
                 connect_failed(c);
             break;
         case C_OPEN:
-            if (c->answered < c->sent && w->now - slot_at(c, c->answered)->sent_ns >= timeout) {
+            if (c->tls && !c->tls->done) {
+                if (w->now - c->connect_start >= timeout) {
+                    snprintf(c->tls->why, sizeof c->tls->why,
+                             "handshake timed out (--timeout %u ms)", w->o->timeout_ms);
+                    tls_failed(c);
+                }
+            } else if (c->answered < c->sent &&
+                       w->now - slot_at(c, c->answered)->sent_ns >= timeout) {
                 conn_fail(c, ERR_TIMEOUT);
             } else if (c->pause_until && w->now >= c->pause_until) {
                 c->pause_until = 0;
@@ -777,7 +1087,10 @@ static int conn_create(sl_worker *w, sl_conn *c, unsigned id)
     c->tstate = calloc(1, w->t->conn_bytes ? w->t->conn_bytes : 1);
     if (w->t->slot_bytes)
         c->slot_mem = calloc(c->depth, w->t->slot_bytes);
-    if (!c->slots || !c->iov || !c->tstate || (w->t->slot_bytes && !c->slot_mem))
+    if (sh->tls)
+        c->tls = calloc(1, sizeof *c->tls);
+    if (!c->slots || !c->iov || !c->tstate || (w->t->slot_bytes && !c->slot_mem) ||
+        (sh->tls && !c->tls))
         return -1;
     for (unsigned i = 0; i < c->depth; i++)
         c->slots[i].mem = w->t->slot_bytes ? c->slot_mem + (size_t)i * w->t->slot_bytes : NULL;
@@ -823,7 +1136,12 @@ sl_worker *worker_create(const sl_shared *sh, unsigned index, unsigned first_con
     w->rbuf = malloc(READ_BUF_BYTES);
     w->conns = calloc(nconns, sizeof *w->conns);
     w->nconns = nconns;
-    if (!w->rbuf || !w->conns)
+    if (sh->tls) {
+        char err[256]; /* main built one from the same options already: only memory can fail */
+        w->pbuf = malloc(PLAIN_BUF_BYTES);
+        w->tls_ctx = sltls_ctx_new(w->o, err, sizeof err);
+    }
+    if (!w->rbuf || !w->conns || (sh->tls && (!w->pbuf || !w->tls_ctx)))
         goto fail;
     if (w->o->verify) {
         if (verifier_init(&w->ver, &sh->layout, index, sh->expected_ids / sh->o->threads) != 0)
@@ -891,6 +1209,9 @@ void worker_destroy(sl_worker *w)
             if (c->tstate && c->w && w->t->conn_free)
                 w->t->conn_free(c, c->tstate);
             free(c->tstate);
+            if (c->tls)
+                sltls_free(c->tls); /* the connection ended with the run: its session */
+            free(c->tls);
             free(c->slots);
             free(c->iov);
             free(c->slot_mem);
@@ -913,5 +1234,7 @@ void worker_destroy(sl_worker *w)
     free(w->heap);
     free(w->conns);
     free(w->rbuf);
+    free(w->pbuf);
+    sltls_ctx_free(w->tls_ctx);
     free(w);
 }

@@ -8,6 +8,11 @@
  * (no coordinated omission). Requests due before the measured window (warm-up) are sent but not
  * counted. -n is divided between the threads.
  *
+ * TLS (sh->tls): every connection handshakes after its TCP connect (within --timeout of the
+ * connect's start), and its requests wait for the handshake; the engine moves ciphertext between
+ * libuv and the connection's BIO pair (tls.h). A failed handshake fails its connection's first
+ * request as a connect error (a fault with --tolerate-faults) and is counted with its reason.
+ *
  * Ownership and threads: the main thread creates workers, starts them, may read their progress
  * counters while they run (relaxed atomics), and reads everything else only after worker_join.
  * A worker allocates everything at creation (connections, slots, one read buffer); the steady
@@ -22,6 +27,7 @@
 #include "stats.h"
 #include "target.h"
 #include "idrec.h"
+#include "tls.h"
 #include "verify.h"
 
 typedef struct sl_shared {
@@ -35,6 +41,8 @@ typedef struct sl_shared {
     vlayout layout;
     uint64_t expected_ids; /* sizes the verifiers' maps (0: unknown) */
     idrec_file *idrec;     /* --ids-out-v2, or NULL */
+    const sltls_ctx *tls;  /* --tls (main's context, checked; each thread makes its own from
+                              the same options), or NULL: plaintext */
 } sl_shared;
 
 typedef struct sl_worker sl_worker;

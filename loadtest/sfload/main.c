@@ -3,8 +3,9 @@
  *   sfload [options] http://127.0.0.1:8080/id
  *   sfload --mode memcache|echo [options] 127.0.0.1:11211
  *
- * This file: the command line, the pre-run steps (address, target, ID layout from /metrics),
- * the threads, the progress line, the server's CPU from /proc, and the report. See README.md. */
+ * This file: the command line, the pre-run steps (address, TLS context, target, ID layout from
+ * /metrics), the threads, the progress line, the server's CPU from /proc, and the report. See
+ * README.md. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "opts.h"
 #include "report.h"
 #include "target.h"
+#include "tls.h"
 
 #define METRICS_MAX (4u << 20)
 #define NS_PER_S    UINT64_C(1000000000)
@@ -43,8 +45,34 @@ static int on_metrics(void *ud, const hresp *r)
     return 1;
 }
 
+/* The blocking socket of fetch_layout, plain or TLS. */
+static int io_send(sltls_conn *t, int fd, const char *p, size_t n)
+{
+    while (n) {
+        long k = t ? sltls_write(t, p, n) : (long)send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static long io_recv(sltls_conn *t, int fd, char *p, size_t n)
+{
+    if (!t)
+        return (long)recv(fd, p, n, 0);
+    long k = sltls_read(t, p, n);
+    if (k == SLTLS_EOF)
+        return 0;
+    if (k == SLTLS_WANT) /* a blocking socket: the receive timeout */
+        errno = EAGAIN;
+    return k > 0 ? k : -1;
+}
+
 /* One blocking request, 2 s timeouts, before any load starts. 0, or -1 with a reason. */
-static int fetch_layout(const sl_opts *o, const sl_addr *to, vlayout *l, char *why, size_t n)
+static int fetch_layout(const sl_opts *o, const sltls_ctx *tls, const sl_addr *to, vlayout *l,
+                        char *why, size_t n)
 {
     int fd = socket(to->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -64,15 +92,18 @@ static int fetch_layout(const sl_opts *o, const sl_addr *to, vlayout *l, char *w
     hresp_parser p;
     hresp_init(&p, false, true, METRICS_MAX, on_metrics, &m);
     int rc = -1;
+    sltls_conn tc = {0}, *t = tls ? &tc : NULL;
     if (connect(fd, (const struct sockaddr *)&to->addr, to->addrlen) != 0) {
         snprintf(why, n, "connect: %s", strerror(errno));
-    } else if (send(fd, req, (size_t)len, MSG_NOSIGNAL) != len) {
+    } else if (t && sltls_start_fd(t, tls, to->host, fd) != 0) {
+        snprintf(why, n, "TLS: %s", t->why);
+    } else if (io_send(t, fd, req, (size_t)len) != 0) {
         snprintf(why, n, "send failed");
     } else {
         char buf[16384];
         size_t total = 0;
         for (;;) {
-            ssize_t got = recv(fd, buf, sizeof buf, 0);
+            long got = io_recv(t, fd, buf, sizeof buf);
             size_t used;
             if (got < 0) {
                 snprintf(why, n, "recv: %s", strerror(errno));
@@ -94,6 +125,7 @@ static int fetch_layout(const sl_opts *o, const sl_addr *to, vlayout *l, char *w
         }
     }
     hresp_free(&p);
+    sltls_free(&tc);
     close(fd);
     return rc;
 }
@@ -224,7 +256,7 @@ static void watch(run *r)
         fputs("\r\033[K", stderr);
 }
 
-static const char *setup_layout(sl_opts *o)
+static const char *setup_layout(sl_opts *o, const sltls_ctx *tls)
 {
     if (!o->verify)
         return "";
@@ -233,7 +265,7 @@ static const char *setup_layout(sl_opts *o)
     char why[256] = "";
     for (unsigned i = 0; i < o->ntargets; i++) { /* the first target that answers */
         why[0] = '\0';
-        if (fetch_layout(o, &o->targets[i], &o->layout, why, sizeof why) == 0)
+        if (fetch_layout(o, tls, &o->targets[i], &o->layout, why, sizeof why) == 0)
             return "metrics";
     }
     fprintf(stderr, "sfload: ID layout not read from /metrics (%s); assuming 41/5/5/12\n", why);
@@ -265,6 +297,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "sfload: cannot read /proc/%d/stat (--server-pid)\n", o.server_pid);
         return 2;
     }
+    sltls_ctx *tls = NULL;
+    if (o.tls && !(tls = sltls_ctx_new(&o, err, sizeof err))) {
+        fprintf(stderr, "sfload: %s\n", err);
+        return 2;
+    }
     sl_target target;
     if (setup_target(&o, &target, err, sizeof err) != 0) {
         fprintf(stderr, "sfload: %s\n", err);
@@ -274,8 +311,9 @@ int main(int argc, char **argv)
     raise_nofile(o.connections + 64);
 
     run r = {.o = &o};
-    const char *layout_source = setup_layout(&o);
+    const char *layout_source = setup_layout(&o, tls);
     r.sh.o = &o;
+    r.sh.tls = tls;
     r.sh.target = &target;
     r.sh.layout = o.layout;
     r.sh.total_conns = o.connections;
@@ -394,9 +432,13 @@ int main(int argc, char **argv)
     if (!passed && stats_errors(&total) && !o.tolerate_faults)
         fprintf(stderr, "sfload: %" PRIu64 " of %" PRIu64 " requests failed\n",
                 stats_errors(&total), total.requests);
+    if (total.tls_error[0])
+        fprintf(stderr, "sfload: TLS handshakes failed (%" PRIu64 " in the measured window); the "
+                "first: %s\n", total.tls_failures, total.tls_error);
     for (unsigned i = 0; i < o.threads; i++)
         worker_destroy(r.w[i]);
     free(r.w);
     target_release(&target);
+    sltls_ctx_free(tls);
     return passed && !ids_out_failed ? 0 : 1;
 }

@@ -31,6 +31,16 @@ enum {
     O_IDSOUT2,
     O_TOLERATE,
     O_MINIDS,
+    O_TLS,
+    O_INSECURE,
+    O_CACERT,
+    O_CERT,
+    O_KEY,
+    O_SNI,
+    O_TLSVER,
+    O_CIPHERS,
+    O_SUITES,
+    O_RESUME,
 };
 
 static const struct option longopts[] = {
@@ -67,14 +77,24 @@ static const struct option longopts[] = {
     {"ids-out-v2", required_argument, NULL, O_IDSOUT2},
     {"tolerate-faults", no_argument, NULL, O_TOLERATE},
     {"min-ids", required_argument, NULL, O_MINIDS},
+    {"tls", no_argument, NULL, O_TLS},
+    {"insecure", no_argument, NULL, O_INSECURE},
+    {"cacert", required_argument, NULL, O_CACERT},
+    {"cert", required_argument, NULL, O_CERT},
+    {"key", required_argument, NULL, O_KEY},
+    {"sni", required_argument, NULL, O_SNI},
+    {"tls-version", required_argument, NULL, O_TLSVER},
+    {"ciphers", required_argument, NULL, O_CIPHERS},
+    {"ciphersuites", required_argument, NULL, O_SUITES},
+    {"tls-resume", no_argument, NULL, O_RESUME},
     {NULL, 0, NULL, 0},
 };
 
 void opts_usage(FILE *f)
 {
     fputs(
-        "usage: sfload [options] http://HOST:PORT/PATH [http://HOST:PORT/PATH ...]\n"
-        "       sfload --mode memcache|echo [options] HOST:PORT [HOST:PORT ...]\n"
+        "usage: sfload [options] http[s]://HOST:PORT/PATH [http[s]://HOST:PORT/PATH ...]\n"
+        "       sfload --mode memcache|echo [options] [--tls ...] HOST:PORT [HOST:PORT ...]\n"
         "Several targets (at most 32, same path): connections go round-robin over them.\n"
         "Load: loopback targets only (127.0.0.0/8, ::1) unless --allow-remote. -t or -n is "
         "required.\n"
@@ -112,6 +132,18 @@ void opts_usage(FILE *f)
         "      --value-size N     bytes per set (default 100)\n"
         "echo (--mode echo):\n"
         "      --msg-size N       bytes per message, echoed back byte-identical (default 64)\n"
+        "TLS (any mode; an https:// URL implies --tls):\n"
+        "      --tls              speak TLS (1.2 or 1.3) on every connection\n"
+        "      --cacert FILE      verify the server's chain against these CAs, and its name\n"
+        "      --insecure         no verification (required when --cacert is not given)\n"
+        "      --cert FILE        client certificate chain (mTLS); --key FILE its key\n"
+        "                         (default: the --cert file)\n"
+        "      --sni NAME         server name sent and verified (default: the target's host\n"
+        "                         when it is a name; an address is verified as an IP)\n"
+        "      --tls-version V    pin the version: 1.2 or 1.3\n"
+        "      --ciphers LIST     TLS 1.2 cipher list;  --ciphersuites LIST  TLS 1.3 suites\n"
+        "      --tls-resume       a new connection resumes the last session of its slot\n"
+        "                         (with --close: full vs resumed handshakes per request)\n"
         "Faults (fleets whose daemons get killed, frozen, fenced):\n"
         "      --tolerate-faults  refused/reset/closed/timed-out connections reconnect after\n"
         "                         50-500 ms (requests are sent again), 503 counts as refused;\n"
@@ -227,10 +259,14 @@ static opts_rc parse_target(sl_opts *o, const char *t, char *err, size_t n)
     sl_addr *a = &o->targets[o->ntargets];
     a->target = t;
     if (o->mode == MODE_HTTP) {
-        if (strncmp(t, "http://", 7) != 0)
-            return fail(err, n, "the target must be an http:// URL (https is not supported): %s",
-                        t);
-        const char *rest = parse_hostport(t + 7, a, 80);
+        bool https = strncmp(t, "https://", 8) == 0;
+        if (!https && strncmp(t, "http://", 7) != 0)
+            return fail(err, n, "the target must be an http:// or https:// URL: %s", t);
+        if (https)
+            o->url_https = true;
+        else
+            o->url_http = true;
+        const char *rest = parse_hostport(t + (https ? 8 : 7), a, https ? 443 : 80);
         if (!rest || (*rest && (*rest != '/' || !token_ok(rest))))
             return fail(err, n, "cannot parse the URL %s", t);
         const char *path = *rest ? rest : "/";
@@ -280,6 +316,39 @@ static void defaults(sl_opts *o)
     o->max_body = 1 << 20;
 }
 
+/* The TLS options: on with --tls or https:// URLs, and then verified unless --insecure. */
+static opts_rc check_tls(sl_opts *o, char *err, size_t n)
+{
+    if (o->url_http && o->url_https)
+        return fail(err, n, "http:// and https:// targets cannot be mixed in one run");
+    if (o->url_http && o->tls)
+        return fail(err, n, "--tls with an http:// URL: write https:// instead");
+    if (o->url_https)
+        o->tls = true;
+    if (!o->tls) {
+        if (o->tls_insecure || o->tls_cacert || o->tls_cert || o->tls_key || o->tls_sni ||
+            o->tls_version || o->tls_ciphers || o->tls_suites || o->tls_resume)
+            return fail(err, n, "TLS options need --tls (or an https:// URL)");
+        return OPTS_OK;
+    }
+    if (!o->tls_cacert && !o->tls_insecure)
+        return fail(err, n,
+                    "TLS needs --cacert FILE to verify the server, or --insecure to skip the "
+                    "verification explicitly");
+    if (o->tls_cacert && o->tls_insecure)
+        return fail(err, n, "--cacert and --insecure contradict each other: give one");
+    if (o->tls_key && !o->tls_cert)
+        return fail(err, n, "--key needs --cert (the client certificate it belongs to)");
+    if (o->tls_cert && !o->tls_key)
+        o->tls_key = o->tls_cert; /* one PEM file with the chain and the key */
+    if (o->tls_version == 12 && o->tls_suites)
+        return fail(err, n, "--ciphersuites are TLS 1.3's: not with --tls-version 1.2");
+    if (o->tls_version == 13 && o->tls_ciphers)
+        return fail(err, n, "--ciphers lists TLS 1.2 ciphers: not with --tls-version 1.3 "
+                            "(use --ciphersuites)");
+    return OPTS_OK;
+}
+
 /* Everything that depends on more than one option. */
 static opts_rc check(sl_opts *o, char *err, size_t n)
 {
@@ -300,7 +369,7 @@ static opts_rc check(sl_opts *o, char *err, size_t n)
                     SL_IDREC_MAX_CONN);
     if (o->ids_out_v2 && o->ids_out && strcmp(o->ids_out, o->ids_out_v2) == 0)
         return fail(err, n, "--ids-out and --ids-out-v2 name the same file");
-    return OPTS_OK;
+    return check_tls(o, err, n);
 }
 
 static opts_rc parse_one(sl_opts *o, int c, const char *a, char *err, size_t n)
@@ -428,6 +497,35 @@ static opts_rc parse_one(sl_opts *o, int c, const char *a, char *err, size_t n)
         o->verify = true;
         break;
     case O_TOLERATE: o->tolerate_faults = true; break;
+    case O_TLS: o->tls = true; break;
+    case O_INSECURE: o->tls_insecure = true; break;
+    case O_CACERT: o->tls_cacert = a; break;
+    case O_CERT: o->tls_cert = a; break;
+    case O_KEY: o->tls_key = a; break;
+    case O_SNI:
+        if (!*a || strlen(a) > 253 || !token_ok(a) || strpbrk(a, "/:[]"))
+            return fail(err, n, "--sni is a host name (at most 253 characters): %s", a);
+        o->tls_sni = a;
+        break;
+    case O_TLSVER:
+        if (strcmp(a, "1.2") == 0)
+            o->tls_version = 12;
+        else if (strcmp(a, "1.3") == 0)
+            o->tls_version = 13;
+        else
+            return fail(err, n, "--tls-version is 1.2 or 1.3");
+        break;
+    case O_CIPHERS:
+        if (!*a || !token_ok(a))
+            return fail(err, n, "--ciphers is an OpenSSL cipher list, e.g. ECDHE-RSA-AES128-GCM-SHA256");
+        o->tls_ciphers = a;
+        break;
+    case O_SUITES:
+        if (!*a || !token_ok(a))
+            return fail(err, n, "--ciphersuites is a TLS 1.3 list, e.g. TLS_AES_128_GCM_SHA256");
+        o->tls_suites = a;
+        break;
+    case O_RESUME: o->tls_resume = true; break;
     case O_MINIDS:
         if (parse_u64(a, 1, UINT64_C(1) << 60, &o->min_ids))
             return fail(err, n, "--min-ids must be a positive integer");

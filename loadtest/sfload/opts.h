@@ -89,6 +89,21 @@ typedef struct sl_opts {
     const char *ids_out;    /* --ids-out FILE, or NULL */
     const char *ids_out_v2; /* --ids-out-v2 FILE (16-byte records, idrec.h), or NULL */
 
+    /* TLS (--tls, or https:// URLs): the client side of every connection. Verification is on
+     * (--cacert) unless --insecure says otherwise; one of the two is required. */
+    bool tls;
+    bool tls_insecure;         /* --insecure: no chain or name check */
+    const char *tls_cacert;    /* --cacert FILE: the CAs the server chain must lead to */
+    const char *tls_cert;      /* --cert FILE: client certificate chain (mTLS) */
+    const char *tls_key;       /* --key FILE: its private key (default: the --cert file) */
+    const char *tls_sni;       /* --sni NAME: SNI and the name verified; NULL: the target's host
+                                  (sent as SNI only when it is a name, not an address) */
+    int tls_version;           /* --tls-version: 0 (1.2 or 1.3), 12 or 13 (pinned) */
+    const char *tls_ciphers;   /* --ciphers: the TLS 1.2 cipher list (OpenSSL syntax) */
+    const char *tls_suites;    /* --ciphersuites: the TLS 1.3 ciphersuites */
+    bool tls_resume;           /* --tls-resume: each connection slot resumes its last session */
+    bool url_http, url_https;  /* parsing: the schemes the URLs used (they may not mix) */
+
     /* faults (--tolerate-faults): connection faults reconnect with backoff, 503 is "refused",
      * and the exit status depends only on verification and --min-ids */
     bool tolerate_faults;

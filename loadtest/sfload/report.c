@@ -202,6 +202,20 @@ void report_text(FILE *f, const sl_report *r)
                     i, o->targets[i].target, t->requests, t->ok, t->status_503, t->errors,
                     t->faults, t->ids);
         }
+    if (o->tls) {
+        fprintf(f, "  tls          %s%s%s, server %s, %s; handshakes %" PRIu64 " full, %" PRIu64
+                   " resumed, %" PRIu64 " failed%s%s\n",
+                st->tls_version[0] ? st->tls_version : "no handshake finished",
+                st->tls_version[0] ? " " : "", st->tls_cipher,
+                o->tls_insecure ? "NOT verified (--insecure)" : "verified",
+                o->tls_resume ? "resuming sessions" : "no resumption", st->tls_full,
+                st->tls_resumed, st->tls_failures, st->tls_error[0] ? "; the first: " : "",
+                st->tls_error);
+        uint64_t hs = st->tls_full + st->tls_resumed;
+        if (r->have_server && hs)
+            fprintf(f, "               server %.2f us CPU per handshake (connection)\n",
+                    r->server_cpu_us / (double)hs);
+    }
     if (o->mode == MODE_MEMCACHE)
         fprintf(f, "  memcache     gets %" PRIu64 " (hits %" PRIu64 ", %.1f%%), sets %" PRIu64 "\n",
                 st->mc_gets, st->mc_hits,
@@ -351,11 +365,30 @@ int report_json(FILE *f, const sl_report *r)
     }
     if (r->ver)
         cJSON_AddItemToObject(j, "verify", json_verify(r));
+    if (o->tls) {
+        cJSON *t = cJSON_AddObjectToObject(j, "tls");
+        cJSON_AddStringToObject(t, "version", st->tls_version);
+        cJSON_AddStringToObject(t, "cipher", st->tls_cipher);
+        cJSON_AddBoolToObject(t, "verified", !o->tls_insecure);
+        cJSON_AddBoolToObject(t, "resume", o->tls_resume);
+        num(t, "handshakes", (double)(st->tls_full + st->tls_resumed));
+        num(t, "full", (double)st->tls_full);
+        num(t, "resumed", (double)st->tls_resumed);
+        num(t, "failures", (double)st->tls_failures);
+        if (st->tls_error[0])
+            cJSON_AddStringToObject(t, "first_failure", st->tls_error);
+        else
+            cJSON_AddNullToObject(t, "first_failure");
+    }
     if (r->have_server) {
         cJSON *s = cJSON_AddObjectToObject(j, "server");
         num(s, "pid", o->server_pid);
         num(s, "cpu_us", r->server_cpu_us);
         num(s, "cpu_us_per_request", st->requests ? r->server_cpu_us / (double)st->requests : 0.0);
+        if (o->tls) {
+            uint64_t hs = st->tls_full + st->tls_resumed;
+            num(s, "cpu_us_per_handshake", hs ? r->server_cpu_us / (double)hs : 0.0);
+        }
         num(s, "cpu_percent", r->cpu_window_s > 0 ? r->server_cpu_us / (r->cpu_window_s * 1e4) : 0);
     }
     cJSON *c = cJSON_AddObjectToObject(j, "client");

@@ -35,6 +35,15 @@ void stats_merge(sl_stats *d, const sl_stats *s)
     d->mc_gets += s->mc_gets;
     d->mc_hits += s->mc_hits;
     d->mc_sets += s->mc_sets;
+    d->tls_full += s->tls_full;
+    d->tls_resumed += s->tls_resumed;
+    d->tls_failures += s->tls_failures;
+    if (!d->tls_version[0])
+        memcpy(d->tls_version, s->tls_version, sizeof d->tls_version);
+    if (!d->tls_cipher[0])
+        memcpy(d->tls_cipher, s->tls_cipher, sizeof d->tls_cipher);
+    if (!d->tls_error[0])
+        memcpy(d->tls_error, s->tls_error, sizeof d->tls_error);
     if (s->end_ns > d->end_ns)
         d->end_ns = s->end_ns;
     hist_merge(&d->latency, &s->latency);

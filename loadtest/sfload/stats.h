@@ -42,6 +42,11 @@ typedef struct sl_stats {
     uint64_t bytes_in, bytes_out;
     uint64_t connects; /* connections established */
     uint64_t mc_gets, mc_hits, mc_sets;
+    /* TLS: handshakes finished in the measured window (full, or resuming a session), and
+     * handshakes that failed there (their requests count as connect errors); the version and
+     * cipher of the first handshake and the reason of the first failure, from any time */
+    uint64_t tls_full, tls_resumed, tls_failures;
+    char tls_version[16], tls_cipher[64], tls_error[192];
     uint64_t end_ns; /* when this thread's measured window ended */
     hist latency;    /* of every response received */
 } sl_stats;

@@ -2,8 +2,9 @@
 daemon, the real h2load (nghttp2-client) and the real gnuplot (gnuplot-nox), briefly and on
 loopback only: h2load --h1 keep-alive and pipelined runs parsed into req/s, latency and server
 CPU per request; sfload closed- and open-loop points turned into a results.json; plots.py
-drawing every figure from it (in process and as the command the README gives), and saying
-clearly what is missing when gnuplot is not there.
+drawing every figure from it (in process and as the command the README gives), the TLS rows'
+figure with and without our figures (a build without TLS listeners), and saying clearly what is
+missing when gnuplot is not there.
 Run: SNOWFLAKED_BIN=... SFLOAD_BIN=... python3 -m unittest test_benchplots (ctest does this)."""
 import argparse
 import json
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOADTEST = os.path.join(HERE, "..", "..", "loadtest")
@@ -39,6 +41,55 @@ class H2loadOutput(unittest.TestCase):
                          (410.0, 8230.0, 1490.0, 743.0))
         self.assertEqual((fig["done"], fig["failed"]), (67262, 3))
         self.assertIsNone(bench.parse_h2load("connect: Connection refused\n"))
+
+
+class OursTLS(unittest.TestCase):
+    """The tls section's rows of ours: the daemon's TLS settings come from its schema (names,
+    environment variables, the minimum version as its choices spell it); a build without the
+    TLS listeners is skipped with the keys it lacks."""
+
+    def setUp(self):
+        args = argparse.Namespace(build=BUILD or ".", time=1, repeat=1, quick=True,
+                                  knee_p99_ms=10.0)
+        self.b = bench.Bench(args)
+        self.addCleanup(shutil.rmtree, self.b.work, ignore_errors=True)
+        self.certs = {"server.pem": "/c/server.pem", "server.key": "/c/server.key"}
+
+    def test_env_from_schema(self):
+        keys = [k for ks in bench.OURS_TLS_KEYS.values() for k in ks] + [
+            "server.tls.min_version", "server.tls.ciphersuites", "server.tls.session_tickets"]
+        schema = {k: {"key": k, "env": "SNOWFLAKED_" + k.upper().replace(".", "_")}
+                  for k in keys}
+        schema["server.tls.min_version"]["choices"] = ["TLSv1.2", "TLSv1.3"]
+        started = {}
+
+        def ours(cpu=0, env_extra=None, **kw):
+            started["env"] = env_extra
+            return {"proc": None, "pid": 1, "http": 1}
+        with mock.patch.object(self.b, "schema", return_value=schema), \
+                mock.patch.object(self.b, "ours", side_effect=ours), \
+                mock.patch.object(bench, "port_opens", return_value=True):
+            srv = self.b.ours_tls(self.certs)
+        env = started["env"]
+        self.assertEqual(env["SNOWFLAKED_SERVER_TLS_MIN_VERSION"], "TLSv1.3")
+        self.assertEqual(env["SNOWFLAKED_SERVER_TLS_CIPHERSUITES"], bench.TLS_SUITE)
+        self.assertEqual(env["SNOWFLAKED_SERVER_TLS_SESSION_TICKETS"], "true")
+        self.assertEqual(env["SNOWFLAKED_SERVER_TLS_CERT_FILE"], "/c/server.pem")
+        self.assertEqual(env["SNOWFLAKED_CACHE_MEMCACHED_TLS_KEY_FILE"], "/c/server.key")
+        self.assertEqual(srv["https"], int(env["SNOWFLAKED_SERVER_TLS_PORT"]))
+        self.assertEqual(srv["memcache_tls"], int(env["SNOWFLAKED_CACHE_MEMCACHED_TLS_PORT"]))
+
+    @unittest.skipUnless(BUILD, "SFLOAD_BIN not set")
+    def test_schema_of_the_real_daemon(self):
+        schema = self.b.schema()  # snowflaked --print-schema of the build under test
+        self.assertEqual(schema["server.port"]["env"], "SNOWFLAKED_SERVER_PORT")
+        self.assertEqual(schema["cache.memcached_port"]["env"], "SNOWFLAKED_CACHE_MEMCACHED_PORT")
+
+    def test_build_without_tls_is_skipped(self):
+        with mock.patch.object(self.b, "schema", return_value={"server.port": {}}):
+            self.assertIsNone(self.b.ours_tls(self.certs))
+        self.assertIn("does not know server.tls.port", self.b.ours_tls_missing)
+        self.assertIn("cache.memcached_tls.key_file", self.b.ours_tls_missing)
 
 
 class BenchPlots(unittest.TestCase):
@@ -98,9 +149,15 @@ class BenchPlots(unittest.TestCase):
                    "peers": [{"name": "GET /id -c 1", "peer": "itself", "ours": figures,
                               "peer_figures": figures}],
                    "openloop": [{"workload": "HTTP GET /id keep-alive", "peer": "itself",
-                                 "connections": 4, "p99_bound_us": 1e6, "servers": servers}]}
+                                 "connections": 4, "p99_bound_us": 1e6, "servers": servers}],
+                   # the tls section: a row with ours, and one from a build without TLS
+                   "tls": [{"name": "GET /id keep-alive -c 50", "peer": "nginx", "per": "request",
+                            "ours": figures, "peer_figures": figures, "handshakes": {}},
+                           {"name": "GET /id conn-per-request, full handshake -c 50",
+                            "peer": "nginx", "per": "connection", "ours": None,
+                            "peer_figures": dict(figures, cpu_us=500.0), "handshakes": {}}]}
         expected = ["concurrency-throughput.svg", "concurrency-latency.svg", "peers.svg",
-                    "openloop.svg"]
+                    "openloop.svg", "tls.svg"]
         with tempfile.TemporaryDirectory() as out:
             self.assertEqual(plots.render(results, out), expected)
             for image in expected:
@@ -111,6 +168,11 @@ class BenchPlots(unittest.TestCase):
             with open(os.path.join(out, "openloop-http-get-id-keep-alive.dat")) as f:
                 rows = [line.split() for line in f if not line.startswith("#")]
             self.assertEqual([r[1] for r in rows], ["200.000", "400.000", "800.000"] * 2)
+            with open(os.path.join(out, "tls.dat")) as f:
+                tls_rows = [line for line in f if not line.startswith("#")]
+            self.assertEqual(len(tls_rows), 2)
+            self.assertIn('"full handshake vs nginx (CPU per connection)" "nginx" NaN',
+                          tls_rows[1].replace("conn-per-request, ", ""))  # ours: no figures
 
             # The command the README gives, on the saved results, into a second directory.
             saved = os.path.join(out, "results.json")

@@ -5,16 +5,26 @@ the verifier failing (exit 1, a clear message) on duplicate, decreasing and malf
 tiny fake server. Fleets (issue 14): one run over three daemons while one is killed (kill -9) and
 another restarted, with --tolerate-faults and --ids-out-v2 records checked per daemon and
 connection; duplicates across two daemons given the same worker id; 503 as "refused"; a dead
-target with and without --tolerate-faults and --min-ids.
+target with and without --tolerate-faults and --min-ids. TLS (TLSPeers): https:// against nginx
+(keep-alive, connection per request with full and resumed handshakes, TLS 1.2 and 1.3, a pinned
+suite, mTLS), the memcached protocol against memcached -Z (and its required client certificate),
+echo against a Python ssl server (messages larger than the TLS buffers), the ID layout read from
+/metrics over TLS; wrong CA, wrong name, a plaintext port and a stalled handshake reported with
+their reason and counted, never a crash. Certificates come from loadtest/benchlib.make_certs.
 Run: SNOWFLAKED_BIN=... SFLOAD_BIN=... python3 -m unittest test_sfload (ctest does this)."""
+import argparse
 import http.server
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import socketserver
+import ssl
 import subprocess
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -22,7 +32,15 @@ import unittest
 
 from sfharness import LoopbackServer, Server, free_port, send_json
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "loadtest"))
+sys.path.insert(0, os.path.join(HERE, "..", "fault"))
+import bench  # noqa: E402  (the peers as the tls section of make bench starts them)
+from benchlib import make_certs  # noqa: E402
+from faultutil import ensure_programs  # noqa: E402
+
 SFLOAD = os.environ.get("SFLOAD_BIN", "")
+SHIM = os.environ.get("SF_MALLOC_SHIM", "")  # test/integration/malloc_count.c (not with sanitizers)
 
 
 def sfload(*args, timeout=60):
@@ -536,6 +554,262 @@ class Fleet(unittest.TestCase):
         self.assertEqual(out["targets"][1]["ids"], 0)
         self.assertGreater(out["targets"][0]["ids"], 10)
         self.stop(live)
+
+
+
+class TLSEchoServer(LoopbackServer):
+    """EchoHandler over TLS (Python's ssl), the handshake in the connection's thread."""
+
+    def __init__(self, certs):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(certs["server.pem"], certs["server.key"])
+        super().__init__(EchoHandler)
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+
+class PlainAnswer(socketserver.BaseRequestHandler):
+    """A plaintext HTTP server that answers at once, whatever comes (a ClientHello too)."""
+
+    def handle(self):
+        try:
+            self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+
+
+@unittest.skipUnless(SFLOAD, "SFLOAD_BIN not set")
+class TLSPeers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        reason = ensure_programs({"nginx": "nginx", "memcached": "memcached",
+                                  "openssl": "openssl"})
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.dir = tempfile.mkdtemp(prefix="sf_tls_")
+        cls.certs = c = make_certs(os.path.join(cls.dir, "certs"))
+        args = argparse.Namespace(build=os.path.dirname(SFLOAD), time=1, repeat=1, quick=True,
+                                  knee_p99_ms=10.0)
+        cls.b = bench.Bench(args)
+        cls.mtls_port = free_port()
+        extra = """
+    server {
+        listen 127.0.0.1:%d ssl;
+        ssl_verify_client on;
+        ssl_client_certificate %s;
+        location / { default_type application/json; return 200 '{"id":"1"}'; }
+    }""" % (cls.mtls_port, c["ca.pem"])
+        try:
+            cls.nginx = cls.b.nginx_tls(c, cpu=None, protocols="TLSv1.2 TLSv1.3", extra=extra)
+            cls.mc = cls.b.memcached_tls(c, cpu=None)
+            cls.mc_mtls = cls.b.memcached_tls(c, cpu=None, ssl_opts=[
+                "ssl_verify_mode=2", "ssl_ca_cert=" + c["ca.pem"]])
+        except BaseException:
+            cls.tearDownClass()
+            raise
+        cls.https = "https://localhost:%d" % cls.nginx["https"]
+        cls.fakes = [TLSEchoServer(c), LoopbackServer(PlainAnswer)]
+        cls.echo_port, cls.plain_port = (f.port for f in cls.fakes)
+        cls.stall = socket.socket()  # listens, never accepts, never answers
+        cls.stall.bind(("127.0.0.1", 0))
+        cls.stall.listen(16)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.b.stop_all()
+        for f in getattr(cls, "fakes", []):
+            f.stop()
+        if getattr(cls, "stall", None):
+            cls.stall.close()
+        shutil.rmtree(cls.b.work, ignore_errors=True)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def ca(self, *extra):
+        return ["--cacert", self.certs["ca.pem"], *extra]
+
+    def assert_clean(self, p, out, handshakes=None):
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(out["passed"])
+        self.assertEqual(sum(out["errors"].values()), 0, out["errors"])
+        t = out["tls"]
+        self.assertEqual(t["failures"], 0, t)
+        self.assertIsNone(t["first_failure"])
+        self.assertTrue(t["verified"])
+        if handshakes is not None:
+            self.assertEqual(t["handshakes"], handshakes, t)
+
+    def assert_failed(self, p, out, n, why):
+        """-n n: every request failed with its connection's handshake, for reason why (a
+        connection may reconnect once more with nothing to send while another finishes: failed
+        connects count against -n, as without TLS)."""
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertFalse(out["passed"])
+        self.assertGreaterEqual(out["errors"]["connect"], n, out["errors"])
+        self.assertEqual(sum(out["errors"].values()), out["errors"]["connect"], out["errors"])
+        self.assertEqual(out["succeeded"], 0)
+        self.assertEqual(out["tls"]["handshakes"], 0)
+        self.assertGreaterEqual(out["tls"]["failures"], n)
+        self.assertIn(why, out["tls"]["first_failure"])
+        self.assertIn("TLS handshakes failed", p.stderr)
+        self.assertIn(why, p.stderr)
+
+    def test_https_keep_alive_verified(self):
+        p, out = sfload_json(self, *self.ca(), "-c", "4", "-n", "2000", "-t", "10",
+                             "--server-pid", str(self.nginx["pid"]), self.https + "/id")
+        self.assert_clean(p, out, handshakes=4)
+        self.assertEqual(out["succeeded"], 2000)
+        self.assertEqual(out["connects"], 4)
+        t = out["tls"]
+        self.assertEqual((t["version"], t["full"], t["resumed"]), ("TLSv1.3", 4, 0))
+        self.assertFalse(t["resume"])
+        self.assertIn("cpu_us_per_handshake", out["server"])
+        # By address: the certificate names 127.0.0.1 too (checked as an IP, no SNI).
+        p, out = sfload_json(self, *self.ca(), "-c", "2", "-n", "100", "-t", "10",
+                             "https://127.0.0.1:%d/id" % self.nginx["https"])
+        self.assert_clean(p, out, handshakes=2)
+        # The text report says what was negotiated and verified.
+        p = sfload(*self.ca(), "-c", "2", "-n", "100", "-t", "10", self.https + "/id")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"\n  tls          TLSv1\.3 TLS_\w+, server verified, no "
+                                   r"resumption; handshakes 2 full, 0 resumed, 0 failed\n")
+
+    def test_connection_per_request_full_and_resumed(self):
+        p, out = sfload_json(self, *self.ca(), "--close", "-c", "2", "-n", "100", "-t", "10",
+                             self.https + "/id")
+        self.assert_clean(p, out, handshakes=100)
+        self.assertEqual((out["tls"]["full"], out["tls"]["resumed"]), (100, 0))
+        self.assertEqual(out["connects"], 100)
+        # --tls-resume: each slot's first handshake is full, the others resume its ticket (two
+        # load threads, each with its own TLS context).
+        p, out = sfload_json(self, *self.ca(), "--close", "--tls-resume", "-c", "2", "-T", "2",
+                             "-n", "100", "-t", "10", self.https + "/id")
+        self.assert_clean(p, out, handshakes=100)
+        self.assertEqual((out["tls"]["full"], out["tls"]["resumed"]), (2, 98))
+        self.assertTrue(out["tls"]["resume"])
+        # TLS 1.2 (session tickets there too), and a pinned TLS 1.3 suite.
+        p, out = sfload_json(self, *self.ca(), "--close", "--tls-resume", "--tls-version", "1.2",
+                             "-c", "2", "-n", "50", "-t", "10", self.https + "/id")
+        self.assert_clean(p, out, handshakes=50)
+        self.assertEqual(out["tls"]["version"], "TLSv1.2")
+        self.assertEqual(out["tls"]["resumed"], 48)
+        p, out = sfload_json(self, *self.ca(), "--tls-version", "1.3", "--ciphersuites",
+                             "TLS_CHACHA20_POLY1305_SHA256", "-c", "1", "-n", "10", "-t", "10",
+                             self.https + "/id")
+        self.assert_clean(p, out, handshakes=1)
+        self.assertEqual(out["tls"]["cipher"], "TLS_CHACHA20_POLY1305_SHA256")
+
+    def test_wrong_ca_and_wrong_name_fail_clearly(self):
+        p, out = sfload_json(self, "--cacert", self.certs["other-ca.pem"], "-c", "2", "-n", "20",
+                             "-t", "10", self.https + "/id")
+        self.assert_failed(p, out, 20, "certificate verify failed: unable to get local issuer "
+                                       "certificate")
+        p, out = sfload_json(self, *self.ca(), "--sni", "wrong.example", "-c", "2", "-n", "20",
+                             "-t", "10", self.https + "/id")
+        self.assert_failed(p, out, 20, "certificate verify failed: hostname mismatch (name "
+                                       "wrong.example)")
+        # --insecure: the same server is accepted, and the report says it was not verified.
+        p, out = sfload_json(self, "--insecure", "--sni", "wrong.example", "-c", "2", "-n", "20",
+                             "-t", "10", self.https + "/id")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertFalse(out["tls"]["verified"])
+        # Neither given: refused before any connection.
+        p = sfload("-n", "1", "-t", "5", self.https + "/id")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--cacert FILE", p.stderr)
+
+    def test_plaintext_port_and_stalled_handshake(self):
+        p, out = sfload_json(self, "--tls", "--insecure", "-c", "1", "-n", "5", "-t", "10",
+                             "https://127.0.0.1:%d/id" % self.plain_port)
+        self.assert_failed(p, out, 5, "is the server speaking TLS on this port?")
+        port = self.stall.getsockname()[1]
+        p, out = sfload_json(self, "--insecure", "--timeout", "300", "-c", "1", "-n", "2", "-t",
+                             "10", "https://127.0.0.1:%d/id" % port)
+        self.assert_failed(p, out, 2, "handshake timed out (--timeout 300 ms)")
+        p, out = sfload_json(self, "--mode", "memcache", "--tls", "--insecure", "--timeout",
+                             "300", "-c", "1", "-n", "1", "-t", "10", "127.0.0.1:%d" % port)
+        self.assert_failed(p, out, 1, "handshake timed out")
+
+    def test_mtls(self):
+        url = "https://localhost:%d/id" % self.mtls_port
+        cert = ["--cert", self.certs["client.pem"], "--key", self.certs["client.key"]]
+        p, out = sfload_json(self, *self.ca(*cert), "-c", "2", "-n", "100", "-t", "10", url)
+        self.assert_clean(p, out, handshakes=2)
+        # nginx's ssl_verify_client answers a missing certificate at the HTTP level: 400.
+        p, out = sfload_json(self, *self.ca(), "-c", "2", "-n", "20", "-t", "10", url)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(out["errors"]["status_4xx"], 20)
+        # memcached's ssl_verify_mode=2 refuses the connection (TLS 1.3: after our side of the
+        # handshake), which counts as a failed handshake.
+        target = "localhost:%d" % self.mc_mtls["memcache_tls"]
+        p, out = sfload_json(self, "--mode", "memcache", "--tls", *self.ca(*cert), "-c", "2",
+                             "-n", "200", "-t", "10", target)
+        self.assert_clean(p, out, handshakes=2)
+        p, out = sfload_json(self, "--mode", "memcache", "--tls", *self.ca(), "-c", "1", "-n",
+                             "3", "-t", "10", target)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertGreaterEqual(out["errors"]["connect"], 3, out["errors"])
+        self.assertGreaterEqual(out["tls"]["failures"], 3)
+        self.assertRegex(out["tls"]["first_failure"],
+                         r"certificate required|closed by the server|reset by the server")
+
+    def test_memcache_over_tls(self):
+        p, out = sfload_json(self, "--mode", "memcache", "--tls", *self.ca(), "-c", "4", "-P",
+                             "4", "-n", "4000", "-t", "10", "--mc-ratio", "50:50", "--keys",
+                             "100", "--value-size", "300", "--server-pid", str(self.mc["pid"]),
+                             "localhost:%d" % self.mc["memcache_tls"])
+        self.assert_clean(p, out, handshakes=4)
+        mc = out["memcache"]
+        self.assertEqual(mc["gets"] + mc["sets"], 4000)
+        self.assertGreater(mc["hits"], 0)
+        self.assertIn("cpu_us_per_handshake", out["server"])
+
+    def test_echo_over_tls(self):
+        target = "localhost:%d" % self.echo_port
+        p, out = sfload_json(self, "--mode", "echo", "--tls", *self.ca(), "-c", "3", "-P", "4",
+                             "--msg-size", "3000", "-n", "3000", "-t", "10", target)
+        self.assert_clean(p, out, handshakes=3)
+        self.assertEqual(out["succeeded"], 3000)
+        self.assertGreater(out["bytes_received"], 3000 * 3000)  # ciphertext: records add bytes
+        # Messages of 100 kB: several TLS records each, more than the 16 KiB BIO pair holds,
+        # pipelined two deep.
+        p, out = sfload_json(self, "--mode", "echo", "--tls", *self.ca(), "-c", "2", "-P", "2",
+                             "--msg-size", "100000", "-n", "200", "-t", "20", target)
+        self.assert_clean(p, out, handshakes=2)
+        self.assertEqual(out["succeeded"], 200)
+
+    def mallocs(self, *args):
+        """Allocation calls of a whole sfload run under the counting shim (test_alloc.py's)."""
+        count = os.path.join(self.dir, "mallocs")
+        p = subprocess.run([SFLOAD, "-q", *args], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, LD_PRELOAD=SHIM, SF_MALLOC_COUNT_FILE=count))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(count, "rb") as f:
+            return struct.unpack("=Q", f.read(8))[0]
+
+    def test_steady_state_allocations(self):
+        """20,000 more requests on the same connections: sfload's own code allocates nothing per
+        request, plaintext or TLS; OpenSSL 3.0's record layer allocates a 40-byte WPACKET
+        sub-packet per record it builds or decrypts (2 records per request here: at most 4 calls,
+        each served by glibc's per-thread cache)."""
+        if not SHIM:
+            self.skipTest("SF_MALLOC_SHIM not set (a sanitizer build)")
+        mc = self.b.memcached(cpu=None)
+        plain = ["--mode", "memcache", "-c", "4", "-t", "30", "127.0.0.1:%d" % mc["memcache"]]
+        extra = self.mallocs("-n", "21000", *plain) - self.mallocs("-n", "1000", *plain)
+        self.assertLessEqual(extra, 16, "plaintext: %d allocations for 20,000 requests" % extra)
+        https = [*self.ca(), "-c", "4", "-t", "30", self.https + "/id"]
+        extra = self.mallocs("-n", "21000", *https) - self.mallocs("-n", "1000", *https)
+        self.assertLessEqual(extra, 4 * 20000 + 16, "TLS: %d allocations for 20,000 requests"
+                             % extra)
+
+    def test_layout_from_metrics_over_tls(self):
+        p, out = sfload_json(self, *self.ca(), "--verify-ids", "-c", "1", "-n", "1", "-t", "10",
+                             self.https + "/id")
+        self.assert_clean(p, out)
+        self.assertEqual(out["verify"]["layout_source"], "metrics")
+        self.assertEqual(out["verify"]["ids"], 1)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
  * across two and three threads, non-increasing, malformed, the map growing through incremental
  * rehashes);
  * histogram buckets and percentiles; memcached reply parsing; command-line checks (several
- * targets, --tolerate-faults, --min-ids, --ids-out-v2); the --ids-out-v2 record format and its
- * writer. */
+ * targets, --tolerate-faults, --min-ids, --ids-out-v2, the TLS options and their combinations);
+ * the TLS context refusing unreadable files and unknown ciphers; the --ids-out-v2 record format
+ * and its writer. */
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,6 +22,7 @@
 #include "ids.h"
 #include "mcreply.h"
 #include "opts.h"
+#include "tls.h"
 #include "verify.h"
 
 /* --- HTTP responses -------------------------------------------------------------------------- */
@@ -967,6 +969,138 @@ START_TEST(opts_fault_options)
 }
 END_TEST
 
+START_TEST(opts_tls)
+{
+    static sl_opts o;
+    char err[256];
+    /* An https:// URL means TLS, on port 443 unless given, and verification must be decided. */
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "https://127.0.0.1/id", NULL), OPTS_USAGE);
+    ck_assert_ptr_nonnull(strstr(err, "--cacert FILE"));
+    ck_assert_ptr_nonnull(strstr(err, "--insecure"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "https://127.0.0.1/id", NULL),
+                     OPTS_OK);
+    ck_assert(o.tls && o.tls_insecure && !o.tls_cacert);
+    ck_assert_uint_eq(o.port, 443);
+    ck_assert_str_eq(o.paths[0], "/id");
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--cacert", "ca.pem", "--cert", "c.pem",
+                              "https://localhost:8443/id", NULL),
+                     OPTS_OK);
+    ck_assert(o.tls && !o.tls_insecure && !o.tls_resume && o.tls_version == 0);
+    ck_assert_str_eq(o.tls_cacert, "ca.pem");
+    ck_assert_str_eq(o.tls_key, "c.pem"); /* the key from the --cert file */
+    ck_assert_uint_eq(o.port, 8443);
+    ck_assert_str_eq(o.host, "localhost");
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--cacert", "ca.pem", "--cert", "c.pem", "--key",
+                              "k.pem", "https://[::1]:8443/", NULL),
+                     OPTS_OK);
+    ck_assert_str_eq(o.tls_key, "k.pem");
+    ck_assert_str_eq(o.host, "::1");
+    /* Plaintext runs are untouched, and TLS options alone do not turn TLS on. */
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "http://127.0.0.1/id", NULL), OPTS_OK);
+    ck_assert(!o.tls && !o.tls_insecure && !o.tls_cacert && !o.tls_sni);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--cacert", "ca.pem", "http://127.0.0.1/", NULL),
+                     OPTS_USAGE);
+    ck_assert_ptr_nonnull(strstr(err, "need --tls"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--tls", "--insecure", "http://127.0.0.1/", NULL),
+                     OPTS_USAGE);
+    ck_assert_ptr_nonnull(strstr(err, "https://"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "https://127.0.0.1:1/",
+                              "http://127.0.0.1:2/", NULL),
+                     OPTS_USAGE);
+    ck_assert_ptr_nonnull(strstr(err, "mixed"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--cacert", "ca.pem",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--key", "k.pem",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_USAGE);
+    ck_assert_ptr_nonnull(strstr(err, "--key needs --cert"));
+    /* memcache and echo: --tls with HOST:PORT. */
+    ck_assert_int_eq(run_opts(&o, err, "--mode", "memcache", "--tls", "--cacert", "ca.pem", "-t",
+                              "1", "127.0.0.1:11211", NULL),
+                     OPTS_OK);
+    ck_assert(o.tls && o.mode == MODE_MEMCACHE);
+    ck_assert_int_eq(run_opts(&o, err, "--mode", "echo", "--tls", "-t", "1", "127.0.0.1:7", NULL),
+                     OPTS_USAGE); /* verification undecided */
+    ck_assert_int_eq(run_opts(&o, err, "--mode", "echo", "--insecure", "-t", "1", "127.0.0.1:7",
+                              NULL),
+                     OPTS_USAGE); /* no --tls */
+    /* Versions, ciphers, SNI, resumption. */
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--tls-version", "1.3",
+                              "--ciphersuites", "TLS_AES_128_GCM_SHA256", "--sni", "api.example",
+                              "--tls-resume", "--close", "https://127.0.0.1/id", NULL),
+                     OPTS_OK);
+    ck_assert(o.tls_version == 13 && o.tls_resume && o.close_mode);
+    ck_assert_str_eq(o.tls_sni, "api.example");
+    ck_assert_str_eq(o.tls_suites, "TLS_AES_128_GCM_SHA256");
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--tls-version", "1.2",
+                              "--ciphers", "ECDHE-RSA-AES128-GCM-SHA256", "https://127.0.0.1/",
+                              NULL),
+                     OPTS_OK);
+    ck_assert(o.tls_version == 12);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--tls-version", "1.1",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--tls-version", "1.2",
+                              "--ciphersuites", "TLS_AES_128_GCM_SHA256", "https://127.0.0.1/",
+                              NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--tls-version", "1.3",
+                              "--ciphers", "ECDHE-RSA-AES128-GCM-SHA256", "https://127.0.0.1/",
+                              NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--sni", "", "https://127.0.0.1/",
+                              NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--sni", "a b",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_USAGE);
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--tls-resume", "http://127.0.0.1/", NULL),
+                     OPTS_USAGE);
+}
+END_TEST
+
+/* The context fails with the file or list named, before any connection. */
+START_TEST(tls_context_errors)
+{
+    static sl_opts o;
+    char err[256];
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--cacert", "/nonexistent/ca.pem",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_OK);
+    ck_assert_ptr_null(sltls_ctx_new(&o, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "--cacert /nonexistent/ca.pem: No such file"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--cacert", "/dev/null", "https://127.0.0.1/",
+                              NULL),
+                     OPTS_OK);
+    ck_assert_ptr_null(sltls_ctx_new(&o, err, sizeof err)); /* readable, but no certificate */
+    ck_assert_ptr_nonnull(strstr(err, "--cacert /dev/null: "));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--ciphers", "NO-SUCH-CIPHER",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_OK);
+    ck_assert_ptr_null(sltls_ctx_new(&o, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "--ciphers NO-SUCH-CIPHER"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--ciphersuites", "TLS_NO_SUCH",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_OK);
+    ck_assert_ptr_null(sltls_ctx_new(&o, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "--ciphersuites TLS_NO_SUCH"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--cert", "/nonexistent/c.pem",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_OK);
+    ck_assert_ptr_null(sltls_ctx_new(&o, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "--cert /nonexistent/c.pem: No such file"));
+    ck_assert_int_eq(run_opts(&o, err, "-t", "1", "--insecure", "--tls-version", "1.3",
+                              "--ciphersuites", "TLS_CHACHA20_POLY1305_SHA256:TLS_NO_SUCH",
+                              "https://127.0.0.1/", NULL),
+                     OPTS_OK);
+    sltls_ctx *x = sltls_ctx_new(&o, err, sizeof err); /* one known suite is enough */
+    ck_assert_ptr_nonnull(x);
+    ck_assert(!sltls_ctx_verifies(x));
+    sltls_ctx_free(x);
+}
+END_TEST
+
 /* --- --ids-out-v2 records -------------------------------------------------------------------- */
 
 START_TEST(idrec_layout_is_fixed)
@@ -1167,6 +1301,8 @@ static Suite *sfload_suite(void)
     tcase_add_test(o, opts_several_targets);
     tcase_add_test(o, opts_too_many_targets);
     tcase_add_test(o, opts_fault_options);
+    tcase_add_test(o, opts_tls);
+    tcase_add_test(o, tls_context_errors);
     suite_add_tcase(s, o);
     return s;
 }
