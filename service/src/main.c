@@ -5,8 +5,9 @@
  * on this host holds, ...), 2 bad configuration or usage, 75 the etcd identity lost (app.h).
  *
  * SIGTERM, SIGINT and SIGHUP are blocked before any thread starts, so only this thread takes
- * them (sigwait). SIGHUP reopens log.file (after logrotate renamed it) and nothing else; a
- * second SIGTERM/SIGINT during the drain ends the process at once; SIGHUP stays blocked then.
+ * them (sigwait). SIGHUP reopens log.file (after logrotate renamed it) and reloads the TLS
+ * listeners' certificates (app_reload_tls); a second SIGTERM/SIGINT during the drain ends the
+ * process at once; SIGHUP stays blocked then.
  * Between signals the thread wakes once a second for app_housekeeping (foreign listeners on our
  * ports, the identity claims): it has nothing else to do, and no loop thread is disturbed. */
 #include <errno.h>
@@ -109,8 +110,9 @@ int main(int argc, char **argv)
         }
         if (sig != SIGHUP)
             break;
-        LOG_INFO("SIGHUP received: reopening the log file");
+        LOG_INFO("SIGHUP received: reopening the log file, reloading TLS certificates");
         log_reopen();
+        app_reload_tls(&a);
     }
     LOG_INFO("%s received, draining (up to %u ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
              c.server.shutdown_grace_ms);

@@ -548,6 +548,12 @@ void net_server_set_idle_timeout(net_server *s, const void *ctx, uint32_t idle_m
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
                       char *err, size_t errlen)
 {
+    return net_server_listen_tls(s, host, port, p, ctx, NULL, err, errlen);
+}
+
+int net_server_listen_tls(net_server *s, const char *host, uint16_t port, const proto *p,
+                          void *ctx, net_tls *tls, char *err, size_t errlen)
+{
     if (s->nspecs == NET_MAX_LISTENERS) {
         snprintf(err, errlen, "too many listeners");
         return -1;
@@ -564,6 +570,7 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
     spec->port = port;
     spec->proto = p;
     spec->ctx = ctx;
+    spec->tls = tls;
     spec->shared_fd = -1;
     lg_addr_from(&spec->addr, (const struct sockaddr *)&ss);
     const char *v6 = ss.ss_family == AF_INET6 ? "[" : "", *v6end = *v6 ? "]" : "";
@@ -715,18 +722,26 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
 {
     const net_server *s = l->loop->server;
     size_t k = (size_t)(l - l->loop->listeners);
-    uint64_t in = 0, outb = 0, rej = 0, pauses = 0;
+    uint64_t in = 0, outb = 0, rej = 0, pauses = 0, hs[2] = {0, 0}, fail[NET_TLS_FAIL_COUNT] = {0};
     for (unsigned i = 0; i < s->nloops; i++) {
         const net_listener_stats *st = &s->loops[i].listeners[k].stats;
         in += net_stat(&st->bytes_in);
         outb += net_stat(&st->bytes_out);
         rej += net_stat(&st->rejected_at_cap);
         pauses += net_stat(&st->accept_pauses);
+        for (int r = 0; r < 2; r++)
+            hs[r] += net_stat(&st->tls_handshakes[r]);
+        for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
+            fail[r] += net_stat(&st->tls_failures[r]);
     }
     atomic_init(&out->bytes_in, in);
     atomic_init(&out->bytes_out, outb);
     atomic_init(&out->rejected_at_cap, rej);
     atomic_init(&out->accept_pauses, pauses);
+    for (int r = 0; r < 2; r++)
+        atomic_init(&out->tls_handshakes[r], hs[r]);
+    for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
+        atomic_init(&out->tls_failures[r], fail[r]);
 }
 
 uint64_t net_server_stat_sum(const net_server *s, size_t offset)
