@@ -202,6 +202,22 @@ class TlsListeners(unittest.TestCase):
         self.assertEqual((st, len(body)), (200, len(big)))
         self.assertEqual(body, big)
 
+    def test_idle_connection_gives_buffers_back_and_goes_on(self):
+        # idle for more than two sweeps (CONN_TLS_SWEEP_MS): OpenSSL's buffers were freed, the
+        # next requests reallocate them
+        raw = socket.create_connection(("127.0.0.1", self.https), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            for i in range(3):
+                s.sendall(b"GET /id HTTP/1.1\r\nHost: x\r\n\r\n")
+                data = b""
+                while not re.search(rb'\{"id":"\d+"\}$', data):
+                    chunk = s.recv(4096)
+                    self.assertTrue(chunk, (i, data))
+                    data += chunk
+                self.assertTrue(data.startswith(b"HTTP/1.1 200"), data)
+                if i < 2:
+                    time.sleep(2.2)
+
     def test_resumption_with_tickets(self):
         # Python: the ticket of a first connection resumes the second
         ctx = client_ctx()

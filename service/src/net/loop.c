@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "net/transport.h"
+
 #define ACCEPTS_PER_WAKEUP 64  /* fairness between accepting and serving */
 #define ACCEPT_PAUSE_MS    100 /* after EMFILE/ENFILE */
 /* Descriptors that client connections may not take: the lease keeper, cache snapshots and the
@@ -325,6 +327,11 @@ void net_loop_arm_wheel(net_loop *l, uint64_t expire_at)
     uv_timer_start(&l->wheel_timer, on_wheel_timer, expire_at > now ? expire_at - now : 0, 0);
 }
 
+static void on_tls_sweep(uv_timer_t *t)
+{
+    conn_tls_sweep(t->data);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     net_loop *l = t->data;
@@ -443,6 +450,7 @@ static void close_loop_handles(net_loop *l)
     uv_close((uv_handle_t *)&l->wheel_timer, NULL);
     uv_close((uv_handle_t *)&l->grace_timer, NULL);
     uv_close((uv_handle_t *)&l->tick_timer, NULL);
+    uv_close((uv_handle_t *)&l->tls_timer, NULL);
     uv_close((uv_handle_t *)&l->pending_idle, NULL);
 }
 
@@ -476,6 +484,8 @@ static int loop_init(net_server *s, net_loop *l, unsigned index)
     l->grace_timer.data = l;
     uv_timer_init(&l->uv, &l->tick_timer);
     l->tick_timer.data = l;
+    uv_timer_init(&l->uv, &l->tls_timer);
+    l->tls_timer.data = l;
     uv_idle_init(&l->uv, &l->pending_idle);
     l->pending_idle.data = l;
     wheel_init(&l->wheel, uv_now(&l->uv));
@@ -665,6 +675,11 @@ int net_server_start(net_server *s, char *err, size_t errlen)
             listener_poll(&l->listeners[k], true);
         if (s->tick)
             uv_timer_start(&l->tick_timer, on_tick, s->tick_ms, s->tick_ms);
+        for (unsigned k = 0; k < s->nspecs; k++)
+            if (s->specs[k].tls) {
+                uv_timer_start(&l->tls_timer, on_tls_sweep, CONN_TLS_SWEEP_MS, CONN_TLS_SWEEP_MS);
+                break;
+            }
         if (uv_thread_create(&l->thread, loop_main, l) != 0) {
             snprintf(err, errlen, "cannot start loop thread %u", i);
             return -1;

@@ -116,6 +116,7 @@ struct net_loop {
     uint64_t wheel_armed_at; /* UINT64_MAX when not armed */
     uv_timer_t grace_timer;
     uv_timer_t tick_timer; /* periodic housekeeping for the application */
+    uv_timer_t tls_timer;  /* with a TLS listener: idle connections' OpenSSL buffers given back */
     unsigned tick_cursor;  /* the application's per-loop position (e.g. a sweep) */
     uv_idle_t pending_idle;
     conn *pending_head, *pending_tail;

@@ -76,9 +76,9 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen)
                                  SSL_OP_IGNORE_UNEXPECTED_EOF |
                                  (c->session_tickets ? 0 : SSL_OP_NO_TICKET));
     /* One record per SSL_write call (transport_tls.c retries with the same bytes from another
-     * address); buffers given back while a connection is idle (tls.md: the figures). */
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                              SSL_MODE_RELEASE_BUFFERS);
+     * address). No SSL_MODE_RELEASE_BUFFERS: it frees and reallocates both 16 KiB buffers on
+     * every request; transport_tls.c frees them once a connection has been idle a second. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* Read what the socket holds in one read(), not a record header then its body. */
     SSL_CTX_set_read_ahead(ctx, 1);
     /* Resumption by stateless tickets only: no session cache shared (and locked) by the loops. */
