@@ -819,7 +819,15 @@ static void warn_exposed(const app *a)
                  "it can write, delete and read the cache and take IDs (set auth.token or "
                  "auth.token_file, or server.host 127.0.0.1)",
                  c->server.host, c->server.port);
-    if (a->mc && !cfg_host_is_loopback(c->cache.memcached_host))
+    const cfg_tls *mt = &c->cache.memcached_tls;
+    if (a->mc && mt->port && mt->verify_client != CFG_VERIFY_REQUIRED &&
+        !cfg_host_is_loopback(c->cache.memcached_host))
+        LOG_WARN("memcached over TLS on %s:%u is reachable beyond loopback without client "
+                 "certificates: TLS encrypts, it does not authenticate; set "
+                 "cache.memcached_tls.verify_client \"required\" with a client_ca_file to admit "
+                 "only certificate holders",
+                 c->cache.memcached_host, mt->port);
+    if (a->mc && c->cache.memcached_port && !cfg_host_is_loopback(c->cache.memcached_host))
         LOG_WARN("memcached on %s:%u is reachable beyond loopback and has no authentication: "
                  "anyone who can reach it can %s the whole cache, HTTP items included (keep it "
                  "on a private network, or cache.memcached_host 127.0.0.1)",
