@@ -31,10 +31,7 @@ def tls_sets(prefix, port, **kw):
     """--set arguments for one listener's tls object."""
     vals = {"port": port, "cert_file": CERTS.server, "key_file": CERTS.server_key}
     vals.update(kw)
-    out = []
-    for k, v in vals.items():
-        out += ["--set", "%s.%s=%s" % (prefix, k, v)]
-    return out
+    return sfharness.set_args(*("%s.%s=%s" % (prefix, k, v) for k, v in vals.items()))
 
 
 def wait_port(port, proc, timeout=10):
@@ -496,10 +493,8 @@ class StartupRefusals(unittest.TestCase):
 
     def run_daemon(self, *sets):
         import test_startup
-        args = []
-        for s in sets:
-            args += ["--set", s]
-        code, err = test_startup.run(*args, env={"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": "7"})
+        code, err = test_startup.run(*sfharness.set_args(*sets),
+                                     env={"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": "7"})
         return code, err.decode(errors="replace")
 
     def test_port_without_certificate(self):

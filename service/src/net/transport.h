@@ -74,9 +74,9 @@ void conn_io_closed(conn *c);
 int conn_accept_tls(net_loop *loop, net_listener *l, int fd);
 /* Every CONN_TLS_SWEEP_MS on each loop with a TLS listener: the TLS connections that moved no
  * byte since the last sweep give OpenSSL's read and write buffers back (SSL_free_buffers; about
- * 34 KiB each, reallocated when they are active again). Giving them back after every request
- * (SSL_MODE_RELEASE_BUFFERS) costs a fifth of the CPU of a small request; keeping them on idle
- * connections costs the memory (docs/tls.md). */
+ * 33 KiB each, reallocated when they are active again). Giving them back after every request
+ * (SSL_MODE_RELEASE_BUFFERS) would cost two 16 KiB allocations per request; keeping them on
+ * idle connections would cost the memory (docs/tls.md). */
 #define CONN_TLS_SWEEP_MS 1000
 void conn_tls_sweep(net_loop *loop);
 

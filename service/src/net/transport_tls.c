@@ -15,8 +15,8 @@
  * socket almost always is, and reads them on that turn.
  *
  * Memory: OpenSSL's two 16 KiB buffers stay while a connection is busy (releasing them after
- * every request, SSL_MODE_RELEASE_BUFFERS, costs a fifth of a small request's CPU) and are given
- * back once it has moved no byte for a sweep period (conn_tls_sweep).
+ * every request, SSL_MODE_RELEASE_BUFFERS, would free and allocate both for each request) and
+ * are given back once it has moved no byte for a sweep period (conn_tls_sweep).
  *
  * Writes: conn.c's try_write and write hand over the front of the connection's output. Each
  * SSL_write takes one record's worth from it; when it would block, OpenSSL keeps that record and
