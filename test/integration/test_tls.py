@@ -367,7 +367,8 @@ class MutualTls(unittest.TestCase):
             *tls_sets("server.tls", cls.https, verify_client="required",
                       client_ca_file=CERTS.ca),
             *tls_sets("echo.tcp_tls", cls.echos, verify_client="optional",
-                      client_ca_file=CERTS.ca))
+                      client_ca_file=CERTS.ca, min_version="1.3",
+                      ciphersuites="TLS_CHACHA20_POLY1305_SHA256", session_tickets="false"))
         for p in (cls.https, cls.echos):
             wait_port(p, cls.server.proc)
 
@@ -415,6 +416,27 @@ class MutualTls(unittest.TestCase):
                 self.assertTrue(ok, cert)
             except (ssl.SSLError, ConnectionError):
                 self.assertFalse(ok, cert)
+
+
+    def test_min_version_ciphersuites_and_no_tickets(self):
+        raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            s.sendall(b"x")
+            self.assertEqual(s.recv(10), b"x")
+            self.assertEqual((s.version(), s.cipher()[0]),
+                             ("TLSv1.3", "TLS_CHACHA20_POLY1305_SHA256"))
+            session = s.session
+        self.assertFalse(session.has_ticket)  # session_tickets false: nothing to resume with
+        v12 = ssl.TLSVersion.TLSv1_2
+        with self.assertRaises((ssl.SSLError, ConnectionError)):
+            raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)
+            with client_ctx(minv=v12, maxv=v12).wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(b"x")
+                s.recv(10)
+        st, body, _ = https_get(self.https, "/metrics",
+                                ctx=client_ctx(CERTS.client, CERTS.client_key))
+        self.assertEqual(metric(body.decode(), "snowflaked_tls_handshake_failures_total",
+                                listener="echo", reason="protocol_version"), 1)
 
 
 class Rotation(unittest.TestCase):
