@@ -555,6 +555,15 @@ class StartupRefusals(unittest.TestCase):
             self.assertIn(want, err)
             self.assertEqual(err.count("\n"), 1, err)
 
+    def test_port_taken_by_another_listener(self):
+        port = sfharness.free_port()
+        code, err = self.run_daemon("server.port=%d" % port, "server.tls.port=%d" % port,
+                                    "server.tls.cert_file=" + CERTS.server,
+                                    "server.tls.key_file=" + CERTS.server_key)
+        self.assertEqual(code, 2, err)
+        self.assertIn("server.tls.port: port %d on 127.0.0.1 is already used by server.port" % port,
+                      err)
+
     def test_memcached_and_echo_keys(self):
         code, err = self.run_daemon("cache.memcached_tls.port=%d" % sfharness.free_port(),
                                     "cache.memcached_tls.cert_file=" + CERTS.server,
