@@ -1,5 +1,5 @@
 # snowflaked container image: build with the project's own CMake build, ship only the binary and
-# its two runtime libraries on debian:bookworm-slim. deploy/README.md ("Container") tells how to
+# its runtime libraries on debian:bookworm-slim. deploy/README.md ("Container") tells how to
 # build, run and test it; deploy/test-container.sh proves it end to end with podman.
 #
 #   podman build --format docker -t snowflaked .          # --format docker keeps HEALTHCHECK
@@ -23,7 +23,7 @@ RUN set -eux; \
         sh /tmp/install-deps.sh; \
     else \
         apt-get install -y -qq --no-install-recommends \
-            build-essential cmake pkg-config libuv1-dev libcjson-dev python3-minimal; \
+            build-essential cmake pkg-config libuv1-dev libcjson-dev libssl-dev python3-minimal; \
     fi; \
     rm -rf /var/lib/apt/lists/* /tmp/install-deps.sh
 
@@ -45,12 +45,13 @@ RUN set -eux; \
 # --- runtime --------------------------------------------------------------------------------------
 FROM debian:bookworm-slim
 
-# Runtime libraries only (the binary links libuv, libcjson and glibc), and the unprivileged user
+# Runtime libraries only (the binary links libuv, libcjson, OpenSSL 3's libssl3 for the TLS
+# listeners, and glibc), and the unprivileged user
 # that owns the data directory (lease file, pid lock, cache snapshot).
 RUN set -eux; \
     export DEBIAN_FRONTEND=noninteractive; \
     apt-get update -qq; \
-    apt-get install -y -qq --no-install-recommends libuv1 libcjson1; \
+    apt-get install -y -qq --no-install-recommends libuv1 libcjson1 libssl3; \
     rm -rf /var/lib/apt/lists/* /var/log/apt/* /var/log/dpkg.log /var/cache/debconf/*-old; \
     groupadd --gid 10001 snowflaked; \
     useradd --no-log-init --uid 10001 --gid 10001 --home-dir /var/lib/snowflaked --no-create-home \

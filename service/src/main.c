@@ -5,9 +5,10 @@
  * on this host holds, ...), 2 bad configuration or usage, 75 the etcd identity lost (app.h).
  *
  * SIGTERM, SIGINT and SIGHUP are blocked before any thread starts, so only this thread takes
- * them (sigwait). SIGHUP reopens log.file (after logrotate renamed it) and reads
- * cache.memcached_auth_file again (as memcached rereads its -Y file); a
- * second SIGTERM/SIGINT during the drain ends the process at once; SIGHUP stays blocked then.
+ * them (sigwait). SIGHUP reopens log.file (after logrotate renamed it), reads
+ * cache.memcached_auth_file again (as memcached rereads its -Y file) and reloads the TLS
+ * listeners' certificates (app_reload_tls); a second SIGTERM/SIGINT during the drain ends the
+ * process at once; SIGHUP stays blocked then.
  * Between signals the thread wakes once a second for app_housekeeping (foreign listeners on our
  * ports, the identity claims): it has nothing else to do, and no loop thread is disturbed. */
 #include <errno.h>
@@ -110,9 +111,10 @@ int main(int argc, char **argv)
         }
         if (sig != SIGHUP)
             break;
-        LOG_INFO("SIGHUP received: reopening the log file");
+        LOG_INFO("SIGHUP received: reopening the log file, reloading TLS certificates");
         log_reopen();
         app_reload_memcached_auth(&a);
+        app_reload_tls(&a);
     }
     LOG_INFO("%s received, draining (up to %u ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
              c.server.shutdown_grace_ms);

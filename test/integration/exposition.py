@@ -110,15 +110,43 @@ def metric_names(text):
 def exercised_server(*extra_args, ready_timeout=5, **kw):
     """A daemon with its HTTP, memcached and echo listeners, ready and exercised; yields
     (server, text). extra_args and kw go to sfharness.Server."""
-    mc, echo = sfharness.free_port(), sfharness.free_port()
-    server = sfharness.Server("--set", "cache.memcached_port=%d" % mc,
-                              "--set", "echo.tcp_port=%d" % echo, *extra_args, **kw)
+    import tlscerts
+    mc, echo, https = sfharness.free_port(), sfharness.free_port(), sfharness.free_port()
+    certs = tlscerts.Certs()  # HTTPS too: the snowflaked_tls_* families exist only with TLS
     try:
-        sfharness.wait_ready(server, ready_timeout)
-        exercise(server.port, mc, echo)
-        yield server, scrape(server.port)
+        server = sfharness.Server("--set", "cache.memcached_port=%d" % mc,
+                                  "--set", "echo.tcp_port=%d" % echo,
+                                  "--set", "server.tls.port=%d" % https,
+                                  "--set", "server.tls.cert_file=" + certs.server,
+                                  "--set", "server.tls.key_file=" + certs.server_key,
+                                  *extra_args, **kw)
+        try:
+            sfharness.wait_ready(server, ready_timeout)
+            exercise(server.port, mc, echo)
+            exercise_tls(https, certs.ca)
+            yield server, scrape(server.port)
+        finally:
+            server.stop()
     finally:
-        server.stop()
+        certs.cleanup()
+
+
+def exercise_tls(port, ca):
+    """One HTTPS request and one failed handshake (plaintext to the TLS port)."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=ca)
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                         server_hostname="127.0.0.1") as s:
+        s.sendall(b"GET /id HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        while s.recv(4096):
+            pass
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /id HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            while s.recv(4096):
+                pass
+        except OSError:
+            pass
 
 
 def promtool():

@@ -75,6 +75,63 @@ class SteadyStateAllocations(unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_tls_keep_alive_allocates_only_in_openssl_records(self):
+        """The same over TLS (server.tls): our side allocates nothing per request (OpenSSL's
+        16 KiB buffers are per connection and kept while it is busy: net/transport_tls.c), but
+        OpenSSL 3.0's record layer itself makes a 40-byte allocation (a WPACKET_SUB: the record
+        header, the TLS 1.3 AAD) about twice per record, in both directions: a request and its
+        response, one record each, cost OPENSSL_PER_EXCHANGE allocation calls, and no more."""
+        if not SHIM:
+            self.skipTest("SF_MALLOC_SHIM not set")
+        import socket
+        import ssl
+        import time
+        import tlscerts
+        from sfharness import free_port, set_args
+        OPENSSL_PER_EXCHANGE = 4
+        with tlscerts.Certs() as certs:
+            port = free_port()
+            srv = CountingServer(*set_args("server.max_requests_per_connection=1000000",
+                                           "server.tls.port=%d" % port,
+                                           "server.tls.cert_file=" + certs.server,
+                                           "server.tls.key_file=" + certs.server_key), threads=2)
+            try:
+                ctx = ssl.create_default_context(cafile=certs.ca)
+                deadline = time.time() + 10
+                while True:
+                    try:
+                        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+                        break
+                    except OSError:
+                        self.assertLess(time.time(), deadline, "no TLS listener")
+                        time.sleep(0.02)
+                conns = [ctx.wrap_socket(raw, server_hostname="127.0.0.1")] + [
+                    ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                                    server_hostname="127.0.0.1") for _ in range(3)]
+                readers = [Reader(s) for s in conns]
+                mix = [get("/id"), get("/ids?count=16"), get("/healthz"), get("/nope")]
+
+                def run(total):
+                    done = 0
+                    while done < total:
+                        for s, rd in zip(conns, readers):
+                            s.sendall(mix[done % len(mix)])  # one record each way
+                            self.assertIn(rd.response().status, (200, 404))
+                            done += 1
+                    return done
+
+                run(2000)
+                before = srv.mallocs()
+                n = run(8000)
+                after = srv.mallocs()
+                for s in conns:
+                    s.close()
+                print("\n%d TLS requests: %d allocation calls (%.4f per request)" %
+                      (n, after - before, (after - before) / n))
+                self.assertLessEqual(after - before, OPENSSL_PER_EXCHANGE * n + ALLOWANCE)
+            finally:
+                srv.stop()
+
     def test_cache_traffic_does_not_allocate(self):
         """HTTP and memcached cache traffic on a fixed key set (replacing values of the same
         sizes, hits, misses, deletes and re-adds, incr): items come from the store's free lists."""

@@ -151,6 +151,67 @@ static void metrics_net(prom_buf *b, const net_server *net)
             atomic_load(&net->foreign_appeared));
 }
 
+/* TLS listeners (net/tls.h): handshakes, failures by cause, the certificate's expiry, reloads.
+ * Nothing when no listener speaks TLS. */
+static void metrics_tls(prom_buf *b, const net_server *net)
+{
+    const net_loop *l0 = &net->loops[0];
+    net_listener_stats sum[NET_MAX_LISTENERS];
+    bool any = false;
+    for (unsigned k = 0; k < l0->nlisteners; k++)
+        if (l0->listeners[k].spec->tls) {
+            net_listener_stats_sum(&l0->listeners[k], &sum[k]);
+            any = true;
+        }
+    if (!any)
+        return;
+    char labels[96];
+    prom_family(b, "snowflaked_tls_handshakes_total", "counter",
+                "TLS handshakes completed, by listener and whether a session was resumed.");
+    for (unsigned k = 0; k < l0->nlisteners; k++) {
+        const net_tls *t = l0->listeners[k].spec->tls;
+        for (int r = 0; t && r < 2; r++) {
+            snprintf(labels, sizeof labels, "listener=\"%s\",resumed=\"%s\"", t->name,
+                     r ? "true" : "false");
+            prom_u64(b, "snowflaked_tls_handshakes_total", labels,
+                     counter_get(&sum[k].tls_handshakes[r]));
+        }
+    }
+    prom_family(b, "snowflaked_tls_handshake_failures_total", "counter",
+                "TLS handshakes that failed (the connection closed), by listener and cause.");
+    for (unsigned k = 0; k < l0->nlisteners; k++) {
+        const net_tls *t = l0->listeners[k].spec->tls;
+        for (int r = 0; t && r < NET_TLS_FAIL_COUNT; r++) {
+            snprintf(labels, sizeof labels, "listener=\"%s\",reason=\"%s\"", t->name,
+                     net_tls_fail_name((net_tls_fail)r));
+            prom_u64(b, "snowflaked_tls_handshake_failures_total", labels,
+                     counter_get(&sum[k].tls_failures[r]));
+        }
+    }
+    prom_family(b, "snowflaked_tls_certificate_not_after_seconds", "gauge",
+                "Unix time at which the certificate the listener serves expires.");
+    for (unsigned k = 0; k < l0->nlisteners; k++) {
+        const net_tls *t = l0->listeners[k].spec->tls;
+        if (t) {
+            snprintf(labels, sizeof labels, "listener=\"%s\"", t->name);
+            prom_f64(b, "snowflaked_tls_certificate_not_after_seconds", labels,
+                     (double)atomic_load(&t->not_after_s));
+        }
+    }
+    prom_family(b, "snowflaked_tls_reloads_total", "counter",
+                "Certificate reloads (SIGHUP), by listener and result; a failed one leaves the "
+                "previous certificate in service.");
+    for (unsigned k = 0; k < l0->nlisteners; k++) {
+        const net_tls *t = l0->listeners[k].spec->tls;
+        if (t) {
+            snprintf(labels, sizeof labels, "listener=\"%s\",result=\"ok\"", t->name);
+            prom_u64(b, "snowflaked_tls_reloads_total", labels, atomic_load(&t->reloads));
+            snprintf(labels, sizeof labels, "listener=\"%s\",result=\"failed\"", t->name);
+            prom_u64(b, "snowflaked_tls_reloads_total", labels, atomic_load(&t->reload_failures));
+        }
+    }
+}
+
 static void pool_lines(prom_buf *b, const char *name, const pool_stats *s)
 {
     char labels[64];
@@ -394,6 +455,7 @@ void api_metrics(http_request *r, void *ctx)
     metrics_ids(&b, a);
     metrics_http(&b, a->http);
     metrics_net(&b, a->net);
+    metrics_tls(&b, a->net);
     metrics_pools(&b, a);
     if (a->inflight)
         metrics_inflight(&b, a->inflight);

@@ -638,26 +638,165 @@ static void wait_successor_floor(const app *a)
     }
 }
 
+/* ---- TLS on the listeners ------------------------------------------------------------------ */
+
+static const struct {
+    const char *name; /* the metrics' listener label */
+    const char *what; /* the configuration section */
+} tls_names[APP_TLS_LISTENERS] = {
+    [APP_TLS_HTTP] = {"http", "server.tls"},
+    [APP_TLS_MEMCACHED] = {"memcached", "cache.memcached_tls"},
+    [APP_TLS_ECHO] = {"echo", "echo.tcp_tls"},
+};
+
+static const cfg_tls *tls_config_of(const cfg *c, int i)
+{
+    return i == APP_TLS_HTTP ? &c->server.tls
+           : i == APP_TLS_MEMCACHED ? &c->cache.memcached_tls
+                                    : &c->echo.tcp_tls;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The certificate in service expires soon or has: said at start and at each reload (the metric
+ * snowflaked_tls_certificate_not_after_seconds is what alerts). */
+static void warn_not_after(const app *a, int i)
+{
+    int64_t na = atomic_load(&a->tls[i].not_after_s), now = (int64_t)time(NULL);
+    if (na && na <= now)
+        LOG_ERROR("%s: the certificate of %s expired %lld s ago: clients will refuse it",
+                  tls_names[i].what, a->tls[i].cfg.cert_file, (long long)(now - na));
+    else if (na && na - now < 14 * 86400)
+        LOG_WARN("%s: the certificate of %s expires in %lld h", tls_names[i].what,
+                 a->tls[i].cfg.cert_file, (long long)((na - now) / 3600));
+}
+
+/* Every TLS context the configuration asks for, before anything listens: a certificate, key or
+ * CA file that does not load is a configuration error (exit 2), named with OpenSSL's reason. */
+static int make_tls(app *a, char *err, size_t errlen)
+{
+    const cfg *c = a->config;
+    for (int i = 0; i < APP_TLS_LISTENERS; i++) {
+        const cfg_tls *t = tls_config_of(c, i);
+        if (!t->port || (i == APP_TLS_MEMCACHED && !c->cache.enabled))
+            continue; /* the memcached listeners need the cache, as the plaintext one does */
+        net_tls_config nc;
+        app_tls_config(t, i == APP_TLS_HTTP, &nc);
+        if (net_tls_init(&a->tls[i], tls_names[i].name, tls_names[i].what, &nc, err, errlen) != 0)
+            return -1;
+        a->tls_on[i] = true;
+        warn_not_after(a, i);
+    }
+    return 0;
+}
+
+static const char *verify_text(net_tls_verify v)
+{
+    return v == NET_TLS_VERIFY_REQUIRED   ? "required"
+           : v == NET_TLS_VERIFY_OPTIONAL ? "optional"
+                                          : "none";
+}
+
+static int listen_tls(app *a, int i, const char *host, const proto *p, void *ctx, char *err,
+                      size_t errlen)
+{
+    if (!a->tls_on[i])
+        return 0;
+    const cfg_tls *t = tls_config_of(a->config, i);
+    if (net_server_listen_tls(a->net, host, (uint16_t)t->port, p, ctx, &a->tls[i], err,
+                              errlen) != 0)
+        return -1;
+    LOG_INFO("%s over TLS on %s:%u (TLS %s+, client certificates %s, tickets %s)",
+             p->name, host, t->port, t->min_tls13 ? "1.3" : "1.2",
+             verify_text(a->tls[i].cfg.verify), t->session_tickets ? "on" : "off");
+    return 0;
+}
+
+void app_reload_tls(app *a)
+{
+    for (int i = 0; i < APP_TLS_LISTENERS; i++) {
+        if (!a->tls_on[i])
+            continue;
+        char why[CFG_PATH_MAX * 2];
+        if (net_tls_reload(&a->tls[i], why, sizeof why) != 0) {
+            LOG_ERROR("%s: certificate reload refused, the previous one stays in service: %s",
+                      tls_names[i].what, why);
+            continue;
+        }
+        LOG_INFO("%s: certificate reloaded from %s: new connections get it, open ones keep theirs",
+                 tls_names[i].what, a->tls[i].cfg.cert_file);
+        warn_not_after(a, i);
+    }
+}
+
+/* Failed handshakes, per listener and cause, logged at most once a minute each: a scanner or a
+ * misconfigured client must not write a line per connection. The causes a TCP health check or a
+ * port scan produces (eof) are debug lines. */
+#define TLS_FAIL_LOG_MS 60000
+
+static void log_tls_failures(app *a)
+{
+    uint64_t now = mono_ms();
+    for (int i = 0; i < APP_TLS_LISTENERS; i++) {
+        if (!a->tls_on[i])
+            continue;
+        const net_listener *l = NULL;
+        for (unsigned k = 0; k < a->net->loops[0].nlisteners; k++)
+            if (a->net->loops[0].listeners[k].spec->tls == &a->tls[i])
+                l = &a->net->loops[0].listeners[k];
+        if (!l)
+            continue;
+        net_listener_stats sum;
+        net_listener_stats_sum(l, &sum);
+        for (int r = 0; r < NET_TLS_FAIL_COUNT; r++) {
+            uint64_t n = counter_get(&sum.tls_failures[r]), seen = a->tls_fail_seen[i][r];
+            if (n <= seen ||
+                (a->tls_fail_logged_ms[i][r] && now - a->tls_fail_logged_ms[i][r] < TLS_FAIL_LOG_MS))
+                continue;
+            const char *detail = atomic_load_explicit(&a->tls[i].last_detail[r],
+                                                      memory_order_relaxed);
+            log_level lv = r == NET_TLS_FAIL_EOF ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN;
+            log_write(lv, "%s on %s:%u: %llu TLS handshake%s failed (%s%s%s)%s", l->spec->proto->name,
+                      l->spec->host, l->spec->port, (unsigned long long)(n - seen),
+                      n - seen == 1 ? "" : "s", net_tls_fail_name((net_tls_fail)r),
+                      detail ? ": " : "", detail ? detail : "",
+                      seen ? " in the last minute or so" : "");
+            a->tls_fail_seen[i][r] = n;
+            a->tls_fail_logged_ms[i][r] = now;
+        }
+    }
+}
+
 static int listen_all(app *a, char *err, size_t errlen)
 {
     const cfg *c = a->config;
     const cfg_server *sv = &c->server;
     if (net_server_listen(a->net, sv->host, (uint16_t)sv->port, &http_proto, a->http, err,
-                          errlen) != 0)
+                          errlen) != 0 ||
+        listen_tls(a, APP_TLS_HTTP, sv->host, &http_proto, a->http, err, errlen) != 0)
         return -1;
     if (a->mc) {
-        if (net_server_listen(a->net, c->cache.memcached_host, (uint16_t)c->cache.memcached_port,
+        if (c->cache.memcached_port &&
+            net_server_listen(a->net, c->cache.memcached_host, (uint16_t)c->cache.memcached_port,
                               &memcache_proto, a->mc, err, errlen) != 0)
             return -1;
-        if (c->cache.memcached_idle_timeout_s)
+        if (listen_tls(a, APP_TLS_MEMCACHED, c->cache.memcached_host, &memcache_proto, a->mc, err,
+                       errlen) != 0)
+            return -1;
+        if (c->cache.memcached_idle_timeout_s) /* both listeners */
             net_server_set_idle_timeout(a->net, a->mc, c->cache.memcached_idle_timeout_s * 1000);
-        if (c->cache.memcached_auth_file[0])
+        if (c->cache.memcached_port && c->cache.memcached_auth_file[0])
             LOG_INFO("memcached text protocol on %s:%u (authentication: %u entr%s of %s)",
                      c->cache.memcached_host, c->cache.memcached_port,
                      memcache_server_auth_entries(a->mc),
                      memcache_server_auth_entries(a->mc) == 1 ? "y" : "ies",
                      c->cache.memcached_auth_file);
-        else
+        else if (c->cache.memcached_port)
             LOG_INFO("memcached text protocol on %s:%u (no authentication, like memcached)",
                      c->cache.memcached_host, c->cache.memcached_port);
     }
@@ -667,6 +806,8 @@ static int listen_all(app *a, char *err, size_t errlen)
             return -1;
         LOG_INFO("raw TCP echo on %s:%u", c->echo.tcp_host, c->echo.tcp_port);
     }
+    if (listen_tls(a, APP_TLS_ECHO, c->echo.tcp_host, &echo_proto, NULL, err, errlen) != 0)
+        return -1;
     for (unsigned i = 0; i < a->net->nspecs; i++) {
         const net_listener_spec *sp = &a->net->specs[i];
         if (a->net->reuseport && !sp->steered)
@@ -716,7 +857,17 @@ static void warn_exposed(const app *a)
                  "it can write, delete and read the cache and take IDs (set auth.token or "
                  "auth.token_file, or server.host 127.0.0.1)",
                  c->server.host, c->server.port);
-    if (a->mc && !cfg_host_is_loopback(c->cache.memcached_host) && !c->cache.memcached_auth_file[0])
+    const cfg_tls *mt = &c->cache.memcached_tls;
+    bool mc_auth = c->cache.memcached_auth_file[0] != '\0';
+    if (a->mc && mt->port && mt->verify_client != CFG_VERIFY_REQUIRED && !mc_auth &&
+        !cfg_host_is_loopback(c->cache.memcached_host))
+        LOG_WARN("memcached over TLS on %s:%u is reachable beyond loopback without client "
+                 "certificates or authentication: TLS encrypts, it does not authenticate; set "
+                 "cache.memcached_tls.verify_client \"required\" with a client_ca_file to admit "
+                 "only certificate holders, or cache.memcached_auth_file",
+                 c->cache.memcached_host, mt->port);
+    if (a->mc && c->cache.memcached_port && !mc_auth &&
+        !cfg_host_is_loopback(c->cache.memcached_host))
         LOG_WARN("memcached on %s:%u is reachable beyond loopback and has no authentication: "
                  "anyone who can reach it can %s the whole cache, HTTP items included (keep it "
                  "on a private network, set cache.memcached_auth_file, or cache.memcached_host "
@@ -738,6 +889,10 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
         snprintf(err, errlen, "log.file: %s", why);
         return EXIT_FAILURE;
     }
+    /* Certificates first: a file that does not load is a configuration error, refused before
+     * the data directory, the lease or the identity are touched. */
+    if (make_tls(a, err, errlen) != 0)
+        return EXIT_CONFIG;
     int rc = start_ids(a, cli, err, errlen);
     if (rc != 0)
         return rc;
@@ -745,7 +900,8 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
     app_net_config(c, &nc);
     if (net_server_init(a->net, &nc, c->server.threads, err, errlen) != 0)
         return EXIT_FAILURE;
-    rc = make_serving(a, 0, c->cache.memcached_port != 0, err, errlen);
+    rc = make_serving(a, 0, c->cache.memcached_port != 0 || c->cache.memcached_tls.port != 0, err,
+                      errlen);
     if (rc != 0)
         return rc;
     a->loop_ticks = calloc(a->net->nloops, sizeof *a->loop_ticks);
@@ -816,6 +972,7 @@ void app_housekeeping(app *a)
     if (before && !atomic_load(&a->net->foreign_now))
         LOG_INFO("foreign listeners gone from our ports");
     hostclaim_drain(&a->claims);
+    log_tls_failures(a);
 }
 
 int app_stop(app *a)
@@ -874,6 +1031,10 @@ void app_free(app *a)
     a->loop_ticks = NULL;
     sf_identity_free(&a->identity);
     hostclaim_release(&a->claims); /* after the final lease: no ID of ours can follow */
+    for (int i = 0; i < APP_TLS_LISTENERS; i++)
+        if (a->tls_on[i]) /* every connection is gone: the last references */
+            net_tls_free(&a->tls[i]);
+    memset(a->tls_on, 0, sizeof a->tls_on);
     a->http = NULL;
     a->mc = NULL;
     a->cache = NULL;

@@ -43,6 +43,9 @@
 #include "util/budget.h"
 #include "util/perloop.h"
 
+/* The listeners that may speak TLS: app.tls[] in this order. */
+enum { APP_TLS_HTTP, APP_TLS_MEMCACHED, APP_TLS_ECHO, APP_TLS_LISTENERS };
+
 /* app_build: what an in-process graph differs in. */
 typedef struct app_options {
     net_server *net;     /* the caller's (conn_fake_net_server): never started, outlives the app */
@@ -74,6 +77,10 @@ typedef struct app {
     char lease_path[CFG_PATH_MAX + 32];
     char token[256];
     byte_budget inflight; /* server.max_inflight_bytes: HTTP bodies and memcached values */
+    net_tls tls[APP_TLS_LISTENERS]; /* server.tls, cache.memcached_tls, echo.tcp_tls */
+    bool tls_on[APP_TLS_LISTENERS];  /* built (and listening, once app_start returned) */
+    uint64_t tls_fail_seen[APP_TLS_LISTENERS][NET_TLS_FAIL_COUNT]; /* logged up to this count */
+    uint64_t tls_fail_logged_ms[APP_TLS_LISTENERS][NET_TLS_FAIL_COUNT];
     net_server own_net;   /* the daemon's */
 } app;
 
@@ -83,13 +90,18 @@ typedef struct app {
 int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen);
 /* Once a second on the main thread between app_start and app_stop (off the request path): looks
  * for foreign listeners on our ports (logged once per appearance, counted, /readyz 503 while one
- * can take our connections) and drains the connections refused processes made to the identity
- * claims to learn our pid. */
+ * can take our connections), drains the connections refused processes made to the identity
+ * claims to learn our pid, and logs failed TLS handshakes (at most once a minute per listener
+ * and cause). */
 void app_housekeeping(app *a);
 /* On SIGHUP, as memcached: reads cache.memcached_auth_file again (memcache.h
  * memcache_server_reload_auth), logged; a file that cannot be used leaves the old one in use.
  * Nothing without the file. Main thread, between app_start and app_stop. */
 void app_reload_memcached_auth(app *a);
+/* SIGHUP, main thread: every TLS listener's certificate, key and CAs read again; new connections
+ * get the new ones, open ones keep theirs. A pair that does not load is refused with a log line
+ * and counted (snowflaked_tls_reloads_total{result="failed"}); the old one stays in service. */
+void app_reload_tls(app *a);
 /* app_start's result when SIGTERM/SIGINT came while it waited for a slot: exit 0, nothing ran. */
 #define APP_STOPPED_AT_START (-1)
 /* app_stop's result after the identity's slots were lost (the etcd lease expired): EX_TEMPFAIL,

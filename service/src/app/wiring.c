@@ -95,6 +95,22 @@ void app_memcache_options(const cfg *c, memcache_options *out)
     out->lru_crawler = cc->memcached_lru_crawler;
 }
 
+void app_tls_config(const cfg_tls *t, bool alpn_http11, net_tls_config *out)
+{
+    *out = (net_tls_config){.verify = t->verify_client == CFG_VERIFY_REQUIRED ? NET_TLS_VERIFY_REQUIRED
+                                      : t->verify_client == CFG_VERIFY_OPTIONAL
+                                          ? NET_TLS_VERIFY_OPTIONAL
+                                          : NET_TLS_VERIFY_NONE,
+                            .min_tls13 = t->min_tls13,
+                            .session_tickets = t->session_tickets,
+                            .alpn_http11 = alpn_http11};
+    snprintf(out->cert_file, sizeof out->cert_file, "%s", t->cert_file);
+    snprintf(out->key_file, sizeof out->key_file, "%s", t->key_file);
+    snprintf(out->client_ca_file, sizeof out->client_ca_file, "%s", t->client_ca_file);
+    snprintf(out->ciphersuites, sizeof out->ciphersuites, "%s", t->ciphersuites);
+    snprintf(out->cipher_list, sizeof out->cipher_list, "%s", t->cipher_list);
+}
+
 void app_log_options(const cfg *c, log_options *out)
 {
     *out =

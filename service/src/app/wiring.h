@@ -51,6 +51,10 @@ void app_cache_config(const cfg *c, cache_store_config *out);
 /* The memcached listener's switches (cache.memcached_*); shutdown stays NULL: the daemon sets it. */
 void app_memcache_options(const cfg *c, memcache_options *out);
 
+/* A listener's TLS (server.tls, cache.memcached_tls, echo.tcp_tls) as the net layer's context
+ * description; alpn_http11 for the HTTP listener. */
+void app_tls_config(const cfg_tls *t, bool alpn_http11, net_tls_config *out);
+
 /* The logger (log.*): level, file ("" = stderr), access log; buffers and threads default. */
 void app_log_options(const cfg *c, log_options *out);
 

@@ -144,6 +144,33 @@ static const char *cfg_log_format_name(const void *field)
     return *(const cfg_log_format *)field == CFG_LOG_JSON ? "json" : "text";
 }
 
+static int cfg_verify_parse(const char *s, void *field)
+{
+    static const char *const names[] = {"none", "optional", "required"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *(cfg_tls_verify *)field = (cfg_tls_verify)i;
+            return 0;
+        }
+    return -1;
+}
+static const char *cfg_verify_name(const void *field)
+{
+    cfg_tls_verify v = *(const cfg_tls_verify *)field;
+    return v == CFG_VERIFY_REQUIRED ? "required" : v == CFG_VERIFY_OPTIONAL ? "optional" : "none";
+}
+static int cfg_tls_version_parse(const char *s, void *field)
+{
+    if (strcmp(s, "1.2") != 0 && strcmp(s, "1.3") != 0)
+        return -1;
+    *(bool *)field = s[2] == '3';
+    return 0;
+}
+static const char *cfg_tls_version_name(const void *field)
+{
+    return *(const bool *)field ? "1.3" : "1.2";
+}
+
 /* offsetof(cfg, f), plus a compile-time check that the field has the size the row's type needs:
  * a row pointing a U32 at a bool does not compile (negative array size). */
 #define CFG_AT(f, size)                                                                            \
@@ -174,6 +201,34 @@ static const char *cfg_log_format_name(const void *field)
     {                                                                                              \
         p, CFG_T_ENUM, offsetof(cfg, f), 0, 0, 0, pa, na, ch, doc                                  \
     }
+
+/* The rows of one listener's `tls` object (cfg_tls): section path p, field f. */
+#define K_TLS(p, f, port_doc)                                                                      \
+    K_U32(p ".port", f.port, 0, 65535, port_doc),                                                  \
+        K_STR(p ".cert_file", f.cert_file, 0, 0,                                                   \
+              "PEM certificate chain, leaf first; read at start (unreadable or unparsable: exit "  \
+              "2) and again on `SIGHUP` (a bad one is then refused and the old stays)"),           \
+        K_STR(p ".key_file", f.key_file, 0, 0,                                                     \
+              "PEM private key of `cert_file`'s certificate; one that does not match: exit 2"),    \
+        K_STR(p ".client_ca_file", f.client_ca_file, 0, 0,                                         \
+              "PEM CA certificates a client certificate must chain to (mutual TLS); their names "  \
+              "are sent to clients as the acceptable CAs"),                                        \
+        K_ENUM(p ".verify_client", f.verify_client, cfg_verify_parse, cfg_verify_name,             \
+               "none|optional|required",                                                           \
+               "`none`: no client certificate asked for; `optional`: asked for, one sent must "    \
+               "verify; `required`: none or a bad one fails the handshake; not `none` needs "      \
+               "`client_ca_file`"),                                                                \
+        K_ENUM(p ".min_version", f.min_tls13, cfg_tls_version_parse, cfg_tls_version_name,         \
+               "1.2|1.3", "the oldest TLS version accepted"),                                     \
+        K_STR(p ".ciphersuites", f.ciphersuites, 0, 0,                                             \
+              "TLS 1.3 suites, OpenSSL syntax; `\"\"` = OpenSSL's default "                        \
+              "(AES-256-GCM, ChaCha20-Poly1305, AES-128-GCM)"),                                    \
+        K_STR(p ".cipher_list", f.cipher_list, 0, 0,                                               \
+              "TLS 1.2 ciphers, OpenSSL syntax; `\"\"` = ECDHE with AES-GCM or ChaCha20-Poly1305 " \
+              "only"),                                                                             \
+        K_BOOL(p ".session_tickets", f.session_tickets,                                            \
+               "resumption with stateless tickets (their keys survive a `SIGHUP` reload); "        \
+               "`false`: a full handshake for every connection")
 
 /* Every key, in config.json order, with its meaning: docs/configuration.md is generated from this
  * table (snowflaked --print-schema, make docs) and ctest docs_config fails when they differ. Bounds
@@ -255,6 +310,9 @@ static const cfg_key cfg_keys[] = {
     K_U32("server.pool_idle_max", server.pool_idle_max, 0, 1000000,
           "idle objects each per-loop pool (connections, output chunks, input buffers, request "
           "heads) keeps for reuse; beyond that they go back to malloc"),
+    K_TLS("server.tls", server.tls,
+          "HTTPS port on `server.host`, beside `server.port`; 0 = off; needs `cert_file` and "
+          "`key_file` (docs/tls.md)"),
     K_ENUM(
         "snowflake.layout", snowflake.layout_preset, cfg_layout_parse, cfg_layout_name,
         "custom|twitter|sonyflake|js53",
@@ -398,14 +456,20 @@ static const cfg_key cfg_keys[] = {
           "`-o temporary_ttl`); 0 = off"),
     K_STR("cache.memcached_auth_file", cache.memcached_auth_file, 0, 0,
           "memcached `-Y`: a file of `user:password` lines (at most 8, 254 bytes each); every "
-          "memcached connection must first send `set <any> 0 0 <n>` with `<user> <password>` as "
-          "data. Read at start when `memcached_port` is set (unreadable: exit 1; empty or "
-          "malformed: exit 2, with the line number) and on `SIGHUP` (a bad file is logged and the "
-          "old one kept); `\"\"` = no authentication"),
+          "memcached connection, plaintext or TLS, must first send `set <any> 0 0 <n>` with "
+          "`<user> <password>` as data. Read at start when a memcached listener is on "
+          "(unreadable: exit 1; empty or malformed: exit 2, with the line number) and on `SIGHUP` "
+          "(a bad file is logged and the old one kept); `\"\"` = no authentication"),
+    K_TLS("cache.memcached_tls", cache.memcached_tls,
+          "memcached protocol over TLS on `cache.memcached_host`, beside `cache.memcached_port` "
+          "(memcached `-Z`); 0 = off; needs `cache.enabled`, `cert_file` and `key_file`"),
     K_BOOL("echo.http_enabled", echo.http_enabled, "`POST /echo`, `GET /echo?msg=`"),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR,
           "raw TCP echo address; host names are not resolved"),
     K_U32("echo.tcp_port", echo.tcp_port, 0, 65535, "raw TCP echo port, 0 = off"),
+    K_TLS("echo.tcp_tls", echo.tcp_tls,
+          "the TCP echo over TLS on `echo.tcp_host`, beside `echo.tcp_port`; 0 = off; needs "
+          "`cert_file` and `key_file`"),
     K_ENUM("log.level", log.level, cfg_log_parse, cfg_log_name, "debug|info|warn|error",
            "the lowest level logged"),
     K_STR("log.file", log.file, 0, 0,
@@ -1623,6 +1687,10 @@ static int cfg_check_listeners(cfg_ctx *ctx)
         {"cache.memcached_port", "cache.memcached_host", c->cache.memcached_host,
          c->cache.memcached_port},
         {"echo.tcp_port", "echo.tcp_host", c->echo.tcp_host, c->echo.tcp_port},
+        {"server.tls.port", "server.host", c->server.host, c->server.tls.port},
+        {"cache.memcached_tls.port", "cache.memcached_host", c->cache.memcached_host,
+         c->cache.memcached_tls.port},
+        {"echo.tcp_tls.port", "echo.tcp_host", c->echo.tcp_host, c->echo.tcp_tls.port},
     };
     char src[CFG_PATH_MAX + 32];
     for (size_t i = 1; i < sizeof l / sizeof l[0]; i++)
@@ -1634,6 +1702,40 @@ static int cfg_check_listeners(cfg_ctx *ctx)
             return cfg_fail(ctx, src, l[i].port_key, "port %u on %s is already used by %s on %s",
                             l[i].port, l[i].host, l[j].port_key, l[j].host);
         }
+    return 0;
+}
+
+/* A TLS port needs its certificate and key; a client check needs the CAs to check against. The
+ * files themselves are read at start (net/tls.c), where OpenSSL says what is wrong with them. */
+static int cfg_check_tls(cfg_ctx *ctx)
+{
+    const cfg *c = ctx->c;
+    const struct {
+        const char *sec;
+        const cfg_tls *t;
+    } l[] = {{"server.tls", &c->server.tls},
+             {"cache.memcached_tls", &c->cache.memcached_tls},
+             {"echo.tcp_tls", &c->echo.tcp_tls}};
+    char src[CFG_PATH_MAX + 32], k1[64], k2[64], k3[64];
+    for (size_t i = 0; i < sizeof l / sizeof l[0]; i++) {
+        const cfg_tls *t = l[i].t;
+        if (!t->port)
+            continue;
+        snprintf(k1, sizeof k1, "%s.port", l[i].sec);
+        snprintf(k2, sizeof k2, "%s.cert_file", l[i].sec);
+        snprintf(k3, sizeof k3, "%s.key_file", l[i].sec);
+        if (!t->cert_file[0] || !t->key_file[0]) {
+            cfg_cross_label(ctx, src, sizeof src, k1, k2, k3, (const char *)NULL);
+            return cfg_fail(ctx, src, k1, "TLS on port %u needs %s and %s", t->port, k2, k3);
+        }
+        snprintf(k1, sizeof k1, "%s.verify_client", l[i].sec);
+        snprintf(k2, sizeof k2, "%s.client_ca_file", l[i].sec);
+        if (t->verify_client != CFG_VERIFY_NONE && !t->client_ca_file[0]) {
+            cfg_cross_label(ctx, src, sizeof src, k1, k2, (const char *)NULL);
+            return cfg_fail(ctx, src, k1, "\"%s\" needs %s (the CAs client certificates must "
+                            "chain to)", cfg_verify_name(&t->verify_client), k2);
+        }
+    }
     return 0;
 }
 
@@ -1678,7 +1780,7 @@ int cfg_load(cfg *c, const cfg_cli *cli, uint64_t now_ms, char *err, size_t errl
     cfg_resolve_threads(c);
     if (cfg_check_hidden(&ctx) != 0 || cfg_check_limits(&ctx) != 0 ||
         cfg_check_layout(&ctx, now_ms) != 0 || cfg_check_ids(&ctx) != 0 ||
-        cfg_check_listeners(&ctx) != 0)
+        cfg_check_listeners(&ctx) != 0 || cfg_check_tls(&ctx) != 0)
         return -1;
     cfg_copy(c->source, sizeof c->source, ctx.file ? ctx.file : "defaults");
     return 0;

@@ -34,6 +34,23 @@
 typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
 typedef enum { CFG_LOG_TEXT = 0, CFG_LOG_JSON } cfg_log_format;
 
+typedef enum { CFG_VERIFY_NONE = 0, CFG_VERIFY_OPTIONAL, CFG_VERIFY_REQUIRED } cfg_tls_verify;
+
+/* A listener's TLS twin (server.tls, cache.memcached_tls, echo.tcp_tls): its own port on the
+ * plaintext listener's host, the same protocol over TLS. Files are read at start (and reloaded
+ * on SIGHUP), not at load: a bad file is refused then, exit 2 all the same. */
+typedef struct cfg_tls {
+    uint32_t port; /* 0 = off; needs cert_file and key_file */
+    char cert_file[CFG_PATH_MAX];
+    char key_file[CFG_PATH_MAX];
+    char client_ca_file[CFG_PATH_MAX];
+    cfg_tls_verify verify_client; /* not none: needs client_ca_file */
+    bool min_tls13;               /* min_version "1.3"; else "1.2" */
+    char ciphersuites[256];       /* TLS 1.3; "" = OpenSSL's default */
+    char cipher_list[512];        /* TLS 1.2; "" = net/tls.h's modern list */
+    bool session_tickets;
+} cfg_tls;
+
 typedef struct cfg_server {
     char host[CFG_HOST_MAX]; /* listen address, numeric IPv4 or IPv6 */
     uint32_t port;           /* 1..65535 */
@@ -56,6 +73,7 @@ typedef struct cfg_server {
     uint32_t linger_ms;               /* after the last response: drain the peer this long */
     uint32_t read_buffer_bytes;       /* per-loop read buffer */
     uint32_t pool_idle_max;           /* idle objects kept per pool per loop */
+    cfg_tls tls;                      /* HTTPS on server.host */
 } cfg_server;
 
 typedef enum {
@@ -135,12 +153,14 @@ typedef struct cfg_cache {
     bool lru_segmented;                /* HOT/WARM/COLD per shard; false = one LRU (store.h) */
     uint32_t memcached_temporary_ttl_s; /* -o temporary_ttl: TTLs <= it never evicted; 0 = off */
     char memcached_auth_file[CFG_PATH_MAX]; /* -Y: "" = no authentication */
+    cfg_tls memcached_tls;              /* memcached over TLS on memcached_host (memcached -Z) */
 } cfg_cache;
 
 typedef struct cfg_echo {
     bool http_enabled;
     char tcp_host[CFG_HOST_MAX];
     uint32_t tcp_port; /* 0 = off */
+    cfg_tls tcp_tls;   /* the TCP echo over TLS on tcp_host */
 } cfg_echo;
 
 typedef struct cfg_log {

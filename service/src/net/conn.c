@@ -130,6 +130,11 @@ void conn_expire(conn *c)
     }
     assert(c->phase != CONN_PROCESSING);
     conn_timeout_kind kind = (conn_timeout_kind)c->timer_kind;
+    if (c->io->expire && c->io->expire(c)) { /* still setting up: nothing to say, no one to read */
+        NET_STAT_ADD(c->loop->stats.timeouts[kind], 1);
+        conn_close(c);
+        return;
+    }
     if (kind == CONN_TIMEOUT_IDLE && (c->in_len || (c->flags & CONN_PENDING))) {
         conn_set_timeout(c, CONN_TIMEOUT_IDLE); /* requests are waiting: not idle */
         return;
@@ -570,7 +575,7 @@ conn *conn_open(net_loop *loop, net_listener *l, const conn_io *io, int fd, void
         NET_STAT_ADD(loop->stats.rejected_at_cap, 1);
         NET_STAT_ADD(l->stats.rejected_at_cap, 1);
         const char *why = l->spec->proto->reject_line;
-        if (why && fd >= 0) /* best effort: a fresh socket's buffer takes a line */
+        if (why && fd >= 0 && !l->spec->tls) /* best effort: a fresh socket takes a line */
             (void)!send(fd, why, strlen(why), MSG_DONTWAIT | MSG_NOSIGNAL);
         return NULL;
     }

@@ -24,7 +24,8 @@
  * below half of it; above the hard cap it is closed.
  *
  * Transports (net/transport.h): libuv streams, a raw socket for the first read of an accepted
- * connection, and an in-memory backend for tests and fuzzers all drive this same code.
+ * connection, TLS over the socket, and an in-memory backend for tests and fuzzers all drive this
+ * same code.
  */
 #ifndef SF_NET_CONN_H
 #define SF_NET_CONN_H
@@ -65,9 +66,12 @@ enum {
 };
 
 struct conn {
-    uv_tcp_t tcp;      /* libuv transport */
+    union {
+        uv_tcp_t tcp;   /* libuv transport */
+        uv_poll_t poll; /* TLS transport: the socket's readiness, OpenSSL reads and writes it */
+    };
     const conn_io *io; /* the transport (net/transport.h) */
-    int fd;            /* raw transport: the socket before libuv has it */
+    int fd;            /* raw and TLS transports: the socket (libuv's own once it has it) */
     void *io_arg;      /* the transport's own (in-memory backend) */
     net_loop *loop;
     net_listener *listener;

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "net/transport.h"
+
 #define ACCEPTS_PER_WAKEUP 64  /* fairness between accepting and serving */
 #define ACCEPT_PAUSE_MS    100 /* after EMFILE/ENFILE */
 /* Descriptors that client connections may not take: the lease keeper, cache snapshots and the
@@ -325,6 +327,11 @@ void net_loop_arm_wheel(net_loop *l, uint64_t expire_at)
     uv_timer_start(&l->wheel_timer, on_wheel_timer, expire_at > now ? expire_at - now : 0, 0);
 }
 
+static void on_tls_sweep(uv_timer_t *t)
+{
+    conn_tls_sweep(t->data);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     net_loop *l = t->data;
@@ -443,6 +450,7 @@ static void close_loop_handles(net_loop *l)
     uv_close((uv_handle_t *)&l->wheel_timer, NULL);
     uv_close((uv_handle_t *)&l->grace_timer, NULL);
     uv_close((uv_handle_t *)&l->tick_timer, NULL);
+    uv_close((uv_handle_t *)&l->tls_timer, NULL);
     uv_close((uv_handle_t *)&l->pending_idle, NULL);
 }
 
@@ -476,6 +484,8 @@ static int loop_init(net_server *s, net_loop *l, unsigned index)
     l->grace_timer.data = l;
     uv_timer_init(&l->uv, &l->tick_timer);
     l->tick_timer.data = l;
+    uv_timer_init(&l->uv, &l->tls_timer);
+    l->tls_timer.data = l;
     uv_idle_init(&l->uv, &l->pending_idle);
     l->pending_idle.data = l;
     wheel_init(&l->wheel, uv_now(&l->uv));
@@ -548,6 +558,12 @@ void net_server_set_idle_timeout(net_server *s, const void *ctx, uint32_t idle_m
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
                       char *err, size_t errlen)
 {
+    return net_server_listen_tls(s, host, port, p, ctx, NULL, err, errlen);
+}
+
+int net_server_listen_tls(net_server *s, const char *host, uint16_t port, const proto *p,
+                          void *ctx, net_tls *tls, char *err, size_t errlen)
+{
     if (s->nspecs == NET_MAX_LISTENERS) {
         snprintf(err, errlen, "too many listeners");
         return -1;
@@ -564,6 +580,7 @@ int net_server_listen(net_server *s, const char *host, uint16_t port, const prot
     spec->port = port;
     spec->proto = p;
     spec->ctx = ctx;
+    spec->tls = tls;
     spec->shared_fd = -1;
     lg_addr_from(&spec->addr, (const struct sockaddr *)&ss);
     const char *v6 = ss.ss_family == AF_INET6 ? "[" : "", *v6end = *v6 ? "]" : "";
@@ -658,6 +675,11 @@ int net_server_start(net_server *s, char *err, size_t errlen)
             listener_poll(&l->listeners[k], true);
         if (s->tick)
             uv_timer_start(&l->tick_timer, on_tick, s->tick_ms, s->tick_ms);
+        for (unsigned k = 0; k < s->nspecs; k++)
+            if (s->specs[k].tls) {
+                uv_timer_start(&l->tls_timer, on_tls_sweep, CONN_TLS_SWEEP_MS, CONN_TLS_SWEEP_MS);
+                break;
+            }
         if (uv_thread_create(&l->thread, loop_main, l) != 0) {
             snprintf(err, errlen, "cannot start loop thread %u", i);
             return -1;
@@ -715,18 +737,26 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
 {
     const net_server *s = l->loop->server;
     size_t k = (size_t)(l - l->loop->listeners);
-    uint64_t in = 0, outb = 0, rej = 0, pauses = 0;
+    uint64_t in = 0, outb = 0, rej = 0, pauses = 0, hs[2] = {0, 0}, fail[NET_TLS_FAIL_COUNT] = {0};
     for (unsigned i = 0; i < s->nloops; i++) {
         const net_listener_stats *st = &s->loops[i].listeners[k].stats;
         in += net_stat(&st->bytes_in);
         outb += net_stat(&st->bytes_out);
         rej += net_stat(&st->rejected_at_cap);
         pauses += net_stat(&st->accept_pauses);
+        for (int r = 0; r < 2; r++)
+            hs[r] += net_stat(&st->tls_handshakes[r]);
+        for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
+            fail[r] += net_stat(&st->tls_failures[r]);
     }
     atomic_init(&out->bytes_in, in);
     atomic_init(&out->bytes_out, outb);
     atomic_init(&out->rejected_at_cap, rej);
     atomic_init(&out->accept_pauses, pauses);
+    for (int r = 0; r < 2; r++)
+        atomic_init(&out->tls_handshakes[r], hs[r]);
+    for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
+        atomic_init(&out->tls_failures[r], fail[r]);
 }
 
 uint64_t net_server_stat_sum(const net_server *s, size_t offset)

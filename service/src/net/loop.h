@@ -21,10 +21,11 @@
 #include "net/conn.h"
 #include "net/listen_guard.h"
 #include "net/pool.h"
+#include "net/tls.h"
 #include "net/wheel.h"
 #include "util/counter.h"
 
-#define NET_MAX_LISTENERS 4
+#define NET_MAX_LISTENERS 8 /* HTTP, memcached, echo, each also over TLS */
 #define NET_MAX_LOOPS     256
 
 typedef struct net_config {
@@ -58,6 +59,8 @@ typedef struct net_stats {
 /* The same per listener of a loop (one protocol's share of the loop's traffic; single writer). */
 typedef struct net_listener_stats {
     _Atomic uint64_t bytes_in, bytes_out, rejected_at_cap, accept_pauses;
+    /* TLS listeners: handshakes completed ([1]: resumed) and failed, by cause */
+    _Atomic uint64_t tls_handshakes[2], tls_failures[NET_TLS_FAIL_COUNT];
 } net_listener_stats;
 
 #define NET_STAT_ADD(field, n) counter_add(&(field), (n))
@@ -74,6 +77,7 @@ typedef struct net_listener_spec {
     bool steered;             /* our SO_REUSEPORT group picks only our sockets (the CBPF program) */
     int steer_errno;          /* why not, with reuseport on: the kernel refused the program */
     bool joined;              /* net_server_watch (main thread): a foreign member last time */
+    net_tls *tls;             /* TLS on this listener (the caller's, outlives the server), or NULL */
 } net_listener_spec;
 
 typedef struct net_server net_server;
@@ -112,6 +116,7 @@ struct net_loop {
     uint64_t wheel_armed_at; /* UINT64_MAX when not armed */
     uv_timer_t grace_timer;
     uv_timer_t tick_timer; /* periodic housekeeping for the application */
+    uv_timer_t tls_timer;  /* with a TLS listener: idle connections' OpenSSL buffers given back */
     unsigned tick_cursor;  /* the application's per-loop position (e.g. a sweep) */
     uv_idle_t pending_idle;
     conn *pending_head, *pending_tail;
@@ -177,6 +182,10 @@ int net_server_init(net_server *s, const net_config *cfg, unsigned nloops, char 
  * spec.steered false (steer_errno says why). */
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
                       char *err, size_t errlen);
+/* The same for a listener speaking TLS with tls's context (net/tls.h): every connection
+ * handshakes first (within header_timeout_ms) and never takes the one-shot raw path. */
+int net_server_listen_tls(net_server *s, const char *host, uint16_t port, const proto *p,
+                          void *ctx, net_tls *tls, char *err, size_t errlen);
 /* The listeners serving ctx wait idle_ms (> 0) for an idle connection's next request instead of
  * the server's idle_timeout_ms (memcached's -o idle_timeout on its listener). Before
  * net_server_start. */

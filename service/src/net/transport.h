@@ -7,6 +7,9 @@
  *     client (HTTP/1.0, ab, webbench) is answered with one writev and closed without its socket
  *     ever reaching epoll; anything longer-lived is handed to libuv on its first asynchronous
  *     operation (a read to wait for, a write that did not fit);
+ *   - TLS (transport_tls.c), for every connection of a listener with TLS: OpenSSL reads and
+ *     writes the socket itself, a uv_poll_t says when it can; the handshake runs before the
+ *     connection reports any input (conn_io_ready comes once it is done);
  *   - memory (conn_fake.c), for unit tests and fuzzers: the same lifecycle without a socket.
  *
  * Contract of the operations (all on the connection's loop thread):
@@ -20,10 +23,14 @@
  *   read_stop   no more input is reported until read_start.
  *   close       closes; conn_io_closed() follows later, never from inside this call, and no
  *               other report comes after close.
+ *   expire      optional: the connection's timer expired. A transport still setting up (a TLS
+ *               handshake) counts it and returns true: the connection then closes without the
+ *               protocol's last word (a 408 nobody could read). false: as without it.
  */
 #ifndef SF_NET_TRANSPORT_H
 #define SF_NET_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -37,6 +44,7 @@ struct conn_io {
     int (*read_start)(conn *c);
     void (*read_stop)(conn *c);
     void (*close)(conn *c);
+    bool (*expire)(conn *c);
 };
 
 /* A new connection on listener l of loop, on transport io (io_arg, fd as it needs): counted,
@@ -60,6 +68,17 @@ void conn_io_eof(conn *c, int status);
 void conn_io_written(conn *c, int status);
 /* The transport is closed: the protocol's on_close runs, the memory goes back to the pools. */
 void conn_io_closed(conn *c);
+
+/* Accepts fd on a listener with TLS (transport_tls.c): the connection handshakes first. 0, or
+ * -1 with the socket closed (at max_connections, out of memory). */
+int conn_accept_tls(net_loop *loop, net_listener *l, int fd);
+/* Every CONN_TLS_SWEEP_MS on each loop with a TLS listener: the TLS connections that moved no
+ * byte since the last sweep give OpenSSL's read and write buffers back (SSL_free_buffers; about
+ * 33 KiB each, reallocated when they are active again). Giving them back after every request
+ * (SSL_MODE_RELEASE_BUFFERS) would cost two 16 KiB allocations per request; keeping them on
+ * idle connections would cost the memory (docs/tls.md). */
+#define CONN_TLS_SWEEP_MS 1000
+void conn_tls_sweep(net_loop *loop);
 
 /* The armed timer's deadline has passed (the wheel calls this through the timer; tests and the
  * in-memory driver call it directly to let time pass). */

@@ -159,6 +159,8 @@ static const conn_io raw_io = {
  * asynchronous operation, or at the latest here, so the raw transport never outlives this call. */
 int conn_accept(net_loop *loop, net_listener *l, int fd)
 {
+    if (l->spec->tls) /* no one-shot path: the handshake comes first */
+        return conn_accept_tls(loop, l, fd);
     conn *c = conn_open(loop, l, &raw_io, fd, NULL);
     if (!c) {
         close(fd);

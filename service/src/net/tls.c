@@ -1,0 +1,249 @@
+/* Listener TLS contexts: see tls.h. */
+#include "net/tls.h"
+
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/spinlock.h"
+
+#define TICKET_KEYS_LEN 80 /* OpenSSL 1.1.1+: key name 16, HMAC 32, AES 32 */
+
+const char *net_tls_fail_name(net_tls_fail r)
+{
+    static const char *const names[NET_TLS_FAIL_COUNT] = {
+        "timeout",          "eof",  "not_tls",         "protocol_version", "no_shared_cipher",
+        "alpn", "bad_certificate", "peer_alert",       "other"};
+    return (unsigned)r < NET_TLS_FAIL_COUNT ? names[r] : "other";
+}
+
+/* OpenSSL's reason for the last error on this thread's queue. */
+static const char *ossl_reason(void)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    return r ? r : "unknown OpenSSL error";
+}
+
+/* A file OpenSSL is about to read: its own message for a missing file names no errno, ours does. */
+static int readable(const net_tls *t, const char *key, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s.%s %s: %s", t->what, key, path, strerror(errno));
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* RFC 7301: a client whose ALPN list lacks http/1.1 gets a fatal no_application_protocol
+ * alert (rather than a connection without ALPN that it would then use for h2). A client that
+ * offers no ALPN at all is served: ALPN is optional for HTTP/1.1. */
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned int inlen, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    static const unsigned char http11[] = "\x08http/1.1";
+    unsigned char *sel = NULL;
+    if (SSL_select_next_proto(&sel, outlen, http11, sizeof http11 - 1, in, inlen) ==
+        OPENSSL_NPN_NEGOTIATED) {
+        *out = sel;
+        return SSL_TLSEXT_ERR_OK;
+    }
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+static SSL_CTX *build(const net_tls *t, char *err, size_t errlen)
+{
+    const net_tls_config *c = &t->cfg;
+    ERR_clear_error();
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) {
+        snprintf(err, errlen, "%s: cannot create a TLS context: %s", t->what, ossl_reason());
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, c->min_tls13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    /* No renegotiation (a client could make us pay handshakes on one connection); a peer that
+     * closes without close_notify is an EOF, as curl and most clients do it; tickets only when
+     * resumption is wanted. */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                                 SSL_OP_IGNORE_UNEXPECTED_EOF |
+                                 (c->session_tickets ? 0 : SSL_OP_NO_TICKET));
+    /* One record per SSL_write call (transport_tls.c retries with the same bytes from another
+     * address). No SSL_MODE_RELEASE_BUFFERS: it frees and reallocates both 16 KiB buffers on
+     * every request; transport_tls.c frees them once a connection has been idle a second. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* Read what the socket holds in one read(), not a record header then its body. */
+    SSL_CTX_set_read_ahead(ctx, 1);
+    /* Resumption by stateless tickets only: no session cache shared (and locked) by the loops. */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (!c->session_tickets)
+        SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)t->name, (unsigned)strlen(t->name));
+    if (c->ciphersuites[0] && !SSL_CTX_set_ciphersuites(ctx, c->ciphersuites)) {
+        snprintf(err, errlen, "%s.ciphersuites \"%s\": %s", t->what, c->ciphersuites,
+                 ossl_reason());
+        goto fail;
+    }
+    if (!SSL_CTX_set_cipher_list(ctx, c->cipher_list[0] ? c->cipher_list : NET_TLS_DEFAULT_CIPHERS)) {
+        snprintf(err, errlen, "%s.cipher_list \"%s\": %s", t->what, c->cipher_list, ossl_reason());
+        goto fail;
+    }
+    if (readable(t, "cert_file", c->cert_file, err, errlen) != 0)
+        goto fail;
+    if (!SSL_CTX_use_certificate_chain_file(ctx, c->cert_file)) {
+        snprintf(err, errlen, "%s.cert_file %s: %s", t->what, c->cert_file, ossl_reason());
+        goto fail;
+    }
+    if (readable(t, "key_file", c->key_file, err, errlen) != 0)
+        goto fail;
+    if (!SSL_CTX_use_PrivateKey_file(ctx, c->key_file, SSL_FILETYPE_PEM) ||
+        !SSL_CTX_check_private_key(ctx)) {
+        unsigned long e = ERR_peek_last_error();
+        bool mismatch = ERR_GET_LIB(e) == ERR_LIB_X509 &&
+                        ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
+        snprintf(err, errlen, "%s.key_file %s: %s%s", t->what, c->key_file, ossl_reason(),
+                 mismatch ? " (the key does not belong to the certificate of cert_file)" : "");
+        goto fail;
+    }
+    if (c->client_ca_file[0]) {
+        if (readable(t, "client_ca_file", c->client_ca_file, err, errlen) != 0)
+            goto fail;
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(c->client_ca_file);
+        if (!SSL_CTX_load_verify_locations(ctx, c->client_ca_file, NULL) || !names) {
+            snprintf(err, errlen, "%s.client_ca_file %s: %s", t->what, c->client_ca_file,
+                     names ? ossl_reason() : "no PEM certificate in it");
+            sk_X509_NAME_pop_free(names, X509_NAME_free);
+            goto fail;
+        }
+        SSL_CTX_set_client_CA_list(ctx, names); /* the CAs we accept, named to the client */
+    }
+    int mode = c->verify == NET_TLS_VERIFY_NONE     ? SSL_VERIFY_NONE
+               : c->verify == NET_TLS_VERIFY_OPTIONAL ? SSL_VERIFY_PEER
+                                                      : SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+    SSL_CTX_set_verify(ctx, mode, NULL);
+    if (c->alpn_http11)
+        SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    ERR_clear_error();
+    return NULL;
+}
+
+static int64_t not_after_of(SSL_CTX *ctx)
+{
+    X509 *x = SSL_CTX_get0_certificate(ctx);
+    struct tm tm;
+    if (!x || !ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm))
+        return 0;
+    return (int64_t)timegm(&tm);
+}
+
+int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_config *cfg,
+                 char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    snprintf(t->what, sizeof t->what, "%s", what);
+    t->cfg = *cfg;
+    if (cfg->verify != NET_TLS_VERIFY_NONE && !cfg->client_ca_file[0]) {
+        snprintf(err, errlen, "%s.verify_client: needs %s.client_ca_file", what, what);
+        return -1;
+    }
+    t->current = build(t, err, errlen);
+    if (!t->current)
+        return -1;
+    atomic_store(&t->not_after_s, not_after_of(t->current));
+    return 0;
+}
+
+int net_tls_reload(net_tls *t, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = build(t, err, errlen);
+    if (!ctx) {
+        atomic_fetch_add(&t->reload_failures, 1);
+        return -1;
+    }
+    /* Tickets issued before the rotation still resume after it. Only this thread swaps, so
+     * `current` is stable here. */
+    unsigned char keys[TICKET_KEYS_LEN];
+    if (SSL_CTX_get_tlsext_ticket_keys(t->current, keys, sizeof keys) == 1)
+        SSL_CTX_set_tlsext_ticket_keys(ctx, keys, sizeof keys);
+    OPENSSL_cleanse(keys, sizeof keys);
+    spin_lock(&t->lock);
+    SSL_CTX *old = t->current;
+    t->current = ctx;
+    spin_unlock(&t->lock);
+    SSL_CTX_free(old); /* connections on it hold their own references */
+    atomic_store(&t->not_after_s, not_after_of(ctx));
+    atomic_fetch_add(&t->reloads, 1);
+    return 0;
+}
+
+void net_tls_free(net_tls *t)
+{
+    SSL_CTX_free(t->current);
+    t->current = NULL;
+}
+
+SSL *net_tls_new_ssl(net_tls *t)
+{
+    spin_lock(&t->lock);
+    SSL_CTX *ctx = t->current;
+    SSL_CTX_up_ref(ctx);
+    spin_unlock(&t->lock);
+    SSL *ssl = SSL_new(ctx);
+    SSL_CTX_free(ctx); /* the SSL holds its own reference */
+    return ssl;
+}
+
+net_tls_fail net_tls_classify(net_tls *t, int ssl_error)
+{
+    unsigned long e = ERR_peek_last_error();
+    net_tls_fail why = NET_TLS_FAIL_OTHER;
+    if (!e && (ssl_error == SSL_ERROR_SYSCALL || ssl_error == SSL_ERROR_ZERO_RETURN))
+        why = NET_TLS_FAIL_EOF;
+    else if (ERR_GET_LIB(e) == ERR_LIB_SSL) {
+        int r = ERR_GET_REASON(e);
+        switch (r) {
+        case SSL_R_HTTP_REQUEST:
+        case SSL_R_HTTPS_PROXY_REQUEST:
+        case SSL_R_WRONG_VERSION_NUMBER:
+        case SSL_R_PACKET_LENGTH_TOO_LONG:
+        case SSL_R_RECORD_LENGTH_MISMATCH:
+        case SSL_R_UNEXPECTED_RECORD:
+        case SSL_R_UNEXPECTED_MESSAGE:
+        case SSL_R_UNKNOWN_PROTOCOL:
+        case SSL_R_BAD_PACKET_LENGTH:
+        case SSL_R_LENGTH_TOO_SHORT: why = NET_TLS_FAIL_NOT_TLS; break;
+        case SSL_R_UNSUPPORTED_PROTOCOL:
+        case SSL_R_VERSION_TOO_LOW:
+        case SSL_R_NO_PROTOCOLS_AVAILABLE:
+        case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION: why = NET_TLS_FAIL_PROTOCOL_VERSION; break;
+        case SSL_R_NO_SHARED_CIPHER:
+        case SSL_R_NO_SHARED_GROUPS: why = NET_TLS_FAIL_NO_SHARED_CIPHER; break;
+        case SSL_R_NO_APPLICATION_PROTOCOL: why = NET_TLS_FAIL_ALPN; break;
+        case SSL_R_CERTIFICATE_VERIFY_FAILED:
+        case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+        case SSL_R_NO_CERTIFICATES_RETURNED: why = NET_TLS_FAIL_BAD_CERTIFICATE; break;
+        case SSL_R_UNEXPECTED_EOF_WHILE_READING: why = NET_TLS_FAIL_EOF; break;
+        default:
+            if (r > SSL_AD_REASON_OFFSET && r < SSL_AD_REASON_OFFSET + 256)
+                why = NET_TLS_FAIL_PEER_ALERT; /* SSL_R_*_ALERT_*: the alert the peer sent */
+        }
+    }
+    if (e) {
+        const char *detail = ERR_reason_error_string(e); /* static in OpenSSL's string table */
+        if (detail)
+            atomic_store_explicit(&t->last_detail[why], detail, memory_order_relaxed);
+    }
+    ERR_clear_error();
+    return why;
+}

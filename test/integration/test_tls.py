@@ -1,0 +1,580 @@
+"""TLS on every listener (docs/tls.md) against real peers: curl, openssl s_client, Python's ssl,
+pymemcache; hostile input; mutual TLS; start-up refusals; a SIGHUP rotation.
+
+Certificates come from tlscerts.py (openssl in a temporary directory)."""
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import unittest
+
+import sfharness
+import tlscerts
+
+CERTS = None
+
+
+def setUpModule():
+    global CERTS
+    CERTS = tlscerts.Certs()
+
+
+def tearDownModule():
+    CERTS.cleanup()
+
+
+def tls_sets(prefix, port, **kw):
+    """--set arguments for one listener's tls object."""
+    vals = {"port": port, "cert_file": CERTS.server, "key_file": CERTS.server_key}
+    vals.update(kw)
+    return sfharness.set_args(*("%s.%s=%s" % (prefix, k, v) for k, v in vals.items()))
+
+
+def wait_port(port, proc, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("snowflaked exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError("port %d never listened" % port)
+
+
+def client_ctx(cert=None, key=None, ca=None, minv=None, maxv=None, alpn=None):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(ca or CERTS.ca)
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    if minv:
+        ctx.minimum_version = minv
+    if maxv:
+        ctx.maximum_version = maxv
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+def https_get(port, path="/id", ctx=None, session=None, close=True):
+    """(status, body, ssl socket info dict) of one request on a new TLS connection."""
+    ctx = ctx or client_ctx()
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with ctx.wrap_socket(raw, server_hostname="127.0.0.1", session=session) as s:
+        s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" %
+                   (path, "Connection: close\r\n" if close else "")).encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if not close and b"\r\n\r\n" in data:
+                head, _, body = data.partition(b"\r\n\r\n")
+                m = re.search(rb"content-length: *(\d+)", head, re.I)
+                if m and len(body) >= int(m.group(1)):
+                    break
+        info = {"version": s.version(), "alpn": s.selected_alpn_protocol(),
+                "reused": s.session_reused, "session": s.session}
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.1") else None
+    return status, body, info
+
+
+def metric(text, name, **labels):
+    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            got = line[len(name):].split(" ")[0].strip("{}")
+            if ",".join(sorted(got.split(","))) == want:
+                return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def s_client(port, *args, stdin=b"", timeout=15):
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, *args],
+                       input=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=timeout)
+    return r.returncode, r.stdout.decode(errors="replace")
+
+
+def pymemcache_client():
+    try:
+        from pymemcache.client.base import Client
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            from pymemcache.client.base import Client
+        except ImportError:
+            return None
+    return Client
+
+
+class TlsListeners(unittest.TestCase):
+    """HTTP, memcached and echo each over TLS beside their plaintext listeners."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.https = sfharness.free_port()
+        cls.mc, cls.mcs = sfharness.free_port(), sfharness.free_port()
+        cls.echo, cls.echos = sfharness.free_port(), sfharness.free_port()
+        cls.server = sfharness.Server(
+            "--set", "cache.memcached_port=%d" % cls.mc, "--set", "echo.tcp_port=%d" % cls.echo,
+            "--set", "server.header_timeout_ms=700",
+            *tls_sets("server.tls", cls.https),
+            *tls_sets("cache.memcached_tls", cls.mcs),
+            *tls_sets("echo.tcp_tls", cls.echos))
+        for p in (cls.https, cls.mcs, cls.echos):
+            wait_port(p, cls.server.proc)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def metrics(self):
+        st, body, _ = https_get(self.https, "/metrics")
+        self.assertEqual(st, 200)
+        return body.decode()
+
+    def test_curl_get_id(self):
+        r = subprocess.run(["curl", "-sS", "--cacert", CERTS.ca,
+                            "https://127.0.0.1:%d/id" % self.https],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout.decode(), r'^\{"id":"\d+"\}$')
+        # localhost is in the SAN too; the plaintext port beside it still serves
+        r = subprocess.run(["curl", "-sS", "--cacert", CERTS.ca, "--resolve",
+                            "localhost:%d:127.0.0.1" % self.https,
+                            "https://localhost:%d/id" % self.https],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run(["curl", "-sS", "http://127.0.0.1:%d/id" % self.server.port],
+                           stdout=subprocess.PIPE, timeout=15)
+        self.assertRegex(r.stdout.decode(), r'^\{"id":"\d+"\}$')
+
+    def test_s_client_chain_and_alpn(self):
+        rc, out = s_client(self.https, "-CAfile", CERTS.ca, "-verify_return_error",
+                           "-alpn", "http/1.1", "-servername", "localhost", "-ign_eof",
+                           stdin=b"GET /id HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        self.assertIn("Verify return code: 0 (ok)", out)
+        self.assertIn("ALPN protocol: http/1.1", out)
+        self.assertIn("HTTP/1.1 200", out)
+
+    def test_tls12_and_tls13(self):
+        for v, name in ((ssl.TLSVersion.TLSv1_2, "TLSv1.2"), (ssl.TLSVersion.TLSv1_3, "TLSv1.3")):
+            st, body, info = https_get(self.https, ctx=client_ctx(minv=v, maxv=v))
+            self.assertEqual((st, info["version"]), (200, name))
+            self.assertRegex(body.decode(), r'^\{"id":"\d+"\}$')
+        for v in ("-tls1_2", "-tls1_3"):
+            rc, out = s_client(self.https, v, "-CAfile", CERTS.ca, stdin=b"")
+            self.assertIn("Verify return code: 0 (ok)", out, v)
+        # TLS 1.1 is below min_version
+        rc, out = s_client(self.https, "-tls1_1", stdin=b"")
+        self.assertNotEqual(rc, 0, out)
+
+    def test_keep_alive_and_pipelining(self):
+        ctx = client_ctx()
+        raw = socket.create_connection(("127.0.0.1", self.https), timeout=5)
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            s.sendall(b"GET /id HTTP/1.1\r\nHost: x\r\n\r\n" * 20)
+            data = b""
+            while data.count(b"HTTP/1.1 200") < 20:
+                chunk = s.recv(65536)
+                self.assertTrue(chunk, data)
+                data += chunk
+            # a body larger than a record and than the socket's first write: a cache value
+            big = os.urandom(300000).hex().encode()[:600000]
+            s.sendall(b"PUT /cache/tlsbig HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                      % len(big) + big)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += s.recv(65536)
+            self.assertRegex(data, rb"^HTTP/1.1 2\d\d")
+        st, body, _ = https_get(self.https, "/cache/tlsbig")
+        self.assertEqual((st, len(body)), (200, len(big)))
+        self.assertEqual(body, big)
+
+    def test_idle_connection_gives_buffers_back_and_goes_on(self):
+        # idle for more than two sweeps (CONN_TLS_SWEEP_MS): OpenSSL's buffers were freed, the
+        # next requests reallocate them
+        raw = socket.create_connection(("127.0.0.1", self.https), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            for i in range(3):
+                s.sendall(b"GET /id HTTP/1.1\r\nHost: x\r\n\r\n")
+                data = b""
+                while not re.search(rb'\{"id":"\d+"\}$', data):
+                    chunk = s.recv(4096)
+                    self.assertTrue(chunk, (i, data))
+                    data += chunk
+                self.assertTrue(data.startswith(b"HTTP/1.1 200"), data)
+                if i < 2:
+                    time.sleep(2.2)
+
+    def test_resumption_with_tickets(self):
+        # Python: the ticket of a first connection resumes the second
+        ctx = client_ctx()
+        st, _, info = https_get(self.https, ctx=ctx)
+        self.assertEqual(st, 200)
+        st, _, info2 = https_get(self.https, ctx=ctx, session=info["session"])
+        self.assertEqual(st, 200)
+        self.assertTrue(info2["reused"])
+        # openssl s_client: -sess_out, then -sess_in reuses it
+        sess = os.path.join(CERTS.dir, "sess.pem")
+        req = b"GET /id HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        s_client(self.https, "-CAfile", CERTS.ca, "-ign_eof", "-sess_out", sess, stdin=req)
+        rc, out = s_client(self.https, "-CAfile", CERTS.ca, "-ign_eof", "-sess_in", sess,
+                           stdin=req)
+        self.assertIn("Reused, TLSv1.3", out)
+        self.assertGreaterEqual(metric(self.metrics(), "snowflaked_tls_handshakes_total",
+                                       listener="http", resumed="true"), 2)
+
+    def test_alpn_without_http11_fails(self):
+        with self.assertRaises(ssl.SSLError) as cm:
+            https_get(self.https, ctx=client_ctx(alpn=["h2"]))
+        self.assertIn("NO APPLICATION PROTOCOL", str(cm.exception).upper().replace("_", " "))
+        st, _, info = https_get(self.https, ctx=client_ctx(alpn=["h2", "http/1.1"]))
+        self.assertEqual((st, info["alpn"]), (200, "http/1.1"))
+        self.assertGreaterEqual(metric(self.metrics(), "snowflaked_tls_handshake_failures_total",
+                                       listener="http", reason="alpn"), 1)
+
+    def test_memcached_over_tls(self):
+        Client = pymemcache_client()
+        if Client is None:
+            self.skipTest("pymemcache not installed (Debian: python3-pymemcache)")
+        mc = Client(("127.0.0.1", self.mcs), timeout=5, tls_context=client_ctx())
+        try:
+            self.assertTrue(mc.set("tlskey", b"over tls", noreply=False))
+            self.assertEqual(mc.get("tlskey"), b"over tls")
+            self.assertEqual(mc.get_many(["tlskey", "nokey"]), {"tlskey": b"over tls"})
+        finally:
+            mc.close()
+        plain = Client(("127.0.0.1", self.mc), timeout=5)  # the same store, in plaintext
+        try:
+            self.assertEqual(plain.get("tlskey"), b"over tls")
+        finally:
+            plain.close()
+
+    def test_echo_over_tls(self):
+        raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            payload = os.urandom(100000)
+            s.sendall(payload)
+            got = b""
+            while len(got) < len(payload):
+                chunk = s.recv(65536)
+                self.assertTrue(chunk)
+                got += chunk
+            self.assertEqual(got, payload)
+
+    def failures(self, reason):
+        return metric(self.metrics(), "snowflaked_tls_handshake_failures_total", listener="http",
+                      reason=reason) or 0
+
+    def closed_without_answer(self, data, timeout=5):
+        """Sends data to the TLS port; returns what came back before the server closed."""
+        s = socket.create_connection(("127.0.0.1", self.https), timeout=timeout)
+        s.sendall(data)
+        got = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+        except ConnectionResetError:
+            pass
+        s.close()
+        return got
+
+    def test_garbage_before_client_hello(self):
+        before = self.failures("not_tls")
+        for _ in range(5):
+            got = self.closed_without_answer(b"\x00\x01garbage garbage garbage\r\n" * 4)
+            self.assertNotIn(b"HTTP/1.1", got)
+        self.assertEqual(self.failures("not_tls"), before + 5)
+        # logged once per cause and interval, not per client
+        time.sleep(1.5)
+        self.assertEqual(len(re.findall(r"TLS handshakes? failed \(not_tls",
+                                        self.server.output())), 1, self.server.output())
+        self.assertEqual(https_get(self.https)[0], 200)
+
+    def test_plaintext_request_to_tls_port(self):
+        before = self.failures("not_tls")
+        got = self.closed_without_answer(b"GET /id HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertNotIn(b"HTTP/1.1 200", got)
+        self.assertEqual(self.failures("not_tls"), before + 1)
+
+    def test_stalled_handshake_times_out(self):
+        before = self.failures("timeout")
+        s = socket.create_connection(("127.0.0.1", self.https), timeout=5)
+        s.sendall(b"\x16\x03\x01")  # the start of a ClientHello, then nothing
+        t0 = time.time()
+        self.assertEqual(s.recv(100), b"")
+        self.assertLess(time.time() - t0, 4)
+        s.close()
+        self.assertEqual(self.failures("timeout"), before + 1)
+
+    def test_renegotiation_refused(self):
+        m = self.metrics()
+        before = metric(m, "snowflaked_tls_handshakes_total", listener="http", resumed="false")
+        p = subprocess.Popen(["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.https,
+                              "-tls1_2", "-CAfile", CERTS.ca],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+        time.sleep(0.5)
+        p.stdin.write(b"R\n")
+        p.stdin.flush()
+        time.sleep(0.5)
+        try:
+            out = p.communicate(b"GET /id HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                timeout=15)[0]
+        except BrokenPipeError:
+            out = p.communicate(timeout=15)[0]
+        out = out.decode(errors="replace")
+        self.assertIn("RENEGOTIATING", out)
+        after = metric(self.metrics(), "snowflaked_tls_handshakes_total", listener="http",
+                       resumed="false")
+        # the metrics request itself was one more full handshake; the renegotiation none
+        self.assertEqual(after, before + 2, out)
+        self.assertEqual(https_get(self.https)[0], 200)
+
+    def test_metrics(self):
+        https_get(self.https)
+        m = self.metrics()
+        self.assertGreaterEqual(metric(m, "snowflaked_tls_handshakes_total", listener="http",
+                                       resumed="false"), 1)
+        for listener in ("http", "memcached", "echo"):
+            na = metric(m, "snowflaked_tls_certificate_not_after_seconds", listener=listener)
+            self.assertTrue(na and 25 * 86400 < na - time.time() < 31 * 86400, (listener, na))
+            self.assertEqual(metric(m, "snowflaked_tls_reloads_total", listener=listener,
+                                    result="failed"), 0)
+        self.assertIsNotNone(metric(m, "snowflaked_tls_handshake_failures_total",
+                                    listener="memcached", reason="bad_certificate"))
+
+
+class MutualTls(unittest.TestCase):
+    """verify_client required on HTTP, optional on the echo."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.https, cls.echos = sfharness.free_port(), sfharness.free_port()
+        cls.server = sfharness.Server(
+            *tls_sets("server.tls", cls.https, verify_client="required",
+                      client_ca_file=CERTS.ca),
+            *tls_sets("echo.tcp_tls", cls.echos, verify_client="optional",
+                      client_ca_file=CERTS.ca, min_version="1.3",
+                      ciphersuites="TLS_CHACHA20_POLY1305_SHA256", session_tickets="false"))
+        for p in (cls.https, cls.echos):
+            wait_port(p, cls.server.proc)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def curl(self, *args):
+        return subprocess.run(["curl", "-sS", "--cacert", CERTS.ca, *args,
+                               "https://127.0.0.1:%d/id" % self.https],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
+
+    def bad_cert_failures(self):
+        st, body, _ = https_get(self.https, "/metrics",
+                                ctx=client_ctx(CERTS.client, CERTS.client_key))
+        return metric(body.decode(), "snowflaked_tls_handshake_failures_total", listener="http",
+                      reason="bad_certificate")
+
+    def test_client_certificate_accepted(self):
+        r = self.curl("--cert", CERTS.client, "--key", CERTS.client_key)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout.decode(), r'^\{"id":"\d+"\}$')
+
+    def test_refused_without_or_with_a_bad_certificate(self):
+        before = self.bad_cert_failures()
+        for args in ([], ["--cert", CERTS.other_client, "--key", CERTS.other_client_key],
+                     ["--cert", CERTS.expired, "--key", CERTS.expired_key]):
+            r = self.curl(*args)
+            self.assertNotEqual(r.returncode, 0, args)
+            self.assertNotRegex(r.stdout.decode(), r'^\{"id":"\d+"\}$')
+        for cert, key in ((None, None), (CERTS.other_client, CERTS.other_client_key),
+                          (CERTS.expired, CERTS.expired_key)):
+            with self.assertRaises((ssl.SSLError, ConnectionError)):
+                https_get(self.https, ctx=client_ctx(cert, key))
+        self.assertEqual(self.bad_cert_failures(), before + 6)
+
+    def test_optional_verification(self):
+        for cert, key, ok in ((None, None, True), (CERTS.client, CERTS.client_key, True),
+                              (CERTS.other_client, CERTS.other_client_key, False)):
+            raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)
+            try:
+                with client_ctx(cert, key).wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                    s.sendall(b"ping")
+                    self.assertEqual(s.recv(10), b"ping")
+                self.assertTrue(ok, cert)
+            except (ssl.SSLError, ConnectionError):
+                self.assertFalse(ok, cert)
+
+
+    def test_min_version_ciphersuites_and_no_tickets(self):
+        raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            s.sendall(b"x")
+            self.assertEqual(s.recv(10), b"x")
+            self.assertEqual((s.version(), s.cipher()[0]),
+                             ("TLSv1.3", "TLS_CHACHA20_POLY1305_SHA256"))
+            session = s.session
+        self.assertFalse(session.has_ticket)  # session_tickets false: nothing to resume with
+        v12 = ssl.TLSVersion.TLSv1_2
+        with self.assertRaises((ssl.SSLError, ConnectionError)):
+            raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)
+            with client_ctx(minv=v12, maxv=v12).wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(b"x")
+                s.recv(10)
+        st, body, _ = https_get(self.https, "/metrics",
+                                ctx=client_ctx(CERTS.client, CERTS.client_key))
+        self.assertEqual(metric(body.decode(), "snowflaked_tls_handshake_failures_total",
+                                listener="echo", reason="protocol_version"), 1)
+
+
+class Rotation(unittest.TestCase):
+    """SIGHUP: new connections get the new certificate, open ones keep theirs; a bad pair is
+    refused and the old one stays."""
+
+    def test_sighup_rotates(self):
+        cert = os.path.join(CERTS.dir, "live.pem")
+        key = os.path.join(CERTS.dir, "live.key")
+        with open(CERTS.server) as f, open(cert, "w") as g:
+            g.write(f.read())
+        with open(CERTS.server_key) as f, open(key, "w") as g:
+            g.write(f.read())
+        port = sfharness.free_port()
+        server = sfharness.Server(*tls_sets("server.tls", port, cert_file=cert, key_file=key))
+        try:
+            wait_port(port, server.proc)
+            req = b"GET /id HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            old = ssl.PEM_cert_to_DER_cert(open(CERTS.server).read())
+            ticket_ctx = client_ctx()
+            st, _, info = https_get(port, ctx=ticket_ctx)  # a ticket from before the rotation
+            self.assertEqual(st, 200)
+            # an open connection from before the rotation
+            raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+            keep = client_ctx().wrap_socket(raw, server_hostname="127.0.0.1")
+            self.assertEqual(keep.getpeercert(binary_form=True), old)
+            with open(CERTS.server2) as f, open(cert, "w") as g:
+                g.write(f.read())
+            with open(CERTS.server2_key) as f, open(key, "w") as g:
+                g.write(f.read())
+            server.signal(signal.SIGHUP)
+            new = ssl.PEM_cert_to_DER_cert(open(CERTS.server2).read())
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+                with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                    got = s.getpeercert(binary_form=True)
+                if got == new:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(got, new)
+            raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+            with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                self.assertEqual(s.getpeercert()["serialNumber"].upper().lstrip("0"),
+                                 CERTS.serial_of(CERTS.server2).upper().lstrip("0"))
+            # the ticket keys survived the reload: the old ticket resumes
+            st, _, info2 = https_get(port, ctx=ticket_ctx, session=info["session"])
+            self.assertEqual(st, 200)
+            self.assertTrue(info2["reused"])
+            keep.sendall(b"GET /id HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            self.assertIn(b"HTTP/1.1 200", keep.recv(4096))
+            keep.close()
+            # a key that does not match: refused, the new pair stays in service
+            with open(CERTS.server_key) as f, open(key, "w") as g:
+                g.write(f.read())
+            server.signal(signal.SIGHUP)
+            deadline = time.time() + 5
+            while time.time() < deadline and "reload refused" not in server.output():
+                time.sleep(0.05)
+            self.assertIn("server.tls: certificate reload refused", server.output())
+            st, body, _ = https_get(port, "/metrics")
+            m = body.decode()
+            self.assertEqual(metric(m, "snowflaked_tls_reloads_total", listener="http",
+                                    result="failed"), 1)
+            self.assertEqual(metric(m, "snowflaked_tls_reloads_total", listener="http",
+                                    result="ok"), 1)
+            raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+            with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                self.assertEqual(s.getpeercert(binary_form=True), new)
+        finally:
+            server.stop()
+
+
+class StartupRefusals(unittest.TestCase):
+    """A TLS listener that cannot work refuses the start with exit 2 and one clear line."""
+
+    def run_daemon(self, *sets):
+        import test_startup
+        code, err = test_startup.run(*sfharness.set_args(*sets),
+                                     env={"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": "7"})
+        return code, err.decode(errors="replace")
+
+    def test_port_without_certificate(self):
+        code, err = self.run_daemon("server.tls.port=%d" % sfharness.free_port())
+        self.assertEqual(code, 2, err)
+        self.assertIn("server.tls.port: TLS on port", err)
+        self.assertIn("server.tls.cert_file", err)
+
+    def test_verify_without_ca(self):
+        code, err = self.run_daemon("server.tls.port=%d" % sfharness.free_port(),
+                                    "server.tls.cert_file=" + CERTS.server,
+                                    "server.tls.key_file=" + CERTS.server_key,
+                                    "server.tls.verify_client=required")
+        self.assertEqual(code, 2, err)
+        self.assertIn("server.tls.verify_client", err)
+        self.assertIn("client_ca_file", err)
+
+    def test_bad_files(self):
+        port = "server.tls.port=%d" % sfharness.free_port()
+        cases = [
+            (("server.tls.cert_file=/nonexistent/c.pem", "server.tls.key_file=" + CERTS.server_key),
+             "server.tls.cert_file /nonexistent/c.pem: No such file or directory"),
+            (("server.tls.cert_file=" + CERTS.garbage, "server.tls.key_file=" + CERTS.server_key),
+             "server.tls.cert_file " + CERTS.garbage + ": "),
+            (("server.tls.cert_file=" + CERTS.server, "server.tls.key_file=" + CERTS.server2_key),
+             "key values mismatch"),
+            (("server.tls.cert_file=" + CERTS.server, "server.tls.key_file=" + CERTS.server_key,
+              "server.tls.client_ca_file=" + CERTS.garbage, "server.tls.verify_client=optional"),
+             "server.tls.client_ca_file " + CERTS.garbage),
+            (("server.tls.cert_file=" + CERTS.server, "server.tls.key_file=" + CERTS.server_key,
+              "server.tls.ciphersuites=NOPE"), "server.tls.ciphersuites \"NOPE\""),
+        ]
+        for sets, want in cases:
+            code, err = self.run_daemon(port, *sets)
+            self.assertEqual(code, 2, err)
+            self.assertIn(want, err)
+            self.assertEqual(err.count("\n"), 1, err)
+
+    def test_port_taken_by_another_listener(self):
+        port = sfharness.free_port()
+        code, err = self.run_daemon("server.port=%d" % port, "server.tls.port=%d" % port,
+                                    "server.tls.cert_file=" + CERTS.server,
+                                    "server.tls.key_file=" + CERTS.server_key)
+        self.assertEqual(code, 2, err)
+        self.assertIn("server.tls.port: port %d on 127.0.0.1 is already used by server.port" % port,
+                      err)
+
+    def test_memcached_and_echo_keys(self):
+        code, err = self.run_daemon("cache.memcached_tls.port=%d" % sfharness.free_port(),
+                                    "cache.memcached_tls.cert_file=" + CERTS.server,
+                                    "cache.memcached_tls.key_file=" + CERTS.server2_key)
+        self.assertEqual(code, 2, err)
+        self.assertIn("cache.memcached_tls.key_file", err)
+        code, err = self.run_daemon("echo.tcp_tls.port=%d" % sfharness.free_port(),
+                                    "echo.tcp_tls.min_version=1.1")
+        self.assertEqual(code, 2, err)
+        self.assertIn("echo.tcp_tls.min_version", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
