@@ -25,7 +25,7 @@ import threading
 import time
 import unittest
 
-from sfharness import BINARY, free_port, get, memcache_server, metric, request, set_args
+from sfharness import BINARY, Server, free_port, get, memcache_server, metric, request, set_args
 from test_memcache_diff import Memcached, memcached_or_skip
 
 QUIET = 0.25  # seconds without a byte from either server: the step's answer is complete
@@ -534,6 +534,44 @@ class Ours(unittest.TestCase):
                 got = read_until(s, b"END\r\n")
                 s.close()
                 self.assertEqual(got, b"VALUE h 0 1\r\nx\r\nEND\r\n")
+            finally:
+                srv.stop()
+
+    def test_tls_listener_alone_authenticates_the_same(self):
+        """memcached -Z -Y: the TLS listener (the plaintext one off) asks for the credentials
+        first, byte for byte as in plaintext, inside the TLS session."""
+        import ssl
+        import tlscerts
+        with tempfile.TemporaryDirectory() as d, tlscerts.Certs() as certs:
+            path = authfile(d)
+            port = free_port()
+            srv = Server(*set_args("cache.memcached_auth_file=" + path,
+                                   "cache.memcached_tls.port=%d" % port,
+                                   "cache.memcached_tls.cert_file=" + certs.server,
+                                   "cache.memcached_tls.key_file=" + certs.server_key))
+            try:
+                ctx = ssl.create_default_context(cafile=certs.ca)
+                deadline = time.time() + 10
+                while True:
+                    try:
+                        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+                        break
+                    except OSError:
+                        if time.time() > deadline:
+                            raise
+                        time.sleep(0.05)
+                s = ctx.wrap_socket(raw, server_hostname="localhost")
+                s.sendall(b"get a\r\n")
+                self.assertEqual(read_until(s, b"\r\n"), UNAUTH)
+                s.sendall(b"set a 0 0 7\r\nfoo baz\r\n")
+                self.assertEqual(read_until(s, b"\r\n"), b"CLIENT_ERROR authentication failure\r\n")
+                s.sendall(b"set a 0 0 7\r\nfoo bar\r\n")
+                self.assertEqual(read_until(s, b"\r\n"), b"STORED\r\n")
+                s.sendall(b"set k 0 0 1\r\nv\r\nget k\r\n")
+                self.assertEqual(read_until(s, b"END\r\n"), b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n")
+                s.close()
+                self.assertEqual(metric(srv, 'snowflaked_memcached_auth_total{result="ok"}'), 1)
+                self.assertEqual(metric(srv, 'snowflaked_memcached_auth_total{result="failure"}'), 1)
             finally:
                 srv.stop()
 
