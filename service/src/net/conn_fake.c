@@ -51,6 +51,7 @@ void conn_fake_loop_free(conn_fake_loop *fl)
     close_if_open((uv_handle_t *)&l->wheel_timer);
     close_if_open((uv_handle_t *)&l->grace_timer);
     close_if_open((uv_handle_t *)&l->tick_timer);
+    close_if_open((uv_handle_t *)&l->tls_timer);
     close_if_open((uv_handle_t *)&l->pending_idle);
     uv_run(&l->uv, UV_RUN_DEFAULT); /* only the close callbacks: nothing else is active */
     uv_loop_close(&l->uv);
