@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,6 +469,8 @@ void app_reload_memcached_auth(app *a)
                  n, n == 1 ? "y" : "ies");
 }
 
+static int refresh_certs(void *arg, char *reply, size_t replylen);
+
 /* The HTTP server, the cache store (with a memcached server when `memcache`) and the API, on
  * a->net. */
 static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, size_t errlen)
@@ -501,6 +504,13 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
             app_memcache_options(c, &mo);
             if (a->daemon)
                 mo.shutdown = request_stop;
+            bool any_tls = false;
+            for (int i = 0; i < APP_TLS_LISTENERS; i++)
+                any_tls |= a->tls_on[i];
+            if (any_tls) { /* else memcached's "Error TLS not enabled" */
+                mo.refresh_certs = refresh_certs;
+                mo.refresh_certs_arg = a;
+            }
             memcache_server_set_options(a->mc, &mo);
             memcache_server_set_budget(a->mc, &a->inflight);
             int rc = load_memcached_auth(a->mc, c, err, errlen);
@@ -717,21 +727,45 @@ static int listen_tls(app *a, int i, const char *host, const proto *p, void *ctx
     return 0;
 }
 
-void app_reload_tls(app *a)
+/* SIGHUP (the main thread), refresh_certs (a loop thread) and the file watch may ask at once:
+ * net_tls_reload runs on one thread at a time. */
+static pthread_mutex_t tls_reload_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Every TLS listener's files read again. 0; -1 when one was refused (mc, when not NULL: the
+ * first refusal as memcached's refresh_certs line). `why` names what asked, for the log. */
+static int reload_tls(app *a, const char *why, char *mc, size_t mclen)
 {
+    int rc = 0;
+    pthread_mutex_lock(&tls_reload_lock);
     for (int i = 0; i < APP_TLS_LISTENERS; i++) {
         if (!a->tls_on[i])
             continue;
-        char why[CFG_PATH_MAX * 2];
-        if (net_tls_reload(&a->tls[i], why, sizeof why) != 0) {
-            LOG_ERROR("%s: certificate reload refused, the previous one stays in service: %s",
-                      tls_names[i].what, why);
+        char err[CFG_PATH_MAX * 2];
+        if (net_tls_reload_mc(&a->tls[i], err, sizeof err, rc == 0 ? mc : NULL,
+                              rc == 0 ? mclen : 0) != 0) {
+            LOG_ERROR("%s: certificate reload refused, the previous one stays in service (%s): %s",
+                      tls_names[i].what, why, err);
+            rc = -1;
             continue;
         }
-        LOG_INFO("%s: certificate reloaded from %s: new connections get it, open ones keep theirs",
-                 tls_names[i].what, a->tls[i].cfg.cert_file);
+        LOG_INFO("%s: certificate reloaded (%s) from %s: new connections get it, open ones keep "
+                 "theirs",
+                 tls_names[i].what, why, a->tls[i].cfg.cert_file);
         warn_not_after(a, i);
     }
+    pthread_mutex_unlock(&tls_reload_lock);
+    return rc;
+}
+
+void app_reload_tls(app *a)
+{
+    reload_tls(a, "SIGHUP", NULL, 0);
+}
+
+/* memcached's refresh_certs (on a loop thread): every TLS listener, as SIGHUP. */
+static int refresh_certs(void *arg, char *reply, size_t replylen)
+{
+    return reload_tls(arg, "refresh_certs", reply, replylen);
 }
 
 /* Failed handshakes, per listener and cause, logged at most once a minute each: a scanner or a

@@ -88,6 +88,9 @@ int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_c
 /* Builds a new context from the same description (the files as they are now) and puts it in
  * place. 0; or -1 with err, the old context still in service (counted in reload_failures). */
 int net_tls_reload(net_tls *t, char *err, size_t errlen);
+/* net_tls_reload, and on failure also memcached 1.6.18's reply line for refresh_certs in mc
+ * ("Error loading the key: <path> : error:...\r\n", as its load_server_certificates). */
+int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mclen);
 /* Drops this struct's reference (connections still open keep theirs). */
 void net_tls_free(net_tls *t);
 
