@@ -657,6 +657,88 @@ class RefreshCerts(unittest.TestCase):
             self.assertEqual(ra, rb)
 
 
+class WatchFiles(unittest.TestCase):
+    """tls.watch_files: a change in the files' directory reloads them without SIGHUP, including
+    kubelet's update of a Secret volume (a new ..<timestamp> directory, then the `..data`
+    symlink swapped by an atomic rename; tls.crt -> ..data/tls.crt)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sf_watch_", dir=CERTS.dir)
+
+    def start(self, *extra):
+        port = sfharness.free_port()
+        server = sfharness.Server(*tls_sets("server.tls", port,
+                                            cert_file=os.path.join(self.dir, "tls.crt"),
+                                            key_file=os.path.join(self.dir, "tls.key"),
+                                            **dict(extra)))
+        self.addCleanup(server.stop)
+        wait_port(port, server.proc)
+        return server, port
+
+    def wait_serial(self, port, cert, timeout=3.0):
+        deadline = time.time() + timeout
+        while True:
+            got = served_serial(port)
+            if got == serial(cert) or time.time() > deadline:
+                return got
+            time.sleep(0.05)
+
+    def test_files_replaced_in_place(self):
+        copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        server, port = self.start()
+        self.assertEqual(served_serial(port), serial(CERTS.server))
+        # written in place (truncate and write), as cp does
+        for src, name in ((CERTS.server2, "tls.crt"), (CERTS.server2_key, "tls.key")):
+            with open(src, "rb") as f, open(os.path.join(self.dir, name), "wb") as g:
+                g.write(f.read())
+        self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
+        self.assertIn("(files changed)", server.output())
+        # a bad pair: refused, logged, the one in service stays
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        deadline = time.time() + 3
+        while time.time() < deadline and "reload refused" not in server.output():
+            time.sleep(0.05)
+        self.assertIn("certificate reload refused, the previous one stays in service "
+                      "(files changed)", server.output())
+        self.assertEqual(served_serial(port), serial(CERTS.server2))
+
+    def kubelet_update(self, cert, key, stamp):
+        """What kubelet's AtomicWriter does: the files in a new ..<timestamp> directory, then a
+        new `..data` symlink renamed over the old one."""
+        ts = os.path.join(self.dir, "..2026_12_03_%s" % stamp)
+        os.mkdir(ts)
+        copy_file(cert, os.path.join(ts, "tls.crt"))
+        copy_file(key, os.path.join(ts, "tls.key"))
+        tmp = os.path.join(self.dir, "..data_tmp")
+        os.symlink(os.path.basename(ts), tmp)
+        os.rename(tmp, os.path.join(self.dir, "..data"))
+        for name in ("tls.crt", "tls.key"):
+            link = os.path.join(self.dir, name)
+            if not os.path.islink(link):
+                os.symlink(os.path.join("..data", name), link)
+
+    def test_kubernetes_secret_volume_update(self):
+        self.kubelet_update(CERTS.server, CERTS.server_key, "a")
+        server, port = self.start()
+        self.assertEqual(served_serial(port), serial(CERTS.server))
+        self.kubelet_update(CERTS.server2, CERTS.server2_key, "b")
+        self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
+        self.kubelet_update(CERTS.server, CERTS.server_key, "c")
+        self.assertEqual(self.wait_serial(port, CERTS.server), serial(CERTS.server))
+
+    def test_watch_off(self):
+        copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        server, port = self.start(("watch_files", "false"))
+        copy_file(CERTS.server2, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server2_key, os.path.join(self.dir, "tls.key"))
+        time.sleep(1.5)
+        self.assertEqual(served_serial(port), serial(CERTS.server))
+        server.signal(signal.SIGHUP)
+        self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
+
+
 class StartupRefusals(unittest.TestCase):
     """A TLS listener that cannot work refuses the start with exit 2 and one clear line."""
 

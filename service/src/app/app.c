@@ -762,6 +762,61 @@ void app_reload_tls(app *a)
     reload_tls(a, "SIGHUP", NULL, 0);
 }
 
+/* tls.watch_files: the directories of the TLS files are watched (net/fswatch.h), and a change
+ * reloads every TLS listener once the burst has been quiet this long: a cert and its key written
+ * one after the other make one reload, not one refused (the new cert with the old key) and one
+ * accepted. */
+#define TLS_WATCH_DEBOUNCE_MS 500
+
+static void tls_files_changed(void *arg)
+{
+    reload_tls(arg, "files changed", NULL, 0);
+}
+
+/* The directory part of path ("." when none), in out. */
+static void dir_of(const char *path, char *out, size_t outlen)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, outlen, ".");
+    else if (slash == path)
+        snprintf(out, outlen, "/");
+    else
+        snprintf(out, outlen, "%.*s", (int)(slash - path), path);
+}
+
+/* After the listeners are up. A watch that cannot start (no inotify instance left) is a warning:
+ * SIGHUP and refresh_certs still reload. */
+static void watch_tls_files(app *a)
+{
+    static char dirs[APP_TLS_LISTENERS * 3][CFG_PATH_MAX];
+    const char *ptrs[APP_TLS_LISTENERS * 3];
+    size_t n = 0;
+    for (int i = 0; i < APP_TLS_LISTENERS; i++) {
+        if (!a->tls_on[i] || !tls_config_of(a->config, i)->watch_files)
+            continue;
+        const net_tls_config *t = &a->tls[i].cfg;
+        const char *files[] = {t->cert_file, t->key_file, t->client_ca_file};
+        for (size_t k = 0; k < 3; k++)
+            if (files[k][0]) {
+                dir_of(files[k], dirs[n], sizeof dirs[n]);
+                ptrs[n] = dirs[n];
+                n++;
+            }
+    }
+    if (n == 0)
+        return;
+    char err[CFG_PATH_MAX + 128];
+    a->tls_watch = net_fswatch_start(ptrs, n, TLS_WATCH_DEBOUNCE_MS, tls_files_changed, a, err,
+                                     sizeof err);
+    if (!a->tls_watch)
+        LOG_WARN("TLS certificate files not watched (SIGHUP and refresh_certs still reload): %s",
+                 err);
+    else
+        LOG_INFO("TLS certificate files watched: a change in %s%s reloads them", ptrs[0],
+                 n > 1 ? " (and the other directories of the files)" : "");
+}
+
 /* memcached's refresh_certs (on a loop thread): every TLS listener, as SIGHUP. */
 static int refresh_certs(void *arg, char *reply, size_t replylen)
 {
@@ -961,6 +1016,7 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
     atomic_store(&a->api.listening, true);
     log_listening(a);
     warn_exposed(a);
+    watch_tls_files(a);
     return 0;
 }
 
@@ -1011,6 +1067,8 @@ void app_housekeeping(app *a)
 
 int app_stop(app *a)
 {
+    net_fswatch_stop(a->tls_watch); /* no reload while the listeners go */
+    a->tls_watch = NULL;
     net_server_drain(a->net);
     net_server_wait(a->net); /* no more IDs or cache writes: the final snapshot and lease */
     int code = 0;
