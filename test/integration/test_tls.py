@@ -567,14 +567,29 @@ class RefreshCerts(unittest.TestCase):
         self.addCleanup(s.close)
         return s
 
+    def stats(self, sock):
+        sock.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            data += sock.recv(65536)
+        return dict(l.split(" ", 2)[1:] for l in data.decode().split("\r\n")
+                    if l.startswith("STAT "))
+
     def test_refresh_over_plaintext_and_tls(self):
         self.start()
         self.assertEqual(served_serial(self.mcs), serial(CERTS.server))
         plain = socket.create_connection(("127.0.0.1", self.mc), timeout=5)
         self.addCleanup(plain.close)
+        time.sleep(1.1)
+        before = self.stats(plain)  # memcached -Z's two TLS stats
+        self.assertGreaterEqual(int(before["time_since_server_cert_refresh"]), 1)
+        # wait_port's plain TCP connect and close on the TLS port: a failed handshake (eof)
+        self.assertGreaterEqual(int(before["ssl_handshake_errors"]), 1)
         copy_file(CERTS.server2, self.cert)
         copy_file(CERTS.server2_key, self.key)
         self.assertEqual(mc_command(plain, b"refresh_certs\r\n"), b"OK\r\n")
+        self.assertLess(int(self.stats(plain)["time_since_server_cert_refresh"]),
+                        int(before["time_since_server_cert_refresh"]))
         self.assertEqual(served_serial(self.mcs), serial(CERTS.server2))
         self.assertEqual(served_serial(self.https), serial(CERTS.server2))  # every listener
         over_tls = self.tls_conn(self.mcs)

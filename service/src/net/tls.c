@@ -191,6 +191,7 @@ int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_c
     if (!t->current)
         return -1;
     atomic_store(&t->not_after_s, not_after_of(t->current));
+    atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
     return 0;
 }
 
@@ -218,6 +219,7 @@ int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mcl
     spin_unlock(&t->lock);
     SSL_CTX_free(old); /* connections on it hold their own references */
     atomic_store(&t->not_after_s, not_after_of(ctx));
+    atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
     atomic_fetch_add(&t->reloads, 1);
     return 0;
 }

@@ -85,6 +85,9 @@ typedef struct memcache_options {
      * NULL: no TLS here, the reply is memcached's "Error TLS not enabled". */
     int (*refresh_certs)(void *arg, char *reply, size_t replylen);
     void *refresh_certs_arg;
+    /* The memcached TLS listener's (cache.memcached_tls), NULL without one: "stats" then shows
+     * memcached -Z's ssl_handshake_errors and time_since_server_cert_refresh. */
+    const struct net_tls *tls;
 } memcache_options;
 
 /* memcached's defaults: flush, CAS, watch, dumping, cache_memlimit and the LRU crawler on, the
