@@ -7,7 +7,8 @@
  * SIGTERM, SIGINT and SIGHUP are blocked before any thread starts, so only this thread takes
  * them (sigwait). SIGHUP reopens log.file (after logrotate renamed it), reads
  * cache.memcached_auth_file again (as memcached rereads its -Y file) and reloads the TLS
- * listeners' certificates (app_reload_tls); a second SIGTERM/SIGINT during the drain ends the
+ * listeners' certificates (app_reload_tls; memcached's refresh_certs and the watch of the files'
+ * directories reload them too, from their own threads, serialized in app.c); a second SIGTERM/SIGINT during the drain ends the
  * process at once; SIGHUP stays blocked then.
  * Between signals the thread wakes once a second for app_housekeeping (foreign listeners on our
  * ports, the identity claims): it has nothing else to do, and no loop thread is disturbed. */

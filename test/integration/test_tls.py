@@ -9,6 +9,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -508,6 +509,249 @@ class Rotation(unittest.TestCase):
                 self.assertEqual(s.getpeercert(binary_form=True), new)
         finally:
             server.stop()
+
+
+def mc_command(sock, line):
+    """One memcached command on sock (plain or TLS): its reply line, CRLF included."""
+    sock.sendall(line)
+    data = b""
+    while not data.endswith(b"\r\n"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def copy_file(src, dst):
+    with open(src, "rb") as f, open(dst + ".tmp", "wb") as g:
+        g.write(f.read())
+    os.replace(dst + ".tmp", dst)
+
+
+def served_serial(port):
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        return s.getpeercert()["serialNumber"].upper().lstrip("0")
+
+
+def serial(cert):
+    return CERTS.serial_of(cert).upper().lstrip("0")
+
+
+class RefreshCerts(unittest.TestCase):
+    """memcached's refresh_certs on the memcached ports: every TLS listener reloaded as on
+    SIGHUP, with memcached 1.6.18's replies (compared with Debian's memcached -Z)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sf_refresh_", dir=CERTS.dir)
+        self.cert = os.path.join(self.dir, "tls.crt")
+        self.key = os.path.join(self.dir, "tls.key")
+        copy_file(CERTS.server, self.cert)
+        copy_file(CERTS.server_key, self.key)
+
+    def start(self):
+        self.mc, self.mcs, self.https = (sfharness.free_port(), sfharness.free_port(),
+                                         sfharness.free_port())
+        server = sfharness.Server(
+            "--set", "cache.memcached_port=%d" % self.mc,
+            *tls_sets("cache.memcached_tls", self.mcs, cert_file=self.cert, key_file=self.key),
+            *tls_sets("server.tls", self.https, cert_file=self.cert, key_file=self.key))
+        self.addCleanup(server.stop)
+        wait_port(self.mcs, server.proc)
+        return server
+
+    def tls_conn(self, port):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s = client_ctx().wrap_socket(raw, server_hostname="127.0.0.1")
+        self.addCleanup(s.close)
+        return s
+
+    def stats(self, sock):
+        sock.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            data += sock.recv(65536)
+        return dict(l.split(" ", 2)[1:] for l in data.decode().split("\r\n")
+                    if l.startswith("STAT "))
+
+    def test_refresh_over_plaintext_and_tls(self):
+        self.start()
+        self.assertEqual(served_serial(self.mcs), serial(CERTS.server))
+        plain = socket.create_connection(("127.0.0.1", self.mc), timeout=5)
+        self.addCleanup(plain.close)
+        time.sleep(1.1)
+        before = self.stats(plain)  # memcached -Z's two TLS stats
+        self.assertGreaterEqual(int(before["time_since_server_cert_refresh"]), 1)
+        # wait_port's plain TCP connect and close on the TLS port: a failed handshake (eof)
+        self.assertGreaterEqual(int(before["ssl_handshake_errors"]), 1)
+        copy_file(CERTS.server2, self.cert)
+        copy_file(CERTS.server2_key, self.key)
+        self.assertEqual(mc_command(plain, b"refresh_certs\r\n"), b"OK\r\n")
+        self.assertLess(int(self.stats(plain)["time_since_server_cert_refresh"]),
+                        int(before["time_since_server_cert_refresh"]))
+        self.assertEqual(served_serial(self.mcs), serial(CERTS.server2))
+        self.assertEqual(served_serial(self.https), serial(CERTS.server2))  # every listener
+        over_tls = self.tls_conn(self.mcs)
+        copy_file(CERTS.server, self.cert)
+        copy_file(CERTS.server_key, self.key)
+        self.assertEqual(mc_command(over_tls, b"refresh_certs\r\n"), b"OK\r\n")
+        self.assertEqual(served_serial(self.mcs), serial(CERTS.server))
+        # the asking connection goes on, on the certificate it was accepted with
+        self.assertEqual(mc_command(over_tls, b"version\r\n")[:8], b"VERSION ")
+        # noreply: no "OK", the next command answers
+        self.assertEqual(mc_command(plain, b"refresh_certs noreply\r\nversion\r\n")[:8],
+                         b"VERSION ")
+
+    def bad_pairs(self):
+        """(what, cert source, key source): each makes the reload fail."""
+        return [("key of another certificate", CERTS.server2, CERTS.server_key),
+                ("certificate not PEM", CERTS.garbage, CERTS.server_key),
+                ("key not PEM", CERTS.server, CERTS.garbage),
+                ("certificate missing", None, CERTS.server_key)]
+
+    def install(self, cert, key):
+        if cert is None:
+            os.unlink(self.cert)
+        else:
+            copy_file(cert, self.cert)
+        copy_file(key, self.key)
+
+    def restore(self):
+        copy_file(CERTS.server, self.cert)
+        copy_file(CERTS.server_key, self.key)
+
+    def test_bad_pair_keeps_the_old_certificate(self):
+        server = self.start()
+        plain = socket.create_connection(("127.0.0.1", self.mc), timeout=5)
+        self.addCleanup(plain.close)
+        for what, cert, key in self.bad_pairs():
+            with self.subTest(what):
+                self.install(cert, key)
+                reply = mc_command(plain, b"refresh_certs\r\n")
+                self.assertTrue(reply.startswith(b"Error "), reply)
+                self.assertTrue(reply.endswith(b"\r\n"), reply)
+                self.assertEqual(served_serial(self.mcs), serial(CERTS.server))
+                self.restore()
+        self.assertIn("certificate reload refused, the previous one stays in service "
+                      "(refresh_certs)", server.output())
+
+    def test_replies_same_as_memcached(self):
+        import test_memcache_diff as diff
+        diff.memcached_or_skip("1.6.18")
+        self.start()
+        theirs = diff.Memcached("-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (self.cert, self.key))
+        self.addCleanup(theirs.stop)
+        plain_mc = diff.Memcached()
+        self.addCleanup(plain_mc.stop)
+        ours = socket.create_connection(("127.0.0.1", self.mc), timeout=5)
+        self.addCleanup(ours.close)
+        ref = self.tls_conn(theirs.port)
+        cases = [("good pair", CERTS.server2, CERTS.server2_key)] + self.bad_pairs()
+        for what, cert, key in cases:
+            with self.subTest(what):
+                self.install(cert, key)
+                a = mc_command(ours, b"refresh_certs\r\n")
+                b = mc_command(ref, b"refresh_certs\r\n")
+                self.assertEqual(a, b)
+                self.assertEqual(a == b"OK\r\n", what == "good pair", a)
+                self.restore()
+                mc_command(ref, b"refresh_certs\r\n")
+                mc_command(ours, b"refresh_certs\r\n")
+        # no TLS at all: memcached without -Z, us without a TLS listener
+        srv, port = sfharness.memcache_server()
+        self.addCleanup(srv.stop)
+        for line in (b"refresh_certs\r\n", b"refresh_certs noreply\r\n"):
+            a = socket.create_connection(("127.0.0.1", port), timeout=5)
+            b = socket.create_connection(("127.0.0.1", plain_mc.port), timeout=5)
+            ra, rb = mc_command(a, line), mc_command(b, line)
+            a.close()
+            b.close()
+            # noreply silences "OK" only: memcached writes its error lines regardless
+            self.assertEqual(ra, b"Error TLS not enabled\r\n")
+            self.assertEqual(ra, rb)
+
+
+class WatchFiles(unittest.TestCase):
+    """tls.watch_files: a change in the files' directory reloads them without SIGHUP, including
+    kubelet's update of a Secret volume (a new ..<timestamp> directory, then the `..data`
+    symlink swapped by an atomic rename; tls.crt -> ..data/tls.crt)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sf_watch_", dir=CERTS.dir)
+
+    def start(self, *extra):
+        port = sfharness.free_port()
+        server = sfharness.Server(*tls_sets("server.tls", port,
+                                            cert_file=os.path.join(self.dir, "tls.crt"),
+                                            key_file=os.path.join(self.dir, "tls.key"),
+                                            **dict(extra)))
+        self.addCleanup(server.stop)
+        wait_port(port, server.proc)
+        return server, port
+
+    def wait_serial(self, port, cert, timeout=3.0):
+        deadline = time.time() + timeout
+        while True:
+            got = served_serial(port)
+            if got == serial(cert) or time.time() > deadline:
+                return got
+            time.sleep(0.05)
+
+    def test_files_replaced_in_place(self):
+        copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        server, port = self.start()
+        self.assertEqual(served_serial(port), serial(CERTS.server))
+        # written in place (truncate and write), as cp does
+        for src, name in ((CERTS.server2, "tls.crt"), (CERTS.server2_key, "tls.key")):
+            with open(src, "rb") as f, open(os.path.join(self.dir, name), "wb") as g:
+                g.write(f.read())
+        self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
+        self.assertIn("(files changed)", server.output())
+        # a bad pair: refused, logged, the one in service stays
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        deadline = time.time() + 3
+        while time.time() < deadline and "reload refused" not in server.output():
+            time.sleep(0.05)
+        self.assertIn("certificate reload refused, the previous one stays in service "
+                      "(files changed)", server.output())
+        self.assertEqual(served_serial(port), serial(CERTS.server2))
+
+    def kubelet_update(self, cert, key, stamp):
+        """What kubelet's AtomicWriter does: the files in a new ..<timestamp> directory, then a
+        new `..data` symlink renamed over the old one."""
+        ts = os.path.join(self.dir, "..2026_12_03_%s" % stamp)
+        os.mkdir(ts)
+        copy_file(cert, os.path.join(ts, "tls.crt"))
+        copy_file(key, os.path.join(ts, "tls.key"))
+        tmp = os.path.join(self.dir, "..data_tmp")
+        os.symlink(os.path.basename(ts), tmp)
+        os.rename(tmp, os.path.join(self.dir, "..data"))
+        for name in ("tls.crt", "tls.key"):
+            link = os.path.join(self.dir, name)
+            if not os.path.islink(link):
+                os.symlink(os.path.join("..data", name), link)
+
+    def test_kubernetes_secret_volume_update(self):
+        self.kubelet_update(CERTS.server, CERTS.server_key, "a")
+        server, port = self.start()
+        self.assertEqual(served_serial(port), serial(CERTS.server))
+        self.kubelet_update(CERTS.server2, CERTS.server2_key, "b")
+        self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
+        self.kubelet_update(CERTS.server, CERTS.server_key, "c")
+        self.assertEqual(self.wait_serial(port, CERTS.server), serial(CERTS.server))
+
+    def test_watch_off(self):
+        copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        server, port = self.start(("watch_files", "false"))
+        copy_file(CERTS.server2, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server2_key, os.path.join(self.dir, "tls.key"))
+        time.sleep(1.5)
+        self.assertEqual(served_serial(port), serial(CERTS.server))
+        server.signal(signal.SIGHUP)
+        self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
 
 
 class StartupRefusals(unittest.TestCase):

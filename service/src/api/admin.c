@@ -199,7 +199,8 @@ static void metrics_tls(prom_buf *b, const net_server *net)
         }
     }
     prom_family(b, "snowflaked_tls_reloads_total", "counter",
-                "Certificate reloads (SIGHUP), by listener and result; a failed one leaves the "
+                "Certificate reloads (SIGHUP, refresh_certs, files changed), by listener and "
+                "result; a failed one leaves the "
                 "previous certificate in service.");
     for (unsigned k = 0; k < l0->nlisteners; k++) {
         const net_tls *t = l0->listeners[k].spec->tls;

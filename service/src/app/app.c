@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,6 +469,8 @@ void app_reload_memcached_auth(app *a)
                  n, n == 1 ? "y" : "ies");
 }
 
+static int refresh_certs(void *arg, char *reply, size_t replylen);
+
 /* The HTTP server, the cache store (with a memcached server when `memcache`) and the API, on
  * a->net. */
 static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, size_t errlen)
@@ -501,6 +504,15 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
             app_memcache_options(c, &mo);
             if (a->daemon)
                 mo.shutdown = request_stop;
+            bool any_tls = false;
+            for (int i = 0; i < APP_TLS_LISTENERS; i++)
+                any_tls |= a->tls_on[i];
+            if (any_tls) { /* else memcached's "Error TLS not enabled" */
+                mo.refresh_certs = refresh_certs;
+                mo.refresh_certs_arg = a;
+            }
+            if (a->tls_on[APP_TLS_MEMCACHED])
+                mo.tls = &a->tls[APP_TLS_MEMCACHED];
             memcache_server_set_options(a->mc, &mo);
             memcache_server_set_budget(a->mc, &a->inflight);
             int rc = load_memcached_auth(a->mc, c, err, errlen);
@@ -717,21 +729,100 @@ static int listen_tls(app *a, int i, const char *host, const proto *p, void *ctx
     return 0;
 }
 
-void app_reload_tls(app *a)
+/* SIGHUP (the main thread), refresh_certs (a loop thread) and the file watch may ask at once:
+ * net_tls_reload runs on one thread at a time. */
+static pthread_mutex_t tls_reload_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Every TLS listener's files read again. 0; -1 when one was refused (mc, when not NULL: the
+ * first refusal as memcached's refresh_certs line). `why` names what asked, for the log. */
+static int reload_tls(app *a, const char *why, char *mc, size_t mclen)
 {
+    int rc = 0;
+    pthread_mutex_lock(&tls_reload_lock);
     for (int i = 0; i < APP_TLS_LISTENERS; i++) {
         if (!a->tls_on[i])
             continue;
-        char why[CFG_PATH_MAX * 2];
-        if (net_tls_reload(&a->tls[i], why, sizeof why) != 0) {
-            LOG_ERROR("%s: certificate reload refused, the previous one stays in service: %s",
-                      tls_names[i].what, why);
+        char err[CFG_PATH_MAX * 2];
+        if (net_tls_reload_mc(&a->tls[i], err, sizeof err, rc == 0 ? mc : NULL,
+                              rc == 0 ? mclen : 0) != 0) {
+            LOG_ERROR("%s: certificate reload refused, the previous one stays in service (%s): %s",
+                      tls_names[i].what, why, err);
+            rc = -1;
             continue;
         }
-        LOG_INFO("%s: certificate reloaded from %s: new connections get it, open ones keep theirs",
-                 tls_names[i].what, a->tls[i].cfg.cert_file);
+        LOG_INFO("%s: certificate reloaded (%s) from %s: new connections get it, open ones keep "
+                 "theirs",
+                 tls_names[i].what, why, a->tls[i].cfg.cert_file);
         warn_not_after(a, i);
     }
+    pthread_mutex_unlock(&tls_reload_lock);
+    return rc;
+}
+
+void app_reload_tls(app *a)
+{
+    reload_tls(a, "SIGHUP", NULL, 0);
+}
+
+/* tls.watch_files: the directories of the TLS files are watched (net/fswatch.h), and a change
+ * reloads every TLS listener once the burst has been quiet this long: a cert and its key written
+ * one after the other make one reload, not one refused (the new cert with the old key) and one
+ * accepted. */
+#define TLS_WATCH_DEBOUNCE_MS 500
+
+static void tls_files_changed(void *arg)
+{
+    reload_tls(arg, "files changed", NULL, 0);
+}
+
+/* The directory part of path ("." when none), in out. */
+static void dir_of(const char *path, char *out, size_t outlen)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, outlen, ".");
+    else if (slash == path)
+        snprintf(out, outlen, "/");
+    else
+        snprintf(out, outlen, "%.*s", (int)(slash - path), path);
+}
+
+/* After the listeners are up. A watch that cannot start (no inotify instance left) is a warning:
+ * SIGHUP and refresh_certs still reload. */
+static void watch_tls_files(app *a)
+{
+    static char dirs[APP_TLS_LISTENERS * 3][CFG_PATH_MAX];
+    const char *ptrs[APP_TLS_LISTENERS * 3];
+    size_t n = 0;
+    for (int i = 0; i < APP_TLS_LISTENERS; i++) {
+        if (!a->tls_on[i] || !tls_config_of(a->config, i)->watch_files)
+            continue;
+        const net_tls_config *t = &a->tls[i].cfg;
+        const char *files[] = {t->cert_file, t->key_file, t->client_ca_file};
+        for (size_t k = 0; k < 3; k++)
+            if (files[k][0]) {
+                dir_of(files[k], dirs[n], sizeof dirs[n]);
+                ptrs[n] = dirs[n];
+                n++;
+            }
+    }
+    if (n == 0)
+        return;
+    char err[CFG_PATH_MAX + 128];
+    a->tls_watch = net_fswatch_start(ptrs, n, TLS_WATCH_DEBOUNCE_MS, tls_files_changed, a, err,
+                                     sizeof err);
+    if (!a->tls_watch)
+        LOG_WARN("TLS certificate files not watched (SIGHUP and refresh_certs still reload): %s",
+                 err);
+    else
+        LOG_INFO("TLS certificate files watched: a change in %s%s reloads them", ptrs[0],
+                 n > 1 ? " (and the other directories of the files)" : "");
+}
+
+/* memcached's refresh_certs (on a loop thread): every TLS listener, as SIGHUP. */
+static int refresh_certs(void *arg, char *reply, size_t replylen)
+{
+    return reload_tls(arg, "refresh_certs", reply, replylen);
 }
 
 /* Failed handshakes, per listener and cause, logged at most once a minute each: a scanner or a
@@ -927,6 +1018,7 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
     atomic_store(&a->api.listening, true);
     log_listening(a);
     warn_exposed(a);
+    watch_tls_files(a);
     return 0;
 }
 
@@ -977,6 +1069,8 @@ void app_housekeeping(app *a)
 
 int app_stop(app *a)
 {
+    net_fswatch_stop(a->tls_watch); /* no reload while the listeners go */
+    a->tls_watch = NULL;
     net_server_drain(a->net);
     net_server_wait(a->net); /* no more IDs or cache writes: the final snapshot and lease */
     int code = 0;

@@ -34,6 +34,7 @@
 #include "cluster/hostclaim.h"
 #include "cluster/identity.h"
 #include "config/config.h"
+#include "net/fswatch.h"
 #include "net/loop.h"
 #include "proto/http.h"
 #include "proto/memcache.h"
@@ -81,6 +82,7 @@ typedef struct app {
     bool tls_on[APP_TLS_LISTENERS];  /* built (and listening, once app_start returned) */
     uint64_t tls_fail_seen[APP_TLS_LISTENERS][NET_TLS_FAIL_COUNT]; /* logged up to this count */
     uint64_t tls_fail_logged_ms[APP_TLS_LISTENERS][NET_TLS_FAIL_COUNT];
+    net_fswatch *tls_watch; /* the TLS files' directories (tls.watch_files); NULL: none */
     net_server own_net;   /* the daemon's */
 } app;
 

@@ -228,7 +228,11 @@ static const char *cfg_tls_version_name(const void *field)
               "only"),                                                                             \
         K_BOOL(p ".session_tickets", f.session_tickets,                                            \
                "resumption with stateless tickets (their keys survive a `SIGHUP` reload); "        \
-               "`false`: a full handshake for every connection")
+               "`false`: a full handshake for every connection"),                               \
+        K_BOOL(p ".watch_files", f.watch_files,                                                    \
+               "reload the certificate when the directory of `cert_file`, `key_file` or "          \
+               "`client_ca_file` changes (files replaced, a Kubernetes Secret's `..data` swap), "  \
+               "500 ms after the last change; `false`: only on `SIGHUP` or `refresh_certs`")
 
 /* Every key, in config.json order, with its meaning: docs/configuration.md is generated from this
  * table (snowflaked --print-schema, make docs) and ctest docs_config fails when they differ. Bounds

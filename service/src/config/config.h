@@ -49,6 +49,7 @@ typedef struct cfg_tls {
     char ciphersuites[256];       /* TLS 1.3; "" = OpenSSL's default */
     char cipher_list[512];        /* TLS 1.2; "" = net/tls.h's modern list */
     bool session_tickets;
+    bool watch_files; /* reload when a file's directory changes (net/fswatch.h) */
 } cfg_tls;
 
 typedef struct cfg_server {

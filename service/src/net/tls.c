@@ -41,6 +41,23 @@ static int readable(const net_tls *t, const char *key, const char *path, char *e
     return 0;
 }
 
+/* memcached's load_server_certificates failure line: "<what><path> : <OpenSSL's first error, as
+ * ERR_error_string_n writes it>\r\n" (no " : " when path is NULL), the bytes refresh_certs
+ * answers. Nothing when mc is NULL (SIGHUP and start-up need only err). */
+static void mc_error(char *mc, size_t mclen, const char *what, const char *path)
+{
+    if (!mc)
+        return;
+    char e[256] = "";
+    unsigned long code = ERR_peek_error();
+    if (code)
+        ERR_error_string_n(code, e, sizeof e);
+    if (path)
+        snprintf(mc, mclen, "%s%s : %s\r\n", what, path, e);
+    else
+        snprintf(mc, mclen, "%s%s\r\n", what, e);
+}
+
 /* RFC 7301: a client whose ALPN list lacks http/1.1 gets a fatal no_application_protocol
  * alert (rather than a connection without ALPN that it would then use for h2). A client that
  * offers no ALPN at all is served: ALPN is optional for HTTP/1.1. */
@@ -59,8 +76,10 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
-static SSL_CTX *build(const net_tls *t, char *err, size_t errlen)
+static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size_t mclen)
 {
+    if (mc && mclen)
+        mc[0] = '\0';
     const net_tls_config *c = &t->cfg;
     ERR_clear_error();
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -95,16 +114,20 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen)
         snprintf(err, errlen, "%s.cipher_list \"%s\": %s", t->what, c->cipher_list, ossl_reason());
         goto fail;
     }
-    if (readable(t, "cert_file", c->cert_file, err, errlen) != 0)
-        goto fail;
     if (!SSL_CTX_use_certificate_chain_file(ctx, c->cert_file)) {
-        snprintf(err, errlen, "%s.cert_file %s: %s", t->what, c->cert_file, ossl_reason());
+        mc_error(mc, mclen, "Error loading the certificate chain: ", c->cert_file);
+        if (readable(t, "cert_file", c->cert_file, err, errlen) == 0)
+            snprintf(err, errlen, "%s.cert_file %s: %s", t->what, c->cert_file, ossl_reason());
         goto fail;
     }
-    if (readable(t, "key_file", c->key_file, err, errlen) != 0)
-        goto fail;
-    if (!SSL_CTX_use_PrivateKey_file(ctx, c->key_file, SSL_FILETYPE_PEM) ||
-        !SSL_CTX_check_private_key(ctx)) {
+    bool key_loaded = SSL_CTX_use_PrivateKey_file(ctx, c->key_file, SSL_FILETYPE_PEM);
+    if (!key_loaded || !SSL_CTX_check_private_key(ctx)) {
+        if (key_loaded)
+            mc_error(mc, mclen, "Error validating the certificate: ", NULL);
+        else
+            mc_error(mc, mclen, "Error loading the key: ", c->key_file);
+        if (readable(t, "key_file", c->key_file, err, errlen) != 0)
+            goto fail;
         unsigned long e = ERR_peek_last_error();
         bool mismatch = ERR_GET_LIB(e) == ERR_LIB_X509 &&
                         ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
@@ -113,13 +136,18 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen)
         goto fail;
     }
     if (c->client_ca_file[0]) {
-        if (readable(t, "client_ca_file", c->client_ca_file, err, errlen) != 0)
+        if (!SSL_CTX_load_verify_locations(ctx, c->client_ca_file, NULL)) {
+            mc_error(mc, mclen, "Error loading the CA certificate: ", c->client_ca_file);
+            if (readable(t, "client_ca_file", c->client_ca_file, err, errlen) == 0)
+                snprintf(err, errlen, "%s.client_ca_file %s: %s", t->what, c->client_ca_file,
+                         ossl_reason());
             goto fail;
+        }
         STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(c->client_ca_file);
-        if (!SSL_CTX_load_verify_locations(ctx, c->client_ca_file, NULL) || !names) {
-            snprintf(err, errlen, "%s.client_ca_file %s: %s", t->what, c->client_ca_file,
-                     names ? ossl_reason() : "no PEM certificate in it");
-            sk_X509_NAME_pop_free(names, X509_NAME_free);
+        if (!names) {
+            mc_error(mc, mclen, "Error loading the CA certificate: ", c->client_ca_file);
+            snprintf(err, errlen, "%s.client_ca_file %s: no PEM certificate in it", t->what,
+                     c->client_ca_file);
             goto fail;
         }
         SSL_CTX_set_client_CA_list(ctx, names); /* the CAs we accept, named to the client */
@@ -132,6 +160,8 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen)
         SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
     return ctx;
 fail:
+    if (mc && !mc[0])
+        snprintf(mc, mclen, "Error %s\r\n", err);
     SSL_CTX_free(ctx);
     ERR_clear_error();
     return NULL;
@@ -157,16 +187,22 @@ int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_c
         snprintf(err, errlen, "%s.verify_client: needs %s.client_ca_file", what, what);
         return -1;
     }
-    t->current = build(t, err, errlen);
+    t->current = build(t, err, errlen, NULL, 0);
     if (!t->current)
         return -1;
     atomic_store(&t->not_after_s, not_after_of(t->current));
+    atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
     return 0;
 }
 
 int net_tls_reload(net_tls *t, char *err, size_t errlen)
 {
-    SSL_CTX *ctx = build(t, err, errlen);
+    return net_tls_reload_mc(t, err, errlen, NULL, 0);
+}
+
+int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mclen)
+{
+    SSL_CTX *ctx = build(t, err, errlen, mc, mclen);
     if (!ctx) {
         atomic_fetch_add(&t->reload_failures, 1);
         return -1;
@@ -183,6 +219,7 @@ int net_tls_reload(net_tls *t, char *err, size_t errlen)
     spin_unlock(&t->lock);
     SSL_CTX_free(old); /* connections on it hold their own references */
     atomic_store(&t->not_after_s, not_after_of(ctx));
+    atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
     atomic_fetch_add(&t->reloads, 1);
     return 0;
 }

@@ -10,7 +10,8 @@
  * not match) leaves the old context in service and is counted.
  *
  * Threads: net_tls_init / net_tls_free on the main thread before the loops start / after they
- * stop; net_tls_reload on any one thread at a time (the main thread's SIGHUP); net_tls_new_ssl on
+ * stop; net_tls_reload on any one thread at a time (app.c serializes SIGHUP, memcached's
+ * refresh_certs on a loop thread and the file watch's thread); net_tls_new_ssl on
  * the loops. Counters are atomics readable from any thread.
  */
 #ifndef SF_NET_TLS_H
@@ -75,6 +76,7 @@ typedef struct net_tls {
     _Atomic int lock;            /* held only to take a reference on `current` */
     struct ssl_ctx_st *current;  /* one reference held by this struct */
     _Atomic int64_t not_after_s; /* the current certificate's notAfter, Unix seconds */
+    _Atomic int64_t loaded_at_s; /* when the current context was built, Unix seconds */
     _Atomic uint64_t reloads, reload_failures;
     /* The OpenSSL reason of the last failure per cause (a static string of OpenSSL's, or NULL):
      * the rate-limited log line quotes it. */
@@ -88,6 +90,9 @@ int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_c
 /* Builds a new context from the same description (the files as they are now) and puts it in
  * place. 0; or -1 with err, the old context still in service (counted in reload_failures). */
 int net_tls_reload(net_tls *t, char *err, size_t errlen);
+/* net_tls_reload, and on failure also memcached 1.6.18's reply line for refresh_certs in mc
+ * ("Error loading the key: <path> : error:...\r\n", as its load_server_certificates). */
+int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mclen);
 /* Drops this struct's reference (connections still open keep theirs). */
 void net_tls_free(net_tls *t);
 

@@ -833,6 +833,8 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
         cmd_verbosity(m, t, nt);
     else if (tok_is(c0, "shutdown"))
         mc_admin_shutdown(m, t, nt);
+    else if (tok_is(c0, "refresh_certs"))
+        mc_admin_refresh_certs(m, t, nt);
     else if (tok_is(c0, "slabs"))
         mc_admin_slabs(m, t, nt);
     else if (tok_is(c0, "lru"))

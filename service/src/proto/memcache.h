@@ -80,6 +80,14 @@ typedef struct memcache_options {
      * stops (in-process graphs). */
     void (*shutdown)(void *arg, bool graceful);
     void *shutdown_arg;
+    /* Called (on a loop thread) by memcached's "refresh_certs": reloads the TLS certificates
+     * and returns 0, or -1 with reply holding the whole reply line (memcached's "Error ...\r\n").
+     * NULL: no TLS here, the reply is memcached's "Error TLS not enabled". */
+    int (*refresh_certs)(void *arg, char *reply, size_t replylen);
+    void *refresh_certs_arg;
+    /* The memcached TLS listener's (cache.memcached_tls), NULL without one: "stats" then shows
+     * memcached -Z's ssl_handshake_errors and time_since_server_cert_refresh. */
+    const struct net_tls *tls;
 } memcache_options;
 
 /* memcached's defaults: flush, CAS, watch, dumping, cache_memlimit and the LRU crawler on, the

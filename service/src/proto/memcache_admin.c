@@ -91,6 +91,30 @@ void mc_admin_shutdown(mc_conn *m, const mc_tok *t, size_t nt)
         o->shutdown(o->shutdown_arg, graceful);
 }
 
+/* ---- refresh_certs ------------------------------------------------------------------------- */
+
+/* memcached 1.6.18's process_refresh_certs_command: "OK", or load_server_certificates' error line
+ * ("Error TLS not enabled" without TLS). "noreply" as the last token silences the "OK" only:
+ * memcached writes the error line with write_and_free, which does not look at noreply. Any
+ * arguments are ignored, as there. The reload reads the certificate files on this loop thread
+ * (memcached does the same on its worker); it is an operator's command, not the request path. */
+void mc_admin_refresh_certs(mc_conn *m, const mc_tok *t, size_t nt)
+{
+    const memcache_options *o = &m->srv->opts;
+    m->noreply = last_is_noreply(t, nt);
+    static const char not_enabled[] = "Error TLS not enabled\r\n";
+    char reply[1024 + 512];
+    if (!o->refresh_certs) {
+        conn_write(m->c, not_enabled, sizeof not_enabled - 1);
+        return;
+    }
+    if (o->refresh_certs(o->refresh_certs_arg, reply, sizeof reply) == 0) {
+        out(m, "OK\r\n", 4);
+        return;
+    }
+    conn_write(m->c, reply, strlen(reply));
+}
+
 /* ---- slabs ----------------------------------------------------------------------------------- */
 
 /* The classes are memcached's, as the store counts items in them (cache_item_class:

@@ -360,6 +360,7 @@ double mc_admin_ratio(const mc_admin *a);
 
 /* Each takes the command line's tokens t[0..nt) and writes the reply (memcached's exact lines). */
 void mc_admin_shutdown(mc_conn *m, const mc_tok *t, size_t nt);
+void mc_admin_refresh_certs(mc_conn *m, const mc_tok *t, size_t nt);
 void mc_admin_slabs(mc_conn *m, const mc_tok *t, size_t nt);
 void mc_admin_lru(mc_conn *m, const mc_tok *t, size_t nt);
 void mc_admin_memlimit(mc_conn *m, const mc_tok *t, size_t nt);

@@ -23,6 +23,10 @@
  *                             The mapping is in test/memcached_t/README.md.
  *                             auth_cmds / auth_errors: credentials checked / refused (memcached
  *                             -Y, cache.memcached_auth_file).
+ *                             With a memcached TLS listener (memcache_options.tls), as memcached
+ *                             -Z: ssl_handshake_errors (that listener's failed handshakes, every
+ *                             cause) and time_since_server_cert_refresh (seconds since its
+ *                             certificate was last loaded: start, SIGHUP, refresh_certs, watch).
  *   stats reset               RESET: the counters memcached resets read 0 afterwards. They are
  *                             never written here (they are single-writer counters of the loops
  *                             and the store, and /metrics must stay monotonic): the reset takes
@@ -63,10 +67,12 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "net/loop.h"
+#include "net/tls.h"
 #include "proto/memcache_int.h"
 #include "util/fmt.h"
 
@@ -394,6 +400,20 @@ static void stats_general(mc_conn *m, uint64_t now)
     STAT_U(c, "log_watcher_skipped", ws.watcher_skipped);
     STAT_U(c, "log_watcher_sent", ws.watcher_sent);
     STAT_U(c, "log_watchers", ws.watchers);
+    if (s->opts.tls) { /* memcached -Z's: handshakes failed, seconds since the certificate loaded */
+        uint64_t failed = 0;
+        const net_loop *l = conn_loop(c);
+        for (unsigned k = 0; k < l->nlisteners; k++)
+            if (l->listeners[k].spec->tls == s->opts.tls) {
+                net_listener_stats ls;
+                net_listener_stats_sum(&l->listeners[k], &ls);
+                for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
+                    failed += counter_get(&ls.tls_failures[r]);
+            }
+        STAT_U(c, "ssl_handshake_errors", failed);
+        int64_t since = (int64_t)time(NULL) - atomic_load(&s->opts.tls->loaded_at_s);
+        stat_line(c, "time_since_server_cert_refresh", "%u", (unsigned)(since > 0 ? since : 0));
+    }
     STAT_U(c, "unexpected_napi_ids", 0);
     STAT_U(c, "round_robin_fallback", 0);
     STAT_U(c, "bytes", cs.bytes);
