@@ -82,9 +82,11 @@ class Server:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.proc = subprocess.Popen([BINARY, *args], env=full_env, stdout=self.log,
                                      stderr=subprocess.STDOUT, preexec_fn=limits)
-        # Every listener the arguments open (the memcached and echo ports too), not just HTTP.
+        # Every listener the arguments open (the memcached and echo ports, and the TLS ports of
+        # all three), not just HTTP.
         ports = [self.port] + [int(a.split("=", 1)[1]) for a in args if isinstance(a, str) and
-                               re.match(r"(cache\.memcached_port|echo\.tcp_port)=[1-9]", a)]
+                               re.match(r"(cache\.memcached_port|echo\.tcp_port|(server|cache\.memcached|"
+                                        r"echo\.tcp)[._]tls\.port)=[1-9]", a)]
         deadline = time.time() + 10
         while ports and time.time() < deadline:
             if self.proc.poll() is not None:
