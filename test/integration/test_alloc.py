@@ -85,7 +85,6 @@ class SteadyStateAllocations(unittest.TestCase):
             self.skipTest("SF_MALLOC_SHIM not set")
         import socket
         import ssl
-        import time
         import tlscerts
         from sfharness import free_port, set_args
         OPENSSL_PER_EXCHANGE = 4
