@@ -147,6 +147,9 @@ OPTIONS = {
     # memcached's server-side session cache: resumption on; without it memcached resumes
     # nothing. Ours resumes by stateless tickets (docs/tls.md), the same switch.
     "ssl_session_cache": ("cache.memcached_tls.session_tickets", lambda v: "true"),
+    # the size of memcached's per-thread TLS write buffer; ours writes records from the
+    # connection's output buffer (stats settings shows memcached's default, 16384)
+    "ssl_wbuf_size": None,
 }
 
 

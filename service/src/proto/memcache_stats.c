@@ -502,6 +502,22 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "read_buf_mem_limit", "0");
     stat_line(c, "track_sizes", "no");
     stat_line(c, "inline_ascii_response", "no");
+    /* memcached's TLS build (Debian's): these whether or not -Z is on, its NULLs as it prints
+     * them ("(null)" for a path never set, "NULL" where it says so); ssl_keyformat 1 = PEM,
+     * ssl_wbuf_size memcached's default (our TLS writes go through the connection's own output
+     * buffer, in records of at most 16 KiB), no kTLS on this listener */
+    const memcache_options *o = &s->opts;
+    stat_line(c, "ssl_enabled", o->tls_on ? "yes" : "no");
+    stat_line(c, "ssl_chain_cert", "%s", o->tls_cert_file ? o->tls_cert_file : "(null)");
+    stat_line(c, "ssl_key", "%s", o->tls_key_file ? o->tls_key_file : "(null)");
+    STAT_U(c, "ssl_verify_mode", o->tls_verify_mode);
+    stat_line(c, "ssl_keyformat", "1");
+    stat_line(c, "ssl_ciphers", "%s", o->tls_cipher_list ? o->tls_cipher_list : "NULL");
+    stat_line(c, "ssl_ca_cert", "%s", o->tls_ca_file ? o->tls_ca_file : "NULL");
+    stat_line(c, "ssl_wbuf_size", "16384");
+    stat_line(c, "ssl_session_cache", o->tls_resumption ? "yes" : "no");
+    stat_line(c, "ssl_kernel_tls", "no");
+    stat_line(c, "ssl_min_version", o->tls_min13 ? "tlsv1.3" : "tlsv1.2");
     stat_line(c, "num_napi_ids", "(null)");
     stat_line(c, "memory_file", "(null)");
     WRITE_LIT(c, "END\r\n");
