@@ -259,6 +259,34 @@ class TlsListeners(unittest.TestCase):
         finally:
             plain.close()
 
+    def test_memcached_stats_settings_ssl(self):
+        """stats settings has memcached's TLS build's ssl_* lines, from cache.memcached_tls
+        (memcached's ssl_settings.t reads them), on either memcached port."""
+        def settings(sock):
+            sock.sendall(b"stats settings\r\n")
+            got = b""
+            while not got.endswith(b"END\r\n"):
+                data = sock.recv(65536)
+                self.assertTrue(data, got)
+                got += data
+            return dict(ln.split(b" ", 2)[1:] for ln in got.split(b"\r\n") if ln.startswith(b"STAT "))
+        raw = socket.create_connection(("127.0.0.1", self.mcs), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            over_tls = settings(s)
+        with socket.create_connection(("127.0.0.1", self.mc), timeout=5) as s:
+            plain = settings(s)
+        def ssl_lines(st):
+            return {k: v for k, v in st.items() if k.startswith(b"ssl_")}
+        self.assertEqual(ssl_lines(plain), ssl_lines(over_tls))
+        want = {b"ssl_enabled": b"yes", b"ssl_chain_cert": CERTS.server.encode(),
+                b"ssl_key": CERTS.server_key.encode(), b"ssl_verify_mode": b"0",
+                b"ssl_keyformat": b"1", b"ssl_ciphers": b"NULL", b"ssl_ca_cert": b"NULL",
+                b"ssl_wbuf_size": b"16384", b"ssl_session_cache": b"yes",
+                b"ssl_kernel_tls": b"no", b"ssl_min_version": b"tlsv1.2"}
+        self.assertEqual(ssl_lines(over_tls), want)
+        names = list(over_tls)  # memcached's order: after inline_ascii_response
+        self.assertEqual(names[names.index(b"inline_ascii_response") + 1], b"ssl_enabled")
+
     def test_echo_over_tls(self):
         raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)
         with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
