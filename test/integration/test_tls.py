@@ -286,6 +286,32 @@ class TlsListeners(unittest.TestCase):
         self.assertEqual(ssl_lines(over_tls), want)
         names = list(over_tls)  # memcached's order: after inline_ascii_response
         self.assertEqual(names[names.index(b"inline_ascii_response") + 1], b"ssl_enabled")
+        # stats: memcached -Z's two more, after log_watchers; a handshake that fails counts
+        raw = socket.create_connection(("127.0.0.1", self.mcs), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            s.sendall(b"stats\r\n")
+            got = b""
+            while not got.endswith(b"END\r\n"):
+                data = s.recv(65536)
+                self.assertTrue(data, got)
+                got += data
+            before = dict(ln.split(b" ", 2)[1:] for ln in got.split(b"\r\n") if ln.startswith(b"STAT "))
+            names = list(before)
+            self.assertEqual(names[names.index(b"log_watchers") + 1:names.index(b"log_watchers") + 3],
+                             [b"ssl_handshake_errors", b"time_since_server_cert_refresh"])
+            self.assertLess(int(before[b"time_since_server_cert_refresh"]), 3600)
+            with socket.create_connection(("127.0.0.1", self.mcs), timeout=5) as bad:
+                bad.sendall(b"get x\r\n")  # plaintext to the TLS port
+                bad.recv(100)
+            s.sendall(b"stats\r\n")
+            got = b""
+            while not got.endswith(b"END\r\n"):
+                data = s.recv(65536)
+                self.assertTrue(data, got)
+                got += data
+            after = dict(ln.split(b" ", 2)[1:] for ln in got.split(b"\r\n") if ln.startswith(b"STAT "))
+            self.assertEqual(int(after[b"ssl_handshake_errors"]),
+                             int(before[b"ssl_handshake_errors"]) + 1)
 
     def test_echo_over_tls(self):
         raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)

@@ -161,6 +161,7 @@ int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_c
     if (!t->current)
         return -1;
     atomic_store(&t->not_after_s, not_after_of(t->current));
+    atomic_store(&t->loaded_s, (int64_t)time(NULL));
     return 0;
 }
 
@@ -183,6 +184,7 @@ int net_tls_reload(net_tls *t, char *err, size_t errlen)
     spin_unlock(&t->lock);
     SSL_CTX_free(old); /* connections on it hold their own references */
     atomic_store(&t->not_after_s, not_after_of(ctx));
+    atomic_store(&t->loaded_s, (int64_t)time(NULL));
     atomic_fetch_add(&t->reloads, 1);
     return 0;
 }

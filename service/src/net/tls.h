@@ -75,6 +75,8 @@ typedef struct net_tls {
     _Atomic int lock;            /* held only to take a reference on `current` */
     struct ssl_ctx_st *current;  /* one reference held by this struct */
     _Atomic int64_t not_after_s; /* the current certificate's notAfter, Unix seconds */
+    _Atomic int64_t loaded_s;    /* when the current context was built, Unix seconds (memcached's
+                                  * time_since_server_cert_refresh counts from it) */
     _Atomic uint64_t reloads, reload_failures;
     /* The OpenSSL reason of the last failure per cause (a static string of OpenSSL's, or NULL):
      * the rate-limited log line quotes it. */

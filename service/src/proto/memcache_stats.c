@@ -27,7 +27,9 @@
  *                             never written here (they are single-writer counters of the loops
  *                             and the store, and /metrics must stay monotonic): the reset takes
  *                             a baseline, and this view shows value - baseline.
- *   stats settings            every key memcached prints, each value from the live
+ *                             With a TLS listener (memcached -Z) also ssl_handshake_errors and
+ *                             time_since_server_cert_refresh, as memcached's TLS build.
+ *   stats settings            every key memcached prints (with its TLS build's ssl_*), each value from the live
  *                             configuration or state (options, the store, the admin commands'
  *                             settings); memcached's default only where we have no such setting
  *                             and behave as that default (umask, slab_automove_window, ...).
@@ -63,6 +65,7 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -304,6 +307,18 @@ static uint64_t reserved_fds(const net_server *ns)
     return (uint64_t)rl.rlim_cur - ns->fd_conn_cap;
 }
 
+/* This server's TLS listener (memcached -Z), on the asking connection's loop, or NULL. */
+static const net_listener *tls_listener(const mc_conn *m)
+{
+    const net_loop *lp = m->c->loop;
+    for (unsigned i = 0; i < lp->nlisteners; i++) {
+        const net_listener *l = &lp->listeners[i];
+        if (l->spec && l->spec->tls && l->spec->ctx == (const void *)m->srv)
+            return l;
+    }
+    return NULL;
+}
+
 static void stats_general(mc_conn *m, uint64_t now)
 {
     const memcache_server *s = m->srv;
@@ -394,6 +409,21 @@ static void stats_general(mc_conn *m, uint64_t now)
     STAT_U(c, "log_watcher_skipped", ws.watcher_skipped);
     STAT_U(c, "log_watcher_sent", ws.watcher_sent);
     STAT_U(c, "log_watchers", ws.watchers);
+    /* memcached's TLS build with -Z: failed handshakes (ours by cause in /metrics'
+     * snowflaked_tls_handshake_failures_total) and the seconds since the certificate was loaded
+     * (start, SIGHUP, refresh_certs). ssl_new_sessions, printed with its session cache, is not:
+     * our resumption is by tickets, with no server-side session to count. */
+    const net_listener *tl = tls_listener(m);
+    if (tl) {
+        net_listener_stats ts;
+        net_listener_stats_sum(tl, &ts);
+        uint64_t fails = 0;
+        for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
+            fails += counter_get(&ts.tls_failures[r]);
+        int64_t since = (int64_t)time(NULL) - atomic_load(&tl->spec->tls->loaded_s);
+        STAT_U(c, "ssl_handshake_errors", fails);
+        STAT_U(c, "time_since_server_cert_refresh", since > 0 ? since : 0);
+    }
     STAT_U(c, "unexpected_napi_ids", 0);
     STAT_U(c, "round_robin_fallback", 0);
     STAT_U(c, "bytes", cs.bytes);
