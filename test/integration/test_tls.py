@@ -262,14 +262,17 @@ class TlsListeners(unittest.TestCase):
     def test_memcached_stats_settings_ssl(self):
         """stats settings has memcached's TLS build's ssl_* lines, from cache.memcached_tls
         (memcached's ssl_settings.t reads them), on either memcached port."""
-        def settings(sock):
-            sock.sendall(b"stats settings\r\n")
+        def stats(sock, which=b""):
+            sock.sendall(b"stats%s\r\n" % which)
             got = b""
             while not got.endswith(b"END\r\n"):
                 data = sock.recv(65536)
                 self.assertTrue(data, got)
                 got += data
             return dict(ln.split(b" ", 2)[1:] for ln in got.split(b"\r\n") if ln.startswith(b"STAT "))
+
+        def settings(sock):
+            return stats(sock, b" settings")
         raw = socket.create_connection(("127.0.0.1", self.mcs), timeout=5)
         with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
             over_tls = settings(s)
@@ -289,13 +292,7 @@ class TlsListeners(unittest.TestCase):
         # stats: memcached -Z's two more, after log_watchers; a handshake that fails counts
         raw = socket.create_connection(("127.0.0.1", self.mcs), timeout=5)
         with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
-            s.sendall(b"stats\r\n")
-            got = b""
-            while not got.endswith(b"END\r\n"):
-                data = s.recv(65536)
-                self.assertTrue(data, got)
-                got += data
-            before = dict(ln.split(b" ", 2)[1:] for ln in got.split(b"\r\n") if ln.startswith(b"STAT "))
+            before = stats(s)
             names = list(before)
             self.assertEqual(names[names.index(b"log_watchers") + 1:names.index(b"log_watchers") + 3],
                              [b"ssl_handshake_errors", b"time_since_server_cert_refresh"])
@@ -303,13 +300,7 @@ class TlsListeners(unittest.TestCase):
             with socket.create_connection(("127.0.0.1", self.mcs), timeout=5) as bad:
                 bad.sendall(b"get x\r\n")  # plaintext to the TLS port
                 bad.recv(100)
-            s.sendall(b"stats\r\n")
-            got = b""
-            while not got.endswith(b"END\r\n"):
-                data = s.recv(65536)
-                self.assertTrue(data, got)
-                got += data
-            after = dict(ln.split(b" ", 2)[1:] for ln in got.split(b"\r\n") if ln.startswith(b"STAT "))
+            after = stats(s)
             self.assertEqual(int(after[b"ssl_handshake_errors"]),
                              int(before[b"ssl_handshake_errors"]) + 1)
 
