@@ -29,9 +29,9 @@
  *                             a baseline, and this view shows value - baseline.
  *                             With a TLS listener (memcached -Z) also ssl_handshake_errors and
  *                             time_since_server_cert_refresh, as memcached's TLS build.
- *   stats settings            every key memcached prints (with its TLS build's ssl_*), each value from the live
- *                             configuration or state (options, the store, the admin commands'
- *                             settings); memcached's default only where we have no such setting
+ *   stats settings            every key memcached prints (with its TLS build's ssl_*), each
+ *                             value from the live configuration or state (options, the store,
+ *                             the admin commands' settings); memcached's default only where we have no such setting
  *                             and behave as that default (umask, slab_automove_window, ...).
  *                             test_memcache_diff's StatsSettingsValues compares the values with
  *                             memcached's started with the equivalent flags.
