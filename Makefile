@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG    ?= config.json
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run docs test test-deploy test-hardening test-memcached-suite chaos fuzz test-asan test-tsan bench bench-quick bench-generator bench-http clean
+.PHONY: all deps build run docs test test-deploy test-hardening test-memcached-suite test-memcached-suite-tls chaos fuzz test-asan test-tsan bench bench-quick bench-generator bench-http clean
 
 all: build
 
@@ -47,6 +47,10 @@ test-deploy: build
 # make test runs it too (ctest memcached_suite); this target runs it alone.
 test-memcached-suite: build
 	test/memcached_t/run.sh $(BUILD)/snowflaked
+
+# The same over TLS (memcached's SSL_TEST=1 mode; ctest memcached_suite_tls).
+test-memcached-suite-tls: build
+	MEMCACHED_T_TLS=1 test/memcached_t/run.sh $(BUILD)/snowflaked
 
 # Randomized chaos over a fleet on a real 3-member etcd (issue 14): daemons and etcd members
 # killed, frozen and stopped at random for CHAOS_SECONDS (default 300), seeded by CHAOS_SEED

@@ -12,6 +12,8 @@ PACKAGES="$PACKAGES libssl-dev openssl"
 PACKAGES="$PACKAGES libmemcached-tools python3-pymemcache memcached"
 # memcached's own t/*.t files (test/memcached_t): prove (perl), apt-get source (dpkg-dev).
 PACKAGES="$PACKAGES perl dpkg-dev"
+# ... and over TLS (memcached_suite_tls): the harness's TLS client, IO::Socket::SSL.
+PACKAGES="$PACKAGES libio-socket-ssl-perl"
 # PyYAML for the checks of deploy/monitoring's rules (ctest monitoring) and of service/openapi.yaml;
 # jsonschema for the daemon's JSON bodies against openapi.yaml's schemas (ctest openapi_live).
 PACKAGES="$PACKAGES python3-yaml python3-jsonschema"

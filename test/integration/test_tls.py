@@ -260,6 +260,51 @@ class TlsListeners(unittest.TestCase):
         finally:
             plain.close()
 
+    def test_memcached_stats_settings_ssl(self):
+        """stats settings has memcached's TLS build's ssl_* lines, from cache.memcached_tls
+        (memcached's ssl_settings.t reads them), on either memcached port."""
+        def stats(sock, which=b""):
+            sock.sendall(b"stats%s\r\n" % which)
+            got = b""
+            while not got.endswith(b"END\r\n"):
+                data = sock.recv(65536)
+                self.assertTrue(data, got)
+                got += data
+            return dict(ln.split(b" ", 2)[1:] for ln in got.split(b"\r\n") if ln.startswith(b"STAT "))
+
+        def settings(sock):
+            return stats(sock, b" settings")
+        raw = socket.create_connection(("127.0.0.1", self.mcs), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            over_tls = settings(s)
+        with socket.create_connection(("127.0.0.1", self.mc), timeout=5) as s:
+            plain = settings(s)
+        def ssl_lines(st):
+            return {k: v for k, v in st.items() if k.startswith(b"ssl_")}
+        self.assertEqual(ssl_lines(plain), ssl_lines(over_tls))
+        want = {b"ssl_enabled": b"yes", b"ssl_chain_cert": CERTS.server.encode(),
+                b"ssl_key": CERTS.server_key.encode(), b"ssl_verify_mode": b"0",
+                b"ssl_keyformat": b"1", b"ssl_ciphers": b"NULL", b"ssl_ca_cert": b"NULL",
+                b"ssl_wbuf_size": b"16384", b"ssl_session_cache": b"yes",
+                b"ssl_kernel_tls": b"no", b"ssl_min_version": b"tlsv1.2"}
+        self.assertEqual(ssl_lines(over_tls), want)
+        names = list(over_tls)  # memcached's order: after inline_ascii_response
+        self.assertEqual(names[names.index(b"inline_ascii_response") + 1], b"ssl_enabled")
+        # stats: memcached -Z's two more, after log_watchers; a handshake that fails counts
+        raw = socket.create_connection(("127.0.0.1", self.mcs), timeout=5)
+        with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            before = stats(s)
+            names = list(before)
+            self.assertEqual(names[names.index(b"log_watchers") + 1:names.index(b"log_watchers") + 3],
+                             [b"ssl_handshake_errors", b"time_since_server_cert_refresh"])
+            self.assertLess(int(before[b"time_since_server_cert_refresh"]), 3600)
+            with socket.create_connection(("127.0.0.1", self.mcs), timeout=5) as bad:
+                bad.sendall(b"get x\r\n")  # plaintext to the TLS port
+                bad.recv(100)
+            after = stats(s)
+            self.assertEqual(int(after[b"ssl_handshake_errors"]),
+                             int(before[b"ssl_handshake_errors"]) + 1)
+
     def test_echo_over_tls(self):
         raw = socket.create_connection(("127.0.0.1", self.echos), timeout=5)
         with client_ctx().wrap_socket(raw, server_hostname="127.0.0.1") as s:

@@ -14,8 +14,9 @@ memcached's own `make test`:
     new_memcached() croaks, and the file fails visibly.
   - MEMCACHED_T_SERVER=memcached: the real memcached is exec'd with the flags unchanged (the control).
 
-`memcached-debug -h` answers the feature probe (MemcachedTest.pm's supports_*): none of SASL, TLS,
-extstore, proxy, unix sockets or privilege dropping.
+`memcached-debug -h` answers the feature probe (MemcachedTest.pm's supports_*): none of SASL,
+extstore, proxy, unix sockets or privilege dropping; TLS ("enable-ssl") when MEMCACHED_T_TLS=1
+(run.sh's TLS mode), where the harness adds -Z and -o ssl_chain_cert/ssl_key to every server.
 
 Environment (set by run.sh): SNOWFLAKED_BIN, MEMCACHED_T_DATA (a directory for per-server data
 directories), MEMCACHED_T_SERVER.
@@ -98,6 +99,9 @@ BOOL_FLAGS = {
     "-v": None,  # verbosity of memcached's own stderr log; ours has log.level
     "-vv": None,
     "-vvv": None,
+    # -Z: memcached's TLS, on every listener (memcached_standin_tls below moves -p's port to
+    # our TLS listener and turns the plaintext one off, or keeps it on -l notls:'s port)
+    "-Z": "cache.memcached_tls.enabled=true",
 }
 
 def seconds_or_off(v):
@@ -132,7 +136,50 @@ OPTIONS = {
     # are never evicted
     "temporary_ttl": ("cache.memcached_temporary_ttl_s", seconds_or_off),
     "watcher_logbuf_size": None,  # the size of memcached's watcher log buffer
+    # memcached's TLS options (-Z; MemcachedTest.pm adds the first two under SSL_TEST=1) on our
+    # cache.memcached_tls.* keys
+    "ssl_chain_cert": ("cache.memcached_tls.cert_file", os.path.abspath),
+    "ssl_key": ("cache.memcached_tls.key_file", os.path.abspath),
+    "ssl_ca_cert": ("cache.memcached_tls.client_ca_file", os.path.abspath),
+    "ssl_verify_mode": ("cache.memcached_tls.verify_client", lambda v: ssl_verify_mode(v)),
+    "ssl_min_version": ("cache.memcached_tls.min_version", lambda v: ssl_min_version(v)),
+    "ssl_ciphers": ("cache.memcached_tls.cipher_list", str),
+    # memcached's server-side session cache: resumption on; without it memcached resumes
+    # nothing. Ours resumes by stateless tickets (docs/tls.md), the same switch.
+    "ssl_session_cache": ("cache.memcached_tls.session_tickets", lambda v: "true"),
+    # the size of memcached's per-thread TLS write buffer; ours writes records from the
+    # connection's output buffer (stats settings shows memcached's default, 16384)
+    "ssl_wbuf_size": None,
 }
+
+
+def ssl_verify_mode(v):
+    """memcached's ssl_verify_mode: 0 none, 1 request (a certificate sent must verify),
+    2 require, 3 once (require on the first handshake; we never renegotiate, so = 2)."""
+    modes = {"0": "none", "1": "optional", "2": "required", "3": "required"}
+    if v not in modes:
+        raise Refused("-o ssl_verify_mode=%s: not 0-3" % v)
+    return modes[v]
+
+
+def ssl_min_version(v):
+    """memcached's ssl_min_version: 0 tlsv1, 1 tlsv1.1, 2 tlsv1.2, 3 tlsv1.3. We serve 1.2 and up."""
+    versions = {"2": "1.2", "3": "1.3", "tlsv1.2": "1.2", "tlsv1.3": "1.3"}
+    if v not in versions:
+        raise Refused("-o ssl_min_version=%s: only TLS 1.2 (2) and 1.3 (3) are served here" % v)
+    return versions[v]
+
+
+def listen_list(v, settings):
+    """memcached's -l with TLS: a comma list of [notls:]host:port; the notls: one is our
+    plaintext memcached port, the other the TLS port (ssl_ports.t)."""
+    for part in v.split(","):
+        notls = part.startswith("notls:")
+        host, _, port = part[6 if notls else 0:].rpartition(":")
+        if not host or not port.isdigit():
+            raise Refused("-l %s: only [notls:]host:port entries" % part)
+        settings["cache.memcached_host"] = listen_arg(host)
+        settings["-l-plain-port" if notls else "-l-tls-port"] = port
 
 
 def translate(args):
@@ -141,6 +188,10 @@ def translate(args):
     i = 0
     while i < len(args):
         a = args[i]
+        if a == "-l" and i + 1 < len(args) and ":" in args[i + 1]:
+            listen_list(args[i + 1], settings)
+            i += 2
+            continue
         if a in VALUE_FLAGS:
             if i + 1 >= len(args):
                 raise Refused("%s needs a value" % a)
@@ -184,6 +235,21 @@ def translate(args):
     if settings.get("cache.memcached_temporary_ttl_s") and \
             settings.get("cache.lru_segmented") == "false":
         raise Refused("-o temporary_ttl requires lru_maintainer to be enabled")
+    # memcached's -Z makes every listener TLS: the TLS listener takes -p's port (or the TLS entry
+    # of -l), the plaintext memcached listener is off unless -l named a notls: port. Session
+    # resumption only with -o ssl_session_cache, as memcached.
+    # (-l's ports win over -p, as in memcached)
+    tls_port = settings.pop("-l-tls-port", None)
+    plain_port = settings.pop("-l-plain-port", None)
+    if settings.pop("cache.memcached_tls.enabled", None):
+        settings["cache.memcached_tls.port"] = tls_port or settings.get("cache.memcached_port", "11211")
+        settings["cache.memcached_port"] = plain_port or "0"
+        settings.setdefault("cache.memcached_tls.session_tickets", "false")
+        if not settings.get("cache.memcached_tls.cert_file") or \
+                not settings.get("cache.memcached_tls.key_file"):
+            raise Refused("-Z needs -o ssl_chain_cert and -o ssl_key")
+    elif any(k.startswith("cache.memcached_tls.") for k in settings) or tls_port:
+        raise Refused("ssl_* options and TLS -l entries need -Z")
     # memcached's -l sets the address of every listener; ours has the HTTP API beside it.
     if settings["cache.memcached_host"] == "localhost":
         settings["cache.memcached_host"] = "127.0.0.1"
@@ -221,6 +287,9 @@ def free_port(taken):
 def main(argv):
     if argv[:1] == ["-h"]:
         print("memcached 1.6.18 (stand-in: snowflaked's memcached listener, run by test/memcached_t)")
+        if os.environ.get("MEMCACHED_T_TLS") == "1":
+            # MemcachedTest.pm's supports_tls: SSL_TEST=1 runs the files over TLS
+            print("-Z, --enable-ssl          enable TLS/SSL (cache.memcached_tls)")
         return 0
     log = os.environ.get("MEMCACHED_T_SERVER_LOG")
     if log:  # the server's output beside the file's TAP output, not inside it

@@ -11,6 +11,10 @@
 # Environment: MEMCACHED_SRC_DIR (cache of the source package; default build/memcached-src),
 # MEMCACHED_T_LOGS (per-file prove output; default build/memcached-t-logs/<server>), MEMCACHED_T_TIMEOUT
 # (seconds per file, default 120). How it works and the exclusion rules: README.md here.
+#
+# MEMCACHED_T_TLS=1 runs the files over TLS (memcached's SSL_TEST=1 mode: the harness adds -Z and
+# its own test certificates to every server and connects with IO::Socket::SSL); exclude.txt plus
+# exclude-tls.txt, and pending-tls.txt instead of pending.txt.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,14 +22,18 @@ root=$(cd "$here/../.." && pwd)
 bin=${1:-$root/build/snowflaked}
 [ $# -gt 0 ] && shift
 cache=${MEMCACHED_SRC_DIR:-$root/build/memcached-src}
-per_file_timeout=${MEMCACHED_T_TIMEOUT:-120}
+# Over TLS 300: maxconns.t's 1024 connections are 1024 handshakes, each with a new
+# IO::Socket::SSL context loading the client certificate (about 2 min of the client's CPU here).
+per_file_timeout=${MEMCACHED_T_TIMEOUT:-$([ "${MEMCACHED_T_TLS:-0}" = 1 ] && echo 300 || echo 120)}
 exclude="$here/exclude.txt"
 
 die() { echo "memcached_t: $*" >&2; exit 2; }
 # Only this script's settings reach the daemon (as in test/integration/sfharness.py).
 for v in "${!SNOWFLAKED_@}"; do unset "$v"; done
 server_kind=${MEMCACHED_T_SERVER:-snowflaked}
-logs=${MEMCACHED_T_LOGS:-$root/build/memcached-t-logs/$server_kind}
+tls=${MEMCACHED_T_TLS:-0}
+case "$tls" in 0|1) ;; *) die "MEMCACHED_T_TLS must be 0 or 1" ;; esac
+logs=${MEMCACHED_T_LOGS:-$root/build/memcached-t-logs/$server_kind$([ "$tls" = 1 ] && echo -tls)}
 case "$server_kind" in
     snowflaked) [ -x "$bin" ] || die "no snowflaked binary at $bin (make build, or pass its path)"
                 bin=$(readlink -f "$bin") ;;
@@ -51,6 +59,7 @@ need_pkgs() {
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 need_pkgs perl dpkg-dev
+[ "$tls" = 1 ] && need_pkgs libio-socket-ssl-perl # the harness's TLS client (SSL_TEST=1)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/memcached_t.XXXXXX")
 cleanup() {
@@ -120,7 +129,7 @@ py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3) || die "no python3
 # `memcached-debug -h` is answered by the shell script itself, with the stand-in's text: the test
 # library runs it for every new_sock() (its TLS probe), and maxconns.t opens a thousand sockets,
 # which at a Python start-up each (~50 ms) took longer than the file's timeout.
-help=$("$py" "$here/memcached_standin.py" -h) || die "memcached_standin.py -h failed"
+help=$(MEMCACHED_T_TLS=$tls "$py" "$here/memcached_standin.py" -h) || die "memcached_standin.py -h failed"
 printf '#!/bin/sh\nif [ "$1" = -h ] && [ $# -eq 1 ]; then\n  cat <<"EOF"\n%s\nEOF\n  exit 0\nfi\nexec %s %s "$@"\n' \
     "$help" "$py" "$here/memcached_standin.py" >"$suite/memcached-debug"
 chmod 755 "$suite/memcached-debug"
@@ -133,7 +142,9 @@ while read -r name reason; do
     [ -n "$reason" ] || die "exclude.txt: $name has no reason"
     [ -f "$src/t/$name" ] || echo "memcached_t: exclude.txt names $name, which the suite does not have" >&2
     excluded[$name]=$reason
-done < "$exclude"
+done < <(if [ "$tls" = 1 ]; then # the TLS files (reason "TLS" in exclude.txt) run in this mode
+              awk '!($1 ~ /^ssl_/ && $2 == "TLS" && NF == 2)' "$exclude"; cat "$here/exclude-tls.txt"
+          else cat "$exclude"; fi)
 
 # --- Subtests we fail on purpose: "file n[,n...] reason..." per line; a reason is required.
 declare -A expected=() expected_why=()
@@ -150,7 +161,7 @@ while read -r name reason; do
     case "$name" in ''|'#'*) continue ;; esac
     [ -n "$reason" ] || die "pending.txt: $name has no reason"
     pending[$name]=$reason
-done < <([ "$server_kind" = snowflaked ] && cat "$here/pending.txt") # ours only
+done < <([ "$server_kind" = snowflaked ] && cat "$here/$([ "$tls" = 1 ] && echo pending-tls.txt || echo pending.txt)") # ours only
 
 if [ $# -gt 0 ]; then
     files=("$@")
@@ -165,6 +176,7 @@ fi
 mkdir -p "$logs" "$tmp/data"
 rm -f "$logs"/*.log "$logs/summary.txt"
 export MEMCACHED_T_SERVER="$server_kind" MEMCACHED_T_DATA="$tmp/data" SNOWFLAKED_BIN="$bin"
+if [ "$tls" = 1 ]; then export SSL_TEST=1 MEMCACHED_T_TLS=1; else unset SSL_TEST; fi
 kill_leftovers() {
     local pidfile pid
     for pidfile in "$tmp"/data/*/pid; do

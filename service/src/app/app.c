@@ -511,8 +511,6 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
                 mo.refresh_certs = refresh_certs;
                 mo.refresh_certs_arg = a;
             }
-            if (a->tls_on[APP_TLS_MEMCACHED])
-                mo.tls = &a->tls[APP_TLS_MEMCACHED];
             memcache_server_set_options(a->mc, &mo);
             memcache_server_set_budget(a->mc, &a->inflight);
             int rc = load_memcached_auth(a->mc, c, err, errlen);

@@ -93,6 +93,20 @@ void app_memcache_options(const cfg *c, memcache_options *out)
     out->item_size_max = cc->max_item_bytes;
     out->idle_timeout_s = cc->memcached_idle_timeout_s;
     out->lru_crawler = cc->memcached_lru_crawler;
+    /* "stats settings" ssl_* (the config outlives the server) */
+    const cfg_tls *t = &cc->memcached_tls;
+    out->tls_on = t->port != 0;
+    if (out->tls_on) {
+        out->tls_cert_file = t->cert_file;
+        out->tls_key_file = t->key_file;
+        out->tls_ca_file = t->client_ca_file[0] ? t->client_ca_file : NULL;
+        out->tls_cipher_list = t->cipher_list[0] ? t->cipher_list : NULL;
+        out->tls_verify_mode = t->verify_client == CFG_VERIFY_REQUIRED   ? 2
+                               : t->verify_client == CFG_VERIFY_OPTIONAL ? 1
+                                                                         : 0;
+        out->tls_min13 = t->min_tls13;
+        out->tls_resumption = t->session_tickets;
+    }
 }
 
 void app_tls_config(const cfg_tls *t, bool alpn_http11, net_tls_config *out)

@@ -75,6 +75,16 @@ typedef struct memcache_options {
     /* false = -o no_lru_crawler (or no_modern): "lru_crawler crawl|metadump" are refused until
      * "lru_crawler enable", as memcached started without its crawler thread */
     bool lru_crawler;
+    /* The TLS twin of this listener (memcached -Z), for "stats settings" ssl_* lines, which
+     * memcached's TLS build prints whether -Z is on or not: tls_on, then the files (strings
+     * the caller keeps for the server's life; NULL = none, printed as memcached does), the
+     * client verification as memcached's ssl_verify_mode (0 none, 1 request, 2 require), the
+     * TLS 1.2 cipher list (NULL = the default), TLS 1.3 as the minimum, resumption (tickets:
+     * memcached's ssl_session_cache) on. */
+    bool tls_on;
+    const char *tls_cert_file, *tls_key_file, *tls_ca_file, *tls_cipher_list;
+    unsigned tls_verify_mode;
+    bool tls_min13, tls_resumption;
     /* Called (on a loop thread) by "shutdown" (graceful false) and "shutdown graceful": must
      * only start the stop, e.g. signal the main thread. NULL: the command is accepted, nothing
      * stops (in-process graphs). */
@@ -85,9 +95,6 @@ typedef struct memcache_options {
      * NULL: no TLS here, the reply is memcached's "Error TLS not enabled". */
     int (*refresh_certs)(void *arg, char *reply, size_t replylen);
     void *refresh_certs_arg;
-    /* The memcached TLS listener's (cache.memcached_tls), NULL without one: "stats" then shows
-     * memcached -Z's ssl_handshake_errors and time_since_server_cert_refresh. */
-    const struct net_tls *tls;
 } memcache_options;
 
 /* memcached's defaults: flush, CAS, watch, dumping, cache_memlimit and the LRU crawler on, the

@@ -31,9 +31,11 @@
  *                             never written here (they are single-writer counters of the loops
  *                             and the store, and /metrics must stay monotonic): the reset takes
  *                             a baseline, and this view shows value - baseline.
- *   stats settings            every key memcached prints, each value from the live
- *                             configuration or state (options, the store, the admin commands'
- *                             settings); memcached's default only where we have no such setting
+ *                             With a TLS listener (memcached -Z) also ssl_handshake_errors and
+ *                             time_since_server_cert_refresh, as memcached's TLS build.
+ *   stats settings            every key memcached prints (with its TLS build's ssl_*), each
+ *                             value from the live configuration or state (options, the store,
+ *                             the admin commands' settings); memcached's default only where we have no such setting
  *                             and behave as that default (umask, slab_automove_window, ...).
  *                             test_memcache_diff's StatsSettingsValues compares the values with
  *                             memcached's started with the equivalent flags.
@@ -310,6 +312,18 @@ static uint64_t reserved_fds(const net_server *ns)
     return (uint64_t)rl.rlim_cur - ns->fd_conn_cap;
 }
 
+/* This server's TLS listener (memcached -Z), on the asking connection's loop, or NULL. */
+static const net_listener *tls_listener(const mc_conn *m)
+{
+    const net_loop *lp = m->c->loop;
+    for (unsigned i = 0; i < lp->nlisteners; i++) {
+        const net_listener *l = &lp->listeners[i];
+        if (l->spec && l->spec->tls && l->spec->ctx == (const void *)m->srv)
+            return l;
+    }
+    return NULL;
+}
+
 static void stats_general(mc_conn *m, uint64_t now)
 {
     const memcache_server *s = m->srv;
@@ -400,19 +414,20 @@ static void stats_general(mc_conn *m, uint64_t now)
     STAT_U(c, "log_watcher_skipped", ws.watcher_skipped);
     STAT_U(c, "log_watcher_sent", ws.watcher_sent);
     STAT_U(c, "log_watchers", ws.watchers);
-    if (s->opts.tls) { /* memcached -Z's: handshakes failed, seconds since the certificate loaded */
-        uint64_t failed = 0;
-        const net_loop *l = conn_loop(c);
-        for (unsigned k = 0; k < l->nlisteners; k++)
-            if (l->listeners[k].spec->tls == s->opts.tls) {
-                net_listener_stats ls;
-                net_listener_stats_sum(&l->listeners[k], &ls);
-                for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
-                    failed += counter_get(&ls.tls_failures[r]);
-            }
-        STAT_U(c, "ssl_handshake_errors", failed);
-        int64_t since = (int64_t)time(NULL) - atomic_load(&s->opts.tls->loaded_at_s);
-        stat_line(c, "time_since_server_cert_refresh", "%u", (unsigned)(since > 0 ? since : 0));
+    /* memcached's TLS build with -Z: failed handshakes (ours by cause in /metrics'
+     * snowflaked_tls_handshake_failures_total) and the seconds since the certificate was loaded
+     * (start, SIGHUP, refresh_certs). ssl_new_sessions, printed with its session cache, is not:
+     * our resumption is by tickets, with no server-side session to count. */
+    const net_listener *tl = tls_listener(m);
+    if (tl) {
+        net_listener_stats ts;
+        net_listener_stats_sum(tl, &ts);
+        uint64_t fails = 0;
+        for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
+            fails += counter_get(&ts.tls_failures[r]);
+        int64_t since = (int64_t)time(NULL) - atomic_load(&tl->spec->tls->loaded_at_s);
+        STAT_U(c, "ssl_handshake_errors", fails);
+        STAT_U(c, "time_since_server_cert_refresh", since > 0 ? since : 0);
     }
     STAT_U(c, "unexpected_napi_ids", 0);
     STAT_U(c, "round_robin_fallback", 0);
@@ -522,6 +537,22 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "read_buf_mem_limit", "0");
     stat_line(c, "track_sizes", "no");
     stat_line(c, "inline_ascii_response", "no");
+    /* memcached's TLS build (Debian's): these whether or not -Z is on, its NULLs as it prints
+     * them ("(null)" for a path never set, "NULL" where it says so); ssl_keyformat 1 = PEM,
+     * ssl_wbuf_size memcached's default (our TLS writes go through the connection's own output
+     * buffer, in records of at most 16 KiB), no kTLS on this listener */
+    const memcache_options *o = &s->opts;
+    stat_line(c, "ssl_enabled", o->tls_on ? "yes" : "no");
+    stat_line(c, "ssl_chain_cert", "%s", o->tls_cert_file ? o->tls_cert_file : "(null)");
+    stat_line(c, "ssl_key", "%s", o->tls_key_file ? o->tls_key_file : "(null)");
+    STAT_U(c, "ssl_verify_mode", o->tls_verify_mode);
+    stat_line(c, "ssl_keyformat", "1");
+    stat_line(c, "ssl_ciphers", "%s", o->tls_cipher_list ? o->tls_cipher_list : "NULL");
+    stat_line(c, "ssl_ca_cert", "%s", o->tls_ca_file ? o->tls_ca_file : "NULL");
+    stat_line(c, "ssl_wbuf_size", "16384");
+    stat_line(c, "ssl_session_cache", o->tls_resumption ? "yes" : "no");
+    stat_line(c, "ssl_kernel_tls", "no");
+    stat_line(c, "ssl_min_version", o->tls_min13 ? "tlsv1.3" : "tlsv1.2");
     stat_line(c, "num_napi_ids", "(null)");
     stat_line(c, "memory_file", "(null)");
     WRITE_LIT(c, "END\r\n");
