@@ -575,7 +575,11 @@ conn *conn_open(net_loop *loop, net_listener *l, const conn_io *io, int fd, void
         NET_STAT_ADD(loop->stats.rejected_at_cap, 1);
         NET_STAT_ADD(l->stats.rejected_at_cap, 1);
         const char *why = l->spec->proto->reject_line;
-        if (why && fd >= 0 && !l->spec->tls) /* best effort: a fresh socket takes a line */
+        /* Best effort: a fresh socket takes a line. Plaintext on a TLS listener too, as memcached
+         * -Z does: a TLS client reading bytes that are not a record fails its handshake without
+         * answering, where a bare close makes some clients (Perl's IO::Socket::SSL) write an
+         * alert into the reset socket and die of SIGPIPE (memcached's t/maxconns.t over TLS). */
+        if (why && fd >= 0)
             (void)!send(fd, why, strlen(why), MSG_DONTWAIT | MSG_NOSIGNAL);
         return NULL;
     }
