@@ -1514,13 +1514,24 @@ class MemcacheWatch(unittest.TestCase):
         self.assertGreater(int(st["log_watcher_skipped"]), 0)
         self.assertGreater(int(st["log_watcher_sent"]), 0)
         # Reading again: the lines that fitted, then skipped=N before the next line.
+        # The skipped= line goes out before the next line logged once there is room, so when the
+        # watcher has read all it was sent, another "get after" makes that next line. A slow
+        # server (TSan on a busy machine) may take longer than a read timeout to send more: then
+        # the watcher asks again, until the deadline.
         w.sock.settimeout(0.5)
         seen = []
+        deadline = time.monotonic() + 30
         for n in range(10000):
             if n % 50 == 0:
                 self.assertEqual(c.ask(b"get after\r\n"), b"END\r\n")
             while b"\n" not in w.buf:
-                w.buf += w.sock.recv(65536)
+                try:
+                    data = w.sock.recv(65536)
+                    self.assertTrue(data, "the watcher's connection closed")
+                    w.buf += data
+                except socket.timeout:
+                    self.assertLess(time.monotonic(), deadline, "no skipped= line from the watcher")
+                    self.assertEqual(c.ask(b"get after\r\n"), b"END\r\n")
             ln, w.buf = w.buf.split(b"\n", 1)
             seen.append(ln)
             if ln.startswith(b"skipped="):
