@@ -4,6 +4,7 @@ pymemcache; hostile input; mutual TLS; start-up refusals; a SIGHUP rotation.
 Certificates come from tlscerts.py (openssl in a temporary directory)."""
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -786,6 +787,40 @@ class WatchFiles(unittest.TestCase):
         self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
         self.kubelet_update(CERTS.server, CERTS.server_key, "c")
         self.assertEqual(self.wait_serial(port, CERTS.server), serial(CERTS.server))
+
+    def test_directory_removed_and_recreated(self):
+        """rm -rf dir && mkdir dir && cp ...: the watch on the old directory died with it; the
+        new one at the same path is watched (found within the 2 s recheck) and its files are
+        loaded. Once more slowly, with the directory missing for a while: the certificate in
+        service stays, no reload is tried, and one line says it went away, one that it is back."""
+        copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        server, port = self.start()
+        self.assertEqual(served_serial(port), serial(CERTS.server))
+        shutil.rmtree(self.dir)
+        os.mkdir(self.dir)
+        copy_file(CERTS.server2, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server2_key, os.path.join(self.dir, "tls.key"))
+        self.assertEqual(self.wait_serial(port, CERTS.server2, timeout=6), serial(CERTS.server2))
+
+        shutil.rmtree(self.dir)
+        deadline = time.time() + 5
+        while time.time() < deadline and server.output().count("went away") < 2:
+            time.sleep(0.05)
+        time.sleep(3)  # more than a recheck period and the debounce: nothing is reloaded
+        self.assertEqual(served_serial(port), serial(CERTS.server2))
+        os.mkdir(self.dir)
+        copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        self.assertEqual(self.wait_serial(port, CERTS.server, timeout=6), serial(CERTS.server))
+        out = server.output()
+        self.assertEqual(out.count("TLS certificate directory %s went away" % self.dir), 2, out)
+        self.assertEqual(out.count("TLS certificate directory %s is back" % self.dir), 2, out)
+        self.assertNotIn("reload refused", out)
+        # and the directory now in place is the one watched
+        copy_file(CERTS.server2, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server2_key, os.path.join(self.dir, "tls.key"))
+        self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
 
     def test_watch_off(self):
         copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
