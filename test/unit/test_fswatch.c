@@ -192,6 +192,32 @@ START_TEST(test_replaced_directory_rearmed)
 }
 END_TEST
 
+/* An event named like the directory is how libuv reports the directory's own removal or move,
+ * and renews the watch even when the path shows the same inode (a directory created right after
+ * a removal may reuse the freed inode's number). Here a file of that name: the same directory,
+ * renewed silently; it keeps working. */
+START_TEST(test_same_directory_renewed_silently)
+{
+    char dir[] = "/tmp/sf_fswatch_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *base = strrchr(dir, '/') + 1;
+    net_fswatch *w = watch_one(dir);
+    write_file(dir, base, "x");
+    wait_for(&calls, 1, 1000);
+    sleep_ms(300);
+    ck_assert_int_eq(atomic_load(&calls), 1);
+    ck_assert_int_eq(atomic_load(&gone), 0);
+    ck_assert_int_eq(atomic_load(&back), 0);
+    write_file(dir, "tls.crt", "y");
+    wait_for(&calls, 2, 1000);
+    ck_assert_int_eq(atomic_load(&calls), 2);
+    net_fswatch_stop(w);
+    remove_file(dir, base);
+    remove_file(dir, "tls.crt");
+    rmdir(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fswatch");
@@ -200,6 +226,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_missing_directory_refused);
     tcase_add_test(tc, test_removed_directory_rearmed);
     tcase_add_test(tc, test_replaced_directory_rearmed);
+    tcase_add_test(tc, test_same_directory_renewed_silently);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,8 +10,10 @@
 
 typedef struct watched {
     char *path;
+    const char *base; /* the last component of path: libuv's name for events on the directory */
     uv_fs_event_t ev;
-    bool armed;    /* ev watches the directory identified by dev/ino, now at path */
+    bool armed; /* ev watches the directory identified by dev/ino, now at path */
+    bool gone;  /* reported gone (dir_state), not yet back */
     dev_t dev;
     ino_t ino;
 } watched;
@@ -63,34 +65,44 @@ static int arm(watched *d)
 
 /* Is the watched directory still the one at its path? If not, the watch (bound to the old
  * inode, or dead with it) is dropped; a directory at the path is watched again, and its arrival
- * counts as a change. */
-static void check(net_fswatch *w, watched *d)
+ * counts as a change. `renewed`: the directory itself had an event (removed, moved): the watch is
+ * renewed even when the path shows the same device and inode, since a file system may give a
+ * directory created right after a removal the freed inode's number; only a different or missing
+ * directory is reported. */
+static void check(net_fswatch *w, watched *d, bool renewed)
 {
     struct stat st;
     bool there = stat(d->path, &st) == 0 && S_ISDIR(st.st_mode);
-    if (d->armed && there && st.st_dev == d->dev && st.st_ino == d->ino)
+    bool same = d->armed && there && st.st_dev == d->dev && st.st_ino == d->ino;
+    if (same && !renewed)
         return;
     if (d->armed) {
         uv_fs_event_stop(&d->ev);
         d->armed = false;
-        note(w, d, false);
+        if (!same && !d->gone) {
+            d->gone = true;
+            note(w, d, false);
+        }
     }
     if (there && arm(d) == 0) {
-        note(w, d, true);
+        if (d->gone) {
+            d->gone = false;
+            note(w, d, true);
+        }
         uv_timer_start(&w->debounce, fired, w->o.debounce_ms, 0);
     }
 }
 
 /* Any event in a watched directory (re)starts the debounce: the call comes once the burst is
  * over. Which file changed does not matter: the callback reads all of them again. An event on
- * the directory itself (removed, moved) shows up here too: checked at once. */
+ * the directory itself (libuv names it with the directory's last component) renews the watch. */
 static void changed(uv_fs_event_t *h, const char *name, int events, int status)
 {
-    (void)name;
     (void)events;
     (void)status;
     net_fswatch *w = h->loop->data;
-    check(w, h->data);
+    watched *d = h->data;
+    check(w, d, name && strcmp(name, d->base) == 0);
     uv_timer_start(&w->debounce, fired, w->o.debounce_ms, 0);
 }
 
@@ -98,7 +110,7 @@ static void recheck(uv_timer_t *t)
 {
     net_fswatch *w = t->data;
     for (size_t i = 0; i < w->ndirs; i++)
-        check(w, &w->dirs[i]);
+        check(w, &w->dirs[i], false);
 }
 
 static void close_one(uv_handle_t *h, void *arg)
@@ -167,6 +179,10 @@ net_fswatch *net_fswatch_start(const char *const *dirs, size_t ndirs, const net_
         uv_fs_event_init(&w->loop, &d->ev);
         d->ev.data = d;
         d->path = strdup(dirs[i]);
+        if (d->path) {
+            const char *slash = strrchr(d->path, '/');
+            d->base = slash && slash[1] ? slash + 1 : d->path;
+        }
         int rc = d->path ? arm(d) : UV_ENOMEM;
         if (rc != 0) {
             snprintf(err, errlen, "%s: %s", dirs[i], uv_strerror(rc));
