@@ -12,7 +12,9 @@
  * reported while a directory is missing (the files in it are gone too: a reload could only
  * fail); its return counts as a change, so what was copied into it is picked up, whether the
  * copy finished before or after the watch was armed again. The same recheck also notices a
- * directory replaced between two events (a new inode at the path).
+ * directory replaced between two events (a new inode at the path), and an event on the directory
+ * itself (its removal or move) renews the watch at once even when the path shows the same inode
+ * number (a file system may give a directory created right after a removal the freed one).
  *
  * Threads: net_fswatch_start / net_fswatch_stop from one thread (the main one); the callbacks run
  * on the watch thread, never two at once, never on a loop thread.
