@@ -53,9 +53,10 @@ static int arm(watched *d)
     if (rc != 0)
         return rc;
     struct stat st;
-    if (stat(d->path, &st) != 0 || !S_ISDIR(st.st_mode)) { /* gone again already, or a file */
+    bool missing = stat(d->path, &st) != 0;
+    if (missing || !S_ISDIR(st.st_mode)) { /* gone again already, or not a directory */
         uv_fs_event_stop(&d->ev);
-        return stat(d->path, &st) != 0 ? UV_ENOENT : UV_ENOTDIR;
+        return missing ? UV_ENOENT : UV_ENOTDIR;
     }
     d->armed = true;
     d->dev = st.st_dev;
