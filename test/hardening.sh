@@ -28,6 +28,7 @@ stage asan make test-asan
 stage tsan make test-tsan
 stage fuzz sh test/fuzz/run.sh "$FUZZ_SECONDS"
 execs=$(awk '$1 == "total" {print $2}' "$log/fuzz" | tail -n 1)
+harnesses=$(grep -c '^fuzz_' "$log/fuzz" || true) # one report line per harness (run.sh)
 echo "test-hardening: passed: $(count "$log/asan") suites under ASan+UBSan," \
-    "$(count "$log/tsan") under TSan, 5 fuzz harnesses x ${FUZZ_SECONDS} s" \
+    "$(count "$log/tsan") under TSan, ${harnesses} fuzz harnesses x ${FUZZ_SECONDS} s" \
     "(${execs:-?} executions), in $(( $(date +%s) - start )) s"

@@ -45,7 +45,8 @@ set(_sf_fuzz_libs_memcache sf_conn_fake sf_app)
 set(_sf_fuzz_libs_config sf_config)
 set(_sf_fuzz_libs_ids sf_snowflake)
 set(_sf_fuzz_libs_snapshot sf_cache)
-set(SF_FUZZ_HARNESSES http memcache config ids snapshot)
+set(_sf_fuzz_libs_tls sf_conn_fake sf_app) # the echo protocol over net/transport_tls.c
+set(SF_FUZZ_HARNESSES http memcache config ids snapshot tls)
 foreach(_name IN LISTS SF_FUZZ_HARNESSES)
   add_executable(fuzz_${_name} test/fuzz/fuzz_${_name}.c)
   target_compile_options(fuzz_${_name} PRIVATE -fsanitize=fuzzer,${SF_FUZZ_SANITIZERS}

@@ -150,7 +150,8 @@ static char fuzz_dir_path[256];
 static inline void fuzz_dir_remove(void)
 {
     /* Only files this harness created, by name; then the directory itself. */
-    static const char *const names[] = {"input", "input.tmp", "copy", "copy.tmp", "printed"};
+    static const char *const names[] = {"input",   "input.tmp", "copy",  "copy.tmp",
+                                         "printed", "tls.crt",   "tls.key"};
     char p[320];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(p, sizeof p, "%s/%s", fuzz_dir_path, names[i]);

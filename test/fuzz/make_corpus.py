@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the text seeds of test/fuzz/corpus/ (HTTP, memcached, config, IDs).
+"""Writes the text seeds of test/fuzz/corpus/ (HTTP, memcached, config, IDs, TLS records).
 
 Usage: test/fuzz/make_corpus.py [CORPUS_DIR]   (default: test/fuzz/corpus next to this file)
 
@@ -378,6 +378,96 @@ def id_seeds():
     return s
 
 
+# fuzz_tls: byte 0 the scenario (fuzz_tls.c), byte 1 the splitter's flag byte, then the payload.
+TLS_RAW, TLS_13, TLS_12, TLS_13_RAW = range(4)
+TLS_MTLS = 0x04
+TLS_ALPN_HTTP11, TLS_ALPN_H2, TLS_ALPN_BOTH = 0x08, 0x10, 0x18
+TLS_FIN = 0x20
+TLS_LAZY = 0x40
+TLS_EXTRA = 0x80
+
+
+def client_hello(version=None, alpn=None, sni="localhost"):
+    """The first flight of Python's (OpenSSL's) TLS client: a real ClientHello record."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if version:
+        ctx.minimum_version = ctx.maximum_version = version
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_side=False, server_hostname=sni)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def record(ctype, body, version=b"\x03\x03"):
+    return bytes([ctype]) + version + len(body).to_bytes(2, "big") + body
+
+
+def tls_seeds():
+    import ssl
+    h13 = client_hello(ssl.TLSVersion.TLSv1_3, ["http/1.1"])
+    h12 = client_hello(ssl.TLSVersion.TLSv1_2, ["http/1.1"])
+    hany = client_hello(None, ["h2", "http/1.1"])
+    bare = client_hello(ssl.TLSVersion.TLSv1_3, None, sni=None)
+    msg = h13[5:]  # the handshake message without its record header
+    half = len(msg) // 2
+    s = {
+        # raw first flights (mode 0): real ClientHellos, whole and in small writes
+        "hello-tls13-alpn": (TLS_RAW, WHOLE, h13),
+        "hello-tls12-alpn": (TLS_RAW, WHOLE, h12),
+        "hello-any-h2-http11": (TLS_RAW, WHOLE, hany),
+        "hello-tls13-no-alpn-no-sni": (TLS_RAW, WHOLE, bare),
+        "hello-tls13-bytewise": (TLS_RAW, BYTES, h13),
+        "hello-tls12-upto16": (TLS_RAW, UPTO16, h12),
+        "hello-mtls-listener": (TLS_RAW | TLS_MTLS, WHOLE, h13),
+        "hello-then-fin": (TLS_RAW | TLS_FIN, WHOLE, h13),
+        # the message cut over two records (legal), and a record that lies about its length
+        "hello-two-records": (TLS_RAW, WHOLE, record(22, msg[:half], h13[1:3])
+                              + record(22, msg[half:], h13[1:3])),
+        "hello-length-too-long": (TLS_RAW, WHOLE, h13[:3] + b"\x48\x00" + h13[5:]),
+        "hello-truncated": (TLS_RAW | TLS_FIN, WHOLE, h13[: len(h13) // 3]),
+        "garbage-before-hello": (TLS_RAW, WHOLE, b"\x00\x01garbage\r\n" + h13),
+        "plaintext-http": (TLS_RAW, WHOLE, b"GET /id HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        "plaintext-memcached": (TLS_RAW, UPTO4, b"get foo\r\nversion\r\n"),
+        "proxy-protocol-v1": (TLS_RAW, WHOLE, b"PROXY TCP4 127.0.0.1 127.0.0.1 1 2\r\n" + h13),
+        "sslv2-hello": (TLS_RAW, WHOLE, bytes.fromhex("802e0103010015000000100100800300800700c006"
+                                                        "004000400010040080000000ff")
+                        + b"\x11" * 16),
+        "alert-first": (TLS_RAW, WHOLE, record(21, b"\x02\x28")),
+        "ccs-first": (TLS_RAW, WHOLE, record(20, b"\x01")),
+        "appdata-first": (TLS_RAW, WHOLE, record(23, b"\x00" * 40)),
+        "heartbeat-record": (TLS_RAW, WHOLE, record(24, b"\x01\x40\x00" + b"A" * 16)),
+        "garbage": (TLS_RAW, HALVES, bytes(range(256))),
+        "empty": (TLS_RAW | TLS_FIN, WHOLE, b""),
+        # a real client, then application data echoed back (modes 1, 2)
+        "tls13-echo": (TLS_13 | TLS_ALPN_HTTP11, WHOLE, b"hello over TLS 1.3\n"),
+        "tls13-echo-pieces": (TLS_13, UPTO64, b"GET /id HTTP/1.1\r\nHost: x\r\n\r\n" * 8),
+        "tls13-echo-big-lazy": (TLS_13 | TLS_LAZY, UPTO4K, bytes(range(256)) * 15),
+        "tls13-key-update": (TLS_13 | TLS_EXTRA, UPTO16, b"after a KeyUpdate\n" * 4),
+        "tls13-fin": (TLS_13 | TLS_FIN, WHOLE, b"bye\n"),
+        "tls13-alpn-h2-refused": (TLS_13 | TLS_ALPN_H2, WHOLE, b"never sent\n"),
+        "tls13-alpn-both": (TLS_13 | TLS_ALPN_BOTH, WHOLE, b"http/1.1 chosen\n"),
+        "tls13-mtls": (TLS_13 | TLS_MTLS, WHOLE, b"with a client certificate\n"),
+        "tls12-echo": (TLS_12 | TLS_ALPN_HTTP11, WHOLE, b"hello over TLS 1.2\n"),
+        "tls12-renegotiate": (TLS_12 | TLS_EXTRA, UPTO16, b"renegotiation refused\n"),
+        "tls12-mtls-lazy": (TLS_12 | TLS_MTLS | TLS_LAZY, UPTO512, b"x" * 3000),
+        # a handshake, then raw bytes on the socket (mode 3)
+        "after-handshake-garbage": (TLS_13_RAW, WHOLE, bytes(range(64))),
+        "after-handshake-hello": (TLS_13_RAW, WHOLE, h13),
+        "after-handshake-plain-appdata": (TLS_13_RAW, WHOLE, record(23, b"GET / HTTP/1.1\r\n\r\n")),
+        "after-handshake-alert": (TLS_13_RAW | TLS_FIN, WHOLE, record(21, b"\x01\x00")),
+        "mtls-no-client-cert": (TLS_13_RAW | TLS_MTLS | TLS_EXTRA, WHOLE, b"\x17\x03\x03\x00\x01x"),
+    }
+    return s
+
+
 def write(dir_, name, data):
     os.makedirs(dir_, exist_ok=True)
     with open(os.path.join(dir_, name), "wb") as f:
@@ -394,6 +484,8 @@ def main():
         write(os.path.join(corpus, "fuzz_config"), name, data)
     for name, data in id_seeds().items():
         write(os.path.join(corpus, "fuzz_ids"), name, data)
+    for name, (flags, split, data) in tls_seeds().items():
+        write(os.path.join(corpus, "fuzz_tls"), name, bytes([flags, split]) + data)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 # Builds the libFuzzer harnesses (build-fuzz/, clang, -DSF_FUZZ=ON) and runs each one for
 # SECONDS_PER_HARNESS seconds (default 60) over a fresh copy of its seed corpus.
 #
-#   test/fuzz/run.sh                 5 harnesses x 60 s (CI)
+#   test/fuzz/run.sh                 6 harnesses x 60 s (CI)
 #   test/fuzz/run.sh 3600            a long run: one hour each
-#   test/fuzz/run.sh 600 http ids    only some harnesses (http memcache config ids snapshot)
+#   test/fuzz/run.sh 600 http ids    only some harnesses (http memcache config ids snapshot tls)
 #   test/fuzz/run.sh --seeds         regenerate the seed corpus (make_corpus.py + make_seeds)
 #
 # Environment:
@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 case $build in /*) ;; *) build=$root/$build ;; esac
-all="http memcache config ids snapshot"
+all="http memcache config ids snapshot tls"
 
 die() { echo "run.sh: $*" >&2; exit 1; }
 

@@ -4,6 +4,7 @@ Every test server gets its own temporary data_dir and a free ephemeral port, and
 end even if the test fails. Responses are parsed by a deliberately small HTTP/1.1 reader so that
 the tests see exactly what went over the wire.
 """
+import importlib
 import json
 import os
 import re
@@ -11,11 +12,36 @@ import signal
 import socket
 import socketserver
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
 BINARY = os.environ.get("SNOWFLAKED_BIN", "")
+
+DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
+
+
+def debian_import(module, debian_package):
+    """import_module(module), falling back to Debian's dist-packages: deploy/install-deps.sh
+    installs the test's Python libraries as Debian packages (python3-pymemcache, python3-yaml),
+    which live beside the system Python, and the python3 running the tests need not be that one
+    (pyenv, a venv). They are pure Python (or fall back to it), so any python3 can load them.
+
+    Raises ImportError naming the Debian package when neither has the module: the test needing it
+    fails instead of being skipped, since CI installs it and a skipped test proves nothing."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        pass
+    if DEBIAN_DIST_PACKAGES not in sys.path:
+        sys.path.append(DEBIAN_DIST_PACKAGES)
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError("%s cannot be imported by %s, not even from %s (Debian: apt-get install "
+                          "%s; deploy/install-deps.sh installs it)"
+                          % (module, sys.executable, DEBIAN_DIST_PACKAGES, debian_package)) from e
 
 
 def free_port():

@@ -3,7 +3,6 @@ byte-exact replies and error strings, noreply, exptime rules, values split acros
 pipelining, the 2048-byte line rule, oversized values swallowed, stats, quit."""
 import base64
 import random
-import sys
 import subprocess
 import shutil
 import socket
@@ -11,6 +10,7 @@ import threading
 import time
 import unittest
 
+import sfharness
 from sfharness import Reader, get, memcache_server, metric, request
 
 MAX_ITEM = 65536
@@ -642,16 +642,7 @@ class Memcache(MemcacheSession):
         self.assertTrue(self.c.closed())
 
     def test_pymemcache_client(self):
-        try:
-            from pymemcache.client.base import Client as PyClient
-        except ImportError:
-            # Debian's python3-pymemcache lives beside the system Python, which need not be the
-            # python3 running the tests; the package is pure Python.
-            sys.path.append("/usr/lib/python3/dist-packages")
-            try:
-                from pymemcache.client.base import Client as PyClient
-            except ImportError:
-                self.skipTest("pymemcache not installed (Debian: python3-pymemcache)")
+        PyClient = sfharness.debian_import("pymemcache.client.base", "python3-pymemcache").Client
         mc = PyClient(("127.0.0.1", self.port), timeout=5)
         try:
             k = self.key("py").decode()

@@ -25,6 +25,7 @@ import threading
 import time
 import unittest
 
+import sfharness
 from sfharness import BINARY, Server, free_port, get, memcache_server, metric, request, set_args
 from test_memcache_diff import Memcached, memcached_or_skip
 
@@ -225,18 +226,9 @@ class DiffSessions(DiffBase):
 
 
 def pymemcache_client():
-    try:
-        from pymemcache.client.base import Client
-    except ImportError:
-        # Debian's python3-pymemcache lives beside the system Python (pure Python)
-        import sys
-        sys.path.append("/usr/lib/python3/dist-packages")
-        try:
-            from pymemcache.client.base import Client
-        except ImportError:
-            raise unittest.SkipTest("pymemcache not installed (Debian: python3-pymemcache)")
-    from pymemcache.exceptions import MemcacheClientError
-    return Client, MemcacheClientError
+    base = sfharness.debian_import("pymemcache.client.base", "python3-pymemcache")
+    exceptions = sfharness.debian_import("pymemcache.exceptions", "python3-pymemcache")
+    return base.Client, exceptions.MemcacheClientError
 
 
 class DiffClients(DiffBase):

@@ -20,13 +20,9 @@ import sys
 import tempfile
 import unittest
 
-try:
-    import yaml
-except ImportError:
-    # Debian's python3-yaml (deploy/install-deps.sh) lives beside the system Python, which need
-    # not be the python3 on PATH.
-    sys.path.append("/usr/lib/python3/dist-packages")
-    import yaml
+import sfharness
+
+yaml = sfharness.debian_import("yaml", "python3-yaml")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

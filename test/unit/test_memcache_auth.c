@@ -23,14 +23,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "app/app.h"
-#include "app/wiring.h"
 #include "check_main.h"
-#include "config/config.h"
+#include "memcache_fixture.h"
 #include "net/conn_fake.h"
 #include "proto/memcache.h"
 #include "proto/memcache_auth.h"
-#include "util/clock.h"
 
 #define LIT(s) (s), sizeof(s) - 1
 
@@ -229,11 +226,7 @@ END_TEST
 
 /* ---- stream ---------------------------------------------------------------------------------- */
 
-static struct {
-    cfg config;
-    conn_fake_loop fl;
-    app app;
-} server;
+static mc_fixture server;
 
 typedef struct out {
     char buf[8192];
@@ -251,27 +244,17 @@ static void sink(const char *d, size_t n, void *arg)
 static void stream_setup(void)
 {
     file_setup();
-    char err[512], path[128];
+    char path[128];
     snprintf(path, sizeof path, "%s/authfile", tmpdir);
     write_file(path, LIT("foo:bar\nbaaaz:quux\n"), 0600);
-    int rc = cfg_load(&server.config, NULL, clk_now(clk_system()), err, sizeof err);
-    ck_assert_msg(rc == 0, "embedded config: %s", err);
+    mc_fixture_config(&server);
     snprintf(server.config.cache.memcached_auth_file, CFG_PATH_MAX, "%s", path);
-    net_config nc;
-    app_net_config(&server.config, &nc);
-    nc.read_buffer = 64 * 1024;
-    rc = conn_fake_loop_init(&server.fl, &nc, &memcache_proto, NULL, err, sizeof err);
-    ck_assert_msg(rc == 0, "loop: %s", err);
-    app_options o = {.net = conn_fake_net_server(&server.fl), .cache_seed = 1};
-    rc = app_build(&server.app, &server.config, &o, err, sizeof err);
-    ck_assert_msg(rc == 0, "app: %s", err);
-    conn_fake_set_ctx(&server.fl, server.app.mc);
+    mc_fixture_start(&server);
 }
 
 static void stream_teardown(void)
 {
-    conn_fake_loop_free(&server.fl);
-    app_free(&server.app);
+    mc_fixture_free(&server);
     file_teardown();
 }
 
@@ -279,24 +262,10 @@ static void stream_teardown(void)
  * is still open. */
 static bool run(const char *in, size_t len, const size_t *cuts, size_t ncuts, out *o)
 {
-    conn_fake f;
-    ck_assert_int_eq(conn_fake_open(&server.fl, &f), 0);
-    f.sink = sink;
-    f.sink_arg = o;
     o->n = 0;
-    int rc = CONN_FAKE_OK;
-    size_t from = 0;
-    for (size_t i = 0; i <= ncuts && rc == CONN_FAKE_OK; i++) {
-        size_t to = i < ncuts ? cuts[i] : len;
-        if (to > from)
-            rc = conn_fake_feed(&f, in + from, to - from);
-        from = to;
-    }
-    ck_assert_msg(rc == CONN_FAKE_OK || rc == CONN_FAKE_CLOSED, "feed: %d", rc);
-    conn_fake_flush_all(&f);
-    bool open = rc == CONN_FAKE_OK && !conn_fake_closed(&f);
-    conn_fake_free(&f);
-    return open;
+    mc_fixture_result r = mc_fixture_run(&server, in, len, cuts, ncuts, SIZE_MAX, sink, o);
+    ck_assert_msg(r.rc == CONN_FAKE_OK || r.rc == CONN_FAKE_CLOSED, "feed: %d", r.rc);
+    return r.open;
 }
 
 /* The answer is `want` (and the connection open) in one read, byte by byte, and cut in two at

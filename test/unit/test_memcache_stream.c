@@ -36,14 +36,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/app.h"
-#include "app/wiring.h"
 #include "cache/store.h"
 #include "check_main.h"
-#include "config/config.h"
+#include "memcache_fixture.h"
 #include "net/conn_fake.h"
-#include "proto/memcache.h"
-#include "util/clock.h"
 
 #define STREAM_ITERS_DEFAULT 3000
 #define HIGH_WATER           1024
@@ -106,11 +102,7 @@ static long stream_iters(void)
 
 /* ---- the server: a store with known values, the memcached protocol on a fake loop ---------- */
 
-static struct {
-    cfg config;
-    conn_fake_loop fl;
-    app app; /* the daemon's object graph in process: its store and memcache server */
-} server;
+static mc_fixture server; /* the daemon's object graph in process: its store and memcache server */
 
 /* What one connection got. */
 typedef struct answer {
@@ -129,22 +121,9 @@ static void to_answer(const char *d, size_t n, void *arg)
 static void run_conn(const char *in, size_t len, const size_t *cuts, size_t ncuts, size_t budget,
                      answer *a)
 {
-    conn_fake f;
-    ck_assert_int_eq(conn_fake_open(&server.fl, &f), 0);
-    f.write_budget = budget;
-    f.sink = to_answer;
-    f.sink_arg = &a->out;
-    size_t from = 0;
-    a->rc = CONN_FAKE_OK;
-    for (size_t i = 0; i <= ncuts && a->rc == CONN_FAKE_OK; i++) {
-        size_t to = i < ncuts ? cuts[i] : len;
-        if (to > from)
-            a->rc = conn_fake_feed(&f, in + from, to - from);
-        from = to;
-    }
-    conn_fake_flush_all(&f);
-    a->max_pending = f.max_pending;
-    conn_fake_free(&f);
+    mc_fixture_result r = mc_fixture_run(&server, in, len, cuts, ncuts, budget, to_answer, &a->out);
+    a->rc = r.rc;
+    a->max_pending = r.max_pending;
 }
 
 static void store_via_protocol(const char *cmd, size_t len)
@@ -158,19 +137,9 @@ static void store_via_protocol(const char *cmd, size_t len)
 
 static void setup(void)
 {
-    char err[512];
-    int rc = cfg_load(&server.config, NULL, clk_now(clk_system()), err, sizeof err);
-    ck_assert_msg(rc == 0, "embedded config: %s", err);
-    net_config nc;
-    app_net_config(&server.config, &nc);
-    nc.out_high_water = HIGH_WATER;
-    nc.read_buffer = 64 * 1024; /* "one read" really is one read for every input */
-    rc = conn_fake_loop_init(&server.fl, &nc, &memcache_proto, NULL, err, sizeof err);
-    ck_assert_msg(rc == 0, "loop: %s", err);
-    app_options o = {.net = conn_fake_net_server(&server.fl), .cache_seed = 1};
-    rc = app_build(&server.app, &server.config, &o, err, sizeof err);
-    ck_assert_msg(rc == 0, "app: %s", err);
-    conn_fake_set_ctx(&server.fl, server.app.mc);
+    mc_fixture_config(&server); /* read_buffer 64 KiB: "one read" is one read for every input */
+    server.out_high_water = HIGH_WATER;
+    mc_fixture_start(&server);
 
     for (int i = 0; i < NBIG; i++) { /* b<i>: flags i, BIG_VALUE(i) bytes of 'A' + i */
         bytes set = {0};
@@ -191,8 +160,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    conn_fake_loop_free(&server.fl);
-    app_free(&server.app);
+    mc_fixture_free(&server);
 }
 
 /* ---- the inputs ------------------------------------------------------------------------------ */
@@ -566,19 +534,9 @@ static const meta_refusal meta_refusals[] = {
 
 static void setup_small_items(void)
 {
-    char err[512];
-    int rc = cfg_load(&server.config, NULL, clk_now(clk_system()), err, sizeof err);
-    ck_assert_msg(rc == 0, "embedded config: %s", err);
+    mc_fixture_config(&server);
     server.config.cache.max_item_bytes = SMALL_ITEM_MAX;
-    net_config nc;
-    app_net_config(&server.config, &nc);
-    nc.read_buffer = 64 * 1024;
-    rc = conn_fake_loop_init(&server.fl, &nc, &memcache_proto, NULL, err, sizeof err);
-    ck_assert_msg(rc == 0, "loop: %s", err);
-    app_options o = {.net = conn_fake_net_server(&server.fl), .cache_seed = 1};
-    rc = app_build(&server.app, &server.config, &o, err, sizeof err);
-    ck_assert_msg(rc == 0, "app: %s", err);
-    conn_fake_set_ctx(&server.fl, server.app.mc);
+    mc_fixture_start(&server);
 }
 
 /* The block of `payload` for a refusal: the payload, or for a too-large one the payload padded

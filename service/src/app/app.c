@@ -773,6 +773,22 @@ static void tls_files_changed(void *arg)
     reload_tls(arg, "files changed", NULL, 0);
 }
 
+/* A watched directory removed or replaced (an operator recreating a mount path): the watch looks
+ * for it every NET_FSWATCH_RECHECK_MS and reloads once it is back with files in it. One line
+ * each way. */
+static void tls_dir_state(void *arg, const char *dir, bool present)
+{
+    (void)arg;
+    if (present)
+        LOG_INFO("TLS certificate directory %s is back: watched again, its files are reloaded "
+                 "once they are quiet",
+                 dir);
+    else
+        LOG_WARN("TLS certificate directory %s went away: the certificates in service stay, "
+                 "and the directory is watched again when it comes back (checked every %d s)",
+                 dir, NET_FSWATCH_RECHECK_MS / 1000);
+}
+
 /* The directory part of path ("." when none), in out. */
 static void dir_of(const char *path, char *out, size_t outlen)
 {
@@ -807,8 +823,11 @@ static void watch_tls_files(app *a)
     if (n == 0)
         return;
     char err[CFG_PATH_MAX + 128];
-    a->tls_watch = net_fswatch_start(ptrs, n, TLS_WATCH_DEBOUNCE_MS, tls_files_changed, a, err,
-                                     sizeof err);
+    net_fswatch_opts o = {.debounce_ms = TLS_WATCH_DEBOUNCE_MS,
+                          .changed = tls_files_changed,
+                          .dir_state = tls_dir_state,
+                          .arg = a};
+    a->tls_watch = net_fswatch_start(ptrs, n, &o, err, sizeof err);
     if (!a->tls_watch)
         LOG_WARN("TLS certificate files not watched (SIGHUP and refresh_certs still reload): %s",
                  err);
