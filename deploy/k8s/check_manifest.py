@@ -28,6 +28,22 @@ HorizontalPodAutoscaler and ServiceMonitor, and
    Prometheus path, the memcached port and an ID, then stops it with SIGTERM as the kubelet
    would and checks that it exits 0 and leaves the lease (and cache snapshot) in data_dir.
 
+With TLS on (components/tls: server.tls.port, cache.memcached_tls.port), step 3 also checks that
+every certificate, key and CA file the configuration names lies in a read-only Secret volume
+mounted as a directory (not subPath: such a mount never sees an update), under the key a
+cert-manager Secret has for it (tls.crt, tls.key, ca.crt), readable by the pod's user; that the
+Secret is the spec.secretName of a cert-manager Certificate of the manifest (or a Secret of it);
+that tls.watch_files is on; that the Certificate rotates its key, renews before the
+certificate-expiry alert of deploy/monitoring would fire, and names every Service and every pod
+of the headless Service in the pods' namespace; that each probe's scheme is the one of its port
+(HTTPS on a TLS port, HTTP on a plaintext one), and the Prometheus annotations and ServiceMonitor
+too (with a CA to verify and a serverName among the certificate's names); that a NetworkPolicy
+keeps the plaintext HTTP port closed when the probes use HTTPS. Step 4 then lays out a Secret
+volume the way the kubelet does (..data symlink), with a certificate made by openssl for the
+Certificate's names, starts the daemon on it, speaks HTTPS and memcached over TLS verifying the
+name of the client Service, rotates the certificate with the kubelet's ..data swap and requires
+a new connection to get the new serial, without a restart, while an open one keeps working.
+
 A Deployment (overlays/etcd-deployment) instead of a StatefulSet: worker ids are claimed from etcd
 (snowflake.worker_id "etcd"), so step 1 becomes: --check-config accepts the config with the pod's
 environment (endpoints from a ConfigMap or Secret key: http:// URLs), the etcd timing rules, and
@@ -55,6 +71,7 @@ Exit status 0 when every check passes, 1 otherwise, 2 on usage errors.
 
 import argparse
 import base64
+import http.client
 import json
 import math
 import os
@@ -62,6 +79,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -75,6 +93,11 @@ except ImportError:  # validate.sh installs python3-yaml; say so when run by han
     sys.exit("check_manifest: needs PyYAML (Debian: apt-get install python3-yaml)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The certificates of the live TLS check (made with openssl) and the kubelet's Secret volume.
+sys.path.insert(0, os.path.join(ROOT, "deploy"))
+sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+from secret_volume import SecretVolume  # noqa: E402
+import tlscerts  # noqa: E402
 # The alerting and recording rules a PrometheusRule must carry (deploy/monitoring/README.md).
 RULES_FILE = os.path.join(ROOT, "deploy", "monitoring", "snowflaked.rules.yml")
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -99,6 +122,23 @@ MEM_FACTOR, MEM_HEADROOM = 1.3, 64 * 2**20
 # The memcached port's administrative and key-listing commands, each behind a cache.* key; the
 # reply when the key is off (memcached 1.6.18's own for -F, -X, -W; a plain CLIENT_ERROR for
 # cache_memlimit, which memcached cannot turn off). The shipped configs turn them all off.
+# The listeners, by the name their containerPort and Service ports must carry: (port key, host
+# key, TLS section or None). A TLS listener is a second port on its plaintext twin's host.
+LISTENERS = [
+    ("http", "server.port", "server.host", None),
+    ("https", "server.tls.port", "server.host", "server.tls"),
+    ("memcached", "cache.memcached_port", "cache.memcached_host", None),
+    ("memcached-tls", "cache.memcached_tls.port", "cache.memcached_host", "cache.memcached_tls"),
+    ("echo", "echo.tcp_port", "echo.tcp_host", None),
+    ("echo-tls", "echo.tcp_tls.port", "echo.tcp_host", "echo.tcp_tls"),
+]
+# The keys of the Secret cert-manager writes for a Certificate (type kubernetes.io/tls), and the
+# TLS file each must be: a certificate path pointing at tls.key is a swapped pair.
+CERT_MANAGER_KEYS = {"cert_file": "tls.crt", "key_file": "tls.key", "client_ca_file": "ca.crt"}
+# How long a renewed certificate may take to reach the live daemon: the kubelet's ..data swap is
+# seen at once, the daemon reloads 500 ms after the directory went quiet.
+ROTATION_TIMEOUT_S = 5.0
+
 MEMCACHED_ADMIN = [
     ("cache.memcached_flush_all", b"flush_all\r\n", b"CLIENT_ERROR flush_all not allowed"),
     ("cache.memcached_key_listing", b"stats cachedump 1 1\r\n",
@@ -156,6 +196,49 @@ def matches(selector, labels):
 def env_name(path):
     """The environment variable of a config key: server.port -> SNOWFLAKED_SERVER_PORT."""
     return "SNOWFLAKED_" + path.upper().replace(".", "_")
+
+
+def dotted(obj, path):
+    """obj["a"]["b"] for "a.b"."""
+    for part in path.split("."):
+        obj = obj[part]
+    return obj
+
+
+GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
+GO_UNIT_S = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def go_duration(text):
+    """A Go duration as cert-manager takes it ("2160h", "720h0m0s") in seconds."""
+    text = str(text).strip()
+    parts = GO_DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(float(n) * GO_UNIT_S[u] for n, u in parts)
+
+
+def dns_match(pattern, name):
+    """Does a certificate's DNS name (wildcard only as the whole leftmost label, RFC 6125) cover
+    name?"""
+    pattern, name = pattern.lower().rstrip("."), name.lower().rstrip(".")
+    if pattern.startswith("*."):
+        head, _, rest = name.partition(".")
+        return bool(head) and rest == pattern[2:]
+    return pattern == name
+
+
+def expiry_alert_days():
+    """The earliest warning of deploy/monitoring's certificate-expiry alerts, in days (None
+    without one): a renewal must come before it, or the alert fires before every renewal."""
+    try:
+        with open(RULES_FILE, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    days = [int(d) for d in re.findall(
+        r"snowflaked_tls_certificate_not_after_seconds - time\(\) < (\d+) \* 86400", text)]
+    return max(days) if days else None
 
 
 def flatten(obj, prefix=""):
@@ -347,6 +430,8 @@ class ManifestCheck:
         self.services = self.kind("Service")
         self.hpas = [h for h in self.kind("HorizontalPodAutoscaler")
                      if h["spec"]["scaleTargetRef"].get("name") == self.sts_name]
+        self.certificates = [d for d in self.kind("Certificate")
+                             if d.get("apiVersion", "").startswith("cert-manager.io/")]
 
     def find_config(self):
         """-c PATH must be a key of a ConfigMap of the manifest, mounted at PATH's directory."""
@@ -595,14 +680,15 @@ class ManifestCheck:
 
     def check_ports(self):
         c, eff = self.c, self.eff
-        server, cache, echo = eff["server"], eff["cache"], eff["echo"]
-        self.listeners = {"http": server["port"]}
-        if cache["enabled"] and cache["memcached_port"]:
-            self.listeners["memcached"] = cache["memcached_port"]
-        if echo["tcp_port"]:
-            self.listeners["echo"] = echo["tcp_port"]
-        hosts = {"http": server["host"], "memcached": cache["memcached_host"],
-                 "echo": echo["tcp_host"]}
+        self.listeners, self.tls, hosts = {}, {}, {}
+        for name, port_key, host_key, tls_key in LISTENERS:
+            port = dotted(eff, port_key)
+            if not port or (name.startswith("memcached") and not eff["cache"]["enabled"]):
+                continue
+            self.listeners[name] = port
+            hosts[name] = dotted(eff, host_key)
+            if tls_key:
+                self.tls[name] = (tls_key, dotted(eff, tls_key))
         for name in self.listeners:
             c.ok(hosts[name] in ("0.0.0.0", "::"),
                  f"{name} listener binds all addresses ({hosts[name]}), reachable via the pod IP")
@@ -627,54 +713,268 @@ class ManifestCheck:
         for pdb in self.kind("PodDisruptionBudget"):
             c.ok(matches(pdb["spec"]["selector"], self.pod_labels),
                  f"PodDisruptionBudget {pdb['metadata']['name']} selects the pods")
-        for np in self.kind("NetworkPolicy"):
-            name = np["metadata"]["name"]
-            if not matches(np["spec"]["podSelector"], self.pod_labels):
-                continue
-            rules = np["spec"].get("ingress", [])
-            ports = [self.target(p.get("port")) for r in rules for p in r.get("ports", [])]
-            c.ok(all(p in self.listeners.values() for p in ports),
-                 f"NetworkPolicy {name}: its ports {ports} are listeners")
-            open_http = any(not r.get("from") and any(self.target(p.get("port")) ==
-                                                      self.listeners["http"]
-                                                      for p in r.get("ports", []))
-                            for r in rules)
-            c.ok(open_http, f"NetworkPolicy {name} lets everyone (kubelet probes, Prometheus) "
-                 "reach the HTTP port")
+
+    def http_listener(self, port_ref):
+        """The HTTP listener ("http" or "https") a probe or scrape port (name or number) is."""
+        port = self.target(port_ref)
+        return next((n for n in ("http", "https") if self.listeners.get(n) == port), None)
+
+    def check_scheme(self, what, listener, scheme):
+        """An HTTP probe or scrape must speak the scheme of its port: HTTP on a TLS port gets a
+        TLS alert back, HTTPS on a plaintext one a handshake failure: forever failing probes."""
+        want = "HTTPS" if listener in self.tls else "HTTP"
+        self.c.ok(str(scheme or "HTTP").upper() == want,
+                  f"{what}: scheme {want} on the {listener} port",
+                  f"scheme {scheme or 'HTTP (the default)'} on the "
+                  f"{'TLS' if want == 'HTTPS' else 'plaintext'} port {self.listeners[listener]}")
 
     def check_probes_and_scraping(self):
         c = self.c
-        http = self.listeners["http"]
         self.probes = {}
         for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
             pr = self.ctr.get(kind)
             if not c.ok(pr and "httpGet" in pr, f"{kind} is an HTTP GET"):
                 continue
             g = pr["httpGet"]
-            c.ok(self.target(g["port"]) == http,
-                 f"{kind} {g['path']} on port {g['port']} = the HTTP listener")
-            self.probes[kind] = g["path"]
-        c.ok(self.probes.get("readinessProbe") == "/readyz" and
-             self.probes.get("livenessProbe") == "/healthz",
+            lst = self.http_listener(g["port"])
+            if not c.ok(lst, f"{kind} {g['path']} on port {g['port']} = an HTTP listener "
+                        f"({self.listeners.get('http')} or {self.listeners.get('https')})"):
+                continue
+            self.check_scheme(kind, lst, g.get("scheme"))
+            self.probes[kind] = (g["path"], lst)
+        c.ok((self.probes.get("readinessProbe") or ("",))[0] == "/readyz" and
+             (self.probes.get("livenessProbe") or ("",))[0] == "/healthz",
              "readiness uses /readyz, liveness /healthz")
-        self.scrape_paths = set()
+        self.scrapes = set()
         ann = self.pod["metadata"].get("annotations", {})
         if ann.get("prometheus.io/scrape") == "true":
-            c.ok(str(ann.get("prometheus.io/port")) == str(http),
-                 f"prometheus.io/port {ann.get('prometheus.io/port')} = the HTTP listener")
-            self.scrape_paths.add(ann.get("prometheus.io/path", "/metrics"))
+            port = ann.get("prometheus.io/port")
+            lst = self.http_listener(int(port) if str(port).isdigit() else port)
+            if c.ok(lst, f"prometheus.io/port {port} = an HTTP listener"):
+                self.check_scheme("prometheus.io/scheme", lst, ann.get("prometheus.io/scheme"))
+                self.scrapes.add((ann.get("prometheus.io/path", "/metrics"), lst))
         for sm in self.kind("ServiceMonitor"):
             chosen = [s for s in self.services
                       if matches(sm["spec"]["selector"], s["metadata"].get("labels", {}))]
             c.ok(len(chosen) == 1, f"ServiceMonitor {sm['metadata']['name']} selects one Service",
                  f"selects {[s['metadata']['name'] for s in chosen]}")
-            names = {p.get("name") for s in chosen for p in s["spec"]["ports"]}
+            by_name = {p.get("name"): p for s in chosen for p in s["spec"]["ports"]}
             for ep in sm["spec"]["endpoints"]:
-                c.ok(ep.get("port") in names and self.target(ep.get("port")) == http,
-                     f"ServiceMonitor endpoint port {ep.get('port')} is the HTTP port")
-                self.scrape_paths.add(ep.get("path", "/metrics"))
-        c.ok(bool(self.scrape_paths), "Prometheus scraping is configured",
+                sp = by_name.get(ep.get("port"))
+                lst = self.http_listener(sp.get("targetPort", sp["port"])) if sp else None
+                if not c.ok(lst, f"ServiceMonitor endpoint port {ep.get('port')} is a port of the "
+                            "Service that leads to an HTTP listener"):
+                    continue
+                self.check_scheme(f"ServiceMonitor endpoint {ep.get('port')}", lst,
+                                  ep.get("scheme"))
+                if lst in self.tls:
+                    self.check_scrape_tls(ep.get("tlsConfig") or {})
+                self.scrapes.add((ep.get("path", "/metrics"), lst))
+        c.ok(bool(self.scrapes), "Prometheus scraping is configured",
              "no prometheus.io annotations and no ServiceMonitor")
+
+    def check_scrape_tls(self, tc):
+        """A ServiceMonitor scraping HTTPS verifies the pods' certificate: a CA from a Secret the
+        manifest provides, and (Prometheus connects to pod IPs) a serverName the certificate
+        has."""
+        c = self.c
+        if tc.get("insecureSkipVerify"):
+            print("     note: the ServiceMonitor scrapes HTTPS without verifying the certificate")
+            return
+        ref = (tc.get("ca") or {}).get("secret") or {}
+        keys = self.secret_keys(ref.get("name"))
+        c.ok(ref.get("key") in keys, f"ServiceMonitor tlsConfig.ca is key {ref.get('key')} of "
+             f"Secret {ref.get('name')}, which the manifest provides",
+             f"the manifest's Secret {ref.get('name')} has keys {sorted(keys)}")
+        names = self.certificate_names(self.tls["https"][1])
+        server = tc.get("serverName")
+        c.ok(server and any(dns_match(n, server) for n in names),
+             f"ServiceMonitor tlsConfig.serverName {server} is a name of the pods' certificate "
+             "(Prometheus connects to pod IPs)", f"certificate names {names}")
+
+    def check_network_policies(self):
+        c = self.c
+        probe_ports = {self.listeners[lst] for _, lst in self.probes.values()}
+        selecting = []
+        for np in self.kind("NetworkPolicy"):
+            name = np["metadata"]["name"]
+            if not matches(np["spec"]["podSelector"], self.pod_labels):
+                continue
+            selecting.append(name)
+            rules = np["spec"].get("ingress", [])
+            ports = [self.target(p.get("port")) for r in rules for p in r.get("ports", [])]
+            c.ok(all(p in self.listeners.values() for p in ports),
+                 f"NetworkPolicy {name}: its ports {ports} are listeners")
+            open_ports = {self.target(p.get("port")) for r in rules if not r.get("from")
+                          for p in r.get("ports", [])}
+            c.ok(probe_ports <= open_ports, f"NetworkPolicy {name} lets everyone (kubelet probes, "
+                 f"Prometheus) reach the probes' port {sorted(probe_ports)}",
+                 f"open to all: {sorted(open_ports)}")
+            if "https" in self.tls and probe_ports == {self.listeners["https"]}:
+                c.ok(self.listeners["http"] not in ports,
+                     f"NetworkPolicy {name} keeps the plaintext HTTP port "
+                     f"{self.listeners['http']} closed (TLS on, probes on HTTPS)",
+                     "it admits the plaintext port: bearer tokens and cache data in clear")
+        if "https" in self.tls and not selecting:
+            print(f"     note: no NetworkPolicy selects the pods: the plaintext HTTP port "
+                  f"{self.listeners['http']} (always open beside HTTPS) is reachable from the pod "
+                  "network (README.md, TLS)")
+
+    # ---- 3b. TLS: the certificate's Secret, its mount, the Certificate --------------------
+
+    def secret_keys(self, name):
+        """The keys the manifest's Secret `name` will have: a Secret of the manifest, or the
+        Secret a cert-manager Certificate of the manifest writes (tls.crt, tls.key, and ca.crt,
+        which cert-manager adds where the issuer knows its CA). Empty if neither."""
+        if name is None:
+            return set()
+        sec = self.secret(name)
+        if sec is not None:
+            return set((sec.get("data") or {})) | set((sec.get("stringData") or {}))
+        if any(cert["spec"].get("secretName") == name for cert in self.certificates):
+            return set(CERT_MANAGER_KEYS.values())
+        return set()
+
+    def certificate_of(self, section):
+        """The Certificate whose Secret holds `section`'s cert_file (None if none)."""
+        src = self.tls_sources.get((section["cert_file"]))
+        if not src:
+            return None
+        return next((cert for cert in self.certificates
+                     if cert["spec"].get("secretName") == src[0]), None)
+
+    def certificate_names(self, section):
+        cert = self.certificate_of(section)
+        return list((cert or {}).get("spec", {}).get("dnsNames") or [])
+
+    def file_source(self, path):
+        """(Secret name, key, volumeMount, volume) of a file the container opens, or a reason
+        it is none."""
+        mounts = [vm for vm in self.ctr.get("volumeMounts", [])
+                  if path == vm["mountPath"] or path.startswith(vm["mountPath"].rstrip("/") + "/")]
+        if not mounts:
+            return f"{path} is on no volume mount (the image has no certificate)"
+        vm = max(mounts, key=lambda m: len(m["mountPath"]))
+        vol = self.volumes.get(vm["name"], {})
+        if vm.get("subPath") or vm.get("subPathExpr"):
+            return (f"{path} comes from a subPath mount of volume {vm['name']}: a subPath mount "
+                    "is bound to the file it found at start and never sees the kubelet's ..data "
+                    "swap, so a renewed certificate would never reach the pod; mount the Secret "
+                    "as a directory")
+        rel = path[len(vm["mountPath"].rstrip("/")) + 1:]
+        secret = vol.get("secret")
+        if secret is None:
+            sources = [s["secret"] for s in (vol.get("projected") or {}).get("sources", [])
+                       if "secret" in s]
+            hits = [s for s in sources if rel in {it["path"] for it in s.get("items", [])} or
+                    (not s.get("items") and rel in self.secret_keys(s.get("name")))]
+            if not hits:
+                return f"{path} is in volume {vm['name']}, which is not a Secret volume"
+            secret = {"secretName": hits[0].get("name"), "items": hits[0].get("items"),
+                      "defaultMode": (vol.get("projected") or {}).get("defaultMode")}
+        items = {it["path"]: it for it in secret.get("items") or []}
+        key = items[rel]["key"] if rel in items else rel
+        mode = (items.get(rel) or {}).get("mode", secret.get("defaultMode"))
+        return secret.get("secretName"), key, vm, 0o644 if mode is None else mode
+
+    def readable(self, mode):
+        """Can the container's user read a Secret file of this mode? The kubelet makes the
+        files root's, with the pod's fsGroup as their group (the process is in that group)."""
+        pod_sc = self.pod_spec.get("securityContext") or {}
+        ctr_sc = self.ctr.get("securityContext") or {}
+        user = ctr_sc.get("runAsUser", pod_sc.get("runAsUser"))
+        group = ctr_sc.get("runAsGroup", pod_sc.get("runAsGroup"))
+        fs_group = pod_sc.get("fsGroup")
+        if user == 0:
+            return True
+        if fs_group is not None or group == 0:
+            return bool(mode & 0o040)
+        return bool(mode & 0o004)
+
+    def check_tls(self):
+        c = self.c
+        self.tls_sources = {}
+        if not self.tls:
+            return
+        for lst, (key, sec) in sorted(self.tls.items()):
+            files = {k: sec[k] for k in CERT_MANAGER_KEYS if sec[k]}
+            for role, path in files.items():
+                src = self.file_source(path)
+                if not c.ok(isinstance(src, tuple), f"{key}.{role} {path} is in a Secret volume",
+                            src if isinstance(src, str) else ""):
+                    continue
+                name, skey, vm, mode = src
+                self.tls_sources[path] = (name, skey, vm)
+                c.ok(vm.get("readOnly"), f"{key}.{role}: its mount {vm['mountPath']} is readOnly")
+                keys = self.secret_keys(name)
+                c.ok(skey in keys, f"{key}.{role} {path} is key {skey} of Secret {name}, which a "
+                     "Certificate (spec.secretName) or Secret of the manifest provides",
+                     f"Secret {name} has keys {sorted(keys)} in the manifest"
+                     if keys else f"no Certificate has secretName {name} and no Secret of the "
+                     f"manifest is named so (Certificates: "
+                     f"{[x['spec'].get('secretName') for x in self.certificates]})")
+                want = CERT_MANAGER_KEYS[role]
+                c.ok(skey == want, f"{key}.{role} reads {want}", f"it reads {skey}")
+                c.ok(self.readable(mode), f"{key}.{role}: mode {mode:04o} lets the pod's user "
+                     "read it", "root-owned file, group fsGroup: give the group read (0440)")
+            c.ok(sec["watch_files"], f"{key}.watch_files is on (a renewed Secret reaches the "
+                 "daemon without a restart)", "off: nothing sends SIGHUP in a pod, so the "
+                 "daemon would serve the old certificate until it expires")
+        for cert in {id(x): x for x in filter(None, (self.certificate_of(sec)
+                                                      for _, sec in self.tls.values()))}.values():
+            self.check_certificate(cert)
+
+    def check_certificate(self, cert):
+        c, spec = self.c, cert["spec"]
+        name = cert["metadata"]["name"]
+        ns = cert["metadata"].get("namespace", "default")
+        c.ok(ns == self.namespace, f"Certificate {name} is in the pods' namespace {self.namespace}"
+             " (a Secret volume reads its own namespace)", f"namespace {ns}")
+        rotation = (spec.get("privateKey") or {}).get("rotationPolicy")
+        c.ok(rotation == "Always", f"Certificate {name}: privateKey.rotationPolicy Always (a new "
+             "key with every renewal)",
+             f"rotationPolicy {rotation or 'unset (Never before cert-manager 1.18)'}")
+        try:
+            duration = go_duration(spec.get("duration", "2160h"))
+            if "renewBeforePercentage" in spec:
+                before = duration * (100 - spec["renewBeforePercentage"]) / 100
+            else:
+                before = go_duration(spec["renewBefore"]) if "renewBefore" in spec else \
+                    duration / 3
+        except ValueError as e:
+            c.ok(False, f"Certificate {name}: duration and renewBefore parse", str(e))
+            return
+        alert = expiry_alert_days()
+        day = 86400
+        c.ok(0 < before < duration, f"Certificate {name}: renewed {before / day:g} days before "
+             f"the end of its {duration / day:g} days")
+        if alert is not None:
+            c.ok(before > alert * day, f"Certificate {name}: renewed {before / day:g} days before "
+                 f"expiry, before the {alert}-day certificate-expiry alert could fire",
+                 "the alert would fire before every renewal")
+        usages = spec.get("usages")
+        c.ok(usages is None or "server auth" in usages,
+             f"Certificate {name}: usages allow server auth", f"usages {usages}")
+        names = spec.get("dnsNames") or []
+        want = [f"{s['metadata']['name']}.{self.namespace}.svc" for s in self.services]
+        headless = self.spec.get("serviceName")
+        if not self.is_deployment and headless:
+            want += [f"{self.sts_name}-{o}.{headless}.{self.namespace}.svc"
+                     for o in range(self.start, self.start + self.replicas)]
+        missing = [w for w in want if not any(dns_match(n, w) for n in names)]
+        c.ok(not missing, f"Certificate {name} names every Service and pod in namespace "
+             f"{self.namespace} ({len(want)} names, e.g. {want[-1]})",
+             f"not covered: {missing} (dnsNames {names}; the namespace in them must be the "
+             "overlay's: overlays/example-tls fills it in)")
+        ref = spec.get("issuerRef") or {}
+        issuers = [d for d in self.kind(ref.get("kind", "Issuer"))
+                   if d["metadata"]["name"] == ref.get("name")]
+        if issuers:
+            c.ok(True, f"Certificate {name}: issuer {ref.get('kind', 'Issuer')} "
+                 f"{ref.get('name')} is in the manifest")
+        else:
+            print(f"     note: Certificate {name}'s issuer {ref.get('kind', 'Issuer')} "
+                  f"{ref.get('name')} must exist in the cluster")
 
     def check_prometheus_rules(self):
         """A PrometheusRule must carry exactly the groups of deploy/monitoring/snowflaked.rules.yml
@@ -808,6 +1108,9 @@ class ManifestCheck:
             "cache.memcached_port": (img["cache"]["memcached_port"],
                                      eff["cache"]["memcached_port"]),
         }
+        if "memcached-tls" in self.tls and not eff["cache"]["memcached_port"]:
+            # components/tls: memcached over TLS instead of the image's plaintext port.
+            del pairs["cache.memcached_port"]
         for key, _, _ in MEMCACHED_ADMIN:  # what anyone who reaches the port may do
             name = key.split(".", 1)[1]
             pairs[key] = (img["cache"][name], eff["cache"][name])
@@ -1149,7 +1452,9 @@ class ManifestCheck:
             return self.c.summary()
         self.check_env()
         self.check_ports()
+        self.check_tls()
         self.check_probes_and_scraping()
+        self.check_network_policies()
         self.check_prometheus_rules()
         self.check_storage_shutdown_memory()
         self.check_container_config()
