@@ -949,8 +949,8 @@ class ManifestCheck:
         c.ok(0 < before < duration, f"Certificate {name}: renewed {before / day:g} days before "
              f"the end of its {duration / day:g} days")
         if alert is not None:
-            c.ok(before > alert * day, f"Certificate {name}: renewed {before / day:g} days before "
-                 f"expiry, before the {alert}-day certificate-expiry alert could fire",
+            c.ok(before > alert * day, f"Certificate {name}: renewBefore {before / day:g} days > "
+                 f"the {alert}-day certificate-expiry alert of deploy/monitoring",
                  "the alert would fire before every renewal")
         usages = spec.get("usages")
         c.ok(usages is None or "server auth" in usages,
@@ -1123,14 +1123,48 @@ class ManifestCheck:
 
     # ---- 4. the live daemon ---------------------------------------------------------------
 
+    def prepare_tls(self):
+        """The Secret volumes of the TLS files, laid out as the kubelet does (..data symlink) in
+        the temporary directory, with a certificate made by openssl for the Certificate's names
+        (wildcards included) and 127.0.0.1; --set arguments pointing the configuration's paths
+        there (a flag beats the pod's SNOWFLAKED_* variables)."""
+        self.tls_args, self.secret_vols, self.tls_ctx = [], {}, None
+        if not self.tls:
+            return
+        os.makedirs(os.path.join(self.tmp, "certs"))
+        self.certs = tlscerts.Certs(os.path.join(self.tmp, "certs"))
+        names = sorted({n for _, sec in self.tls.values() for n in self.certificate_names(sec)})
+        self.tls_sans = ["DNS:" + n for n in names] + ["IP:127.0.0.1"]
+        cert, key = self.certs.server_cert("pod", self.tls_sans)
+        self.tls_files = {"tls.crt": cert, "tls.key": key, "ca.crt": self.certs.ca}
+        for key_path, sec in self.tls.values():
+            for role in CERT_MANAGER_KEYS:
+                path = sec[role]
+                if not path or path not in self.tls_sources:
+                    continue
+                secret, _, vm = self.tls_sources[path]
+                vol = self.secret_vols.get(vm["mountPath"])
+                if vol is None:
+                    vol = SecretVolume(os.path.join(self.tmp, f"secret-{secret}"),
+                                       self.tls_files)
+                    self.secret_vols[vm["mountPath"]] = vol
+                local = vol.path + path[len(vm["mountPath"].rstrip("/")):]
+                self.tls_args += ["--set", f"{key_path}.{role}={local}"]
+        self.tls_ctx = ssl.create_default_context(cafile=self.certs.ca)
+        # The name a client of the ClusterIP Service verifies: <service>.<namespace>.svc.
+        client = next((s for s in self.services if s["spec"].get("clusterIP") != "None"),
+                      self.services[0] if self.services else None)
+        self.tls_name = f"{client['metadata']['name']}.{self.namespace}.svc" if client else \
+            (names[0] if names else "localhost")
+
     def start_daemon(self, ordinal, extra=()):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.pod_env(ordinal)}
         self.data_dir = os.path.join(self.tmp, f"data-{ordinal}")
         self.log_path = os.path.join(self.tmp, f"daemon-{ordinal}.log")
         base_cmd = [self.binary, "-c", self.cfg_file, "--set", f"data_dir={self.data_dir}",
                     "--set", "server.host=127.0.0.1", "--set", "cache.memcached_host=127.0.0.1",
-                    "--set", "echo.tcp_host=127.0.0.1", *extra]
-        keys = {"http": "server.port", "memcached": "cache.memcached_port", "echo": "echo.tcp_port"}
+                    "--set", "echo.tcp_host=127.0.0.1", *getattr(self, "tls_args", []), *extra]
+        keys = {name: port_key for name, port_key, _, _ in LISTENERS}
         for _ in range(3):  # a free port can be taken between free_port() and the daemon's bind
             self.port = {name: free_port() for name in self.listeners}
             cmd = base_cmd + [a for n, p in self.port.items() for a in ("--set", f"{keys[n]}={p}")]
@@ -1141,8 +1175,9 @@ class ManifestCheck:
                   f"127.0.0.1:{self.port}")
             deadline = time.monotonic() + LIVE_TIMEOUT_S
             while self.proc.poll() is None and time.monotonic() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", self.port["http"]), timeout=1).close()
+                try:  # every port: the TLS listeners open after the plaintext HTTP one
+                    for port in self.port.values():
+                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     return True
                 except OSError:
                     time.sleep(0.02)
@@ -1154,16 +1189,45 @@ class ManifestCheck:
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
-    def poll(self, path, want=200):
+    def tls_connect(self, listener):
+        """A TLS socket to the live daemon's `listener`, verifying the chain against the test CA
+        and the name a client of the Service verifies."""
+        sock = socket.create_connection(("127.0.0.1", self.port[listener]), timeout=2)
+        try:
+            return self.tls_ctx.wrap_socket(sock, server_hostname=self.tls_name)
+        except (OSError, ssl.SSLError):
+            sock.close()
+            raise
+
+    def https_connection(self):
+        """An http.client connection to the HTTPS listener through tls_connect()."""
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port["https"], timeout=2,
+                                           context=self.tls_ctx)
+        conn.sock = self.tls_connect("https")
+        return conn
+
+    def get(self, path, listener="http"):
+        """GET path on the HTTP or HTTPS listener: (status, headers, body)."""
+        if listener not in self.tls:
+            return http_get(f"http://127.0.0.1:{self.port[listener]}{path}")
+        conn = self.https_connection()
+        try:
+            conn.request("GET", path)
+            r = conn.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            conn.close()
+
+    def poll(self, path, want=200, listener="http"):
         """GET path until it answers `want` (a pod may be ready a moment after it listens)."""
         deadline = time.monotonic() + LIVE_TIMEOUT_S
         last = None
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
-                last = http_get(f"http://127.0.0.1:{self.port['http']}{path}")
+                last = self.get(path, listener)
                 if last[0] == want:
                     return last
-            except OSError as e:
+            except OSError as e:  # ssl.SSLError included: a verification failure stays one
                 last = (None, {}, str(e).encode())
             time.sleep(0.05)
         return last or (None, {}, b"")
@@ -1172,17 +1236,19 @@ class ManifestCheck:
         """Every probe answers 200; every scrape path is Prometheus text 0.0.4 with
         snowflaked_ready 1. The scraped bodies, for the caller's own checks."""
         c, bodies = self.c, []
-        for kind, path in self.probes.items():
-            st, _, body = self.poll(path)
-            c.ok(st == 200, f"{kind} GET {path} -> 200", f"got {st} {body[:200]!r}")
-        for path in sorted(self.scrape_paths):
-            st, headers, raw = self.poll(path)
+        for kind, (path, lst) in self.probes.items():
+            st, _, body = self.poll(path, listener=lst)
+            over = f" over TLS, verified as {self.tls_name}" if lst in self.tls else ""
+            c.ok(st == 200, f"{kind} GET {path} on {lst} -> 200{over}",
+                 f"got {st} {body[:200]!r}")
+        for path, lst in sorted(self.scrapes):
+            st, headers, raw = self.poll(path, listener=lst)
             body = raw.decode("utf-8", "replace")
             ctype = headers.get("Content-Type", "")
             c.ok(st == 200 and ctype.startswith("text/plain") and "version=0.0.4" in ctype and
                  re.search(r"^snowflaked_ready 1$", body, re.M),
-                 f"Prometheus GET {path} -> 200 text format 0.0.4 with snowflaked_ready 1",
-                 f"{st} {ctype}")
+                 f"Prometheus GET {path} on {lst} -> 200 text format 0.0.4 with "
+                 "snowflaked_ready 1", f"{st} {ctype}")
             bodies.append(body)
         return bodies
 
@@ -1190,6 +1256,7 @@ class ManifestCheck:
         c, eff = self.c, self.eff
         sf = eff["snowflake"]
         ordinal = self.start + self.replicas - 1  # the highest pod: the one closest to the limit
+        self.prepare_tls()
         if not c.ok(self.start_daemon(ordinal), f"pod {self.sts_name}-{ordinal} runs and listens",
                     f"exit {self.proc.poll()}"):
             print("     daemon log:\n" + self.daemon_log()[-3000:])
@@ -1201,26 +1268,36 @@ class ManifestCheck:
                  labels.get("datacenter_id") == str(sf["datacenter_id"]),
                  f"snowflaked_info says worker {ordinal}, datacenter {sf['datacenter_id']}",
                  f"{labels}")
+        api = "https" if "https" in self.tls else "http"  # what the Services publish
         try:
-            new_id = json.loads(self.poll("/id")[2])["id"]
-            parts = json.loads(http_get(f"http://127.0.0.1:{self.port['http']}/id/{new_id}")[2])
+            new_id = json.loads(self.poll("/id", listener=api)[2])["id"]
+            parts = json.loads(self.get(f"/id/{new_id}", api)[2])
         except (TypeError, ValueError, KeyError, OSError) as e:
             parts = {"error": str(e)}
         c.ok(parts.get("worker") == ordinal and parts.get("datacenter") == sf["datacenter_id"],
-             f"an ID from pod {self.sts_name}-{ordinal} carries worker {ordinal}, datacenter "
-             f"{sf['datacenter_id']}", f"{parts}")
+             f"an ID from pod {self.sts_name}-{ordinal} ({api}) carries worker {ordinal}, "
+             f"datacenter {sf['datacenter_id']}", f"{parts}")
         self.check_memcached()
+        self.check_rotation()
         self.check_sigterm({"snowflake.lease"})
         if c.failed:
             print("     daemon log:\n" + self.daemon_log()[-3000:])
 
+    def mc_connect(self, listener):
+        if listener in self.tls:
+            return self.tls_connect(listener)
+        return socket.create_connection(("127.0.0.1", self.port[listener]), 2)
+
     def check_memcached(self):
-        if "memcached" not in self.port:
-            return
-        self.check_memcached_admin()
+        for lst in ("memcached", "memcached-tls"):
+            if lst in self.port:
+                self.check_memcached_on(lst)
+
+    def check_memcached_on(self, lst):
+        self.check_memcached_admin(lst)
         reply = b""
         try:
-            with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
+            with self.mc_connect(lst) as s:
                 s.sendall(b"set k8s-check 0 0 2\r\nok\r\nversion\r\n")
                 while b"VERSION" not in reply or not reply.endswith(b"\r\n"):
                     chunk = s.recv(4096)
@@ -1229,10 +1306,12 @@ class ManifestCheck:
                     reply += chunk
         except OSError as e:
             reply += str(e).encode()
+        over = f" over TLS, verified as {self.tls_name}" if lst in self.tls else ""
         self.c.ok(reply.startswith(b"STORED\r\nVERSION "),
-                  "the memcached containerPort speaks the memcached protocol", repr(reply[:80]))
+                  f"the {lst} containerPort speaks the memcached protocol{over}",
+                  repr(reply[:80]))
 
-    def check_memcached_admin(self):
+    def check_memcached_admin(self, lst):
         """The port has no authentication: the administrative and key-listing commands the
         configuration turns off must be refused by the running daemon (memcached's own answers
         where it has the switch); the ones left on are listed."""
@@ -1246,7 +1325,7 @@ class ManifestCheck:
             return
         reply = b""
         try:
-            with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
+            with self.mc_connect(lst) as s:
                 s.sendall(b"".join(cmd for _, cmd, _ in off))
                 while reply.count(b"\r\n") < len(off):
                     chunk = s.recv(4096)
@@ -1256,8 +1335,69 @@ class ManifestCheck:
         except OSError as e:
             reply += str(e).encode()
         want = b"".join(refusal + b"\r\n" for _, _, refusal in off)
-        self.c.ok(reply == want, "the memcached port refuses what the config turns off ("
+        self.c.ok(reply == want, f"the {lst} port refuses what the config turns off ("
                   + ", ".join(k for k, _, _ in off) + ")", repr(reply[:300]))
+
+    def serial(self, listener):
+        with self.tls_connect(listener) as s:
+            return s.getpeercert()["serialNumber"]
+
+    def check_rotation(self):
+        """cert-manager renews: the kubelet swaps the Secret volume's ..data symlink. A new
+        connection to every TLS listener must get the new certificate (new key, new serial)
+        without a restart; a connection opened before keeps working."""
+        c = self.c
+        if not self.tls or not self.secret_vols:
+            return
+        try:
+            before = {lst: self.serial(lst) for lst in self.tls}
+            old = self.https_connection() if "https" in self.tls else None
+            if old:
+                old.request("GET", "/healthz")
+                old.getresponse().read()
+        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
+            c.ok(False, "TLS connections before the rotation", str(e))
+            return
+        cert, key = self.certs.server_cert("pod-renewed", self.tls_sans)
+        files = {**self.tls_files, "tls.crt": cert, "tls.key": key}
+        t0 = time.monotonic()
+        for vol in self.secret_vols.values():
+            vol.update(files)
+        want = self.certs.serial_of(cert).upper()
+        after, took = {}, None
+        while time.monotonic() - t0 < ROTATION_TIMEOUT_S and self.proc.poll() is None:
+            try:
+                after = {lst: self.serial(lst) for lst in self.tls}
+            except (OSError, ssl.SSLError) as e:
+                after = {"error": str(e)}
+            if all(v == want for v in after.values()):
+                took = time.monotonic() - t0
+                break
+            time.sleep(0.1)
+        c.ok(took is not None, f"the Secret volume's ..data swap reaches {sorted(self.tls)}: a new "
+             f"connection gets the renewed certificate (serial {before} -> {want}) after "
+             f"{took or 0:.2f} s, without a restart", f"serials {after} after {ROTATION_TIMEOUT_S}"
+             f" s; log:\n{self.daemon_log()[-1500:]}")
+        deadline = time.monotonic() + 2  # the log line is written by the logger thread
+        while "certificate reloaded (files changed)" not in self.daemon_log() and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        c.ok("certificate reloaded (files changed)" in self.daemon_log(),
+             "the daemon logs the reload ('certificate reloaded (files changed)')")
+        if old:
+            try:
+                old.request("GET", "/healthz")
+                r = old.getresponse()
+                st = r.status
+                r.read()
+                kept = old.sock.getpeercert()["serialNumber"]
+            except (OSError, http.client.HTTPException) as e:
+                st, kept = str(e), None
+            finally:
+                old.close()
+            c.ok(st == 200 and kept == before["https"], "a connection opened before the rotation "
+                 f"keeps its certificate (serial {kept}) and still works (GET /healthz -> 200)",
+                 f"{st}, serial {kept}")
 
     def check_sigterm(self, want):
         """SIGTERM as the kubelet sends it (after preStop), then the drain and the final writes;

@@ -13,7 +13,12 @@
 #   7. the PrometheusRule (components/servicemonitor): generated from
 #      deploy/monitoring/snowflaked.rules.yml and up to date (gen_prometheusrule.py --check, before
 #      step 1); step 3 validates its schema, step 4 that its spec.groups equal the rules file and
-#      pass `promtool check rules`; and an overlay that edits one rule must fail step 4.
+#      pass `promtool check rules`; and an overlay that edits one rule must fail step 4;
+#   8. TLS (components/tls, overlays/example-tls): step 3 checks the Certificate, its Secret's
+#      mount and the probe schemes, step 4 rotates the certificate kubelet-style under the live
+#      daemon; and the TLS overlay with one mistake each (the Secret of another name, an HTTP
+#      probe on the HTTPS port, the certificate through a subPath mount, watch_files off, a
+#      renewal after the expiry alert) must fail step 4.
 #
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
@@ -206,8 +211,9 @@ say "check_manifest.py: overlay $first scaled to $too_many replicas must fail"
 must_be_refused "$TMP/too-many" "does not fit worker_bits" "$too_many replicas"
 say "ok: $too_many replicas rejected"
 
-# Renders overlay $2 with one JSON patch (replace $4 in every $3 by $5) into DIR $1 and $1.yaml.
-render_patched() { # DIR OVERLAY KIND PATH VALUE
+# Renders overlay $2 with one JSON patch (replace $4 in every $3, or only the one named $6, by
+# $5) into DIR $1 and $1.yaml.
+render_patched() { # DIR OVERLAY KIND PATH VALUE [NAME]
     rm -rf "$1"
     mkdir "$1"
     cat >"$1/kustomization.yaml" <<EOF
@@ -217,7 +223,8 @@ resources:
   - $(realpath --relative-to="$1" "$HERE/overlays/$2")
 patches:
   - target:
-      kind: $3
+      kind: $3${6:+
+      name: $6}
     patch: |-
       - op: replace
         path: $4
@@ -257,5 +264,30 @@ for o in $overlays; do
     break
 done
 [ "$rule_checked" -gt 0 ] || die "no overlay with a PrometheusRule (components/servicemonitor)"
+
+# ---- 8. TLS mistakes cannot pass ---------------------------------------------------------------
+
+tls_checked=0
+for o in $overlays; do
+    grep -q '^kind: Certificate$' "$TMP/overlay-$o.yaml" || continue
+    grep -q 'SNOWFLAKED_SERVER_TLS_PORT' "$TMP/overlay-$o.yaml" || continue
+    sts=/spec/template/spec/containers/0
+    # kind | name | JSON path | value | what | the refusal check_manifest.py must print
+    while IFS='|' read -r kind name path value what refusal <&3; do
+        render_patched "$TMP/tls-mistake" "$o" "$kind" "$path" "$value" "$name"
+        say "check_manifest.py: overlay $o with $what must fail"
+        must_be_refused "$TMP/tls-mistake" "$refusal" "$what"
+        say "ok: $what rejected"
+    done 3<<EOF
+Certificate|snowflaked-tls|/spec/secretName|snowflaked-tls-other|a Certificate whose Secret is not the mounted one|which a Certificate (spec.secretName) or Secret
+StatefulSet||$sts/readinessProbe/httpGet/scheme|HTTP|an HTTP readiness probe on the HTTPS port|readinessProbe: scheme HTTPS
+StatefulSet||$sts/volumeMounts/0|{name: tls, mountPath: /etc/snowflaked-tls/tls.crt, subPath: tls.crt, readOnly: true}|the certificate through a subPath mount|never sees the kubelet's ..data
+StatefulSet||$sts/env/3|{name: SNOWFLAKED_SERVER_TLS_WATCH_FILES, value: "false"}|server.tls.watch_files false|server.tls.watch_files is on
+Certificate|snowflaked-tls|/spec/renewBefore|240h|a renewal 10 days before expiry|-day certificate-expiry alert
+EOF
+    tls_checked=1
+    break
+done
+[ "$tls_checked" -gt 0 ] || die "no overlay with TLS and a Certificate (components/tls)"
 
 say "validate.sh: all checks passed in $(($(date +%s) - T0)) s"
