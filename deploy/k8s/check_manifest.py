@@ -741,6 +741,11 @@ class ManifestCheck:
                         f"({self.listeners.get('http')} or {self.listeners.get('https')})"):
                 continue
             self.check_scheme(kind, lst, g.get("scheme"))
+            if lst in self.tls:
+                verify = self.tls[lst][1]["verify_client"]
+                c.ok(verify != "required", f"{kind}: {self.tls[lst][0]}.verify_client "
+                     f"{verify} admits the kubelet", "the kubelet's HTTPS probe sends no client "
+                     "certificate: use optional (a certificate sent must verify)")
             self.probes[kind] = (g["path"], lst)
         c.ok((self.probes.get("readinessProbe") or ("",))[0] == "/readyz" and
              (self.probes.get("livenessProbe") or ("",))[0] == "/healthz",
@@ -1151,6 +1156,9 @@ class ManifestCheck:
                 local = vol.path + path[len(vm["mountPath"].rstrip("/")):]
                 self.tls_args += ["--set", f"{key_path}.{role}={local}"]
         self.tls_ctx = ssl.create_default_context(cafile=self.certs.ca)
+        # A client certificate of the same CA, for a listener with mutual TLS (client_ca_file
+        # ca.crt, the issuer's CA); sent only when the listener asks for one.
+        self.tls_ctx.load_cert_chain(self.certs.client, self.certs.client_key)
         # The name a client of the ClusterIP Service verifies: <service>.<namespace>.svc.
         client = next((s for s in self.services if s["spec"].get("clusterIP") != "None"),
                       self.services[0] if self.services else None)
@@ -1310,6 +1318,23 @@ class ManifestCheck:
         self.c.ok(reply.startswith(b"STORED\r\nVERSION "),
                   f"the {lst} containerPort speaks the memcached protocol{over}",
                   repr(reply[:80]))
+        if lst in self.tls and self.tls[lst][1]["verify_client"] == "required":
+            self.check_client_refused(lst)
+
+    def check_client_refused(self, lst):
+        """Mutual TLS required: a client without a certificate gets nothing (with TLS 1.3 the
+        server's refusal arrives after the client's side of the handshake, at the first read)."""
+        bare = ssl.create_default_context(cafile=self.certs.ca)
+        reply = b""
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port[lst]), timeout=2)
+            with bare.wrap_socket(sock, server_hostname=self.tls_name) as s:
+                s.sendall(b"version\r\n")
+                reply = s.recv(100)
+        except (OSError, ssl.SSLError) as e:
+            reply = b"" if isinstance(e, ssl.SSLError) or not reply else reply
+        self.c.ok(not reply.startswith(b"VERSION"), f"the {lst} port refuses a client without a "
+                  "certificate (verify_client required)", repr(reply[:80]))
 
     def check_memcached_admin(self, lst):
         """The port has no authentication: the administrative and key-listing commands the

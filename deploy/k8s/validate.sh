@@ -18,7 +18,8 @@
 #      mount and the probe schemes, step 4 rotates the certificate kubelet-style under the live
 #      daemon; and the TLS overlay with one mistake each (the Secret of another name, an HTTP
 #      probe on the HTTPS port, the certificate through a subPath mount, watch_files off, a
-#      renewal after the expiry alert) must fail step 4.
+#      renewal after the expiry alert) must fail step 4; the overlay with components/tls-mutual
+#      must pass steps 4 whole (mutual TLS live).
 #
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
@@ -283,8 +284,24 @@ Certificate|snowflaked-tls|/spec/secretName|snowflaked-tls-other|a Certificate w
 StatefulSet||$sts/readinessProbe/httpGet/scheme|HTTP|an HTTP readiness probe on the HTTPS port|readinessProbe: scheme HTTPS
 StatefulSet||$sts/volumeMounts/0|{name: tls, mountPath: /etc/snowflaked-tls/tls.crt, subPath: tls.crt, readOnly: true}|the certificate through a subPath mount|never sees the kubelet's ..data
 StatefulSet||$sts/env/3|{name: SNOWFLAKED_SERVER_TLS_WATCH_FILES, value: "false"}|server.tls.watch_files false|server.tls.watch_files is on
-Certificate|snowflaked-tls|/spec/renewBefore|240h|a renewal 10 days before expiry|-day certificate-expiry alert
+Certificate|snowflaked-tls|/spec/renewBefore|240h|a renewal 10 days before expiry|certificate-expiry alert of deploy/monitoring
 EOF
+    # The documented mutual-TLS component on top: checked whole, the daemon live.
+    mkdir "$TMP/tls-mutual"
+    cat >"$TMP/tls-mutual/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to="$TMP/tls-mutual" "$HERE/overlays/$o")
+components:
+  - $(realpath --relative-to="$TMP/tls-mutual" "$HERE/components/tls-mutual")
+EOF
+    render "$TMP/tls-mutual" "$TMP/tls-mutual.yaml"
+    say "check_manifest.py: overlay $o with components/tls-mutual"
+    check "$TMP/tls-mutual.yaml" >"$TMP/tls-mutual.out" ||
+        { cat "$TMP/tls-mutual.out"; die "check_manifest.py failed for $o + tls-mutual"; }
+    grep -E '^(ok .*(client_ca_file reads|verify_client|over TLS|without a cert)|check_manifest:)' \
+        "$TMP/tls-mutual.out"
     tls_checked=1
     break
 done
