@@ -176,6 +176,18 @@ for o in $overlays; do
     cat "$TMP/check-$o.out"
 done
 
+# Writes DIR/kustomization.yaml: a Kustomization of the overlay (or component user) OVERLAY_DIR
+# plus the fields read from standard input.
+new_kustomization() { # DIR OVERLAY_DIR
+    rm -rf "$1"
+    mkdir "$1"
+    {
+        printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n'
+        printf 'resources:\n  - %s\n' "$(realpath --relative-to="$1" "$2")"
+        cat
+    } >"$1/kustomization.yaml"
+}
+
 # check_manifest.py must refuse the rendered manifest $1.yaml with a FAIL matching $2 ($3 says
 # what was rendered); the FAIL lines are shown.
 must_be_refused() {
@@ -197,12 +209,7 @@ done
 cap=$(sed -n 's/.*(at most \([0-9]*\) replicas).*/\1/p' "$TMP/check-$first.out" | head -n 1)
 [ -n "$cap" ] || die "could not read the replica limit from check_manifest.py"
 too_many=$((cap + 1))
-mkdir "$TMP/too-many"
-cat >"$TMP/too-many/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - $(realpath --relative-to="$TMP/too-many" "$HERE/overlays/$first")
+new_kustomization "$TMP/too-many" "$HERE/overlays/$first" <<EOF
 replicas:
   - name: snowflaked
     count: $too_many
@@ -215,13 +222,7 @@ say "ok: $too_many replicas rejected"
 # Renders overlay $2 with one JSON patch (replace $4 in every $3, or only the one named $6, by
 # $5) into DIR $1 and $1.yaml.
 render_patched() { # DIR OVERLAY KIND PATH VALUE [NAME]
-    rm -rf "$1"
-    mkdir "$1"
-    cat >"$1/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - $(realpath --relative-to="$1" "$HERE/overlays/$2")
+    new_kustomization "$1" "$HERE/overlays/$2" <<EOF
 patches:
   - target:
       kind: $3${6:+
@@ -287,12 +288,7 @@ StatefulSet||$sts/env/3|{name: SNOWFLAKED_SERVER_TLS_WATCH_FILES, value: "false"
 Certificate|snowflaked-tls|/spec/renewBefore|240h|a renewal 10 days before expiry|certificate-expiry alert of deploy/monitoring
 EOF
     # The documented mutual-TLS component on top: checked whole, the daemon live.
-    mkdir "$TMP/tls-mutual"
-    cat >"$TMP/tls-mutual/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - $(realpath --relative-to="$TMP/tls-mutual" "$HERE/overlays/$o")
+    new_kustomization "$TMP/tls-mutual" "$HERE/overlays/$o" <<EOF
 components:
   - $(realpath --relative-to="$TMP/tls-mutual" "$HERE/components/tls-mutual")
 EOF
