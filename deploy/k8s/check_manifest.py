@@ -842,7 +842,7 @@ class ManifestCheck:
 
     def certificate_of(self, section):
         """The Certificate whose Secret holds `section`'s cert_file (None if none)."""
-        src = self.tls_sources.get((section["cert_file"]))
+        src = self.tls_sources.get(section["cert_file"])
         if not src:
             return None
         return next((cert for cert in self.certificates

@@ -24,7 +24,8 @@
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
 # Installs what is missing from Debian (yamllint, kubernetes-client, nodejs + npm, python3-yaml,
-# etcd-server for the Deployment overlay's daemon, prometheus for promtool;
+# etcd-server for the Deployment overlay's daemon, prometheus for promtool, openssl for the TLS
+# overlay's certificates;
 # with sudo when not root) and the npm packages pinned by package.json/package-lock.json into
 # deploy/k8s/node_modules/ (git-ignored; reused while the lock file and Node's major version are
 # unchanged). Every step runs under `timeout`; temporary files are removed on exit; the daemon
@@ -86,6 +87,8 @@ command -v npm >/dev/null 2>&1 || missing="$missing npm"
 command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"
 # promtool (Debian's prometheus package) checks the PrometheusRule's rules.
 command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
+# openssl makes the certificates of the TLS overlay's live check.
+command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 # python3 with PyYAML: the one on PATH if it has it, else Debian's with python3-yaml.
 PY=python3
 if ! python3 -c 'import yaml' >/dev/null 2>&1; then
