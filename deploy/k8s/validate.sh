@@ -19,7 +19,7 @@
 #      daemon; and the TLS overlay with one mistake each (the Secret of another name, an HTTP
 #      probe on the HTTPS port, the certificate through a subPath mount, watch_files off, a
 #      renewal after the expiry alert) must fail step 4; the overlay with components/tls-mutual
-#      must pass steps 4 whole (mutual TLS live).
+#      must pass step 4 whole (mutual TLS live).
 #
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
@@ -38,7 +38,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
