@@ -25,10 +25,9 @@
 #
 # Installs what is missing from Debian (yamllint, kubernetes-client, nodejs + npm, python3-yaml,
 # etcd-server for the Deployment overlay's daemon, prometheus for promtool, openssl for the TLS
-# overlay's certificates;
-# with sudo when not root) and the npm packages pinned by package.json/package-lock.json into
-# deploy/k8s/node_modules/ (git-ignored; reused while the lock file and Node's major version are
-# unchanged). Every step runs under `timeout`; temporary files are removed on exit; the daemon
+# overlay's certificates; with sudo when not root) and the npm packages pinned by
+# package.json/package-lock.json into deploy/k8s/node_modules/ (git-ignored; reused while the
+# lock file and Node's major version are unchanged). Every step runs under `timeout`; temporary files are removed on exit; the daemon
 # check_manifest.py starts is killed by PID (and dies with it).
 set -eu
 
@@ -38,7 +37,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
