@@ -27,8 +27,9 @@
 # etcd-server for the Deployment overlay's daemon, prometheus for promtool, openssl for the TLS
 # overlay's certificates; with sudo when not root) and the npm packages pinned by
 # package.json/package-lock.json into deploy/k8s/node_modules/ (git-ignored; reused while the
-# lock file and Node's major version are unchanged). Every step runs under `timeout`; temporary files are removed on exit; the daemon
-# check_manifest.py starts is killed by PID (and dies with it).
+# lock file and Node's major version are unchanged). Every step runs under `timeout`; temporary
+# files are removed on exit; the daemon check_manifest.py starts is killed by PID (and dies with
+# it).
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +38,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -277,6 +278,7 @@ for o in $overlays; do
     grep -q 'SNOWFLAKED_SERVER_TLS_PORT' "$TMP/overlay-$o.yaml" || continue
     sts=/spec/template/spec/containers/0
     # kind | name | JSON path | value | what | the refusal check_manifest.py must print
+    # (one mistake a line; the lines are long rather than split)
     while IFS='|' read -r kind name path value what refusal <&3; do
         render_patched "$TMP/tls-mistake" "$o" "$kind" "$path" "$value" "$name"
         say "check_manifest.py: overlay $o with $what must fail"
