@@ -28,6 +28,7 @@ Needs root (ip netns) and iproute2; creates only namespaces, a bridge and veth p
 """
 import argparse
 import array
+import importlib.util
 import json
 import os
 import shutil
@@ -336,9 +337,7 @@ def main():
     ap.add_argument("-n", "--requests", type=int, default=5000,
                     help="/ids?count=100 requests per replica (default 5000: 500,000 IDs each)")
     args = ap.parse_args()
-    try:
-        import yaml  # noqa: F401  (Tls reads components/tls with it)
-    except ImportError:
+    if importlib.util.find_spec("yaml") is None:  # Tls reads components/tls with it
         # validate.sh, which make test-deploy runs first, installs Debian's python3-yaml for
         # /usr/bin/python3: run under that one when this python3 lacks PyYAML.
         debian = "/usr/bin/python3"
