@@ -36,7 +36,9 @@ test: build
 
 # The deployment, proven on this machine (root; no Docker engine, no cluster needed): the container
 # image built with podman and checked from outside, the Kubernetes manifests rendered and
-# validated, and three replicas in network namespaces loaded at once (deploy/README.md).
+# validated (TLS overlay and certificate rotation included), and three replicas in network
+# namespaces with TLS on, loaded at once over HTTPS, their certificates renewed mid-load
+# (deploy/README.md).
 test-deploy: build
 	bash deploy/test-container.sh
 	sh deploy/k8s/validate.sh -b $(BUILD)

@@ -9,7 +9,9 @@ IDs sfload received, and — when deploy/monitoring/snowflaked.rules.yml exists 
 load healthy and is no alert firing. Every answer is printed as a "FIGURE name: value" line.
 
 Prometheus listens on 127.0.0.1 on a free port and keeps its TSDB in the test's temp dir; stop()
-ends it (SIGTERM, then SIGKILL) and the caller removes the directory.
+ends it (SIGTERM, then SIGKILL) and the caller removes the directory. With tls_ca (the replicas
+serve HTTPS, as with deploy/k8s/components/tls) it scrapes https:// and verifies the replicas'
+certificates against that CA; MonitoredLoad and ids_issued_before() speak HTTPS the same way.
 """
 import json
 import math
@@ -52,7 +54,7 @@ LATENCY_BOUND_S = 1.0     # the daemon answers /ids in well under a millisecond;
 class Prometheus:
     """One prometheus process scraping `targets` ([(pod, "addr:port")]) every second."""
 
-    def __init__(self, work, targets):
+    def __init__(self, work, targets, tls_ca=None):
         why = ensure_programs({"prometheus": "prometheus"})
         if why:
             raise AssertionError("prometheus: " + why)
@@ -61,7 +63,7 @@ class Prometheus:
         self.rules = RULES if os.path.exists(RULES) else None
         self.config = os.path.join(self.dir, "prometheus.yml")
         with open(self.config, "w") as f:
-            f.write(self.config_text(targets, self.rules))
+            f.write(self.config_text(targets, self.rules, tls_ca))
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.log_path = os.path.join(self.dir, "prometheus.log")
@@ -76,7 +78,7 @@ class Prometheus:
             stdout=self.log, stderr=subprocess.STDOUT)
 
     @staticmethod
-    def config_text(targets, rules):
+    def config_text(targets, rules, tls_ca=None):
         lines = ["global:",
                  "  scrape_interval: %ds" % SCRAPE_INTERVAL_S,
                  "  scrape_timeout: %ds" % SCRAPE_INTERVAL_S,
@@ -85,8 +87,12 @@ class Prometheus:
             lines += ["rule_files:", "  - %s" % json.dumps(rules)]
         lines += ["scrape_configs:",
                   "  - job_name: %s" % JOB,
-                  "    metrics_path: /metrics",
-                  "    static_configs:"]
+                  "    metrics_path: /metrics"]
+        if tls_ca:  # the targets' certificates carry their addresses as IP SANs
+            lines += ["    scheme: https",
+                      "    tls_config:",
+                      "      ca_file: %s" % json.dumps(tls_ca)]
+        lines += ["    static_configs:"]
         for pod, target in targets:
             lines += ["      - targets: [%s]" % json.dumps(target),
                       "        labels: {pod: %s}" % json.dumps(pod)]
@@ -295,12 +301,14 @@ class ScrapeChecks:
 class MonitoredLoad:
     """sfload at LOAD_RATE requests/s of /ids?count=100 over every replica at once."""
 
-    def __init__(self, sfload, addrs):
+    def __init__(self, sfload, addrs, cacert=None):
         self.started = time.time()
+        scheme = "https" if cacert else "http"
         self.proc = subprocess.Popen(
             [sfload, "--allow-remote", "-q", "--json", "--verify-ids", "-c", "6", "-T", "1",
              "-R", str(LOAD_RATE), "-n", str(LOAD_REQUESTS), "-t", "40"] +
-            ["http://%s/ids?count=%d" % (a, LOAD_IDS_PER_REQUEST) for a in addrs],
+            (["--cacert", cacert] if cacert else []) +
+            ["%s://%s/ids?count=%d" % (scheme, a, LOAD_IDS_PER_REQUEST) for a in addrs],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def sleep_until(self, seconds_in):
@@ -335,12 +343,14 @@ class MonitoredLoad:
             self.proc.wait()
 
 
-def ids_issued_before(targets):
-    """sum of snowflaked_ids_issued_total read from the replicas themselves ("addr:port" each).
-    Not 0 after start: each replica asks its snowflake.peers for GET /id while it starts."""
+def ids_issued_before(targets, tls=None):
+    """sum of snowflaked_ids_issued_total read from the replicas themselves ("addr:port" each;
+    over HTTPS with tls, an ssl.SSLContext). Not 0 after start: each replica asks its
+    snowflake.peers for GET /id while it starts."""
     total = 0
     for target in targets:
-        with urllib.request.urlopen("http://%s/metrics" % target, timeout=5) as r:
+        url = "%s://%s/metrics" % ("https" if tls else "http", target)
+        with urllib.request.urlopen(url, timeout=5, context=tls) as r:
             text = r.read().decode()
         total += int(re.search(r"^snowflaked_ids_issued_total (\d+)$", text, re.M).group(1))
     return total

@@ -11,8 +11,9 @@
 # /id, /readyz, the HEALTHCHECK (and that it fails when nothing answers), uid 10001 as PID 1, the
 # memcached port, the worker-id rule, a clean `podman stop` (exit code 0 within the stop timeout,
 # drain and snapshot lines logged), the cache surviving stop/start and a new container on the same
-# volume run with --read-only --cap-drop ALL (as the Kubernetes manifests run it), the image
-# metadata, and the image size (FAIL above 100 MB). Everything it started
+# volume run with --read-only --cap-drop ALL (as the Kubernetes manifests run it), the same with
+# TLS on as deploy/k8s/components/tls sets it (HTTPS, memcached over TLS, a certificate rotated by
+# a kubelet-style ..data swap), the image metadata, and the image size (FAIL above 100 MB). Everything it started
 # (containers, the volume, the test tag, temp files) is removed on exit, failure included.
 # Exit code 0 only if every check passed. Needs root (rootful podman, debootstrap).
 # shellcheck disable=SC2016  # single-quoted scripts for eval and bash -c expand later, on purpose
@@ -26,6 +27,7 @@ MAX_IMAGE_BYTES=$((100 * 1000 * 1000)) # 100 MB as podman counts them
 STOP_TIMEOUT=10                         # podman's and Docker's default
 NAME=snowflaked-test-$$
 NAME2=snowflaked-test2-$$
+NAME3=snowflaked-test3-$$
 VOLUME_NAME=snowflaked-test-data-$$
 WORK=$(mktemp -d /tmp/snowflaked-container-test.XXXXXX)
 T0=$(date +%s)
@@ -63,7 +65,7 @@ cleanup() {
     trap - EXIT INT TERM
     if [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then
         local c
-        for c in "$NAME" "$NAME2"; do
+        for c in "$NAME" "$NAME2" "$NAME3"; do
             if podman container exists "$c" 2>/dev/null; then
                 say "logs of $c:"
                 podman logs --tail 30 "$c" 2>&1 | grep -v 'systemd connection' | sed 's/^/    /' >&2
@@ -71,7 +73,7 @@ cleanup() {
         done
     fi
     if command -v podman >/dev/null; then
-        pm 30 rm -f -v -t 2 "$NAME" "$NAME2" >/dev/null 2>&1
+        pm 30 rm -f -v -t 2 "$NAME" "$NAME2" "$NAME3" >/dev/null 2>&1
         pm 30 volume rm -f "$VOLUME_NAME" >/dev/null 2>&1
         # Untag only: the build's cached layers (the dependency layers above all) stay for next time.
         pm 30 rmi --no-prune "$TAG" >/dev/null 2>&1
@@ -266,3 +268,79 @@ check "cache survives into a new container: GET /cache/k ($code)" \
 pm $((STOP_TIMEOUT + 20)) stop -t "$STOP_TIMEOUT" "$NAME2" >/dev/null
 check "second container stops with exit code 0" \
     [ "$(podman inspect --format '{{.State.ExitCode}}' "$NAME2")" = 0 ]
+
+# --- TLS, as deploy/k8s/components/tls runs it ----------------------------------------------------
+# The component's SNOWFLAKED_* settings (read from its patch), the certificate in a directory laid
+# out as the kubelet lays out a Secret volume (..data symlink; files root:10001 mode 0440, as with
+# the pod's fsGroup) mounted read-only at the component's path, the container restricted as in
+# the pod. HTTPS and memcached over TLS verified against the test's CA; then the certificate is
+# renewed with the kubelet's ..data swap and a new connection must get the new serial.
+TLS_PATCH=deploy/k8s/components/tls/statefulset-patch.yaml
+# "- name: SNOWFLAKED_X" and its "value: ..." line -> SNOWFLAKED_X=...
+mapfile -t tls_env < <(sed -n '/- name: SNOWFLAKED_/{s/.*- name: //;N
+    s/\n *value: "\{0,1\}\([^"]*\)"\{0,1\}$/=\1/p;}' "$TLS_PATCH")
+tls_mount=$(sed -n 's/^ *mountPath: \(\/etc\/snowflaked-tls\)$/\1/p' "$TLS_PATCH")
+check "components/tls: ${#tls_env[@]} settings and the mount path read (${tls_env[*]:0:2} ...)" \
+    eval '[ "${#tls_env[@]}" -ge 8 ] && [ -n "$tls_mount" ] &&
+          printf "%s\n" "${tls_env[@]}" | grep -qx SNOWFLAKED_SERVER_TLS_PORT=8443'
+serials=$(python3 deploy/secret_volume.py make "$WORK/tls" --group 10001 --mode 0440 \
+    IP:127.0.0.1 DNS:snowflaked-0.snowflaked-headless) || abort "certificates (secret_volume.py)"
+read -r SERIAL1 SERIAL2 <<<"$serials"
+HTTPS_PORT=$(free_port)
+MCS_PORT=$(free_port)
+env_args=()
+for e in "${tls_env[@]}"; do env_args+=(-e "$e"); done
+say "running $NAME3 with TLS: https://127.0.0.1:$HTTPS_PORT, memcached over TLS 127.0.0.1:$MCS_PORT"
+pm 60 run -d --name "$NAME3" --hostname snowflaked-0 --read-only --cap-drop ALL \
+    --security-opt no-new-privileges "${env_args[@]}" -v "$WORK/tls/volume:$tls_mount:ro" \
+    -p "127.0.0.1:$HTTPS_PORT:8443" -p "127.0.0.1:$MCS_PORT:11212" \
+    -v "$VOLUME_NAME:/var/lib/snowflaked" "$TAG" >/dev/null || fail "podman run (TLS)"
+https_ready() {
+    local _
+    for _ in $(seq 1 60); do
+        code=$(http_code --cacert "$WORK/tls/ca.pem" "https://127.0.0.1:$HTTPS_PORT/readyz")
+        [ "$code" = 200 ] && return 0
+        sleep 0.5
+    done
+    return 1
+}
+check "HTTPS /readyz 200 within 30 s (verified against the CA; key file 0440 root:10001)" https_ready
+code=$(http_code --cacert "$WORK/tls/ca.pem" "https://127.0.0.1:$HTTPS_PORT/cache/k")
+check "HTTPS GET /cache/k: the volume's data over TLS ($code)" \
+    eval '[ "$code" = 200 ] && [ "$(cat "$WORK/body")" = "$VALUE" ]'
+tls_serial() { # the serial a new TLS connection to port $1 gets (verified)
+    timeout 10 openssl s_client -connect "127.0.0.1:$1" -CAfile "$WORK/tls/ca.pem" \
+        -verify_ip 127.0.0.1 -verify_return_error </dev/null 2>/dev/null |
+        openssl x509 -noout -serial 2>/dev/null | sed 's/^serial=//'
+}
+mcs() { # memcached over TLS: sends $1, prints the reply
+    timeout 10 openssl s_client -connect "127.0.0.1:$MCS_PORT" -CAfile "$WORK/tls/ca.pem" \
+        -verify_ip 127.0.0.1 -verify_return_error -quiet -ign_eof 2>/dev/null \
+        < <(printf '%b' "$1")
+}
+reply=$(mcs 'set via-tls 0 0 3\r\ntls\r\nget via-tls\r\nquit\r\n')
+check "memcached over TLS: set and get (${reply//$'\r\n'/ })" \
+    grep -q '^VALUE via-tls 0 3' <<<"$reply"
+check "the plaintext memcached port is off (components/tls)" \
+    bash -c '! timeout 5 podman exec "$1" bash -c "exec 3<>/dev/tcp/127.0.0.1/11211" 2>/dev/null' \
+    _ "$NAME3"
+check "serial $(tls_serial "$HTTPS_PORT") on HTTPS is the first certificate's ($SERIAL1)" \
+    [ "$(tls_serial "$HTTPS_PORT")" = "$SERIAL1" ]
+python3 deploy/secret_volume.py swap "$WORK/tls/volume" "$WORK/tls/next" --group 10001 \
+    --mode 0440 || fail "..data swap"
+rotated() {
+    local _
+    for _ in $(seq 1 50); do
+        [ "$(tls_serial "$HTTPS_PORT")" = "$SERIAL2" ] &&
+            [ "$(tls_serial "$MCS_PORT")" = "$SERIAL2" ] && return 0
+        sleep 0.2
+    done
+    return 1
+}
+check "after the ..data swap new connections get serial $SERIAL2 on HTTPS and memcached (10 s)" rotated
+podman logs "$NAME3" >"$WORK/logs3" 2>&1
+check "logged: certificate reloaded (files changed)" \
+    grep -q 'certificate reloaded (files changed)' "$WORK/logs3"
+pm $((STOP_TIMEOUT + 20)) stop -t "$STOP_TIMEOUT" "$NAME3" >/dev/null
+check "TLS container stops with exit code 0" \
+    [ "$(podman inspect --format '{{.State.ExitCode}}' "$NAME3")" = 0 ]

@@ -28,6 +28,22 @@ HorizontalPodAutoscaler and ServiceMonitor, and
    Prometheus path, the memcached port and an ID, then stops it with SIGTERM as the kubelet
    would and checks that it exits 0 and leaves the lease (and cache snapshot) in data_dir.
 
+With TLS on (components/tls: server.tls.port, cache.memcached_tls.port), step 3 also checks that
+every certificate, key and CA file the configuration names lies in a read-only Secret volume
+mounted as a directory (not subPath: such a mount never sees an update), under the key a
+cert-manager Secret has for it (tls.crt, tls.key, ca.crt), readable by the pod's user; that the
+Secret is the spec.secretName of a cert-manager Certificate of the manifest (or a Secret of it);
+that tls.watch_files is on; that the Certificate rotates its key, renews before the
+certificate-expiry alert of deploy/monitoring would fire, and names every Service and every pod
+of the headless Service in the pods' namespace; that each probe's scheme is the one of its port
+(HTTPS on a TLS port, HTTP on a plaintext one), and the Prometheus annotations and ServiceMonitor
+too (with a CA to verify and a serverName among the certificate's names); that a NetworkPolicy
+keeps the plaintext HTTP port closed when the probes use HTTPS. Step 4 then lays out a Secret
+volume the way the kubelet does (..data symlink), with a certificate made by openssl for the
+Certificate's names, starts the daemon on it, speaks HTTPS and memcached over TLS verifying the
+name of the client Service, rotates the certificate with the kubelet's ..data swap and requires
+a new connection to get the new serial, without a restart, while an open one keeps working.
+
 A Deployment (overlays/etcd-deployment) instead of a StatefulSet: worker ids are claimed from etcd
 (snowflake.worker_id "etcd"), so step 1 becomes: --check-config accepts the config with the pod's
 environment (endpoints from a ConfigMap or Secret key: http:// URLs), the etcd timing rules, and
@@ -55,6 +71,7 @@ Exit status 0 when every check passes, 1 otherwise, 2 on usage errors.
 
 import argparse
 import base64
+import http.client
 import json
 import math
 import os
@@ -62,6 +79,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -75,6 +93,11 @@ except ImportError:  # validate.sh installs python3-yaml; say so when run by han
     sys.exit("check_manifest: needs PyYAML (Debian: apt-get install python3-yaml)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The certificates of the live TLS check (made with openssl) and the kubelet's Secret volume.
+sys.path.insert(0, os.path.join(ROOT, "deploy"))
+sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+from secret_volume import SecretVolume  # noqa: E402
+import tlscerts  # noqa: E402
 # The alerting and recording rules a PrometheusRule must carry (deploy/monitoring/README.md).
 RULES_FILE = os.path.join(ROOT, "deploy", "monitoring", "snowflaked.rules.yml")
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -99,6 +122,23 @@ MEM_FACTOR, MEM_HEADROOM = 1.3, 64 * 2**20
 # The memcached port's administrative and key-listing commands, each behind a cache.* key; the
 # reply when the key is off (memcached 1.6.18's own for -F, -X, -W; a plain CLIENT_ERROR for
 # cache_memlimit, which memcached cannot turn off). The shipped configs turn them all off.
+# The listeners, by the name their containerPort and Service ports must carry: (port key, host
+# key, TLS section or None). A TLS listener is a second port on its plaintext twin's host.
+LISTENERS = [
+    ("http", "server.port", "server.host", None),
+    ("https", "server.tls.port", "server.host", "server.tls"),
+    ("memcached", "cache.memcached_port", "cache.memcached_host", None),
+    ("memcached-tls", "cache.memcached_tls.port", "cache.memcached_host", "cache.memcached_tls"),
+    ("echo", "echo.tcp_port", "echo.tcp_host", None),
+    ("echo-tls", "echo.tcp_tls.port", "echo.tcp_host", "echo.tcp_tls"),
+]
+# The keys of the Secret cert-manager writes for a Certificate (type kubernetes.io/tls), and the
+# TLS file each must be: a certificate path pointing at tls.key is a swapped pair.
+CERT_MANAGER_KEYS = {"cert_file": "tls.crt", "key_file": "tls.key", "client_ca_file": "ca.crt"}
+# How long a renewed certificate may take to reach the live daemon: the kubelet's ..data swap is
+# seen at once, the daemon reloads 500 ms after the directory went quiet.
+ROTATION_TIMEOUT_S = 5.0
+
 MEMCACHED_ADMIN = [
     ("cache.memcached_flush_all", b"flush_all\r\n", b"CLIENT_ERROR flush_all not allowed"),
     ("cache.memcached_key_listing", b"stats cachedump 1 1\r\n",
@@ -156,6 +196,49 @@ def matches(selector, labels):
 def env_name(path):
     """The environment variable of a config key: server.port -> SNOWFLAKED_SERVER_PORT."""
     return "SNOWFLAKED_" + path.upper().replace(".", "_")
+
+
+def dotted(obj, path):
+    """obj["a"]["b"] for "a.b"."""
+    for part in path.split("."):
+        obj = obj[part]
+    return obj
+
+
+GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
+GO_UNIT_S = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def go_duration(text):
+    """A Go duration as cert-manager takes it ("2160h", "720h0m0s") in seconds."""
+    text = str(text).strip()
+    parts = GO_DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(float(n) * GO_UNIT_S[u] for n, u in parts)
+
+
+def dns_match(pattern, name):
+    """Does a certificate's DNS name (wildcard only as the whole leftmost label, RFC 6125) cover
+    name?"""
+    pattern, name = pattern.lower().rstrip("."), name.lower().rstrip(".")
+    if pattern.startswith("*."):
+        head, _, rest = name.partition(".")
+        return bool(head) and rest == pattern[2:]
+    return pattern == name
+
+
+def expiry_alert_days():
+    """The earliest warning of deploy/monitoring's certificate-expiry alerts, in days (None
+    without one): a renewal must come before it, or the alert fires before every renewal."""
+    try:
+        with open(RULES_FILE, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    days = [int(d) for d in re.findall(
+        r"snowflaked_tls_certificate_not_after_seconds - time\(\) < (\d+) \* 86400", text)]
+    return max(days) if days else None
 
 
 def flatten(obj, prefix=""):
@@ -347,6 +430,8 @@ class ManifestCheck:
         self.services = self.kind("Service")
         self.hpas = [h for h in self.kind("HorizontalPodAutoscaler")
                      if h["spec"]["scaleTargetRef"].get("name") == self.sts_name]
+        self.certificates = [d for d in self.kind("Certificate")
+                             if d.get("apiVersion", "").startswith("cert-manager.io/")]
 
     def find_config(self):
         """-c PATH must be a key of a ConfigMap of the manifest, mounted at PATH's directory."""
@@ -595,14 +680,15 @@ class ManifestCheck:
 
     def check_ports(self):
         c, eff = self.c, self.eff
-        server, cache, echo = eff["server"], eff["cache"], eff["echo"]
-        self.listeners = {"http": server["port"]}
-        if cache["enabled"] and cache["memcached_port"]:
-            self.listeners["memcached"] = cache["memcached_port"]
-        if echo["tcp_port"]:
-            self.listeners["echo"] = echo["tcp_port"]
-        hosts = {"http": server["host"], "memcached": cache["memcached_host"],
-                 "echo": echo["tcp_host"]}
+        self.listeners, self.tls, hosts = {}, {}, {}
+        for name, port_key, host_key, tls_key in LISTENERS:
+            port = dotted(eff, port_key)
+            if not port or (name.startswith("memcached") and not eff["cache"]["enabled"]):
+                continue
+            self.listeners[name] = port
+            hosts[name] = dotted(eff, host_key)
+            if tls_key:
+                self.tls[name] = (tls_key, dotted(eff, tls_key))
         for name in self.listeners:
             c.ok(hosts[name] in ("0.0.0.0", "::"),
                  f"{name} listener binds all addresses ({hosts[name]}), reachable via the pod IP")
@@ -627,54 +713,273 @@ class ManifestCheck:
         for pdb in self.kind("PodDisruptionBudget"):
             c.ok(matches(pdb["spec"]["selector"], self.pod_labels),
                  f"PodDisruptionBudget {pdb['metadata']['name']} selects the pods")
-        for np in self.kind("NetworkPolicy"):
-            name = np["metadata"]["name"]
-            if not matches(np["spec"]["podSelector"], self.pod_labels):
-                continue
-            rules = np["spec"].get("ingress", [])
-            ports = [self.target(p.get("port")) for r in rules for p in r.get("ports", [])]
-            c.ok(all(p in self.listeners.values() for p in ports),
-                 f"NetworkPolicy {name}: its ports {ports} are listeners")
-            open_http = any(not r.get("from") and any(self.target(p.get("port")) ==
-                                                      self.listeners["http"]
-                                                      for p in r.get("ports", []))
-                            for r in rules)
-            c.ok(open_http, f"NetworkPolicy {name} lets everyone (kubelet probes, Prometheus) "
-                 "reach the HTTP port")
+
+    def http_listener(self, port_ref):
+        """The HTTP listener ("http" or "https") a probe or scrape port (name or number) is."""
+        port = self.target(port_ref)
+        return next((n for n in ("http", "https") if self.listeners.get(n) == port), None)
+
+    def check_scheme(self, what, listener, scheme):
+        """An HTTP probe or scrape must speak the scheme of its port: HTTP on a TLS port gets a
+        TLS alert back, HTTPS on a plaintext one a handshake failure: forever failing probes."""
+        want = "HTTPS" if listener in self.tls else "HTTP"
+        self.c.ok(str(scheme or "HTTP").upper() == want,
+                  f"{what}: scheme {want} on the {listener} port",
+                  f"scheme {scheme or 'HTTP (the default)'} on the "
+                  f"{'TLS' if want == 'HTTPS' else 'plaintext'} port {self.listeners[listener]}")
 
     def check_probes_and_scraping(self):
         c = self.c
-        http = self.listeners["http"]
         self.probes = {}
         for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
             pr = self.ctr.get(kind)
             if not c.ok(pr and "httpGet" in pr, f"{kind} is an HTTP GET"):
                 continue
             g = pr["httpGet"]
-            c.ok(self.target(g["port"]) == http,
-                 f"{kind} {g['path']} on port {g['port']} = the HTTP listener")
-            self.probes[kind] = g["path"]
-        c.ok(self.probes.get("readinessProbe") == "/readyz" and
-             self.probes.get("livenessProbe") == "/healthz",
+            lst = self.http_listener(g["port"])
+            if not c.ok(lst, f"{kind} {g['path']} on port {g['port']} = an HTTP listener "
+                        f"({self.listeners.get('http')} or {self.listeners.get('https')})"):
+                continue
+            self.check_scheme(kind, lst, g.get("scheme"))
+            if lst in self.tls:
+                verify = self.tls[lst][1]["verify_client"]
+                c.ok(verify != "required", f"{kind}: {self.tls[lst][0]}.verify_client "
+                     f"{verify} admits the kubelet", "the kubelet's HTTPS probe sends no client "
+                     "certificate: use optional (a certificate sent must verify)")
+            self.probes[kind] = (g["path"], lst)
+        c.ok((self.probes.get("readinessProbe") or ("",))[0] == "/readyz" and
+             (self.probes.get("livenessProbe") or ("",))[0] == "/healthz",
              "readiness uses /readyz, liveness /healthz")
-        self.scrape_paths = set()
+        self.scrapes = set()
         ann = self.pod["metadata"].get("annotations", {})
         if ann.get("prometheus.io/scrape") == "true":
-            c.ok(str(ann.get("prometheus.io/port")) == str(http),
-                 f"prometheus.io/port {ann.get('prometheus.io/port')} = the HTTP listener")
-            self.scrape_paths.add(ann.get("prometheus.io/path", "/metrics"))
+            port = ann.get("prometheus.io/port")
+            lst = self.http_listener(int(port) if str(port).isdigit() else port)
+            if c.ok(lst, f"prometheus.io/port {port} = an HTTP listener"):
+                self.check_scheme("prometheus.io/scheme", lst, ann.get("prometheus.io/scheme"))
+                self.scrapes.add((ann.get("prometheus.io/path", "/metrics"), lst))
         for sm in self.kind("ServiceMonitor"):
             chosen = [s for s in self.services
                       if matches(sm["spec"]["selector"], s["metadata"].get("labels", {}))]
             c.ok(len(chosen) == 1, f"ServiceMonitor {sm['metadata']['name']} selects one Service",
                  f"selects {[s['metadata']['name'] for s in chosen]}")
-            names = {p.get("name") for s in chosen for p in s["spec"]["ports"]}
+            by_name = {p.get("name"): p for s in chosen for p in s["spec"]["ports"]}
             for ep in sm["spec"]["endpoints"]:
-                c.ok(ep.get("port") in names and self.target(ep.get("port")) == http,
-                     f"ServiceMonitor endpoint port {ep.get('port')} is the HTTP port")
-                self.scrape_paths.add(ep.get("path", "/metrics"))
-        c.ok(bool(self.scrape_paths), "Prometheus scraping is configured",
+                sp = by_name.get(ep.get("port"))
+                lst = self.http_listener(sp.get("targetPort", sp["port"])) if sp else None
+                if not c.ok(lst, f"ServiceMonitor endpoint port {ep.get('port')} is a port of the "
+                            "Service that leads to an HTTP listener"):
+                    continue
+                self.check_scheme(f"ServiceMonitor endpoint {ep.get('port')}", lst,
+                                  ep.get("scheme"))
+                if lst in self.tls:
+                    self.check_scrape_tls(ep.get("tlsConfig") or {})
+                self.scrapes.add((ep.get("path", "/metrics"), lst))
+        c.ok(bool(self.scrapes), "Prometheus scraping is configured",
              "no prometheus.io annotations and no ServiceMonitor")
+
+    def check_scrape_tls(self, tc):
+        """A ServiceMonitor scraping HTTPS verifies the pods' certificate: a CA from a Secret the
+        manifest provides, and (Prometheus connects to pod IPs) a serverName the certificate
+        has."""
+        c = self.c
+        if tc.get("insecureSkipVerify"):
+            print("     note: the ServiceMonitor scrapes HTTPS without verifying the certificate")
+            return
+        ref = (tc.get("ca") or {}).get("secret") or {}
+        keys = self.secret_keys(ref.get("name"))
+        c.ok(ref.get("key") in keys, f"ServiceMonitor tlsConfig.ca is key {ref.get('key')} of "
+             f"Secret {ref.get('name')}, which the manifest provides",
+             f"the manifest's Secret {ref.get('name')} has keys {sorted(keys)}")
+        names = self.certificate_names(self.tls["https"][1])
+        server = tc.get("serverName")
+        c.ok(server and any(dns_match(n, server) for n in names),
+             f"ServiceMonitor tlsConfig.serverName {server} is a name of the pods' certificate "
+             "(Prometheus connects to pod IPs)", f"certificate names {names}")
+
+    def check_network_policies(self):
+        c = self.c
+        probe_ports = {self.listeners[lst] for _, lst in self.probes.values()}
+        selecting = []
+        for np in self.kind("NetworkPolicy"):
+            name = np["metadata"]["name"]
+            if not matches(np["spec"]["podSelector"], self.pod_labels):
+                continue
+            selecting.append(name)
+            rules = np["spec"].get("ingress", [])
+            ports = [self.target(p.get("port")) for r in rules for p in r.get("ports", [])]
+            c.ok(all(p in self.listeners.values() for p in ports),
+                 f"NetworkPolicy {name}: its ports {ports} are listeners")
+            open_ports = {self.target(p.get("port")) for r in rules if not r.get("from")
+                          for p in r.get("ports", [])}
+            c.ok(probe_ports <= open_ports, f"NetworkPolicy {name} lets everyone (kubelet probes, "
+                 f"Prometheus) reach the probes' port {sorted(probe_ports)}",
+                 f"open to all: {sorted(open_ports)}")
+            if "https" in self.tls and probe_ports == {self.listeners["https"]}:
+                c.ok(self.listeners["http"] not in ports,
+                     f"NetworkPolicy {name} keeps the plaintext HTTP port "
+                     f"{self.listeners['http']} closed (TLS on, probes on HTTPS)",
+                     "it admits the plaintext port: bearer tokens and cache data in clear")
+        if "https" in self.tls and not selecting:
+            print(f"     note: no NetworkPolicy selects the pods: the plaintext HTTP port "
+                  f"{self.listeners['http']} (always open beside HTTPS) is reachable from the pod "
+                  "network (README.md, TLS)")
+
+    # ---- 3b. TLS: the certificate's Secret, its mount, the Certificate --------------------
+
+    def secret_keys(self, name):
+        """The keys the manifest's Secret `name` will have: a Secret of the manifest, or the
+        Secret a cert-manager Certificate of the manifest writes (tls.crt, tls.key, and ca.crt,
+        which cert-manager adds where the issuer knows its CA). Empty if neither."""
+        if name is None:
+            return set()
+        sec = self.secret(name)
+        if sec is not None:
+            return set((sec.get("data") or {})) | set((sec.get("stringData") or {}))
+        if any(cert["spec"].get("secretName") == name for cert in self.certificates):
+            return set(CERT_MANAGER_KEYS.values())
+        return set()
+
+    def certificate_of(self, section):
+        """The Certificate whose Secret holds `section`'s cert_file (None if none)."""
+        src = self.tls_sources.get(section["cert_file"])
+        if not src:
+            return None
+        return next((cert for cert in self.certificates
+                     if cert["spec"].get("secretName") == src[0]), None)
+
+    def certificate_names(self, section):
+        cert = self.certificate_of(section)
+        return list((cert or {}).get("spec", {}).get("dnsNames") or [])
+
+    def file_source(self, path):
+        """(Secret name, key, volumeMount, volume) of a file the container opens, or a reason
+        it is none."""
+        mounts = [vm for vm in self.ctr.get("volumeMounts", [])
+                  if path == vm["mountPath"] or path.startswith(vm["mountPath"].rstrip("/") + "/")]
+        if not mounts:
+            return f"{path} is on no volume mount (the image has no certificate)"
+        vm = max(mounts, key=lambda m: len(m["mountPath"]))
+        vol = self.volumes.get(vm["name"], {})
+        if vm.get("subPath") or vm.get("subPathExpr"):
+            return (f"{path} comes from a subPath mount of volume {vm['name']}: a subPath mount "
+                    "is bound to the file it found at start and never sees the kubelet's ..data "
+                    "swap, so a renewed certificate would never reach the pod; mount the Secret "
+                    "as a directory")
+        rel = path[len(vm["mountPath"].rstrip("/")) + 1:]
+        secret = vol.get("secret")
+        if secret is None:
+            sources = [s["secret"] for s in (vol.get("projected") or {}).get("sources", [])
+                       if "secret" in s]
+            hits = [s for s in sources if rel in {it["path"] for it in s.get("items", [])} or
+                    (not s.get("items") and rel in self.secret_keys(s.get("name")))]
+            if not hits:
+                return f"{path} is in volume {vm['name']}, which is not a Secret volume"
+            secret = {"secretName": hits[0].get("name"), "items": hits[0].get("items"),
+                      "defaultMode": (vol.get("projected") or {}).get("defaultMode")}
+        items = {it["path"]: it for it in secret.get("items") or []}
+        key = items[rel]["key"] if rel in items else rel
+        mode = (items.get(rel) or {}).get("mode", secret.get("defaultMode"))
+        return secret.get("secretName"), key, vm, 0o644 if mode is None else mode
+
+    def readable(self, mode):
+        """Can the container's user read a Secret file of this mode? The kubelet makes the
+        files root's, with the pod's fsGroup as their group (the process is in that group)."""
+        pod_sc = self.pod_spec.get("securityContext") or {}
+        ctr_sc = self.ctr.get("securityContext") or {}
+        user = ctr_sc.get("runAsUser", pod_sc.get("runAsUser"))
+        group = ctr_sc.get("runAsGroup", pod_sc.get("runAsGroup"))
+        fs_group = pod_sc.get("fsGroup")
+        if user == 0:
+            return True
+        if fs_group is not None or group == 0:
+            return bool(mode & 0o040)
+        return bool(mode & 0o004)
+
+    def check_tls(self):
+        c = self.c
+        self.tls_sources = {}
+        if not self.tls:
+            return
+        for lst, (key, sec) in sorted(self.tls.items()):
+            files = {k: sec[k] for k in CERT_MANAGER_KEYS if sec[k]}
+            for role, path in files.items():
+                src = self.file_source(path)
+                if not c.ok(isinstance(src, tuple), f"{key}.{role} {path} is in a Secret volume",
+                            src if isinstance(src, str) else ""):
+                    continue
+                name, skey, vm, mode = src
+                self.tls_sources[path] = (name, skey, vm)
+                c.ok(vm.get("readOnly"), f"{key}.{role}: its mount {vm['mountPath']} is readOnly")
+                keys = self.secret_keys(name)
+                c.ok(skey in keys, f"{key}.{role} {path} is key {skey} of Secret {name}, which a "
+                     "Certificate (spec.secretName) or Secret of the manifest provides",
+                     f"Secret {name} has keys {sorted(keys)} in the manifest"
+                     if keys else f"no Certificate has secretName {name} and no Secret of the "
+                     f"manifest is named so (Certificates: "
+                     f"{[x['spec'].get('secretName') for x in self.certificates]})")
+                want = CERT_MANAGER_KEYS[role]
+                c.ok(skey == want, f"{key}.{role} reads {want}", f"it reads {skey}")
+                c.ok(self.readable(mode), f"{key}.{role}: mode {mode:04o} lets the pod's user "
+                     "read it", "root-owned file, group fsGroup: give the group read (0440)")
+            c.ok(sec["watch_files"], f"{key}.watch_files is on (a renewed Secret reaches the "
+                 "daemon without a restart)", "off: nothing sends SIGHUP in a pod, so the "
+                 "daemon would serve the old certificate until it expires")
+        for cert in {id(x): x for x in filter(None, (self.certificate_of(sec)
+                                                      for _, sec in self.tls.values()))}.values():
+            self.check_certificate(cert)
+
+    def check_certificate(self, cert):
+        c, spec = self.c, cert["spec"]
+        name = cert["metadata"]["name"]
+        ns = cert["metadata"].get("namespace", "default")
+        c.ok(ns == self.namespace, f"Certificate {name} is in the pods' namespace {self.namespace}"
+             " (a Secret volume reads its own namespace)", f"namespace {ns}")
+        rotation = (spec.get("privateKey") or {}).get("rotationPolicy")
+        c.ok(rotation == "Always", f"Certificate {name}: privateKey.rotationPolicy Always (a new "
+             "key with every renewal)",
+             f"rotationPolicy {rotation or 'unset (Never before cert-manager 1.18)'}")
+        try:
+            duration = go_duration(spec.get("duration", "2160h"))
+            if "renewBeforePercentage" in spec:
+                before = duration * (100 - spec["renewBeforePercentage"]) / 100
+            else:
+                before = go_duration(spec["renewBefore"]) if "renewBefore" in spec else \
+                    duration / 3
+        except ValueError as e:
+            c.ok(False, f"Certificate {name}: duration and renewBefore parse", str(e))
+            return
+        alert = expiry_alert_days()
+        day = 86400
+        c.ok(0 < before < duration, f"Certificate {name}: renewed {before / day:g} days before "
+             f"the end of its {duration / day:g} days")
+        if alert is not None:
+            c.ok(before > alert * day, f"Certificate {name}: renewBefore {before / day:g} days > "
+                 f"the {alert}-day certificate-expiry alert of deploy/monitoring",
+                 "the alert would fire before every renewal")
+        usages = spec.get("usages")
+        c.ok(usages is None or "server auth" in usages,
+             f"Certificate {name}: usages allow server auth", f"usages {usages}")
+        names = spec.get("dnsNames") or []
+        want = [f"{s['metadata']['name']}.{self.namespace}.svc" for s in self.services]
+        headless = self.spec.get("serviceName")
+        if not self.is_deployment and headless:
+            want += [f"{self.sts_name}-{o}.{headless}.{self.namespace}.svc"
+                     for o in range(self.start, self.start + self.replicas)]
+        missing = [w for w in want if not any(dns_match(n, w) for n in names)]
+        c.ok(not missing, f"Certificate {name} names every Service and pod in namespace "
+             f"{self.namespace} ({len(want)} names, e.g. {want[-1]})",
+             f"not covered: {missing} (dnsNames {names}; the namespace in them must be the "
+             "overlay's: overlays/example-tls fills it in)")
+        ref = spec.get("issuerRef") or {}
+        issuers = [d for d in self.kind(ref.get("kind", "Issuer"))
+                   if d["metadata"]["name"] == ref.get("name")]
+        if issuers:
+            c.ok(True, f"Certificate {name}: issuer {ref.get('kind', 'Issuer')} "
+                 f"{ref.get('name')} is in the manifest")
+        else:
+            print(f"     note: Certificate {name}'s issuer {ref.get('kind', 'Issuer')} "
+                  f"{ref.get('name')} must exist in the cluster")
 
     def check_prometheus_rules(self):
         """A PrometheusRule must carry exactly the groups of deploy/monitoring/snowflaked.rules.yml
@@ -808,6 +1113,9 @@ class ManifestCheck:
             "cache.memcached_port": (img["cache"]["memcached_port"],
                                      eff["cache"]["memcached_port"]),
         }
+        if "memcached-tls" in self.tls and not eff["cache"]["memcached_port"]:
+            # components/tls: memcached over TLS instead of the image's plaintext port.
+            del pairs["cache.memcached_port"]
         for key, _, _ in MEMCACHED_ADMIN:  # what anyone who reaches the port may do
             name = key.split(".", 1)[1]
             pairs[key] = (img["cache"][name], eff["cache"][name])
@@ -820,14 +1128,51 @@ class ManifestCheck:
 
     # ---- 4. the live daemon ---------------------------------------------------------------
 
+    def prepare_tls(self):
+        """The Secret volumes of the TLS files, laid out as the kubelet does (..data symlink) in
+        the temporary directory, with a certificate made by openssl for the Certificate's names
+        (wildcards included) and 127.0.0.1; --set arguments pointing the configuration's paths
+        there (a flag beats the pod's SNOWFLAKED_* variables)."""
+        self.tls_args, self.secret_vols, self.tls_ctx = [], {}, None
+        if not self.tls:
+            return
+        os.makedirs(os.path.join(self.tmp, "certs"))
+        self.certs = tlscerts.Certs(os.path.join(self.tmp, "certs"))
+        names = sorted({n for _, sec in self.tls.values() for n in self.certificate_names(sec)})
+        self.tls_sans = ["DNS:" + n for n in names] + ["IP:127.0.0.1"]
+        cert, key = self.certs.server_cert("pod", self.tls_sans)
+        self.tls_files = {"tls.crt": cert, "tls.key": key, "ca.crt": self.certs.ca}
+        for key_path, sec in self.tls.values():
+            for role in CERT_MANAGER_KEYS:
+                path = sec[role]
+                if not path or path not in self.tls_sources:
+                    continue
+                secret, _, vm = self.tls_sources[path]
+                vol = self.secret_vols.get(vm["mountPath"])
+                if vol is None:
+                    vol = SecretVolume(os.path.join(self.tmp, f"secret-{secret}"),
+                                       self.tls_files)
+                    self.secret_vols[vm["mountPath"]] = vol
+                local = vol.path + path[len(vm["mountPath"].rstrip("/")):]
+                self.tls_args += ["--set", f"{key_path}.{role}={local}"]
+        self.tls_ctx = ssl.create_default_context(cafile=self.certs.ca)
+        # A client certificate of the same CA, for a listener with mutual TLS (client_ca_file
+        # ca.crt, the issuer's CA); sent only when the listener asks for one.
+        self.tls_ctx.load_cert_chain(self.certs.client, self.certs.client_key)
+        # The name a client of the ClusterIP Service verifies: <service>.<namespace>.svc.
+        client = next((s for s in self.services if s["spec"].get("clusterIP") != "None"),
+                      self.services[0] if self.services else None)
+        self.tls_name = f"{client['metadata']['name']}.{self.namespace}.svc" if client else \
+            (names[0] if names else "localhost")
+
     def start_daemon(self, ordinal, extra=()):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.pod_env(ordinal)}
         self.data_dir = os.path.join(self.tmp, f"data-{ordinal}")
         self.log_path = os.path.join(self.tmp, f"daemon-{ordinal}.log")
         base_cmd = [self.binary, "-c", self.cfg_file, "--set", f"data_dir={self.data_dir}",
                     "--set", "server.host=127.0.0.1", "--set", "cache.memcached_host=127.0.0.1",
-                    "--set", "echo.tcp_host=127.0.0.1", *extra]
-        keys = {"http": "server.port", "memcached": "cache.memcached_port", "echo": "echo.tcp_port"}
+                    "--set", "echo.tcp_host=127.0.0.1", *getattr(self, "tls_args", []), *extra]
+        keys = {name: port_key for name, port_key, _, _ in LISTENERS}
         for _ in range(3):  # a free port can be taken between free_port() and the daemon's bind
             self.port = {name: free_port() for name in self.listeners}
             cmd = base_cmd + [a for n, p in self.port.items() for a in ("--set", f"{keys[n]}={p}")]
@@ -838,8 +1183,9 @@ class ManifestCheck:
                   f"127.0.0.1:{self.port}")
             deadline = time.monotonic() + LIVE_TIMEOUT_S
             while self.proc.poll() is None and time.monotonic() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", self.port["http"]), timeout=1).close()
+                try:  # every port: the TLS listeners open after the plaintext HTTP one
+                    for port in self.port.values():
+                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     return True
                 except OSError:
                     time.sleep(0.02)
@@ -851,16 +1197,45 @@ class ManifestCheck:
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
-    def poll(self, path, want=200):
+    def tls_connect(self, listener):
+        """A TLS socket to the live daemon's `listener`, verifying the chain against the test CA
+        and the name a client of the Service verifies."""
+        sock = socket.create_connection(("127.0.0.1", self.port[listener]), timeout=2)
+        try:
+            return self.tls_ctx.wrap_socket(sock, server_hostname=self.tls_name)
+        except (OSError, ssl.SSLError):
+            sock.close()
+            raise
+
+    def https_connection(self):
+        """An http.client connection to the HTTPS listener through tls_connect()."""
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port["https"], timeout=2,
+                                           context=self.tls_ctx)
+        conn.sock = self.tls_connect("https")
+        return conn
+
+    def get(self, path, listener="http"):
+        """GET path on the HTTP or HTTPS listener: (status, headers, body)."""
+        if listener not in self.tls:
+            return http_get(f"http://127.0.0.1:{self.port[listener]}{path}")
+        conn = self.https_connection()
+        try:
+            conn.request("GET", path)
+            r = conn.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            conn.close()
+
+    def poll(self, path, want=200, listener="http"):
         """GET path until it answers `want` (a pod may be ready a moment after it listens)."""
         deadline = time.monotonic() + LIVE_TIMEOUT_S
         last = None
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
-                last = http_get(f"http://127.0.0.1:{self.port['http']}{path}")
+                last = self.get(path, listener)
                 if last[0] == want:
                     return last
-            except OSError as e:
+            except OSError as e:  # ssl.SSLError included: a verification failure stays one
                 last = (None, {}, str(e).encode())
             time.sleep(0.05)
         return last or (None, {}, b"")
@@ -869,17 +1244,19 @@ class ManifestCheck:
         """Every probe answers 200; every scrape path is Prometheus text 0.0.4 with
         snowflaked_ready 1. The scraped bodies, for the caller's own checks."""
         c, bodies = self.c, []
-        for kind, path in self.probes.items():
-            st, _, body = self.poll(path)
-            c.ok(st == 200, f"{kind} GET {path} -> 200", f"got {st} {body[:200]!r}")
-        for path in sorted(self.scrape_paths):
-            st, headers, raw = self.poll(path)
+        for kind, (path, lst) in self.probes.items():
+            st, _, body = self.poll(path, listener=lst)
+            over = f" over TLS, verified as {self.tls_name}" if lst in self.tls else ""
+            c.ok(st == 200, f"{kind} GET {path} on {lst} -> 200{over}",
+                 f"got {st} {body[:200]!r}")
+        for path, lst in sorted(self.scrapes):
+            st, headers, raw = self.poll(path, listener=lst)
             body = raw.decode("utf-8", "replace")
             ctype = headers.get("Content-Type", "")
             c.ok(st == 200 and ctype.startswith("text/plain") and "version=0.0.4" in ctype and
                  re.search(r"^snowflaked_ready 1$", body, re.M),
-                 f"Prometheus GET {path} -> 200 text format 0.0.4 with snowflaked_ready 1",
-                 f"{st} {ctype}")
+                 f"Prometheus GET {path} on {lst} -> 200 text format 0.0.4 with "
+                 "snowflaked_ready 1", f"{st} {ctype}")
             bodies.append(body)
         return bodies
 
@@ -887,6 +1264,7 @@ class ManifestCheck:
         c, eff = self.c, self.eff
         sf = eff["snowflake"]
         ordinal = self.start + self.replicas - 1  # the highest pod: the one closest to the limit
+        self.prepare_tls()
         if not c.ok(self.start_daemon(ordinal), f"pod {self.sts_name}-{ordinal} runs and listens",
                     f"exit {self.proc.poll()}"):
             print("     daemon log:\n" + self.daemon_log()[-3000:])
@@ -898,26 +1276,36 @@ class ManifestCheck:
                  labels.get("datacenter_id") == str(sf["datacenter_id"]),
                  f"snowflaked_info says worker {ordinal}, datacenter {sf['datacenter_id']}",
                  f"{labels}")
+        api = "https" if "https" in self.tls else "http"  # what the Services publish
         try:
-            new_id = json.loads(self.poll("/id")[2])["id"]
-            parts = json.loads(http_get(f"http://127.0.0.1:{self.port['http']}/id/{new_id}")[2])
+            new_id = json.loads(self.poll("/id", listener=api)[2])["id"]
+            parts = json.loads(self.get(f"/id/{new_id}", api)[2])
         except (TypeError, ValueError, KeyError, OSError) as e:
             parts = {"error": str(e)}
         c.ok(parts.get("worker") == ordinal and parts.get("datacenter") == sf["datacenter_id"],
-             f"an ID from pod {self.sts_name}-{ordinal} carries worker {ordinal}, datacenter "
-             f"{sf['datacenter_id']}", f"{parts}")
+             f"an ID from pod {self.sts_name}-{ordinal} ({api}) carries worker {ordinal}, "
+             f"datacenter {sf['datacenter_id']}", f"{parts}")
         self.check_memcached()
+        self.check_rotation()
         self.check_sigterm({"snowflake.lease"})
         if c.failed:
             print("     daemon log:\n" + self.daemon_log()[-3000:])
 
+    def mc_connect(self, listener):
+        if listener in self.tls:
+            return self.tls_connect(listener)
+        return socket.create_connection(("127.0.0.1", self.port[listener]), 2)
+
     def check_memcached(self):
-        if "memcached" not in self.port:
-            return
-        self.check_memcached_admin()
+        for lst in ("memcached", "memcached-tls"):
+            if lst in self.port:
+                self.check_memcached_on(lst)
+
+    def check_memcached_on(self, lst):
+        self.check_memcached_admin(lst)
         reply = b""
         try:
-            with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
+            with self.mc_connect(lst) as s:
                 s.sendall(b"set k8s-check 0 0 2\r\nok\r\nversion\r\n")
                 while b"VERSION" not in reply or not reply.endswith(b"\r\n"):
                     chunk = s.recv(4096)
@@ -926,10 +1314,29 @@ class ManifestCheck:
                     reply += chunk
         except OSError as e:
             reply += str(e).encode()
+        over = f" over TLS, verified as {self.tls_name}" if lst in self.tls else ""
         self.c.ok(reply.startswith(b"STORED\r\nVERSION "),
-                  "the memcached containerPort speaks the memcached protocol", repr(reply[:80]))
+                  f"the {lst} containerPort speaks the memcached protocol{over}",
+                  repr(reply[:80]))
+        if lst in self.tls and self.tls[lst][1]["verify_client"] == "required":
+            self.check_client_refused(lst)
 
-    def check_memcached_admin(self):
+    def check_client_refused(self, lst):
+        """Mutual TLS required: a client without a certificate gets nothing (with TLS 1.3 the
+        server's refusal arrives after the client's side of the handshake, at the first read)."""
+        bare = ssl.create_default_context(cafile=self.certs.ca)
+        reply = b""
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port[lst]), timeout=2)
+            with bare.wrap_socket(sock, server_hostname=self.tls_name) as s:
+                s.sendall(b"version\r\n")
+                reply = s.recv(100)
+        except (OSError, ssl.SSLError) as e:
+            reply = b"" if isinstance(e, ssl.SSLError) or not reply else reply
+        self.c.ok(not reply.startswith(b"VERSION"), f"the {lst} port refuses a client without a "
+                  "certificate (verify_client required)", repr(reply[:80]))
+
+    def check_memcached_admin(self, lst):
         """The port has no authentication: the administrative and key-listing commands the
         configuration turns off must be refused by the running daemon (memcached's own answers
         where it has the switch); the ones left on are listed."""
@@ -943,7 +1350,7 @@ class ManifestCheck:
             return
         reply = b""
         try:
-            with socket.create_connection(("127.0.0.1", self.port["memcached"]), 2) as s:
+            with self.mc_connect(lst) as s:
                 s.sendall(b"".join(cmd for _, cmd, _ in off))
                 while reply.count(b"\r\n") < len(off):
                     chunk = s.recv(4096)
@@ -953,8 +1360,69 @@ class ManifestCheck:
         except OSError as e:
             reply += str(e).encode()
         want = b"".join(refusal + b"\r\n" for _, _, refusal in off)
-        self.c.ok(reply == want, "the memcached port refuses what the config turns off ("
+        self.c.ok(reply == want, f"the {lst} port refuses what the config turns off ("
                   + ", ".join(k for k, _, _ in off) + ")", repr(reply[:300]))
+
+    def serial(self, listener):
+        with self.tls_connect(listener) as s:
+            return s.getpeercert()["serialNumber"]
+
+    def check_rotation(self):
+        """cert-manager renews: the kubelet swaps the Secret volume's ..data symlink. A new
+        connection to every TLS listener must get the new certificate (new key, new serial)
+        without a restart; a connection opened before keeps working."""
+        c = self.c
+        if not self.tls or not self.secret_vols:
+            return
+        try:
+            before = {lst: self.serial(lst) for lst in self.tls}
+            old = self.https_connection() if "https" in self.tls else None
+            if old:
+                old.request("GET", "/healthz")
+                old.getresponse().read()
+        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
+            c.ok(False, "TLS connections before the rotation", str(e))
+            return
+        cert, key = self.certs.server_cert("pod-renewed", self.tls_sans)
+        files = {**self.tls_files, "tls.crt": cert, "tls.key": key}
+        t0 = time.monotonic()
+        for vol in self.secret_vols.values():
+            vol.update(files)
+        want = self.certs.serial_of(cert).upper()
+        after, took = {}, None
+        while time.monotonic() - t0 < ROTATION_TIMEOUT_S and self.proc.poll() is None:
+            try:
+                after = {lst: self.serial(lst) for lst in self.tls}
+            except (OSError, ssl.SSLError) as e:
+                after = {"error": str(e)}
+            if all(v == want for v in after.values()):
+                took = time.monotonic() - t0
+                break
+            time.sleep(0.1)
+        c.ok(took is not None, f"the Secret volume's ..data swap reaches {sorted(self.tls)}: a new "
+             f"connection gets the renewed certificate (serial {before} -> {want}) after "
+             f"{took or 0:.2f} s, without a restart", f"serials {after} after {ROTATION_TIMEOUT_S}"
+             f" s; log:\n{self.daemon_log()[-1500:]}")
+        deadline = time.monotonic() + 2  # the log line is written by the logger thread
+        while "certificate reloaded (files changed)" not in self.daemon_log() and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        c.ok("certificate reloaded (files changed)" in self.daemon_log(),
+             "the daemon logs the reload ('certificate reloaded (files changed)')")
+        if old:
+            try:
+                old.request("GET", "/healthz")
+                r = old.getresponse()
+                st = r.status
+                r.read()
+                kept = old.sock.getpeercert()["serialNumber"]
+            except (OSError, http.client.HTTPException) as e:
+                st, kept = str(e), None
+            finally:
+                old.close()
+            c.ok(st == 200 and kept == before["https"], "a connection opened before the rotation "
+                 f"keeps its certificate (serial {kept}) and still works (GET /healthz -> 200)",
+                 f"{st}, serial {kept}")
 
     def check_sigterm(self, want):
         """SIGTERM as the kubelet sends it (after preStop), then the drain and the final writes;
@@ -1149,7 +1617,9 @@ class ManifestCheck:
             return self.c.summary()
         self.check_env()
         self.check_ports()
+        self.check_tls()
         self.check_probes_and_scraping()
+        self.check_network_policies()
         self.check_prometheus_rules()
         self.check_storage_shutdown_memory()
         self.check_container_config()

@@ -7,8 +7,9 @@
 //
 // 1. Schema: the object is validated with its model from the npm package kubernetes-models
 //    (built-in kinds, generated from the Kubernetes OpenAPI definitions) or
-//    @kubernetes-models/prometheus-operator (ServiceMonitor & co.): types, enums, formats,
-//    required fields. An apiVersion/kind without a model is an error, not a skip.
+//    @kubernetes-models/prometheus-operator (ServiceMonitor & co.) or
+//    @kubernetes-models/cert-manager (Certificate, Issuer; components/tls), both generated from
+//    the projects' own CRDs: types, enums, formats, required fields. An apiVersion/kind without a model is an error, not a skip.
 //
 // 2. Strict fields: kubernetes-models does not report fields that are not in the schema (the
 //    Kubernetes schemas do not say additionalProperties: false, and the API server drops or,
@@ -46,6 +47,7 @@ function modelModule(apiVersion) {
   const group = apiVersion.slice(0, slash);
   if (group === "monitoring.coreos.com")
     return `@kubernetes-models/prometheus-operator/${apiVersion}`;
+  if (group === "cert-manager.io") return `@kubernetes-models/cert-manager/${apiVersion}`;
   return `kubernetes-models/${apiVersion}`;
 }
 
@@ -259,6 +261,27 @@ const MUTATIONS = [
     (o) => ((o.spec.endpoints[0].scrapeIntervall = "30s"), true)],
   ["bad ServiceMonitor interval", "ServiceMonitor", "schema",
     (o) => ((o.spec.endpoints[0].interval = "30 seconds"), true)],
+  ["unknown ServiceMonitor tlsConfig field", "ServiceMonitor", "strict",
+    (o) => (o.spec.endpoints[0].tlsConfig
+      ? ((o.spec.endpoints[0].tlsConfig.servername = "x"), true) : false)],
+  ["unknown Certificate privateKey field", "Certificate", "strict",
+    (o) => ((o.spec.privateKey = { ...o.spec.privateKey, rotationpolicy: "Always" }), true)],
+  ["unknown Certificate spec field", "Certificate", "strict",
+    (o) => ((o.spec.renewbefore = "720h"), true)],
+  ["bad Certificate rotationPolicy", "Certificate", "schema",
+    (o) => ((o.spec.privateKey = { ...o.spec.privateKey, rotationPolicy: "Sometimes" }), true)],
+  ["bad Certificate usage", "Certificate", "schema",
+    (o) => ((o.spec.usages = ["server-auth"]), true)],
+  ["Certificate without secretName", "Certificate", "schema",
+    (o) => (delete o.spec.secretName, true)],
+  ["Certificate dnsNames as a string", "Certificate", "schema",
+    (o) => ((o.spec.dnsNames = "snowflaked"), true)],
+  ["unknown Issuer field", "Issuer", "strict", (o) => ((o.spec.selfsigned = {}), true)],
+  ["unknown secret volume field", "StatefulSet", "strict",
+    (o) => {
+      const v = o.spec.template.spec.volumes.find((x) => x.secret);
+      return v ? ((v.secret.secretname = "x"), true) : false;
+    }],
 ];
 
 function selfTest(docs) {

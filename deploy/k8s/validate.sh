@@ -13,16 +13,23 @@
 #   7. the PrometheusRule (components/servicemonitor): generated from
 #      deploy/monitoring/snowflaked.rules.yml and up to date (gen_prometheusrule.py --check, before
 #      step 1); step 3 validates its schema, step 4 that its spec.groups equal the rules file and
-#      pass `promtool check rules`; and an overlay that edits one rule must fail step 4.
+#      pass `promtool check rules`; and an overlay that edits one rule must fail step 4;
+#   8. TLS (components/tls, overlays/example-tls): step 3 checks the Certificate, its Secret's
+#      mount and the probe schemes, step 4 rotates the certificate kubelet-style under the live
+#      daemon; and the TLS overlay with one mistake each (the Secret of another name, an HTTP
+#      probe on the HTTPS port, the certificate through a subPath mount, watch_files off, a
+#      renewal after the expiry alert) must fail step 4; the overlay with components/tls-mutual
+#      must pass step 4 whole (mutual TLS live).
 #
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
 # Installs what is missing from Debian (yamllint, kubernetes-client, nodejs + npm, python3-yaml,
-# etcd-server for the Deployment overlay's daemon, prometheus for promtool;
-# with sudo when not root) and the npm packages pinned by package.json/package-lock.json into
-# deploy/k8s/node_modules/ (git-ignored; reused while the lock file and Node's major version are
-# unchanged). Every step runs under `timeout`; temporary files are removed on exit; the daemon
-# check_manifest.py starts is killed by PID (and dies with it).
+# etcd-server for the Deployment overlay's daemon, prometheus for promtool, openssl for the TLS
+# overlay's certificates; with sudo when not root) and the npm packages pinned by
+# package.json/package-lock.json into deploy/k8s/node_modules/ (git-ignored; reused while the
+# lock file and Node's major version are unchanged). Every step runs under `timeout`; temporary
+# files are removed on exit; the daemon check_manifest.py starts is killed by PID (and dies with
+# it).
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +38,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -80,6 +87,8 @@ command -v npm >/dev/null 2>&1 || missing="$missing npm"
 command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"
 # promtool (Debian's prometheus package) checks the PrometheusRule's rules.
 command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
+# openssl makes the certificates of the TLS overlay's live check.
+command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 # python3 with PyYAML: the one on PATH if it has it, else Debian's with python3-yaml.
 PY=python3
 if ! python3 -c 'import yaml' >/dev/null 2>&1; then
@@ -170,6 +179,18 @@ for o in $overlays; do
     cat "$TMP/check-$o.out"
 done
 
+# Writes DIR/kustomization.yaml: a Kustomization of the overlay (or component user) OVERLAY_DIR
+# plus the fields read from standard input.
+new_kustomization() { # DIR OVERLAY_DIR
+    rm -rf "$1"
+    mkdir "$1"
+    {
+        printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n'
+        printf 'resources:\n  - %s\n' "$(realpath --relative-to="$1" "$2")"
+        cat
+    } >"$1/kustomization.yaml"
+}
+
 # check_manifest.py must refuse the rendered manifest $1.yaml with a FAIL matching $2 ($3 says
 # what was rendered); the FAIL lines are shown.
 must_be_refused() {
@@ -191,12 +212,7 @@ done
 cap=$(sed -n 's/.*(at most \([0-9]*\) replicas).*/\1/p' "$TMP/check-$first.out" | head -n 1)
 [ -n "$cap" ] || die "could not read the replica limit from check_manifest.py"
 too_many=$((cap + 1))
-mkdir "$TMP/too-many"
-cat >"$TMP/too-many/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - $(realpath --relative-to="$TMP/too-many" "$HERE/overlays/$first")
+new_kustomization "$TMP/too-many" "$HERE/overlays/$first" <<EOF
 replicas:
   - name: snowflaked
     count: $too_many
@@ -206,18 +222,14 @@ say "check_manifest.py: overlay $first scaled to $too_many replicas must fail"
 must_be_refused "$TMP/too-many" "does not fit worker_bits" "$too_many replicas"
 say "ok: $too_many replicas rejected"
 
-# Renders overlay $2 with one JSON patch (replace $4 in every $3 by $5) into DIR $1 and $1.yaml.
-render_patched() { # DIR OVERLAY KIND PATH VALUE
-    rm -rf "$1"
-    mkdir "$1"
-    cat >"$1/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - $(realpath --relative-to="$1" "$HERE/overlays/$2")
+# Renders overlay $2 with one JSON patch (replace $4 in every $3, or only the one named $6, by
+# $5) into DIR $1 and $1.yaml.
+render_patched() { # DIR OVERLAY KIND PATH VALUE [NAME]
+    new_kustomization "$1" "$HERE/overlays/$2" <<EOF
 patches:
   - target:
-      kind: $3
+      kind: $3${6:+
+      name: $6}
     patch: |-
       - op: replace
         path: $4
@@ -257,5 +269,42 @@ for o in $overlays; do
     break
 done
 [ "$rule_checked" -gt 0 ] || die "no overlay with a PrometheusRule (components/servicemonitor)"
+
+# ---- 8. TLS mistakes cannot pass ---------------------------------------------------------------
+
+tls_checked=0
+for o in $overlays; do
+    grep -q '^kind: Certificate$' "$TMP/overlay-$o.yaml" || continue
+    grep -q 'SNOWFLAKED_SERVER_TLS_PORT' "$TMP/overlay-$o.yaml" || continue
+    sts=/spec/template/spec/containers/0
+    # kind | name | JSON path | value | what | the refusal check_manifest.py must print
+    # (one mistake a line; the lines are long rather than split)
+    while IFS='|' read -r kind name path value what refusal <&3; do
+        render_patched "$TMP/tls-mistake" "$o" "$kind" "$path" "$value" "$name"
+        say "check_manifest.py: overlay $o with $what must fail"
+        must_be_refused "$TMP/tls-mistake" "$refusal" "$what"
+        say "ok: $what rejected"
+    done 3<<EOF
+Certificate|snowflaked-tls|/spec/secretName|snowflaked-tls-other|a Certificate whose Secret is not the mounted one|which a Certificate (spec.secretName) or Secret
+StatefulSet||$sts/readinessProbe/httpGet/scheme|HTTP|an HTTP readiness probe on the HTTPS port|readinessProbe: scheme HTTPS
+StatefulSet||$sts/volumeMounts/0|{name: tls, mountPath: /etc/snowflaked-tls/tls.crt, subPath: tls.crt, readOnly: true}|the certificate through a subPath mount|never sees the kubelet's ..data
+StatefulSet||$sts/env/3|{name: SNOWFLAKED_SERVER_TLS_WATCH_FILES, value: "false"}|server.tls.watch_files false|server.tls.watch_files is on
+Certificate|snowflaked-tls|/spec/renewBefore|240h|a renewal 10 days before expiry|certificate-expiry alert of deploy/monitoring
+EOF
+    # The documented mutual-TLS component on top: checked whole, the daemon live.
+    new_kustomization "$TMP/tls-mutual" "$HERE/overlays/$o" <<EOF
+components:
+  - $(realpath --relative-to="$TMP/tls-mutual" "$HERE/components/tls-mutual")
+EOF
+    render "$TMP/tls-mutual" "$TMP/tls-mutual.yaml"
+    say "check_manifest.py: overlay $o with components/tls-mutual"
+    check "$TMP/tls-mutual.yaml" >"$TMP/tls-mutual.out" ||
+        { cat "$TMP/tls-mutual.out"; die "check_manifest.py failed for $o + tls-mutual"; }
+    grep -E '^(ok .*(client_ca_file reads|verify_client|over TLS|without a cert)|check_manifest:)' \
+        "$TMP/tls-mutual.out"
+    tls_checked=1
+    break
+done
+[ "$tls_checked" -gt 0 ] || die "no overlay with TLS and a Certificate (components/tls)"
 
 say "validate.sh: all checks passed in $(($(date +%s) - T0)) s"

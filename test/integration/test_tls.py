@@ -369,9 +369,15 @@ class TlsListeners(unittest.TestCase):
         m = self.metrics()
         self.assertGreaterEqual(metric(m, "snowflaked_tls_handshakes_total", listener="http",
                                        resumed="false"), 1)
+        # exactly the certificate's notAfter: a 10-digit Unix time must not be rounded (%.9g
+        # printed it to tens of seconds)
+        end = subprocess.run(["openssl", "x509", "-in", CERTS.server, "-noout", "-enddate"],
+                             capture_output=True, text=True, check=True).stdout
+        not_after = ssl.cert_time_to_seconds(end.strip().split("=", 1)[1])
         for listener in ("http", "memcached", "echo"):
             na = metric(m, "snowflaked_tls_certificate_not_after_seconds", listener=listener)
             self.assertTrue(na and 25 * 86400 < na - time.time() < 31 * 86400, (listener, na))
+            self.assertEqual(na, not_after, listener)
             self.assertEqual(metric(m, "snowflaked_tls_reloads_total", listener=listener,
                                     result="failed"), 0)
         self.assertIsNotNone(metric(m, "snowflaked_tls_handshake_failures_total",

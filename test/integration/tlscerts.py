@@ -13,6 +13,7 @@ What it makes (PEM files, EC P-256 keys, SHA-256):
   other_ca                    another CA ("sf-other-ca")
   other_client, other_client_key  a client certificate signed by other_ca
   garbage                     a file that is not PEM
+  server_cert(name, sans)     more server certificates of ca, for other names (deploy/)
 
 Other suites (sfload's TLS client, memcached's TLS tests) import it; nothing here comes from
 outside the test's own temporary directory."""
@@ -74,7 +75,7 @@ class Certs:
         _run("req", "-new", "-key", key, "-subj", "/CN=" + cn, "-out", csr, cwd=self.dir)
         return key, csr
 
-    def _leaf(self, name, cn, usage, extra=None, ca=None):
+    def _leaf(self, name, cn, usage, extra=None, ca=None, days=30):
         ca_cert, ca_key = ca or (self.ca, self.ca_key)
         key, csr = self._csr(name, cn)
         ext = self.path(name + ".ext")
@@ -85,7 +86,7 @@ class Certs:
         self._serial += 1
         cert = self.path(name + ".pem")
         _run("x509", "-req", "-in", csr, "-CA", ca_cert, "-CAkey", ca_key, "-set_serial",
-             str(self._serial), "-days", "30", "-sha256", "-extfile", ext, "-out", cert,
+             str(self._serial), "-days", str(days), "-sha256", "-extfile", ext, "-out", cert,
              cwd=self.dir)
         return cert, key
 
@@ -109,6 +110,12 @@ class Certs:
              "-out", cert, "-notext", "-startdate", "20200101000000Z", "-enddate",
              "20200201000000Z", cwd=self.dir)
         return cert, key
+
+    def server_cert(self, name, sans, days=30):
+        """Another server certificate of ca, with a key and serial of its own, for the names in
+        sans ("DNS:name", "IP:address"); CN is name. deploy/ makes one per replica this way, and
+        its successor for a rotation."""
+        return self._leaf(name, name, "serverAuth", "subjectAltName=" + ",".join(sans), days=days)
 
     def serial_of(self, cert):
         """The certificate's serial as openssl prints it (hex)."""

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 void prom_printf(prom_buf *b, const char *fmt, ...)
 {
@@ -31,10 +32,17 @@ void prom_u64(prom_buf *b, const char *name, const char *labels, uint64_t value)
         prom_printf(b, "%s %llu\n", name, (unsigned long long)value);
 }
 
+/* The shortest of %.15g and %.17g that reads back as the same double, as Prometheus' own
+ * clients print: %.9g rounded a Unix time such as a certificate's not-after (10 digits) to tens of
+ * seconds, while %.17g alone prints 0.1 as 0.10000000000000001. */
 void prom_f64(prom_buf *b, const char *name, const char *labels, double value)
 {
+    char num[32];
+    snprintf(num, sizeof num, "%.15g", value);
+    if (strtod(num, NULL) != value)
+        snprintf(num, sizeof num, "%.17g", value);
     if (labels && *labels)
-        prom_printf(b, "%s{%s} %.9g\n", name, labels, value);
+        prom_printf(b, "%s{%s} %s\n", name, labels, num);
     else
-        prom_printf(b, "%s %.9g\n", name, value);
+        prom_printf(b, "%s %s\n", name, num);
 }
