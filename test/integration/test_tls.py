@@ -806,6 +806,28 @@ class WatchFiles(unittest.TestCase):
         copy_file(CERTS.server2_key, os.path.join(self.dir, "tls.key"))
         self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
 
+    def test_unrelated_writes_reload_nothing(self):
+        """A file beside the certificates written again and again (a log in the same directory),
+        or the same bytes copied over the certificate: nothing is reloaded or logged, so the
+        reload's own log line cannot feed the watch. Other bytes then reload at once."""
+        copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
+        server, port = self.start()
+        for i in range(4):
+            with open(os.path.join(self.dir, "daemon.log"), "a") as f:
+                f.write("line %d\n" % i)
+            time.sleep(0.7)  # past the debounce: each write is a burst of its own
+        copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
+        time.sleep(1.2)
+        out = server.output()
+        self.assertNotIn("certificate reloaded", out)
+        self.assertNotIn("reload refused", out)
+        self.assertEqual(served_serial(port), serial(CERTS.server))
+        copy_file(CERTS.server2, os.path.join(self.dir, "tls.crt"))
+        copy_file(CERTS.server2_key, os.path.join(self.dir, "tls.key"))
+        self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
+        self.assertEqual(server.output().count("certificate reloaded"), 1, server.output())
+
     def test_watch_off(self):
         copy_file(CERTS.server, os.path.join(self.dir, "tls.crt"))
         copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))

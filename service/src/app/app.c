@@ -731,14 +731,16 @@ static int listen_tls(app *a, int i, const char *host, const proto *p, void *ctx
  * net_tls_reload runs on one thread at a time. */
 static pthread_mutex_t tls_reload_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Every TLS listener's files read again. 0; -1 when one was refused (mc, when not NULL: the
+/* Every TLS listener's files read again (only_changed: only those whose bytes changed since
+ * they were loaded; SIGHUP and refresh_certs are an operator's explicit ask and always reload).
+ * 0; -1 when one was refused (mc, when not NULL: the
  * first refusal as memcached's refresh_certs line). `why` names what asked, for the log. */
-static int reload_tls(app *a, const char *why, char *mc, size_t mclen)
+static int reload_tls(app *a, const char *why, bool only_changed, char *mc, size_t mclen)
 {
     int rc = 0;
     pthread_mutex_lock(&tls_reload_lock);
     for (int i = 0; i < APP_TLS_LISTENERS; i++) {
-        if (!a->tls_on[i])
+        if (!a->tls_on[i] || (only_changed && !net_tls_files_changed(&a->tls[i])))
             continue;
         char err[CFG_PATH_MAX * 2];
         if (net_tls_reload_mc(&a->tls[i], err, sizeof err, rc == 0 ? mc : NULL,
@@ -759,7 +761,7 @@ static int reload_tls(app *a, const char *why, char *mc, size_t mclen)
 
 void app_reload_tls(app *a)
 {
-    reload_tls(a, "SIGHUP", NULL, 0);
+    reload_tls(a, "SIGHUP", false, NULL, 0);
 }
 
 /* tls.watch_files: the directories of the TLS files are watched (net/fswatch.h), and a change
@@ -770,7 +772,7 @@ void app_reload_tls(app *a)
 
 static void tls_files_changed(void *arg)
 {
-    reload_tls(arg, "files changed", NULL, 0);
+    reload_tls(arg, "files changed", true, NULL, 0);
 }
 
 /* A watched directory removed or replaced (an operator recreating a mount path): the watch looks
@@ -839,7 +841,7 @@ static void watch_tls_files(app *a)
 /* memcached's refresh_certs (on a loop thread): every TLS listener, as SIGHUP. */
 static int refresh_certs(void *arg, char *reply, size_t replylen)
 {
-    return reload_tls(arg, "refresh_certs", reply, replylen);
+    return reload_tls(arg, "refresh_certs", false, reply, replylen);
 }
 
 /* Failed handshakes, per listener and cause, logged at most once a minute each: a scanner or a

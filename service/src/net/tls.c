@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdio.h>
@@ -176,6 +177,48 @@ static int64_t not_after_of(SSL_CTX *ctx)
     return (int64_t)timegm(&tm);
 }
 
+/* SHA-256 of the cert, key and CA files' bytes in order (each prefixed by its length, so bytes
+ * moving from one file to the next still differ). 0, or -1 when one cannot be read. */
+static int files_digest(const net_tls_config *cfg, unsigned char out[32])
+{
+    const char *paths[] = {cfg->cert_file, cfg->key_file, cfg->client_ca_file};
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    int rc = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < sizeof paths / sizeof paths[0]; i++) {
+        if (!paths[i][0])
+            continue;
+        FILE *f = fopen(paths[i], "rb");
+        if (!f) {
+            rc = -1;
+            break;
+        }
+        unsigned char buf[4096];
+        uint64_t total = 0;
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+            EVP_DigestUpdate(md, buf, n);
+            total += n;
+        }
+        if (ferror(f))
+            rc = -1;
+        fclose(f);
+        EVP_DigestUpdate(md, &total, sizeof total);
+    }
+    unsigned len = 0;
+    if (rc == 0 && EVP_DigestFinal_ex(md, out, &len) != 1)
+        rc = -1;
+    EVP_MD_CTX_free(md);
+    return rc;
+}
+
+bool net_tls_files_changed(const net_tls *t)
+{
+    unsigned char now[32];
+    if (!t->files_known || files_digest(&t->cfg, now) != 0)
+        return true;
+    return memcmp(now, t->files_sha256, sizeof now) != 0;
+}
+
 int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_config *cfg,
                  char *err, size_t errlen)
 {
@@ -187,6 +230,8 @@ int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_c
         snprintf(err, errlen, "%s.verify_client: needs %s.client_ca_file", what, what);
         return -1;
     }
+    /* Read before the build: a change landing between the two is then seen as one later. */
+    t->files_known = files_digest(cfg, t->files_sha256) == 0;
     t->current = build(t, err, errlen, NULL, 0);
     if (!t->current)
         return -1;
@@ -202,6 +247,8 @@ int net_tls_reload(net_tls *t, char *err, size_t errlen)
 
 int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mclen)
 {
+    unsigned char digest[32];
+    bool known = files_digest(&t->cfg, digest) == 0;
     SSL_CTX *ctx = build(t, err, errlen, mc, mclen);
     if (!ctx) {
         atomic_fetch_add(&t->reload_failures, 1);
@@ -220,6 +267,8 @@ int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mcl
     SSL_CTX_free(old); /* connections on it hold their own references */
     atomic_store(&t->not_after_s, not_after_of(ctx));
     atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
+    memcpy(t->files_sha256, digest, sizeof digest);
+    t->files_known = known;
     atomic_fetch_add(&t->reloads, 1);
     return 0;
 }

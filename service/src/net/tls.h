@@ -78,6 +78,10 @@ typedef struct net_tls {
     _Atomic int64_t not_after_s; /* the current certificate's notAfter, Unix seconds */
     _Atomic int64_t loaded_at_s; /* when the current context was built, Unix seconds */
     _Atomic uint64_t reloads, reload_failures;
+    /* SHA-256 over the bytes of the cert, key and CA files as read just before the context in
+     * service was built (files_known: it could be read): net_tls_files_changed compares. */
+    unsigned char files_sha256[32];
+    bool files_known;
     /* The OpenSSL reason of the last failure per cause (a static string of OpenSSL's, or NULL):
      * the rate-limited log line quotes it. */
     _Atomic(const char *) last_detail[NET_TLS_FAIL_COUNT];
@@ -93,6 +97,12 @@ int net_tls_reload(net_tls *t, char *err, size_t errlen);
 /* net_tls_reload, and on failure also memcached 1.6.18's reply line for refresh_certs in mc
  * ("Error loading the key: <path> : error:...\r\n", as its load_server_certificates). */
 int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mclen);
+/* Whether the files hold other bytes than those the context in service was built from (true
+ * when one cannot be read: a reload then says why). The file watch asks before it reloads, so
+ * an event that changed nothing (a log file, an editor's swap file, an unrelated Secret key in
+ * the directory) reloads nothing, logs nothing and cannot feed back into itself. Same thread
+ * rules as net_tls_reload. */
+bool net_tls_files_changed(const net_tls *t);
 /* Drops this struct's reference (connections still open keep theirs). */
 void net_tls_free(net_tls *t);
 
