@@ -416,9 +416,15 @@ static int make_api(app *a, char *err, size_t errlen)
         return rc;
     api->opt.token = a->token;
     api->opt.token_len = strlen(a->token);
-    if (api->opt.token_len)
-        LOG_INFO("access control: bearer token required for %s",
-                 c->auth.protect_reads ? "every route but health" : "cache writes");
+    const char *what = c->auth.protect_reads ? "every route but health" : "cache writes";
+    if (api->opt.client_certificates)
+        LOG_INFO("access control: %s%s%s on server.tls (%u in auth.client_certificates) required "
+                 "for %s",
+                 api->opt.token_len ? "bearer token " : "",
+                 !api->opt.token_len ? "" : api->opt.token_and_certificate ? "and " : "or ",
+                 "a listed client certificate", a->http_peers.n, what);
+    else if (api->opt.token_len)
+        LOG_INFO("access control: bearer token required for %s", what);
     if (perloop_init(&api->loops, a->net->nloops, sizeof(api_loop)) != 0) {
         snprintf(err, errlen, "out of memory");
         return EXIT_FAILURE;
@@ -700,6 +706,15 @@ static int make_tls(app *a, char *err, size_t errlen)
         if (net_tls_init(&a->tls[i], tls_names[i].name, tls_names[i].what, &nc, err, errlen) != 0)
             return -1;
         a->tls_on[i] = true;
+        if (i == APP_TLS_HTTP && c->auth.client_certificates[0]) { /* checked at load */
+            char why[512];
+            if (certname_list_init(&a->http_peers, c->auth.client_certificates, why,
+                                   sizeof why) != 0) {
+                snprintf(err, errlen, "auth.client_certificates: %s", why);
+                return -1;
+            }
+            a->tls[i].peers = &a->http_peers;
+        }
         warn_not_after(a, i);
     }
     return 0;
@@ -1127,6 +1142,7 @@ void app_free(app *a)
         if (a->tls_on[i]) /* every connection is gone: the last references */
             net_tls_free(&a->tls[i]);
     memset(a->tls_on, 0, sizeof a->tls_on);
+    certname_list_free(&a->http_peers);
     a->http = NULL;
     a->mc = NULL;
     a->cache = NULL;

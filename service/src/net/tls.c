@@ -5,10 +5,12 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "util/certname.h"
 #include "util/spinlock.h"
 
 #define TICKET_KEYS_LEN 80 /* OpenSSL 1.1.1+: key name 16, HMAC 32, AES 32 */
@@ -283,4 +285,94 @@ net_tls_fail net_tls_classify(net_tls *t, int ssl_error)
     }
     ERR_clear_error();
     return why;
+}
+
+/* ---- client certificates as credentials ---------------------------------------------------- */
+
+const char *net_tls_peer_name(net_tls_peer p)
+{
+    static const char *const names[NET_TLS_PEER_COUNT] = {"listed", "unlisted", "none"};
+    return (unsigned)p < NET_TLS_PEER_COUNT ? names[p] : "none";
+}
+
+/* The subject DN as `openssl x509 -noout -subject -nameopt RFC2253` prints it, into out (cut to
+ * n - 1 bytes). Returns its full length (0 on failure). */
+static size_t subject_rfc2253(X509 *x, char *out, size_t n)
+{
+    out[0] = '\0';
+    BIO *b = BIO_new(BIO_s_mem());
+    if (!b)
+        return 0;
+    size_t len = 0;
+    if (X509_NAME_print_ex(b, X509_get_subject_name(x), 0, XN_FLAG_RFC2253) >= 0) {
+        char *p;
+        long m = BIO_get_mem_data(b, &p);
+        if (m > 0) {
+            len = (size_t)m;
+            size_t k = len < n - 1 ? len : n - 1;
+            memcpy(out, p, k);
+            out[k] = '\0';
+        }
+    }
+    BIO_free(b);
+    return len;
+}
+
+/* Appends " DNS:x" / " URI:y" to the description of an unlisted certificate. */
+static void describe_san(char *d, size_t n, const char *kind, const unsigned char *v, int len)
+{
+    size_t used = strlen(d);
+    if (used + 8 < n)
+        snprintf(d + used, n - used, " %s:%.*s", kind, len, (const char *)v);
+}
+
+net_tls_peer net_tls_peer_check(net_tls *t, SSL *ssl)
+{
+    X509 *x = SSL_get0_peer_certificate(ssl);
+    if (!x)
+        return NET_TLS_PEER_NONE;
+    /* With SSL_VERIFY_PEER a certificate that does not verify fails the handshake; a resumed
+     * session carries its full handshake's result. Checked all the same: never grant on an
+     * unverified name. */
+    if (SSL_get_verify_result(ssl) != X509_V_OK)
+        return NET_TLS_PEER_UNLISTED;
+    const certname_list *l = t->peers;
+    char dn[CERTNAME_MAX + 1], desc[sizeof t->last_unlisted];
+    size_t dnlen = subject_rfc2253(x, dn, sizeof dn);
+    bool listed = dnlen && dnlen <= CERTNAME_MAX && l &&
+                  certname_list_match(l, CERTNAME_DN, dn, dnlen);
+    snprintf(desc, sizeof desc, "%s", dnlen ? dn : "(empty subject)");
+    GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    for (int i = 0; sans && i < sk_GENERAL_NAME_num(sans); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+        const ASN1_IA5STRING *v = g->type == GEN_DNS   ? g->d.dNSName
+                                  : g->type == GEN_URI ? g->d.uniformResourceIdentifier
+                                                       : NULL;
+        if (!v)
+            continue;
+        certname_kind kind = g->type == GEN_DNS ? CERTNAME_DNS : CERTNAME_URI;
+        const unsigned char *p = ASN1_STRING_get0_data(v);
+        int len = ASN1_STRING_length(v);
+        if (!listed && l && len > 0 && certname_list_match(l, kind, (const char *)p, (size_t)len))
+            listed = true;
+        describe_san(desc, sizeof desc, kind == CERTNAME_DNS ? "DNS" : "URI", p, len);
+    }
+    GENERAL_NAMES_free(sans);
+    ERR_clear_error();
+    if (listed)
+        return NET_TLS_PEER_LISTED;
+    for (char *c = desc; *c; c++) /* a certificate's bytes go into a log line */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    spin_lock(&t->peer_lock);
+    memcpy(t->last_unlisted, desc, sizeof desc);
+    spin_unlock(&t->peer_lock);
+    return NET_TLS_PEER_UNLISTED;
+}
+
+void net_tls_last_unlisted(net_tls *t, char *out, size_t n)
+{
+    spin_lock(&t->peer_lock);
+    snprintf(out, n, "%s", t->last_unlisted);
+    spin_unlock(&t->peer_lock);
 }
