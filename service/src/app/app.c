@@ -873,6 +873,20 @@ static void log_tls_failures(app *a)
             a->tls_fail_seen[i][r] = n;
             a->tls_fail_logged_ms[i][r] = now;
         }
+        /* Verified client certificates the access list does not name: what to add (or why a
+         * client gets 401/403), at most once a minute. */
+        uint64_t n = counter_get(&sum.tls_peers[NET_TLS_PEER_UNLISTED]), seen = a->peer_unlisted_seen;
+        if (!a->tls[i].peers || n <= seen ||
+            (a->peer_unlisted_logged_ms && now - a->peer_unlisted_logged_ms < TLS_FAIL_LOG_MS))
+            continue;
+        char names[sizeof a->tls[i].last_unlisted];
+        net_tls_last_unlisted(&a->tls[i], names, sizeof names);
+        LOG_WARN("%s on %s:%u: %llu connection%s with a client certificate not in "
+                 "auth.client_certificates%s (the last: %s); the certificate grants nothing",
+                 l->spec->proto->name, l->spec->host, l->spec->port, (unsigned long long)(n - seen),
+                 n - seen == 1 ? "" : "s", seen ? " in the last minute or so" : "", names);
+        a->peer_unlisted_seen = n;
+        a->peer_unlisted_logged_ms = now;
     }
 }
 
