@@ -291,10 +291,22 @@ class Rotation(unittest.TestCase):
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             ctx.load_verify_locations(CERTS.ca)
             ctx.load_cert_chain(*LISTED["dn"])
+            put = b"PUT /cache/r HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nr"
+            # a session to resume later (TLS 1.3 tickets come after the handshake: read first)
+            raw = socket.create_connection(("127.0.0.1", https), timeout=5)
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(put)
+                self.assertIn(sfharness.Reader(s).response().status, (200, 201, 204))
+                session = s.session
+            raw = socket.create_connection(("127.0.0.1", https), timeout=5)
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1", session=session) as s:
+                self.assertTrue(s.session_reused)  # resumption works before the rotation
+                s.sendall(put)
+                self.assertIn(sfharness.Reader(s).response().status, (200, 201, 204))
+                session = s.session
             raw = socket.create_connection(("127.0.0.1", https), timeout=5)
             with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
                 rd = sfharness.Reader(s)
-                put = b"PUT /cache/r HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nr"
                 s.sendall(put)
                 self.assertIn(rd.response().status, (200, 201, 204))
                 shutil.copy(CERTS.other_ca, ca + ".new")
@@ -308,6 +320,16 @@ class Rotation(unittest.TestCase):
                 self.assertIn(rd.response().status, (200, 201, 204))
             st, out, rc = curl(https, "/cache/r", "PUT", cert="dn", data="x")
             self.assertIsNone(st, out)  # our CA is no longer trusted: the handshake fails
+            # nor does a session verified under the old CA resume into a grant
+            raw = socket.create_connection(("127.0.0.1", https), timeout=5)
+            try:
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1", session=session) as s:
+                    reused = s.session_reused
+                    s.sendall(put)
+                    status = sfharness.Reader(s).response().status
+                self.fail("resumed=%s, answered %s after the CA rotation" % (reused, status))
+            except (ssl.SSLError, ConnectionError):
+                pass
         finally:
             server.stop()
 

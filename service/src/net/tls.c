@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -78,6 +79,39 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
+/* The session ID context: a session resumes only into a context with the same one. It covers
+ * the listener, the verify mode and, when client certificates are checked, the CAs they were
+ * verified against (each one's SHA-256, in the store's order): a resumed session skips the
+ * verification, so one verified under a CA that a reload removed must not resume (its
+ * certificate would keep the access it had, auth.client_certificates' grant included). A reload
+ * that keeps the CAs (a new server certificate) keeps resumption working. */
+static int set_sid_ctx(SSL_CTX *ctx, const net_tls *t)
+{
+    unsigned char md[EVP_MAX_MD_SIZE], one[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0, onelen;
+    int verify = (int)t->cfg.verify, rc = -1;
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    if (!h || !EVP_DigestInit_ex(h, EVP_sha256(), NULL) ||
+        !EVP_DigestUpdate(h, t->name, strlen(t->name)) ||
+        !EVP_DigestUpdate(h, &verify, sizeof verify))
+        goto done;
+    if (t->cfg.verify != NET_TLS_VERIFY_NONE) {
+        STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+        for (int i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+            X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+            if (x && (!X509_digest(x, EVP_sha256(), one, &onelen) ||
+                      !EVP_DigestUpdate(h, one, onelen)))
+                goto done;
+        }
+    }
+    if (EVP_DigestFinal_ex(h, md, &mdlen) && mdlen <= SSL_MAX_SID_CTX_LENGTH &&
+        SSL_CTX_set_session_id_context(ctx, md, mdlen))
+        rc = 0;
+done:
+    EVP_MD_CTX_free(h);
+    return rc;
+}
+
 static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size_t mclen)
 {
     if (mc && mclen)
@@ -106,7 +140,6 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     if (!c->session_tickets)
         SSL_CTX_set_num_tickets(ctx, 0);
-    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)t->name, (unsigned)strlen(t->name));
     if (c->ciphersuites[0] && !SSL_CTX_set_ciphersuites(ctx, c->ciphersuites)) {
         snprintf(err, errlen, "%s.ciphersuites \"%s\": %s", t->what, c->ciphersuites,
                  ossl_reason());
@@ -158,6 +191,10 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size
                : c->verify == NET_TLS_VERIFY_OPTIONAL ? SSL_VERIFY_PEER
                                                       : SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
     SSL_CTX_set_verify(ctx, mode, NULL);
+    if (set_sid_ctx(ctx, t) != 0) {
+        snprintf(err, errlen, "%s: cannot set the session ID context: %s", t->what, ossl_reason());
+        goto fail;
+    }
     if (c->alpn_http11)
         SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
     return ctx;
