@@ -18,6 +18,7 @@ import unittest
 
 import sfharness
 import tlscerts
+from test_tls import metric
 
 TOKEN = "s3cret-Token_42-and-more"
 CERTS = None
@@ -72,16 +73,6 @@ def curl(port, path="/cache/k", method="GET", cert=None, token=None, data=None, 
     out = r.stdout.decode(errors="replace")
     m = re.match(r"HTTP/1\.1 (\d+)", out)
     return (int(m.group(1)) if m and r.returncode == 0 else None), out, r.returncode
-
-
-def metric(text, name, **labels):
-    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            got = line[len(name):].split(" ")[0].strip("{}")
-            if ",".join(sorted(got.split(","))) == want:
-                return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 class EitherCredential(unittest.TestCase):
