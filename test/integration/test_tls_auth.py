@@ -325,6 +325,27 @@ class Rotation(unittest.TestCase):
             server.stop()
 
 
+class ExposureWarning(unittest.TestCase):
+    def test_a_certificate_list_protects_as_a_token(self):
+        """No "reachable beyond loopback without a token" warning: writes need a certificate."""
+        import test_startup
+        https = sfharness.free_port()
+        srv = sfharness.Server("--set", "server.host=0.0.0.0",
+                               "--set", "auth.client_certificates=" + ENTRIES, *tls_sets(https))
+        try:
+            sfharness.wait_ready(srv)
+            deadline = time.monotonic() + 5
+            while "listening on" not in srv.output() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)
+            out = srv.output()
+        finally:
+            srv.stop()
+        self.assertIn("access control: a listed client certificate on server.tls (3 in "
+                      "auth.client_certificates) required for cache writes", out)
+        self.assertNotIn(test_startup.HTTP_WARNING, out)
+
+
 class StartupRefusals(unittest.TestCase):
     def run_daemon(self, *sets):
         import test_startup

@@ -970,10 +970,13 @@ static void log_listening(const app *a)
 static void warn_exposed(const app *a)
 {
     const cfg *c = a->config;
-    if (!cfg_host_is_loopback(c->server.host) && !a->api.opt.token_len)
+    /* A certificate list protects as a token does: without a listed certificate (the plaintext
+     * port never has one) a write is refused. */
+    if (!cfg_host_is_loopback(c->server.host) && !a->api.opt.token_len &&
+        !a->api.opt.client_certificates)
         LOG_WARN("HTTP on %s:%u is reachable beyond loopback without a token: anyone who can reach "
                  "it can write, delete and read the cache and take IDs (set auth.token or "
-                 "auth.token_file, or server.host 127.0.0.1)",
+                 "auth.token_file, or auth.client_certificates, or server.host 127.0.0.1)",
                  c->server.host, c->server.port);
     const cfg_tls *mt = &c->cache.memcached_tls;
     bool mc_auth = c->cache.memcached_auth_file[0] != '\0';
