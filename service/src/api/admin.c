@@ -322,14 +322,14 @@ static void metrics_id_space(prom_buf *b, const api_ctx *a)
 
 static void metrics_ids(prom_buf *b, const api_ctx *a)
 {
-    uint64_t issued = 0, issued128[2] = {0, 0}, denied = 0, granted[3] = {0, 0, 0};
+    uint64_t issued = 0, issued128[2] = {0, 0}, denied = 0, granted[API_BY_COUNT] = {0};
     for (unsigned i = 0; i < perloop_count(&a->loops); i++) {
         const api_loop *l = perloop_at(&a->loops, i);
         issued += counter_get(&l->ids_issued);
         issued128[0] += counter_get(&l->ids128_issued[0]);
         issued128[1] += counter_get(&l->ids128_issued[1]);
         denied += counter_get(&l->auth_failures);
-        for (int c = 0; c < 3; c++)
+        for (int c = 0; c < API_BY_COUNT; c++)
             granted[c] += counter_get(&l->auth_granted[c]);
     }
     sf_gen_stats total = {0};
@@ -362,7 +362,7 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
     prom_family(b, "snowflaked_auth_granted_total", "counter",
                 "Requests the access check let through, by the credential that did: token, "
                 "certificate (auth.client_certificates), token_and_certificate.");
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < API_BY_COUNT; c++) {
         char label[48];
         snprintf(label, sizeof label, "credential=\"%s\"", api_credential_name((api_credential)c));
         prom_u64(b, "snowflaked_auth_granted_total", label, granted[c]);

@@ -24,17 +24,17 @@
 #include "snowflake/lease.h"
 #include "util/perloop.h"
 
+/* What let a request through the access check (snowflaked_auth_granted_total's label). */
+typedef enum { API_BY_TOKEN, API_BY_CERTIFICATE, API_BY_BOTH, API_BY_COUNT } api_credential;
+
 /* Counters of one loop, written by that loop only (util/counter.h); api_ctx.loops holds one per
  * net loop, each on its own cache lines (util/perloop.h). */
 typedef struct api_loop {
     _Atomic uint64_t ids_issued;      /* Snowflake IDs */
     _Atomic uint64_t ids128_issued[2]; /* by sf_id128_format */
     _Atomic uint64_t auth_failures;
-    _Atomic uint64_t auth_granted[3]; /* by api_credential */
+    _Atomic uint64_t auth_granted[API_BY_COUNT]; /* by api_credential */
 } api_loop;
-
-/* What let a request through the access check (snowflaked_auth_granted_total's label). */
-typedef enum { API_BY_TOKEN, API_BY_CERTIFICATE, API_BY_BOTH } api_credential;
 const char *api_credential_name(api_credential c); /* "token", "certificate", "token_and_certificate" */
 
 /* The handlers' options (app_api_options maps the configuration onto them). */

@@ -184,7 +184,6 @@ int certname_list_init(certname_list *l, const char *entries, char *err, size_t 
             goto fail;
         }
         l->e[i] = (certname_entry){.kind = kind, .len = (uint32_t)(len - off), .v = p + off};
-        l->kinds |= 1u << kind;
         l->n = i + 1;
         if (!nl)
             return 0;

@@ -42,7 +42,6 @@ typedef struct certname_entry {
 
 typedef struct certname_list {
     unsigned n;
-    unsigned kinds; /* bit (1 << kind) per kind present: net/tls.c looks only for those */
     certname_entry e[CERTNAME_LIST_MAX];
     char *text; /* the list's own copy */
 } certname_list;
