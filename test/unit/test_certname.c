@@ -148,6 +148,12 @@ START_TEST(test_list_limits)
     ck_assert_int_eq(certname_list_init(&l, "CN=a\n\nCN=b", err, sizeof err), -1);
     ck_assert_str_eq(err, "[1] \"\": empty");
     ck_assert(l.text == NULL); /* a refused list keeps nothing */
+    /* errors are one line of printable ASCII whatever the entry holds */
+    ck_assert_int_eq(certname_list_init(&l, "CN=\x01\xc3\xa9", err, sizeof err), -1);
+    ck_assert_str_eq(err, "[0] \"CN=???\": a control character at byte 3");
+    ck_assert_int_eq(certname_list_init(&l, "DNS:caf\xc3\xa9", err, sizeof err), -1);
+    ck_assert_str_eq(err, "[0] \"DNS:caf??\": a DNS name holds letters, digits, '-', '_' and "
+                          "'.', got byte 0xc3");
 }
 END_TEST
 

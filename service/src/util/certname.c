@@ -98,8 +98,13 @@ static int dns_check(const char *v, size_t len, char *err, size_t errlen)
     }
     for (size_t i = 0; i < len; i++)
         if (!is_alpha(v[i]) && !is_digit(v[i]) && v[i] != '-' && v[i] != '.' && v[i] != '_') {
-            snprintf(err, errlen, "a DNS name holds letters, digits, '-', '_' and '.', got '%c'",
-                     v[i]);
+            unsigned char ch = (unsigned char)v[i];
+            if (ch >= 0x20 && ch < 0x7f)
+                snprintf(err, errlen, "a DNS name holds letters, digits, '-', '_' and '.', got '%c'",
+                         ch);
+            else
+                snprintf(err, errlen, "a DNS name holds letters, digits, '-', '_' and '.', got "
+                                      "byte 0x%02x", ch);
             return -1;
         }
     if (v[0] == '.' || v[len - 1] == '.') {
@@ -180,7 +185,12 @@ int certname_list_init(certname_list *l, const char *entries, char *err, size_t 
             goto fail;
         }
         if (certname_parse(p, len, &kind, &off, why, sizeof why) != 0) {
-            snprintf(err, errlen, "[%u] \"%.*s\": %s", i, (int)(len > 80 ? 80 : len), p, why);
+            char shown[84]; /* the entry as errors show values: printable ASCII, cut */
+            size_t k = 0;
+            for (; k < len && k < 80; k++)
+                shown[k] = (unsigned char)p[k] >= 0x20 && (unsigned char)p[k] < 0x7f ? p[k] : '?';
+            memcpy(shown + k, k < len ? "..." : "", k < len ? 4 : 1);
+            snprintf(err, errlen, "[%u] \"%s\": %s", i, shown, why);
             goto fail;
         }
         l->e[i] = (certname_entry){.kind = kind, .len = (uint32_t)(len - off), .v = p + off};
