@@ -1669,6 +1669,13 @@ START_TEST(test_client_certificates)
     rc = load_argv(&c, err, sizeof err, "--set", "auth.client_certificates=[\"CN=a\"",
                    (char *)NULL);
     EXPECT_ERR(rc, err, "flag --set: auth.client_certificates: ", "not a JSON array");
+    /* '\n' separates the stored entries: one inside an entry is refused, never split */
+    rc = load_json("{" TLS_ON ",\"auth\":{\"client_certificates\":[\"CN=a\\nCN=b\"]}}", &c, err,
+                   sizeof err);
+    EXPECT_ERR(rc, err, last_path, "auth.client_certificates: [0]: a control character");
+    rc = load_argv(&c, err, sizeof err, TLS_ARGS, "--set", "auth.client_certificates=CN=a\nCN=b",
+                   (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: auth.client_certificates: ", "no line feed");
     rc = load_json("{\"auth\":{\"client_certificates\":[\"CN=a\"]}}", &c, err, sizeof err);
     EXPECT_ERR(rc, err, last_path, "auth.client_certificates: needs the HTTP TLS listener",
                "server.tls.port is 0");

@@ -815,6 +815,9 @@ static int cfg_store_list(cfg_ctx *ctx, const cfg_key *k, const char *text, cons
     char joined[8192], why[512];
     size_t n = 0;
     if (text[0] != '[') {
+        if (strchr(text, '\n')) /* '\n' separates the stored entries: never inside one */
+            return cfg_bad_value(ctx, k, src, shown, "one entry holds no line feed; give several "
+                                                     "as a JSON array");
         n = strlen(text);
         if (n > k->max)
             return cfg_fail(ctx, src, k->path, "must be at most %llu bytes, got %zu",
@@ -837,6 +840,10 @@ static int cfg_store_list(cfg_ctx *ctx, const cfg_key *k, const char *text, cons
                            ? cfg_fail(ctx, src, k->path, "must be at most %llu bytes together",
                                       (unsigned long long)k->max)
                            : cfg_fail(ctx, src, k->path, "[%d] must be a string, got %s", i, got);
+            }
+            if (strchr(it->valuestring, '\n')) {
+                cJSON_Delete(arr);
+                return cfg_fail(ctx, src, k->path, "[%d]: a control character (a line feed)", i);
             }
             if (i)
                 joined[n++] = '\n';
