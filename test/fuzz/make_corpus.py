@@ -288,6 +288,14 @@ def config_seeds():
         "bad_host": b'{"server": {"host": "localhost"}}',
         "auth_both": b'{"auth": {"token": "s3cret", "token_file": "/run/secret"}}',
         "auth_token": b'{"auth": {"token": "s3cret", "protect_reads": true}}',
+        # auth.client_certificates, the list key: good entries of each form, then bad ones
+        "auth_certificates": b'{"server": {"tls": {"port": 8443, "cert_file": "c", "key_file": "k",'
+                             b' "client_ca_file": "ca", "verify_client": "optional"}}, "auth":'
+                             b' {"client_certificates": ["CN=orders-api,O=shop\\\\, Inc.",'
+                             b' "DNS:billing.shop.svc", "URI:spiffe://td/ns/x/sa/y"],'
+                             b' "credentials": "token_or_certificate"}}',
+        "auth_certificates_bad": b'{"auth": {"client_certificates": ["/CN=a/O=b", "DNS:*.x",'
+                                 b' "CN=\\u0001"], "credentials": "both"}}',
         "enums": b'{"snowflake": {"sync": "mutex", "default_encoding": "base32"}, "log": {"level": "debug"}}',
         "enums_bad": b'{"snowflake": {"sync": "lockfree"}}',
         "bools_strings": b'{"server": {"reuseport": "yes"}}',

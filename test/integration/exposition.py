@@ -25,9 +25,13 @@ TYPE_RE = re.compile(r"^# TYPE (\S+) (\S+)$", re.M)
 SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})? ", re.M)
 
 
+# exercised_server's bearer token: every request carries it (a daemon without one ignores it)
+TOKEN = "exposition-token-0123456789"
+
+
 def _http(port, method, path, body=None):
     req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=body,
-                                 method=method)
+                                 method=method, headers={"Authorization": "Bearer " + TOKEN})
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, r.read()
@@ -119,11 +123,17 @@ def exercised_server(*extra_args, ready_timeout=5, **kw):
                                   "--set", "server.tls.port=%d" % https,
                                   "--set", "server.tls.cert_file=" + certs.server,
                                   "--set", "server.tls.key_file=" + certs.server_key,
+                                  # access control with both credentials: the auth_granted and
+                                  # tls_client_certificates families
+                                  "--set", "server.tls.verify_client=optional",
+                                  "--set", "server.tls.client_ca_file=" + certs.ca,
+                                  "--set", 'auth.client_certificates=["CN=sf-client"]',
+                                  "--set", "auth.token=" + TOKEN,
                                   *extra_args, **kw)
         try:
             sfharness.wait_ready(server, ready_timeout)
             exercise(server.port, mc, echo)
-            exercise_tls(https, certs.ca)
+            exercise_tls(https, certs.ca, (certs.client, certs.client_key))
             yield server, scrape(server.port)
         finally:
             server.stop()
@@ -131,13 +141,17 @@ def exercised_server(*extra_args, ready_timeout=5, **kw):
         certs.cleanup()
 
 
-def exercise_tls(port, ca):
-    """One HTTPS request and one failed handshake (plaintext to the TLS port)."""
+def exercise_tls(port, ca, client=None):
+    """One HTTPS write (with client, a (cert, key) pair: as that client certificate) and one
+    failed handshake (plaintext to the TLS port)."""
     import ssl
     ctx = ssl.create_default_context(cafile=ca)
+    if client:
+        ctx.load_cert_chain(*client)
     with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
                          server_hostname="127.0.0.1") as s:
-        s.sendall(b"GET /id HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        s.sendall(b"PUT /cache/tls HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                  b"Connection: close\r\n\r\nt")
         while s.recv(4096):
             pass
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:

@@ -69,15 +69,22 @@ class Certs:
              "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", cert, cwd=self.dir)
         return cert, key
 
-    def _csr(self, name, cn):
+    def _csr(self, name, cn, subj=None):
         key = self._key(name)
         csr = self.path(name + ".csr")
-        _run("req", "-new", "-key", key, "-subj", "/CN=" + cn, "-out", csr, cwd=self.dir)
+        _run("req", "-new", "-key", key, "-subj", subj or "/CN=" + cn, "-out", csr, cwd=self.dir)
         return key, csr
 
-    def _leaf(self, name, cn, usage, extra=None, ca=None, days=30):
+    def leaf(self, name, subj, usage="clientAuth", san=None, ca=None):
+        """Another leaf certificate, (cert, key): subj in openssl's -subj form
+        ("/O=shop/CN=orders-api"), san a subjectAltName value ("DNS:a,URI:spiffe://td/x"), signed
+        by ca ((cert, key); the test CA without it)."""
+        return self._leaf(name, None, usage, "subjectAltName=" + san if san else None, ca=ca,
+                          subj=subj)
+
+    def _leaf(self, name, cn, usage, extra=None, ca=None, days=30, subj=None):
         ca_cert, ca_key = ca or (self.ca, self.ca_key)
-        key, csr = self._csr(name, cn)
+        key, csr = self._csr(name, cn, subj)
         ext = self.path(name + ".ext")
         with open(ext, "w") as f:
             f.write("basicConstraints=CA:FALSE\nextendedKeyUsage=%s\n" % usage)

@@ -1611,6 +1611,95 @@ START_TEST(test_lifetime_warning)
 }
 END_TEST
 
+/* auth.client_certificates, the one list key: an array in a file, the array's JSON or one entry
+ * from the environment and --set; each entry checked (util/certname.h); refused without a TLS
+ * listener asking for certificates; printed as an array that loads again. auth.credentials'
+ * "token_and_certificate" needs both credentials. */
+#define TLS_ON "\"server\":{\"tls\":{\"port\":8443,\"cert_file\":\"c\",\"key_file\":\"k\"," \
+               "\"client_ca_file\":\"ca\",\"verify_client\":\"optional\"}}"
+START_TEST(test_client_certificates)
+{
+    cfg c;
+    char err[512];
+    int rc = load_json("{" TLS_ON ",\"auth\":{\"client_certificates\":[\"CN=orders-api,O=shop\","
+                       "\"DNS:billing.shop.svc\",\"URI:spiffe://td/ns/x/sa/y\"]}}",
+                       &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.auth.client_certificates,
+                     "CN=orders-api,O=shop\nDNS:billing.shop.svc\nURI:spiffe://td/ns/x/sa/y");
+    ck_assert(!c.auth.token_and_certificate);
+    char *out = print_to_string(&c);
+    ck_assert_msg(strstr(out, "\"client_certificates\": [\"CN=orders-api,O=shop\", "
+                              "\"DNS:billing.shop.svc\", \"URI:spiffe://td/ns/x/sa/y\"]"),
+                  "%s", out);
+    cfg again; /* --check-config's output loads again, the list included */
+    rc = load_json(out, &again, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(again.auth.client_certificates, c.auth.client_certificates);
+    free(out);
+
+    const char *tls[] = {"--set", "server.tls.port=8443", "--set", "server.tls.cert_file=c",
+                         "--set", "server.tls.key_file=k", "--set", "server.tls.client_ca_file=ca",
+                         "--set", "server.tls.verify_client=required"};
+#define TLS_ARGS (char *)tls[0], (char *)tls[1], (char *)tls[2], (char *)tls[3], (char *)tls[4], \
+                 (char *)tls[5], (char *)tls[6], (char *)tls[7], (char *)tls[8], (char *)tls[9]
+    rc = load_argv(&c, err, sizeof err, TLS_ARGS, "--set", "auth.client_certificates=CN=a,O=b",
+                   (char *)NULL);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.auth.client_certificates, "CN=a,O=b"); /* one entry */
+    ck_assert_int_eq(setenv("SNOWFLAKED_AUTH_CLIENT_CERTIFICATES", "[\"DNS:a.b\",\"CN=c\"]", 1), 0);
+    rc = load_argv(&c, err, sizeof err, TLS_ARGS, (char *)NULL);
+    unsetenv("SNOWFLAKED_AUTH_CLIENT_CERTIFICATES");
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.auth.client_certificates, "DNS:a.b\nCN=c");
+    rc = load_argv(&c, err, sizeof err, TLS_ARGS, "--set", "auth.client_certificates=[]",
+                   (char *)NULL);
+    EXPECT_OK(rc, err);
+    ck_assert_str_eq(c.auth.client_certificates, "");
+
+    /* refusals: a bad entry (named by its index), a wrong type, no TLS listener asking */
+    rc = load_json("{" TLS_ON ",\"auth\":{\"client_certificates\":[\"CN=a\",\"DNS:*.x\"]}}", &c,
+                   err, sizeof err);
+    EXPECT_ERR(rc, err, last_path, "auth.client_certificates: [1] \"DNS:*.x\": no wildcards");
+    rc = load_json("{" TLS_ON ",\"auth\":{\"client_certificates\":\"CN=a\"}}", &c, err, sizeof err);
+    EXPECT_ERR(rc, err, last_path, "auth.client_certificates: expected an array of strings");
+    rc = load_json("{" TLS_ON ",\"auth\":{\"client_certificates\":[\"CN=a\",7]}}", &c, err,
+                   sizeof err);
+    EXPECT_ERR(rc, err, last_path, "auth.client_certificates: [1] must be a string, got 7");
+    rc = load_argv(&c, err, sizeof err, "--set", "auth.client_certificates=[\"CN=a\"",
+                   (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: auth.client_certificates: ", "not a JSON array");
+    /* '\n' separates the stored entries: one inside an entry is refused, never split */
+    rc = load_json("{" TLS_ON ",\"auth\":{\"client_certificates\":[\"CN=a\\nCN=b\"]}}", &c, err,
+                   sizeof err);
+    EXPECT_ERR(rc, err, last_path, "auth.client_certificates: [0]: a control character");
+    rc = load_argv(&c, err, sizeof err, TLS_ARGS, "--set", "auth.client_certificates=CN=a\nCN=b",
+                   (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: auth.client_certificates: ", "no line feed");
+    rc = load_json("{\"auth\":{\"client_certificates\":[\"CN=a\"]}}", &c, err, sizeof err);
+    EXPECT_ERR(rc, err, last_path, "auth.client_certificates: needs the HTTP TLS listener",
+               "server.tls.port is 0");
+    rc = load_argv(&c, err, sizeof err, TLS_ARGS, "--set", "server.tls.verify_client=none",
+                   "--set", "auth.client_certificates=CN=a", (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: auth.client_certificates: needs the HTTP TLS listener",
+               "server.tls.verify_client is \"none\"");
+
+    /* auth.credentials */
+    rc = load_argv(&c, err, sizeof err, TLS_ARGS, "--set", "auth.client_certificates=CN=a",
+                   "--set", "auth.credentials=token_and_certificate", (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: auth.credentials: \"token_and_certificate\" needs");
+    rc = load_argv(&c, err, sizeof err, TLS_ARGS, "--set", "auth.client_certificates=CN=a",
+                   "--set", "auth.token=0123456789abcdef", "--set",
+                   "auth.credentials=token_and_certificate", (char *)NULL);
+    EXPECT_OK(rc, err);
+    ck_assert(c.auth.token_and_certificate);
+    rc = load_argv(&c, err, sizeof err, "--set", "auth.credentials=both", (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: auth.credentials: must be one of "
+                        "token_or_certificate|token_and_certificate");
+#undef TLS_ARGS
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -1649,6 +1738,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_layout_presets);
     tcase_add_test(tc, test_layout_print_round_trip);
     tcase_add_test(tc, test_lifetime_warning);
+    tcase_add_test(tc, test_client_certificates);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -211,6 +211,23 @@ static void metrics_tls(prom_buf *b, const net_server *net)
             prom_u64(b, "snowflaked_tls_reloads_total", labels, atomic_load(&t->reload_failures));
         }
     }
+    bool lists = false;
+    for (unsigned k = 0; k < l0->nlisteners; k++)
+        lists |= l0->listeners[k].spec->tls && l0->listeners[k].spec->tls->peers;
+    if (!lists)
+        return;
+    prom_family(b, "snowflaked_tls_client_certificates_total", "counter",
+                "TLS handshakes on a listener whose client certificates are credentials "
+                "(auth.client_certificates), by result: listed, unlisted, none sent.");
+    for (unsigned k = 0; k < l0->nlisteners; k++) {
+        const net_tls *t = l0->listeners[k].spec->tls;
+        for (int r = 0; t && t->peers && r < NET_TLS_PEER_COUNT; r++) {
+            snprintf(labels, sizeof labels, "listener=\"%s\",result=\"%s\"", t->name,
+                     net_tls_peer_name((net_tls_peer)r));
+            prom_u64(b, "snowflaked_tls_client_certificates_total", labels,
+                     counter_get(&sum[k].tls_peers[r]));
+        }
+    }
 }
 
 static void pool_lines(prom_buf *b, const char *name, const pool_stats *s)
@@ -305,13 +322,15 @@ static void metrics_id_space(prom_buf *b, const api_ctx *a)
 
 static void metrics_ids(prom_buf *b, const api_ctx *a)
 {
-    uint64_t issued = 0, issued128[2] = {0, 0}, denied = 0;
+    uint64_t issued = 0, issued128[2] = {0, 0}, denied = 0, granted[API_BY_COUNT] = {0};
     for (unsigned i = 0; i < perloop_count(&a->loops); i++) {
         const api_loop *l = perloop_at(&a->loops, i);
         issued += counter_get(&l->ids_issued);
         issued128[0] += counter_get(&l->ids128_issued[0]);
         issued128[1] += counter_get(&l->ids128_issued[1]);
         denied += counter_get(&l->auth_failures);
+        for (int c = 0; c < API_BY_COUNT; c++)
+            granted[c] += counter_get(&l->auth_granted[c]);
     }
     sf_gen_stats total = {0};
     for (unsigned i = 0; i < a->nall_gens; i++) {
@@ -337,7 +356,17 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
             "UUIDv7/ULID requests refused because the kernel's random source failed.",
             sf_rng_failures());
     counter(b, "snowflaked_auth_failures_total",
-            "Requests refused with 401 (missing or wrong bearer token).", denied);
+            "Requests refused by the access check: 401 (missing or wrong bearer token) or 403 "
+            "(no listed client certificate where only one can help).",
+            denied);
+    prom_family(b, "snowflaked_auth_granted_total", "counter",
+                "Requests the access check let through, by the credential that did: token, "
+                "certificate (auth.client_certificates), token_and_certificate.");
+    for (int c = 0; c < API_BY_COUNT; c++) {
+        char label[48];
+        snprintf(label, sizeof label, "credential=\"%s\"", api_credential_name((api_credential)c));
+        prom_u64(b, "snowflaked_auth_granted_total", label, granted[c]);
+    }
     counter(b, "snowflaked_sequence_exhaustion_waits_total",
             "Waits for the next tick because a tick's sequence ran out.", total.exhaustion_waits);
     counter(b, "snowflaked_clock_behind_waits_total",

@@ -24,13 +24,18 @@
 #include "snowflake/lease.h"
 #include "util/perloop.h"
 
+/* What let a request through the access check (snowflaked_auth_granted_total's label). */
+typedef enum { API_BY_TOKEN, API_BY_CERTIFICATE, API_BY_BOTH, API_BY_COUNT } api_credential;
+
 /* Counters of one loop, written by that loop only (util/counter.h); api_ctx.loops holds one per
  * net loop, each on its own cache lines (util/perloop.h). */
 typedef struct api_loop {
     _Atomic uint64_t ids_issued;      /* Snowflake IDs */
     _Atomic uint64_t ids128_issued[2]; /* by sf_id128_format */
     _Atomic uint64_t auth_failures;
+    _Atomic uint64_t auth_granted[API_BY_COUNT]; /* by api_credential */
 } api_loop;
+const char *api_credential_name(api_credential c); /* "token", "certificate", "token_and_certificate" */
 
 /* The handlers' options (app_api_options maps the configuration onto them). */
 typedef struct api_options {
@@ -45,7 +50,9 @@ typedef struct api_options {
     bool echo_http;                    /* /echo is registered */
     bool protect_reads;                /* with a token: reads need it too, not only writes */
     const char *token;                 /* the bearer token (auth.token or its file), or NULL */
-    size_t token_len;                  /* 0 = no access control */
+    size_t token_len;                  /* 0 = no token */
+    bool client_certificates;          /* auth.client_certificates: a listed one is a credential */
+    bool token_and_certificate;        /* both needed, not either (auth.credentials) */
 } api_options;
 
 typedef struct api_ctx {
@@ -90,9 +97,12 @@ const char *api_cache_allow(http_str path);
 void api_echo(http_request *r, void *ctx);
 
 /* Access control, the HTTP server's guard (an api_ctx as ctx) for the routes api_register marks:
- * with a token configured, writes (and with protect_reads, reads) need "Authorization: Bearer
- * <token>" (compared in constant time); otherwise this answers 401 with WWW-Authenticate, counts
- * the failure and returns false. Health and readiness are open. */
+ * with a token or client certificates configured, writes (and with protect_reads, reads) need
+ * "Authorization: Bearer <token>" (compared in constant time) or a connection whose client
+ * certificate is listed (conn_peer_listed: decided at the handshake, one load here); with
+ * token_and_certificate, both. Otherwise this answers 401 with WWW-Authenticate when the token
+ * could still let the request in, else 403, counts the failure and returns false. Health and
+ * readiness are open. */
 bool api_auth(http_request *r, bool write, void *ctx);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */

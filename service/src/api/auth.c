@@ -1,4 +1,5 @@
-/* Bearer-token access control (auth.token / auth.token_file / SNOWFLAKED_AUTH_TOKEN). */
+/* Access control: the bearer token (auth.token / auth.token_file / SNOWFLAKED_AUTH_TOKEN) and
+ * listed client certificates (auth.client_certificates, auth.credentials). */
 #include "api/api.h"
 
 #include <stdio.h>
@@ -33,20 +34,53 @@ static bool bearer(const http_str *h, const char **tok, size_t *len)
     return *len > 0;
 }
 
+const char *api_credential_name(api_credential c)
+{
+    return c == API_BY_CERTIFICATE ? "certificate" : c == API_BY_BOTH ? "token_and_certificate"
+                                                                      : "token";
+}
+
 bool api_auth(http_request *r, bool write, void *ctx)
 {
     api_ctx *a = ctx;
-    if (a->opt.token_len == 0 || (!write && !a->opt.protect_reads))
-        return true;
-    const char *tok;
-    size_t len;
-    bool given = bearer(&r->headers[HTTP_H_AUTHORIZATION], &tok, &len);
-    if (given && same_secret(tok, len, a->opt.token, a->opt.token_len))
+    const api_options *o = &a->opt;
+    if ((o->token_len == 0 && !o->client_certificates) || (!write && !o->protect_reads))
         return true;
     api_loop *l = perloop_at(&a->loops, r->loop_index);
+    bool cert = conn_peer_listed(r->conn); /* decided at the handshake: a load, not a parse */
+    if (cert && !o->token_and_certificate) {
+        counter_add(&l->auth_granted[API_BY_CERTIFICATE], 1);
+        return true;
+    }
+    /* Whether a token can still let this request in: there is one, and it suffices alone or the
+     * certificate came too. */
+    bool token_helps = o->token_len && (cert || !o->token_and_certificate);
+    const char *tok;
+    size_t len;
+    bool given = token_helps && bearer(&r->headers[HTTP_H_AUTHORIZATION], &tok, &len);
+    if (given && same_secret(tok, len, o->token, o->token_len)) {
+        counter_add(&l->auth_granted[cert ? API_BY_BOTH : API_BY_TOKEN], 1);
+        return true;
+    }
     counter_add(&l->auth_failures, 1);
+    if (!token_helps) {
+        /* No HTTP credential can help (RFC 9110's 401 needs a challenge the client can answer):
+         * the certificate is the TLS connection's. */
+        http_respond_error(r, 403,
+                           o->token_and_certificate
+                               ? "a client certificate listed in auth.client_certificates is "
+                                 "required, with the bearer token"
+                               : "a client certificate listed in auth.client_certificates is "
+                                 "required",
+                           NULL);
+        return false;
+    }
     /* RFC 6750: no error code when no credentials came, invalid_token when wrong ones did. */
-    http_respond_error(r, 401, given ? "invalid bearer token" : "a bearer token is required",
+    http_respond_error(r, 401,
+                       given                    ? "invalid bearer token"
+                       : o->client_certificates ? "a bearer token or a listed client certificate "
+                                                  "is required"
+                                                : "a bearer token is required",
                        given ? "WWW-Authenticate: Bearer realm=\"snowflaked\", "
                                "error=\"invalid_token\"\r\n"
                              : "WWW-Authenticate: Bearer realm=\"snowflaked\"\r\n");

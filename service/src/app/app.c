@@ -416,9 +416,15 @@ static int make_api(app *a, char *err, size_t errlen)
         return rc;
     api->opt.token = a->token;
     api->opt.token_len = strlen(a->token);
-    if (api->opt.token_len)
-        LOG_INFO("access control: bearer token required for %s",
-                 c->auth.protect_reads ? "every route but health" : "cache writes");
+    const char *what = c->auth.protect_reads ? "every route but health" : "cache writes";
+    if (api->opt.client_certificates)
+        LOG_INFO("access control: %s%s%s on server.tls (%u in auth.client_certificates) required "
+                 "for %s",
+                 api->opt.token_len ? "bearer token " : "",
+                 !api->opt.token_len ? "" : api->opt.token_and_certificate ? "and " : "or ",
+                 "a listed client certificate", a->http_peers.n, what);
+    else if (api->opt.token_len)
+        LOG_INFO("access control: bearer token required for %s", what);
     if (perloop_init(&api->loops, a->net->nloops, sizeof(api_loop)) != 0) {
         snprintf(err, errlen, "out of memory");
         return EXIT_FAILURE;
@@ -700,6 +706,15 @@ static int make_tls(app *a, char *err, size_t errlen)
         if (net_tls_init(&a->tls[i], tls_names[i].name, tls_names[i].what, &nc, err, errlen) != 0)
             return -1;
         a->tls_on[i] = true;
+        if (i == APP_TLS_HTTP && c->auth.client_certificates[0]) { /* checked at load */
+            char why[512];
+            if (certname_list_init(&a->http_peers, c->auth.client_certificates, why,
+                                   sizeof why) != 0) {
+                snprintf(err, errlen, "auth.client_certificates: %s", why);
+                return -1;
+            }
+            a->tls[i].peers = &a->http_peers;
+        }
         warn_not_after(a, i);
     }
     return 0;
@@ -879,6 +894,20 @@ static void log_tls_failures(app *a)
             a->tls_fail_seen[i][r] = n;
             a->tls_fail_logged_ms[i][r] = now;
         }
+        /* Verified client certificates the access list does not name: what to add (or why a
+         * client gets 401/403), at most once a minute. */
+        uint64_t n = counter_get(&sum.tls_peers[NET_TLS_PEER_UNLISTED]), seen = a->peer_unlisted_seen;
+        if (!a->tls[i].peers || n <= seen ||
+            (a->peer_unlisted_logged_ms && now - a->peer_unlisted_logged_ms < TLS_FAIL_LOG_MS))
+            continue;
+        char names[sizeof a->tls[i].last_unlisted];
+        net_tls_last_unlisted(&a->tls[i], names, sizeof names);
+        LOG_WARN("%s on %s:%u: %llu connection%s with a client certificate not in "
+                 "auth.client_certificates%s (the last: %s); the certificate grants nothing",
+                 l->spec->proto->name, l->spec->host, l->spec->port, (unsigned long long)(n - seen),
+                 n - seen == 1 ? "" : "s", seen ? " in the last minute or so" : "", names);
+        a->peer_unlisted_seen = n;
+        a->peer_unlisted_logged_ms = now;
     }
 }
 
@@ -962,10 +991,13 @@ static void log_listening(const app *a)
 static void warn_exposed(const app *a)
 {
     const cfg *c = a->config;
-    if (!cfg_host_is_loopback(c->server.host) && !a->api.opt.token_len)
+    /* A certificate list protects as a token does: without a listed certificate (the plaintext
+     * port never has one) a write is refused. */
+    if (!cfg_host_is_loopback(c->server.host) && !a->api.opt.token_len &&
+        !a->api.opt.client_certificates)
         LOG_WARN("HTTP on %s:%u is reachable beyond loopback without a token: anyone who can reach "
                  "it can write, delete and read the cache and take IDs (set auth.token or "
-                 "auth.token_file, or server.host 127.0.0.1)",
+                 "auth.token_file, or auth.client_certificates, or server.host 127.0.0.1)",
                  c->server.host, c->server.port);
     const cfg_tls *mt = &c->cache.memcached_tls;
     bool mc_auth = c->cache.memcached_auth_file[0] != '\0';
@@ -1148,6 +1180,7 @@ void app_free(app *a)
         if (a->tls_on[i]) /* every connection is gone: the last references */
             net_tls_free(&a->tls[i]);
     memset(a->tls_on, 0, sizeof a->tls_on);
+    certname_list_free(&a->http_peers);
     a->http = NULL;
     a->mc = NULL;
     a->cache = NULL;

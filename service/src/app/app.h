@@ -42,6 +42,7 @@
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
 #include "util/budget.h"
+#include "util/certname.h"
 #include "util/perloop.h"
 
 /* The listeners that may speak TLS: app.tls[] in this order. */
@@ -83,6 +84,8 @@ typedef struct app {
     uint64_t tls_fail_seen[APP_TLS_LISTENERS][NET_TLS_FAIL_COUNT]; /* logged up to this count */
     uint64_t tls_fail_logged_ms[APP_TLS_LISTENERS][NET_TLS_FAIL_COUNT];
     net_fswatch *tls_watch; /* the TLS files' directories (tls.watch_files); NULL: none */
+    certname_list http_peers; /* auth.client_certificates, server.tls's access list (net_tls.peers) */
+    uint64_t peer_unlisted_seen, peer_unlisted_logged_ms; /* their refusals, logged once a minute */
     net_server own_net;   /* the daemon's */
 } app;
 

@@ -149,7 +149,9 @@ void app_api_options(const cfg *c, api_options *out)
                          .echo_http = c->echo.http_enabled,
                          .protect_reads = c->auth.protect_reads,
                          .token = NULL,
-                         .token_len = 0};
+                         .token_len = 0,
+                         .client_certificates = c->auth.client_certificates[0] != '\0',
+                         .token_and_certificate = c->auth.token_and_certificate};
 }
 
 void app_snapshot_path(const cfg *c, char *out, size_t cap)

@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/certname.h"
 #include "util/decimal.h"
 #include "util/rfc3339.h"
 #include "util/version.h"
@@ -55,6 +56,9 @@ typedef enum {
     CFG_T_EPOCH,  /* snowflake.epoch_ms: integer ms since 1970 or "YYYY-MM-DDTHH:MM:SS[.mmm]Z" */
     CFG_T_WORKER, /* snowflake.worker_id: integer | "ordinal" | "env:NAME" | "etcd" */
     CFG_T_U32_OR_MAX, /* uint32_t in min..max, or "max" (stored as CFG_WORKER_MAX_AUTO) */
+    CFG_T_LIST, /* a JSON array of strings, stored joined by '\n' in char[max + 1] (entries of
+                 * util/certname.h: the one list key); as text (--set, environment) the array's
+                 * JSON, or one entry */
 } cfg_type;
 
 enum {
@@ -144,6 +148,18 @@ static const char *cfg_log_format_name(const void *field)
     return *(const cfg_log_format *)field == CFG_LOG_JSON ? "json" : "text";
 }
 
+static int cfg_credentials_parse(const char *s, void *field)
+{
+    if (strcmp(s, "token_or_certificate") != 0 && strcmp(s, "token_and_certificate") != 0)
+        return -1;
+    *(bool *)field = s[6] == 'a';
+    return 0;
+}
+static const char *cfg_credentials_name(const void *field)
+{
+    return *(const bool *)field ? "token_and_certificate" : "token_or_certificate";
+}
+
 static int cfg_verify_parse(const char *s, void *field)
 {
     static const char *const names[] = {"none", "optional", "required"};
@@ -196,6 +212,10 @@ static const char *cfg_tls_version_name(const void *field)
 #define K_STR(p, f, minlen, fl, doc)                                                               \
     {                                                                                              \
         p, CFG_T_STR, offsetof(cfg, f), minlen, CFG_FSIZE(f) - 1, fl, NULL, NULL, NULL, doc        \
+    }
+#define K_LIST(p, f, doc)                                                                          \
+    {                                                                                              \
+        p, CFG_T_LIST, offsetof(cfg, f), 0, CFG_FSIZE(f) - 1, 0, NULL, NULL, NULL, doc             \
     }
 #define K_ENUM(p, f, pa, na, ch, doc)                                                              \
     {                                                                                              \
@@ -492,6 +512,17 @@ static const cfg_key cfg_keys[] = {
     K_BOOL("auth.protect_reads", auth.protect_reads,
            "also require the token for `/id*`, cache reads, `/echo`, `/metrics` (never `/healthz`, "
            "`/readyz`)"),
+    K_LIST("auth.client_certificates", auth.client_certificates,
+           "client certificates that grant what the token grants, on `server.tls` only: each a "
+           "subject DN in RFC 2253 form (`CN=orders-api,O=shop`, as `openssl x509 -noout -subject "
+           "-nameopt RFC2253` prints it), `DNS:name` or `URI:uri` (a subjectAltName); exact "
+           "match (DNS names case-insensitive), no wildcards, at most 64; needs "
+           "`server.tls.verify_client` `optional` or `required` (else exit 2). "
+           "[tls.md](tls.md#client-certificates-as-credentials)"),
+    K_ENUM("auth.credentials", auth.token_and_certificate, cfg_credentials_parse,
+           cfg_credentials_name, "token_or_certificate|token_and_certificate",
+           "how the token and `client_certificates` combine: either one suffices, or a request "
+           "needs a listed certificate and the token (then both must be set, else exit 2)"),
 };
 
 #define CFG_NKEYS (sizeof cfg_keys / sizeof cfg_keys[0])
@@ -727,6 +758,7 @@ static void cfg_expect(const cfg_key *k, char *out, size_t outlen)
     case CFG_T_WORKER:
         snprintf(out, outlen, "an integer, \"ordinal\", \"env:NAME\" or \"etcd\"");
         break;
+    case CFG_T_LIST: snprintf(out, outlen, "an array of strings"); break;
     }
 }
 
@@ -769,6 +801,67 @@ static int cfg_store_str(cfg_ctx *ctx, const cfg_key *k, const char *text, const
     if ((k->flags & CFG_F_IPADDR) && !cfg_is_ip(text))
         return cfg_bad_value(ctx, k, src, shown, "host names are not resolved");
     memcpy(cfg_field(ctx->c, k), text, len + 1);
+    return 0;
+}
+
+static void cfg_json_describe(const cJSON *item, char *out, size_t outlen);
+
+/* A list key: text is the array's JSON (a file's array arrives so, --set and the environment
+ * may give it so), else one entry ("" = none). Every entry is checked (util/certname.h) and the
+ * list stored joined by '\n'. */
+static int cfg_store_list(cfg_ctx *ctx, const cfg_key *k, const char *text, const char *shown,
+                          const char *src)
+{
+    char joined[8192], why[512];
+    size_t n = 0;
+    if (text[0] != '[') {
+        if (strchr(text, '\n')) /* '\n' separates the stored entries: never inside one */
+            return cfg_bad_value(ctx, k, src, shown, "one entry holds no line feed; give several "
+                                                     "as a JSON array");
+        n = strlen(text);
+        if (n > k->max)
+            return cfg_fail(ctx, src, k->path, "must be at most %llu bytes, got %zu",
+                            (unsigned long long)k->max, n);
+        memcpy(joined, text, n);
+    } else {
+        cJSON *arr = cJSON_Parse(text);
+        if (!cJSON_IsArray(arr)) {
+            cJSON_Delete(arr);
+            return cfg_bad_value(ctx, k, src, shown, "not a JSON array");
+        }
+        int i = 0;
+        for (const cJSON *it = arr->child; it; it = it->next, i++) {
+            size_t len = cJSON_IsString(it) ? strlen(it->valuestring) : 0;
+            if (!cJSON_IsString(it) || (i && n + 1 + len > k->max) || n + len > k->max) {
+                char got[CFG_SHOW_MAX + 16];
+                cfg_json_describe(it, got, sizeof got);
+                cJSON_Delete(arr);
+                return cJSON_IsString(it)
+                           ? cfg_fail(ctx, src, k->path, "must be at most %llu bytes together",
+                                      (unsigned long long)k->max)
+                           : cfg_fail(ctx, src, k->path, "[%d] must be a string, got %s", i, got);
+            }
+            if (strchr(it->valuestring, '\n')) {
+                cJSON_Delete(arr);
+                return cfg_fail(ctx, src, k->path, "[%d]: a control character (a line feed)", i);
+            }
+            if (i)
+                joined[n++] = '\n';
+            memcpy(joined + n, it->valuestring, len);
+            n += len;
+            if (len == 0) { /* "" would vanish in the joined form: say so rather than drop it */
+                cJSON_Delete(arr);
+                return cfg_fail(ctx, src, k->path, "[%d] \"\": empty", i);
+            }
+        }
+        cJSON_Delete(arr);
+    }
+    joined[n] = '\0';
+    certname_list l;
+    if (certname_list_init(&l, joined, why, sizeof why) != 0)
+        return cfg_fail(ctx, src, k->path, "%s", why);
+    certname_list_free(&l);
+    memcpy(cfg_field(ctx->c, k), joined, n + 1);
     return 0;
 }
 
@@ -867,6 +960,7 @@ static int cfg_set_text(cfg_ctx *ctx, size_t i, const char *text, bool bare, con
         break;
     case CFG_T_EPOCH: rc = cfg_store_epoch(ctx, k, text, shown, src); break;
     case CFG_T_WORKER: rc = cfg_store_worker(ctx, k, text, shown, src); break;
+    case CFG_T_LIST: rc = cfg_store_list(ctx, k, text, shown, src); break;
     }
     if (rc == 0) {
         ctx->layer[i] = layer;
@@ -916,6 +1010,14 @@ static int cfg_apply_item(cfg_ctx *ctx, size_t i, const cJSON *item, const char 
         return cfg_set_text(ctx, i, cJSON_IsTrue(item) ? "true" : "false", true, src, layer, NULL);
     if (cJSON_IsString(item) && stringy)
         return cfg_set_text(ctx, i, item->valuestring, false, src, layer, NULL);
+    if (cJSON_IsArray(item) && k->type == CFG_T_LIST) {
+        char *text = cJSON_PrintUnformatted(item);
+        if (!text)
+            return cfg_fail(ctx, src, k->path, "out of memory");
+        int rc = cfg_set_text(ctx, i, text, false, src, layer, NULL);
+        cJSON_free(text);
+        return rc;
+    }
     cfg_expect(k, expect, sizeof expect);
     cfg_json_describe(item, got, sizeof got);
     return cfg_fail(ctx, src, k->path, "expected %s, got %s", expect, got);
@@ -1740,6 +1842,27 @@ static int cfg_check_tls(cfg_ctx *ctx)
                             "chain to)", cfg_verify_name(&t->verify_client), k2);
         }
     }
+    /* A certificate is only seen on the HTTP TLS listener, and only when it asks for one. */
+    const cfg_auth *au = &c->auth;
+    if (au->client_certificates[0] &&
+        (!c->server.tls.port || c->server.tls.verify_client == CFG_VERIFY_NONE)) {
+        cfg_cross_label(ctx, src, sizeof src, "auth.client_certificates", "server.tls.port",
+                        "server.tls.verify_client", (const char *)NULL);
+        return cfg_fail(ctx, src, "auth.client_certificates",
+                        "needs the HTTP TLS listener asking for client certificates: "
+                        "server.tls.port and server.tls.verify_client \"optional\" or "
+                        "\"required\" (%s)",
+                        !c->server.tls.port ? "server.tls.port is 0"
+                                            : "server.tls.verify_client is \"none\"");
+    }
+    if (au->token_and_certificate && (!au->client_certificates[0] ||
+                                      (!au->token[0] && !au->token_file[0] && !ctx->hidden_src[0]))) {
+        cfg_cross_label(ctx, src, sizeof src, "auth.credentials", "auth.client_certificates",
+                        "auth.token", "auth.token_file", (const char *)NULL);
+        return cfg_fail(ctx, src, "auth.credentials",
+                        "\"token_and_certificate\" needs auth.client_certificates and a token "
+                        "(auth.token or auth.token_file)");
+    }
     return 0;
 }
 
@@ -1961,6 +2084,22 @@ static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
         else
             fprintf(out, "%u", c->snowflake.worker_id);
         break;
+    case CFG_T_LIST: {
+        const char *p = field;
+        fputc('[', out);
+        while (*p) {
+            const char *nl = strchr(p, '\n');
+            size_t len = nl ? (size_t)(nl - p) : strlen(p);
+            char one[CERTNAME_MAX + 1];
+            snprintf(one, sizeof one, "%.*s", (int)len, p);
+            if (p != (const char *)field)
+                fputs(", ", out);
+            cfg_print_str(out, one);
+            p += len + (nl != NULL);
+        }
+        fputc(']', out);
+        break;
+    }
     }
 }
 
@@ -2074,6 +2213,7 @@ int cfg_print_schema(FILE *out)
         [CFG_T_BOOL] = "bool",     [CFG_T_STR] = "string",
         [CFG_T_ENUM] = "enum",     [CFG_T_EPOCH] = "epoch",
         [CFG_T_WORKER] = "worker", [CFG_T_U32_OR_MAX] = "u32_or_max",
+        [CFG_T_LIST] = "list",
     };
     static cfg defaults;
     cfg_ctx ctx;

@@ -179,6 +179,10 @@ typedef struct cfg_auth {
     char token[256]; /* "" = no token, else CFG_TOKEN_MIN..255 bytes */
     char token_file[CFG_PATH_MAX];
     bool protect_reads; /* also require the token for reads and /id */
+    /* Client certificates that stand for the token on server.tls (util/certname.h entries,
+     * separated by '\n'; "" = none), and whether they stand for it or must come with it. */
+    char client_certificates[8192];
+    bool token_and_certificate; /* auth.credentials "token_and_certificate" */
 } cfg_auth;
 
 typedef struct cfg {

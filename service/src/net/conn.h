@@ -88,6 +88,8 @@ struct conn {
     uint16_t flags;   /* CONN_READING ... */
     uint8_t timer_kind;       /* conn_timeout_kind the armed timer means */
     uint8_t wait_kind;        /* HEADER or IDLE: what the connection waits for between writes */
+    bool peer_listed;         /* TLS: the client certificate is in the listener's access list
+                               * (net_tls_peer_check, once, after the handshake) */
     uint64_t wait_deadline;   /* absolute ms, restored when a write completes */
     wheel_timer timer;
     uv_write_t write_req;
@@ -108,6 +110,14 @@ static inline conn_phase conn_phase_of(const conn *c)
     return (conn_phase)c->phase;
 }
 const char *conn_phase_name(conn_phase p); /* for logs and test messages */
+/* True when the connection came with a verified client certificate its listener's access list
+ * names (net/tls.h, net_tls.peers): decided once after the handshake, kept for the connection's
+ * life (a certificate rotated meanwhile changes nothing for it, as TLS itself). Never on a
+ * plaintext connection. One load: protocols check it per request. */
+static inline bool conn_peer_listed(const conn *c)
+{
+    return c->peer_listed;
+}
 
 /* Output. Returns 0, or -1 when out of memory or over the hard cap (the connection is then
  * closed). */

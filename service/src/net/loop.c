@@ -738,6 +738,7 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
     const net_server *s = l->loop->server;
     size_t k = (size_t)(l - l->loop->listeners);
     uint64_t in = 0, outb = 0, rej = 0, pauses = 0, hs[2] = {0, 0}, fail[NET_TLS_FAIL_COUNT] = {0};
+    uint64_t peers[NET_TLS_PEER_COUNT] = {0};
     for (unsigned i = 0; i < s->nloops; i++) {
         const net_listener_stats *st = &s->loops[i].listeners[k].stats;
         in += net_stat(&st->bytes_in);
@@ -748,6 +749,8 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
             hs[r] += net_stat(&st->tls_handshakes[r]);
         for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
             fail[r] += net_stat(&st->tls_failures[r]);
+        for (int r = 0; r < NET_TLS_PEER_COUNT; r++)
+            peers[r] += net_stat(&st->tls_peers[r]);
     }
     atomic_init(&out->bytes_in, in);
     atomic_init(&out->bytes_out, outb);
@@ -757,6 +760,8 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
         atomic_init(&out->tls_handshakes[r], hs[r]);
     for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
         atomic_init(&out->tls_failures[r], fail[r]);
+    for (int r = 0; r < NET_TLS_PEER_COUNT; r++)
+        atomic_init(&out->tls_peers[r], peers[r]);
 }
 
 uint64_t net_server_stat_sum(const net_server *s, size_t offset)

@@ -61,6 +61,8 @@ typedef struct net_listener_stats {
     _Atomic uint64_t bytes_in, bytes_out, rejected_at_cap, accept_pauses;
     /* TLS listeners: handshakes completed ([1]: resumed) and failed, by cause */
     _Atomic uint64_t tls_handshakes[2], tls_failures[NET_TLS_FAIL_COUNT];
+    /* TLS listeners with an access list (net_tls.peers): completed handshakes by net_tls_peer */
+    _Atomic uint64_t tls_peers[NET_TLS_PEER_COUNT];
 } net_listener_stats;
 
 #define NET_STAT_ADD(field, n) counter_add(&(field), (n))

@@ -6,10 +6,12 @@
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "util/certname.h"
 #include "util/spinlock.h"
 
 #define TICKET_KEYS_LEN 80 /* OpenSSL 1.1.1+: key name 16, HMAC 32, AES 32 */
@@ -77,6 +79,39 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
+/* The session ID context: a session resumes only into a context with the same one. It covers
+ * the listener, the verify mode and, when client certificates are checked, the CAs they were
+ * verified against (each one's SHA-256, in the store's order): a resumed session skips the
+ * verification, so one verified under a CA that a reload removed must not resume (its
+ * certificate would keep the access it had, auth.client_certificates' grant included). A reload
+ * that keeps the CAs (a new server certificate) keeps resumption working. */
+static int set_sid_ctx(SSL_CTX *ctx, const net_tls *t)
+{
+    unsigned char md[EVP_MAX_MD_SIZE], one[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0, onelen;
+    int verify = (int)t->cfg.verify, rc = -1;
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    if (!h || !EVP_DigestInit_ex(h, EVP_sha256(), NULL) ||
+        !EVP_DigestUpdate(h, t->name, strlen(t->name)) ||
+        !EVP_DigestUpdate(h, &verify, sizeof verify))
+        goto done;
+    if (t->cfg.verify != NET_TLS_VERIFY_NONE) {
+        STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+        for (int i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+            X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+            if (x && (!X509_digest(x, EVP_sha256(), one, &onelen) ||
+                      !EVP_DigestUpdate(h, one, onelen)))
+                goto done;
+        }
+    }
+    if (EVP_DigestFinal_ex(h, md, &mdlen) && mdlen <= SSL_MAX_SID_CTX_LENGTH &&
+        SSL_CTX_set_session_id_context(ctx, md, mdlen))
+        rc = 0;
+done:
+    EVP_MD_CTX_free(h);
+    return rc;
+}
+
 static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size_t mclen)
 {
     if (mc && mclen)
@@ -105,7 +140,6 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     if (!c->session_tickets)
         SSL_CTX_set_num_tickets(ctx, 0);
-    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)t->name, (unsigned)strlen(t->name));
     if (c->ciphersuites[0] && !SSL_CTX_set_ciphersuites(ctx, c->ciphersuites)) {
         snprintf(err, errlen, "%s.ciphersuites \"%s\": %s", t->what, c->ciphersuites,
                  ossl_reason());
@@ -157,6 +191,10 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size
                : c->verify == NET_TLS_VERIFY_OPTIONAL ? SSL_VERIFY_PEER
                                                       : SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
     SSL_CTX_set_verify(ctx, mode, NULL);
+    if (set_sid_ctx(ctx, t) != 0) {
+        snprintf(err, errlen, "%s: cannot set the session ID context: %s", t->what, ossl_reason());
+        goto fail;
+    }
     if (c->alpn_http11)
         SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
     return ctx;
@@ -332,4 +370,94 @@ net_tls_fail net_tls_classify(net_tls *t, int ssl_error)
     }
     ERR_clear_error();
     return why;
+}
+
+/* ---- client certificates as credentials ---------------------------------------------------- */
+
+const char *net_tls_peer_name(net_tls_peer p)
+{
+    static const char *const names[NET_TLS_PEER_COUNT] = {"listed", "unlisted", "none"};
+    return (unsigned)p < NET_TLS_PEER_COUNT ? names[p] : "none";
+}
+
+/* The subject DN as `openssl x509 -noout -subject -nameopt RFC2253` prints it, into out (cut to
+ * n - 1 bytes). Returns its full length (0 on failure). */
+static size_t subject_rfc2253(X509 *x, char *out, size_t n)
+{
+    out[0] = '\0';
+    BIO *b = BIO_new(BIO_s_mem());
+    if (!b)
+        return 0;
+    size_t len = 0;
+    if (X509_NAME_print_ex(b, X509_get_subject_name(x), 0, XN_FLAG_RFC2253) >= 0) {
+        char *p;
+        long m = BIO_get_mem_data(b, &p);
+        if (m > 0) {
+            len = (size_t)m;
+            size_t k = len < n - 1 ? len : n - 1;
+            memcpy(out, p, k);
+            out[k] = '\0';
+        }
+    }
+    BIO_free(b);
+    return len;
+}
+
+/* Appends " DNS:x" / " URI:y" to the description of an unlisted certificate. */
+static void describe_san(char *d, size_t n, const char *kind, const unsigned char *v, int len)
+{
+    size_t used = strlen(d);
+    if (used + 8 < n)
+        snprintf(d + used, n - used, " %s:%.*s", kind, len, (const char *)v);
+}
+
+net_tls_peer net_tls_peer_check(net_tls *t, SSL *ssl)
+{
+    X509 *x = SSL_get0_peer_certificate(ssl);
+    if (!x)
+        return NET_TLS_PEER_NONE;
+    /* With SSL_VERIFY_PEER a certificate that does not verify fails the handshake; a resumed
+     * session carries its full handshake's result. Checked all the same: never grant on an
+     * unverified name. */
+    if (SSL_get_verify_result(ssl) != X509_V_OK)
+        return NET_TLS_PEER_UNLISTED;
+    const certname_list *l = t->peers;
+    char dn[CERTNAME_MAX + 1], desc[sizeof t->last_unlisted];
+    size_t dnlen = subject_rfc2253(x, dn, sizeof dn);
+    bool listed = dnlen && dnlen <= CERTNAME_MAX && l &&
+                  certname_list_match(l, CERTNAME_DN, dn, dnlen);
+    snprintf(desc, sizeof desc, "%s", dnlen ? dn : "(empty subject)");
+    GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    for (int i = 0; sans && i < sk_GENERAL_NAME_num(sans); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+        const ASN1_IA5STRING *v = g->type == GEN_DNS   ? g->d.dNSName
+                                  : g->type == GEN_URI ? g->d.uniformResourceIdentifier
+                                                       : NULL;
+        if (!v)
+            continue;
+        certname_kind kind = g->type == GEN_DNS ? CERTNAME_DNS : CERTNAME_URI;
+        const unsigned char *p = ASN1_STRING_get0_data(v);
+        int len = ASN1_STRING_length(v);
+        if (!listed && l && len > 0 && certname_list_match(l, kind, (const char *)p, (size_t)len))
+            listed = true;
+        describe_san(desc, sizeof desc, kind == CERTNAME_DNS ? "DNS" : "URI", p, len);
+    }
+    GENERAL_NAMES_free(sans);
+    ERR_clear_error();
+    if (listed)
+        return NET_TLS_PEER_LISTED;
+    for (char *c = desc; *c; c++) /* a certificate's bytes go into a log line */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    spin_lock(&t->peer_lock);
+    memcpy(t->last_unlisted, desc, sizeof desc);
+    spin_unlock(&t->peer_lock);
+    return NET_TLS_PEER_UNLISTED;
+}
+
+void net_tls_last_unlisted(net_tls *t, char *out, size_t n)
+{
+    spin_lock(&t->peer_lock);
+    snprintf(out, n, "%s", t->last_unlisted);
+    spin_unlock(&t->peer_lock);
 }

@@ -66,8 +66,21 @@ typedef enum {
 /* "timeout", "eof", "not_tls", ... (the metric's reason label). */
 const char *net_tls_fail_name(net_tls_fail r);
 
+/* A connection's client certificate against the listener's access list (net_tls.peers), decided
+ * once, when its handshake completes (transport_tls.c keeps the answer on the conn). */
+typedef enum {
+    NET_TLS_PEER_LISTED,   /* verified, and its subject DN or a DNS/URI SAN is in the list */
+    NET_TLS_PEER_UNLISTED, /* verified, but none of its names is in the list */
+    NET_TLS_PEER_NONE,     /* no certificate (verify_client optional) */
+    NET_TLS_PEER_COUNT
+} net_tls_peer;
+
+/* "listed", "unlisted", "none" (the metric's result label). */
+const char *net_tls_peer_name(net_tls_peer p);
+
 struct ssl_ctx_st;
 struct ssl_st;
+struct certname_list;
 
 typedef struct net_tls {
     char name[16];   /* the listener, for metrics: "http", "memcached", "echo" */
@@ -85,6 +98,11 @@ typedef struct net_tls {
     /* The OpenSSL reason of the last failure per cause (a static string of OpenSSL's, or NULL):
      * the rate-limited log line quotes it. */
     _Atomic(const char *) last_detail[NET_TLS_FAIL_COUNT];
+    /* Client certificates that the protocol may take as credentials (util/certname.h; the HTTP
+     * listener's auth.client_certificates), or NULL: no check. Set before the loops start. */
+    const struct certname_list *peers;
+    _Atomic int peer_lock;      /* guards last_unlisted (loops write, the log reads) */
+    char last_unlisted[320];    /* the names of the last unlisted certificate, for the log */
 } net_tls;
 
 /* Builds the first context from cfg. name labels metrics, what prefixes messages
@@ -109,6 +127,14 @@ void net_tls_free(net_tls *t);
 /* A server-side connection object on the current context, or NULL (out of memory). Loop
  * threads. */
 struct ssl_st *net_tls_new_ssl(net_tls *t);
+
+/* After ssl's handshake: its client certificate (verified by OpenSSL against client_ca_file, or
+ * the handshake would have failed) against t->peers: the subject DN in RFC 2253 form and the
+ * DNS and URI subjectAltNames. Once per connection (a few microseconds, besides a handshake).
+ * An unlisted certificate's names are kept for net_tls_last_unlisted. Loop threads. */
+net_tls_peer net_tls_peer_check(net_tls *t, struct ssl_st *ssl);
+/* The names of the last unlisted certificate ("" when none), into out. Any thread. */
+void net_tls_last_unlisted(net_tls *t, char *out, size_t n);
 
 /* Maps a failed SSL_do_handshake (its SSL_get_error code and the error queue) to a cause, and
  * records OpenSSL's reason for the log. */

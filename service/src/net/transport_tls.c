@@ -294,6 +294,12 @@ static void handshake(conn *c, tls_conn *t)
     if (r == 1) {
         t->flags = (t->flags | T_HANDSHAKEN) & ~T_HS_WRITE;
         NET_STAT_ADD(lstats(c)->tls_handshakes[SSL_session_reused(t->ssl) ? 1 : 0], 1);
+        net_tls *tls = c->listener->spec->tls;
+        if (tls->peers) { /* the client certificate as a credential: decided once, here */
+            net_tls_peer p = net_tls_peer_check(tls, t->ssl);
+            c->peer_listed = p == NET_TLS_PEER_LISTED;
+            NET_STAT_ADD(lstats(c)->tls_peers[p], 1);
+        }
         conn_io_ready(c); /* conn.c starts reading */
         if ((t->flags & (T_WRITING | T_CLOSING)) == T_WRITING)
             write_more(c, t); /* output queued before the handshake ended */

@@ -149,6 +149,7 @@ static http_status_slot status_slot(int s)
     case 304: return HTTP_S_304;
     case 400: return HTTP_S_400;
     case 401: return HTTP_S_401;
+    case 403: return HTTP_S_403;
     case 404: return HTTP_S_404;
     case 405: return HTTP_S_405;
     case 408: return HTTP_S_408;
@@ -174,7 +175,7 @@ static http_status_slot status_slot(int s)
 const char *http_status_slot_label(http_status_slot s)
 {
     static const char *const labels[HTTP_S_COUNT] = {
-        "1xx", "200", "201", "204", "2xx", "304", "3xx", "400", "401", "404", "405", "408",
+        "1xx", "200", "201", "204", "2xx", "304", "3xx", "400", "401", "403", "404", "405", "408",
         "409", "412", "413", "414", "417", "431", "4xx", "500", "503", "505", "507", "5xx"};
     return (unsigned)s < HTTP_S_COUNT ? labels[s] : "?";
 }

@@ -157,6 +157,7 @@ typedef enum {
     HTTP_S_3XX,
     HTTP_S_400,
     HTTP_S_401,
+    HTTP_S_403,
     HTTP_S_404,
     HTTP_S_405,
     HTTP_S_408,
