@@ -2,6 +2,7 @@
 pymemcache; hostile input; mutual TLS; start-up refusals; a SIGHUP rotation.
 
 Certificates come from tlscerts.py (openssl in a temporary directory)."""
+import errno
 import os
 import re
 import shutil
@@ -904,6 +905,112 @@ class StartupRefusals(unittest.TestCase):
                                     "echo.tcp_tls.min_version=1.1")
         self.assertEqual(code, 2, err)
         self.assertIn("echo.tcp_tls.min_version", err)
+
+    def test_ktls_value(self):
+        code, err = self.run_daemon("server.tls.port=%d" % sfharness.free_port(),
+                                    "server.tls.cert_file=" + CERTS.server,
+                                    "server.tls.key_file=" + CERTS.server_key,
+                                    "server.tls.ktls=on")
+        self.assertEqual(code, 2, err)
+        self.assertIn("server.tls.ktls", err)
+
+
+def kernel_has_tls_ulp():
+    """As the daemon asks (net/tls.c): TCP_ULP "tls" on an unconnected socket is ENOTCONN where
+    the kernel has the tls ULP, ENOENT where it has none."""
+    with socket.socket() as s:
+        try:
+            s.setsockopt(socket.IPPROTO_TCP, 31, b"tls")  # TCP_ULP
+        except OSError as e:
+            return e.errno != errno.ENOENT
+    return True
+
+
+class KernelTls(unittest.TestCase):
+    """ktls "auto": served correctly whether or not the kernel offers kernel TLS; the connections
+    that got it are counted, and the log says once per listener what to expect."""
+
+    def test_auto_serves_counts_and_says_why_once(self):
+        https, mcs, mc = sfharness.free_port(), sfharness.free_port(), sfharness.free_port()
+        echos = sfharness.free_port()
+        server = sfharness.Server("--set", "cache.memcached_port=%d" % mc,
+                                  *tls_sets("server.tls", https, ktls="auto"),
+                                  *tls_sets("cache.memcached_tls", mcs, ktls="auto"),
+                                  *tls_sets("echo.tcp_tls", echos))  # off, the default
+        try:
+            for p in (https, mcs, echos):
+                wait_port(p, server.proc)
+            conns = 0
+            for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+                ctx = client_ctx(minv=v, maxv=v)
+                for _ in range(3):  # one request per connection, and one keep-alive one
+                    st, body, info = https_get(https, ctx=ctx)
+                    self.assertEqual(st, 200, body)
+                    self.assertEqual(info["version"], ctx.maximum_version.name.replace(
+                        "TLSv1_", "TLSv1."))
+                    conns += 1
+                raw = socket.create_connection(("127.0.0.1", https), timeout=5)
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                    conns += 1
+                    for _ in range(5):
+                        s.sendall(b"GET /ids?count=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+                        data = b""
+                        while b"\r\n\r\n" not in data or len(data.partition(
+                                b"\r\n\r\n")[2]) < int(re.search(
+                                rb"content-length: *(\d+)", data, re.I).group(1)):
+                            chunk = s.recv(65536)
+                            self.assertTrue(chunk, data)
+                            data += chunk
+                        self.assertTrue(data.startswith(b"HTTP/1.1 200"), data[:200])
+                # memcached: a value of several records each way
+                value = os.urandom(150000)
+                raw = socket.create_connection(("127.0.0.1", mcs), timeout=5)
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                    conns += 1
+                    s.sendall(b"set big 0 0 %d\r\n%s\r\n" % (len(value), value))
+                    self.assertEqual(mc_command(s, b""), b"STORED\r\n")
+                    s.sendall(b"get big\r\n")
+                    want = b"VALUE big 0 %d\r\n%s\r\nEND\r\n" % (len(value), value)
+                    got = b""
+                    while len(got) < len(want):
+                        chunk = s.recv(65536)
+                        self.assertTrue(chunk, got[:100])
+                        got += chunk
+                    self.assertEqual(got, want)
+                    s.sendall(b"stats settings\r\n")
+                    got = b""
+                    while not got.endswith(b"END\r\n"):
+                        chunk = s.recv(65536)
+                        self.assertTrue(chunk)
+                        got += chunk
+                    self.assertIn(b"STAT ssl_kernel_tls yes\r\n", got)  # asked for, as -o
+            server.signal(signal.SIGHUP)  # a reload that changes nothing says nothing more
+            deadline = time.time() + 5
+            while time.time() < deadline and server.output().count("certificate reloaded") < 3:
+                time.sleep(0.05)
+            st, body, _ = https_get(https, "/metrics")
+            m = body.decode()
+            log = server.output()
+            sends = sum(metric(m, "snowflaked_tls_ktls_connections_total", listener=name,
+                               direction="send") for name in ("http", "memcached"))
+            recvs = sum(metric(m, "snowflaked_tls_ktls_connections_total", listener=name,
+                               direction="receive") for name in ("http", "memcached"))
+            self.assertEqual(metric(m, "snowflaked_tls_ktls_connections_total", listener="echo",
+                                    direction="send"), 0)
+            self.assertNotIn("echo.tcp_tls: kTLS", log)
+            if not kernel_has_tls_ulp():
+                self.assertEqual((sends, recvs), (0, 0))
+                for what, name in (("server.tls", "http"), ("cache.memcached_tls", "memcached")):
+                    line = ("%s: kTLS requested on the %s TLS listener but the kernel has no tls "
+                            "ULP (CONFIG_TLS" % (what, name))
+                    self.assertEqual(log.count(line), 1, log)
+                self.assertIn("userspace TLS", log)
+            else:  # where it exists (not on the machine this was written on): it is used
+                self.assertIn("server.tls: kTLS offered on the http TLS listener", log)
+                self.assertGreater(sends, 0, m)
+                self.assertLessEqual(sends, conns + 1)
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

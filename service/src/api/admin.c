@@ -188,6 +188,18 @@ static void metrics_tls(prom_buf *b, const net_server *net)
                      counter_get(&sum[k].tls_failures[r]));
         }
     }
+    prom_family(b, "snowflaked_tls_ktls_connections_total", "counter",
+                "TLS connections whose records the kernel encrypts (direction send) or decrypts "
+                "(receive) after the handshake: kernel TLS, with ktls \"auto\" where offered.");
+    for (unsigned k = 0; k < l0->nlisteners; k++) {
+        const net_tls *t = l0->listeners[k].spec->tls;
+        for (int r = 0; t && r < 2; r++) {
+            snprintf(labels, sizeof labels, "listener=\"%s\",direction=\"%s\"", t->name,
+                     r ? "receive" : "send");
+            prom_u64(b, "snowflaked_tls_ktls_connections_total", labels,
+                     counter_get(&sum[k].tls_ktls[r]));
+        }
+    }
     prom_family(b, "snowflaked_tls_certificate_not_after_seconds", "gauge",
                 "Unix time at which the certificate the listener serves expires.");
     for (unsigned k = 0; k < l0->nlisteners; k++) {

@@ -692,6 +692,21 @@ static void warn_not_after(const app *a, int i)
                  a->tls[i].cfg.cert_file, (long long)((na - now) / 3600));
 }
 
+/* tls.ktls "auto": whether this listener's connections can get kernel TLS, said at start and
+ * again when a reload finds it changed (a `modprobe tls` and a SIGHUP). */
+static void say_ktls(const app *a, int i, net_tls_ktls before)
+{
+    net_tls_ktls k = (net_tls_ktls)atomic_load(&a->tls[i].ktls);
+    if (k == before || k == NET_TLS_KTLS_OFF)
+        return;
+    if (k == NET_TLS_KTLS_ON)
+        LOG_INFO("%s: kTLS offered on the %s TLS listener: %s", tls_names[i].what,
+                 tls_names[i].name, net_tls_ktls_text(k));
+    else
+        LOG_WARN("%s: kTLS requested on the %s TLS listener but %s", tls_names[i].what,
+                 tls_names[i].name, net_tls_ktls_text(k));
+}
+
 /* Every TLS context the configuration asks for, before anything listens: a certificate, key or
  * CA file that does not load is a configuration error (exit 2), named with OpenSSL's reason. */
 static int make_tls(app *a, char *err, size_t errlen)
@@ -716,6 +731,7 @@ static int make_tls(app *a, char *err, size_t errlen)
             a->tls[i].peers = &a->http_peers;
         }
         warn_not_after(a, i);
+        say_ktls(a, i, NET_TLS_KTLS_OFF);
     }
     return 0;
 }
@@ -758,6 +774,7 @@ static int reload_tls(app *a, const char *why, bool only_changed, char *mc, size
         if (!a->tls_on[i] || (only_changed && !net_tls_files_changed(&a->tls[i])))
             continue;
         char err[CFG_PATH_MAX * 2];
+        net_tls_ktls ktls_before = (net_tls_ktls)atomic_load(&a->tls[i].ktls);
         if (net_tls_reload_mc(&a->tls[i], err, sizeof err, rc == 0 ? mc : NULL,
                               rc == 0 ? mclen : 0) != 0) {
             LOG_ERROR("%s: certificate reload refused, the previous one stays in service (%s): %s",
@@ -769,6 +786,7 @@ static int reload_tls(app *a, const char *why, bool only_changed, char *mc, size
                  "theirs",
                  tls_names[i].what, why, a->tls[i].cfg.cert_file);
         warn_not_after(a, i);
+        say_ktls(a, i, ktls_before);
     }
     pthread_mutex_unlock(&tls_reload_lock);
     return rc;

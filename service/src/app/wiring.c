@@ -106,6 +106,7 @@ void app_memcache_options(const cfg *c, memcache_options *out)
                                                                          : 0;
         out->tls_min13 = t->min_tls13;
         out->tls_resumption = t->session_tickets;
+        out->tls_ktls = t->ktls;
     }
 }
 
@@ -117,6 +118,7 @@ void app_tls_config(const cfg_tls *t, bool alpn_http11, net_tls_config *out)
                                           : NET_TLS_VERIFY_NONE,
                             .min_tls13 = t->min_tls13,
                             .session_tickets = t->session_tickets,
+                            .ktls = t->ktls,
                             .alpn_http11 = alpn_http11};
     snprintf(out->cert_file, sizeof out->cert_file, "%s", t->cert_file);
     snprintf(out->key_file, sizeof out->key_file, "%s", t->key_file);

@@ -186,6 +186,17 @@ static const char *cfg_tls_version_name(const void *field)
 {
     return *(const bool *)field ? "1.3" : "1.2";
 }
+static int cfg_ktls_parse(const char *s, void *field)
+{
+    if (strcmp(s, "off") != 0 && strcmp(s, "auto") != 0)
+        return -1;
+    *(bool *)field = s[0] == 'a';
+    return 0;
+}
+static const char *cfg_ktls_name(const void *field)
+{
+    return *(const bool *)field ? "auto" : "off";
+}
 
 /* offsetof(cfg, f), plus a compile-time check that the field has the size the row's type needs:
  * a row pointing a U32 at a bool does not compile (negative array size). */
@@ -252,7 +263,12 @@ static const char *cfg_tls_version_name(const void *field)
         K_BOOL(p ".watch_files", f.watch_files,                                                    \
                "reload the certificate when the directory of `cert_file`, `key_file` or "          \
                "`client_ca_file` changes (files replaced, a Kubernetes Secret's `..data` swap), "  \
-               "500 ms after the last change; `false`: only on `SIGHUP` or `refresh_certs`")
+               "500 ms after the last change; `false`: only on `SIGHUP` or `refresh_certs`"),     \
+        K_ENUM(p ".ktls", f.ktls, cfg_ktls_parse, cfg_ktls_name, "off|auto",                       \
+               "kernel TLS: `auto` hands a connection's record encryption to the kernel after "    \
+               "the handshake where the kernel has the `tls` module (CONFIG_TLS) and the cipher "  \
+               "allows it (send; receive on TLS 1.2), else userspace TLS as with `off`; "          \
+               "unmeasured here, see docs/tls.md")
 
 /* Every key, in config.json order, with its meaning: docs/configuration.md is generated from this
  * table (snowflaked --print-schema, make docs) and ctest docs_config fails when they differ. Bounds

@@ -50,6 +50,7 @@ typedef struct cfg_tls {
     char cipher_list[512];        /* TLS 1.2; "" = net/tls.h's modern list */
     bool session_tickets;
     bool watch_files; /* reload when a file's directory changes (net/fswatch.h) */
+    bool ktls;        /* "auto": kernel TLS where the kernel and OpenSSL offer it; else "off" */
 } cfg_tls;
 
 typedef struct cfg_server {

@@ -737,7 +737,8 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
 {
     const net_server *s = l->loop->server;
     size_t k = (size_t)(l - l->loop->listeners);
-    uint64_t in = 0, outb = 0, rej = 0, pauses = 0, hs[2] = {0, 0}, fail[NET_TLS_FAIL_COUNT] = {0};
+    uint64_t in = 0, outb = 0, rej = 0, pauses = 0, hs[2] = {0, 0}, fail[NET_TLS_FAIL_COUNT] = {0},
+             ktls[2] = {0, 0};
     uint64_t peers[NET_TLS_PEER_COUNT] = {0};
     for (unsigned i = 0; i < s->nloops; i++) {
         const net_listener_stats *st = &s->loops[i].listeners[k].stats;
@@ -745,8 +746,10 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
         outb += net_stat(&st->bytes_out);
         rej += net_stat(&st->rejected_at_cap);
         pauses += net_stat(&st->accept_pauses);
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 2; r++) {
             hs[r] += net_stat(&st->tls_handshakes[r]);
+            ktls[r] += net_stat(&st->tls_ktls[r]);
+        }
         for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
             fail[r] += net_stat(&st->tls_failures[r]);
         for (int r = 0; r < NET_TLS_PEER_COUNT; r++)
@@ -756,8 +759,10 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
     atomic_init(&out->bytes_out, outb);
     atomic_init(&out->rejected_at_cap, rej);
     atomic_init(&out->accept_pauses, pauses);
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 2; r++) {
         atomic_init(&out->tls_handshakes[r], hs[r]);
+        atomic_init(&out->tls_ktls[r], ktls[r]);
+    }
     for (int r = 0; r < NET_TLS_FAIL_COUNT; r++)
         atomic_init(&out->tls_failures[r], fail[r]);
     for (int r = 0; r < NET_TLS_PEER_COUNT; r++)

@@ -59,8 +59,9 @@ typedef struct net_stats {
 /* The same per listener of a loop (one protocol's share of the loop's traffic; single writer). */
 typedef struct net_listener_stats {
     _Atomic uint64_t bytes_in, bytes_out, rejected_at_cap, accept_pauses;
-    /* TLS listeners: handshakes completed ([1]: resumed) and failed, by cause */
-    _Atomic uint64_t tls_handshakes[2], tls_failures[NET_TLS_FAIL_COUNT];
+    /* TLS listeners: handshakes completed ([1]: resumed) and failed, by cause; connections that
+     * got kernel TLS ([0] send, [1] receive) */
+    _Atomic uint64_t tls_handshakes[2], tls_failures[NET_TLS_FAIL_COUNT], tls_ktls[2];
     /* TLS listeners with an access list (net_tls.peers): completed handshakes by net_tls_peer */
     _Atomic uint64_t tls_peers[NET_TLS_PEER_COUNT];
 } net_listener_stats;

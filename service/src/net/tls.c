@@ -2,6 +2,8 @@
 #include "net/tls.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -9,12 +11,17 @@
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util/certname.h"
 #include "util/spinlock.h"
 
 #define TICKET_KEYS_LEN 80 /* OpenSSL 1.1.1+: key name 16, HMAC 32, AES 32 */
+#ifndef TCP_ULP
+#define TCP_ULP 31 /* linux/tcp.h */
+#endif
 
 const char *net_tls_fail_name(net_tls_fail r)
 {
@@ -22,6 +29,41 @@ const char *net_tls_fail_name(net_tls_fail r)
         "timeout",          "eof",  "not_tls",         "protocol_version", "no_shared_cipher",
         "alpn", "bad_certificate", "peer_alert",       "other"};
     return (unsigned)r < NET_TLS_FAIL_COUNT ? names[r] : "other";
+}
+
+const char *net_tls_ktls_text(net_tls_ktls k)
+{
+    switch (k) {
+    case NET_TLS_KTLS_ON:
+        return "the kernel has the tls ULP: connections whose cipher it supports get kernel TLS "
+               "(snowflaked_tls_ktls_connections_total)";
+    case NET_TLS_KTLS_NO_KERNEL:
+        return "the kernel has no tls ULP (CONFIG_TLS; as a module: modprobe tls): userspace TLS";
+    case NET_TLS_KTLS_NO_OPENSSL:
+        return "this OpenSSL was built without kTLS (no-ktls): userspace TLS";
+    default: return NULL;
+    }
+}
+
+/* Whether the kernel offers the tls ULP, as OpenSSL will ask for it (setsockopt TCP_ULP "tls"):
+ * on a socket that is not connected, a kernel with it refuses with ENOTCONN (tls_init wants an
+ * established connection), one without with ENOENT. Asking loads the module when it is one and
+ * we may (CAP_NET_ADMIN), as OpenSSL's own setsockopt would; /proc/sys/net/ipv4/
+ * tcp_available_ulp lists only loaded ones. */
+static net_tls_ktls ktls_probe(bool wanted)
+{
+    if (!wanted)
+        return NET_TLS_KTLS_OFF;
+#ifdef OPENSSL_NO_KTLS
+    return NET_TLS_KTLS_NO_OPENSSL;
+#else
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return NET_TLS_KTLS_NO_KERNEL;
+    int r = setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", 3), e = errno;
+    close(fd);
+    return r == 0 || e == ENOTCONN ? NET_TLS_KTLS_ON : NET_TLS_KTLS_NO_KERNEL;
+#endif
 }
 
 /* OpenSSL's reason for the last error on this thread's queue. */
@@ -112,7 +154,8 @@ done:
     return rc;
 }
 
-static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size_t mclen)
+static SSL_CTX *build(const net_tls *t, net_tls_ktls ktls, char *err, size_t errlen, char *mc,
+                      size_t mclen)
 {
     if (mc && mclen)
         mc[0] = '\0';
@@ -130,6 +173,10 @@ static SSL_CTX *build(const net_tls *t, char *err, size_t errlen, char *mc, size
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
                                  SSL_OP_IGNORE_UNEXPECTED_EOF |
                                  (c->session_tickets ? 0 : SSL_OP_NO_TICKET));
+    /* Kernel TLS only where the kernel has it: on one without, OpenSSL would try (and fail) a
+     * setsockopt on every connection. */
+    if (ktls == NET_TLS_KTLS_ON)
+        SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
     /* One record per SSL_write call (transport_tls.c retries with the same bytes from another
      * address). No SSL_MODE_RELEASE_BUFFERS: it frees and reallocates both 16 KiB buffers on
      * every request; transport_tls.c frees them once a connection has been idle a second. */
@@ -270,9 +317,11 @@ int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_c
     }
     /* Read before the build: a change landing between the two is then seen as one later. */
     t->files_known = files_digest(cfg, t->files_sha256) == 0;
-    t->current = build(t, err, errlen, NULL, 0);
+    net_tls_ktls ktls = ktls_probe(cfg->ktls);
+    t->current = build(t, ktls, err, errlen, NULL, 0);
     if (!t->current)
         return -1;
+    atomic_store(&t->ktls, (int)ktls);
     atomic_store(&t->not_after_s, not_after_of(t->current));
     atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
     return 0;
@@ -287,7 +336,8 @@ int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mcl
 {
     unsigned char digest[32];
     bool known = files_digest(&t->cfg, digest) == 0;
-    SSL_CTX *ctx = build(t, err, errlen, mc, mclen);
+    net_tls_ktls ktls = ktls_probe(t->cfg.ktls);
+    SSL_CTX *ctx = build(t, ktls, err, errlen, mc, mclen);
     if (!ctx) {
         atomic_fetch_add(&t->reload_failures, 1);
         return -1;
@@ -307,6 +357,7 @@ int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mcl
     atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
     memcpy(t->files_sha256, digest, sizeof digest);
     t->files_known = known;
+    atomic_store(&t->ktls, (int)ktls);
     atomic_fetch_add(&t->reloads, 1);
     return 0;
 }

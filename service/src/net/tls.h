@@ -41,7 +41,23 @@ typedef struct net_tls_config {
     char cipher_list[512];  /* TLS 1.2; "" = NET_TLS_DEFAULT_CIPHERS */
     bool session_tickets;   /* resumption with stateless tickets */
     bool alpn_http11;       /* negotiate ALPN "http/1.1"; a client offering only others fails */
+    bool ktls;              /* kernel TLS where offered (SSL_OP_ENABLE_KTLS); see net_tls_ktls */
 } net_tls_config;
+
+/* Kernel TLS on a listener, as found when its context was last built (at start, at each reload:
+ * a `modprobe tls` takes effect with the next reload). With NET_TLS_KTLS_ON, OpenSSL hands a
+ * connection's record layer to the kernel after the handshake when the kernel supports its
+ * cipher and version (send: TLS 1.2 and 1.3 AES-GCM, ChaCha20-Poly1305; receive: TLS 1.2 with
+ * OpenSSL 3.0); SSL_read and SSL_write still go through OpenSSL, which then moves plaintext. */
+typedef enum {
+    NET_TLS_KTLS_OFF,        /* not asked for */
+    NET_TLS_KTLS_ON,         /* asked for and offered: the context has SSL_OP_ENABLE_KTLS */
+    NET_TLS_KTLS_NO_KERNEL,  /* asked for, the kernel has no tls ULP: userspace TLS */
+    NET_TLS_KTLS_NO_OPENSSL, /* asked for, this OpenSSL was built without it: userspace TLS */
+} net_tls_ktls;
+
+/* Why, in words, for the log line (NULL for OFF). */
+const char *net_tls_ktls_text(net_tls_ktls k);
 
 /* The TLS 1.2 list used when cipher_list is "": forward secrecy and AEAD only (Mozilla's
  * "intermediate" without the DHE suites, which would need DH parameters). */
@@ -95,6 +111,7 @@ typedef struct net_tls {
      * service was built (files_known: it could be read): net_tls_files_changed compares. */
     unsigned char files_sha256[32];
     bool files_known;
+    _Atomic int ktls;            /* net_tls_ktls of the current context */
     /* The OpenSSL reason of the last failure per cause (a static string of OpenSSL's, or NULL):
      * the rate-limited log line quotes it. */
     _Atomic(const char *) last_detail[NET_TLS_FAIL_COUNT];

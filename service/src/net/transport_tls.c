@@ -287,6 +287,17 @@ static void tls_read_stop(conn *c)
 
 /* ---- the handshake -------------------------------------------------------------------------- */
 
+/* Whether OpenSSL handed the connection's records to the kernel (SSL_OP_ENABLE_KTLS, decided
+ * when the handshake set the keys). Either way SSL_read and SSL_write stay what moves the bytes:
+ * with kTLS they move plaintext, and the readiness of the socket means the same. */
+static void count_ktls(conn *c, tls_conn *t)
+{
+    if (BIO_get_ktls_send(SSL_get_wbio(t->ssl)))
+        NET_STAT_ADD(lstats(c)->tls_ktls[0], 1);
+    if (BIO_get_ktls_recv(SSL_get_rbio(t->ssl)))
+        NET_STAT_ADD(lstats(c)->tls_ktls[1], 1);
+}
+
 static void handshake(conn *c, tls_conn *t)
 {
     ERR_clear_error();
@@ -300,6 +311,8 @@ static void handshake(conn *c, tls_conn *t)
             c->peer_listed = p == NET_TLS_PEER_LISTED;
             NET_STAT_ADD(lstats(c)->tls_peers[p], 1);
         }
+        if (c->listener->spec->tls->cfg.ktls)
+            count_ktls(c, t);
         conn_io_ready(c); /* conn.c starts reading */
         if ((t->flags & (T_WRITING | T_CLOSING)) == T_WRITING)
             write_more(c, t); /* output queued before the handshake ended */

@@ -84,7 +84,7 @@ typedef struct memcache_options {
     bool tls_on;
     const char *tls_cert_file, *tls_key_file, *tls_ca_file, *tls_cipher_list;
     unsigned tls_verify_mode;
-    bool tls_min13, tls_resumption;
+    bool tls_min13, tls_resumption, tls_ktls; /* tls_ktls: memcached's -o ssl_kernel_tls */
     /* Called (on a loop thread) by "shutdown" (graceful false) and "shutdown graceful": must
      * only start the stop, e.g. signal the main thread. NULL: the command is accepted, nothing
      * stops (in-process graphs). */

@@ -540,7 +540,8 @@ static void stats_settings(mc_conn *m)
     /* memcached's TLS build (Debian's): these whether or not -Z is on, its NULLs as it prints
      * them ("(null)" for a path never set, "NULL" where it says so); ssl_keyformat 1 = PEM,
      * ssl_wbuf_size memcached's default (our TLS writes go through the connection's own output
-     * buffer, in records of at most 16 KiB), no kTLS on this listener */
+     * buffer, in records of at most 16 KiB), ssl_kernel_tls: kTLS asked for (ktls "auto", as
+     * memcached's -o ssl_kernel_tls asks; whether the kernel gave it is in our metrics) */
     const memcache_options *o = &s->opts;
     stat_line(c, "ssl_enabled", o->tls_on ? "yes" : "no");
     stat_line(c, "ssl_chain_cert", "%s", o->tls_cert_file ? o->tls_cert_file : "(null)");
@@ -551,7 +552,7 @@ static void stats_settings(mc_conn *m)
     stat_line(c, "ssl_ca_cert", "%s", o->tls_ca_file ? o->tls_ca_file : "NULL");
     stat_line(c, "ssl_wbuf_size", "16384");
     stat_line(c, "ssl_session_cache", o->tls_resumption ? "yes" : "no");
-    stat_line(c, "ssl_kernel_tls", "no");
+    stat_line(c, "ssl_kernel_tls", o->tls_ktls ? "yes" : "no");
     stat_line(c, "ssl_min_version", o->tls_min13 ? "tlsv1.3" : "tlsv1.2");
     stat_line(c, "num_napi_ids", "(null)");
     stat_line(c, "memory_file", "(null)");
