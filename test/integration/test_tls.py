@@ -937,9 +937,7 @@ class KernelTls(unittest.TestCase):
                                   *tls_sets("server.tls", https, ktls="auto"),
                                   *tls_sets("cache.memcached_tls", mcs, ktls="auto"),
                                   *tls_sets("echo.tcp_tls", echos))  # off, the default
-        try:
-            for p in (https, mcs, echos):
-                wait_port(p, server.proc)
+        try:  # sfharness.Server waited for the three TLS ports
             conns = 0
             for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
                 ctx = client_ctx(minv=v, maxv=v)
