@@ -117,7 +117,7 @@ class Clients(unittest.TestCase):
 
 class HttpsClients(unittest.TestCase):
     """The same load tools over the HTTPS listener (server.tls), and Node's fetch verifying the
-    chain against a CA of the test's own: docs/tls.md's "real clients"."""
+    chain against a CA of the test's own (docs/tls.md)."""
 
     @classmethod
     def setUpClass(cls):
