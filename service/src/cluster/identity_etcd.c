@@ -180,6 +180,8 @@ static void describe(const etcd_error *e, char *out, size_t cap)
     if (e->kind == ETCD_E_SERVER)
         snprintf(out, cap, "%s: etcd error %d (HTTP %d): %s", e->endpoint, e->grpc_code,
                  e->http_status, e->message);
+    else if (e->kind == ETCD_E_TLS)
+        snprintf(out, cap, "etcd https://%s: %s", e->endpoint, e->message);
     else
         snprintf(out, cap, "%s: %s", e->endpoint[0] ? e->endpoint : "etcd", e->message);
 }
@@ -466,6 +468,13 @@ static int etcd_claim(void *vb, unsigned n, bool once, sf_identity_slots *out, c
             break;
         }
         counter_add(&b->claims_error, 1); /* TRY_UNAVAILABLE */
+        if (!once && etcd_client_tls_refused(b->client)) {
+            /* Fail closed at start: a wrong CA, a certificate for another name, a client
+             * certificate etcd refuses are set-up errors that waiting does not mend. At run
+             * time (once) the same failure is an unreachable etcd: the fence holds. */
+            snprintf(err, errlen, "etcd identity: %s", why);
+            break;
+        }
         if (once || mono_us() >= deadline) {
             snprintf(err, errlen,
                      once ? "etcd identity: %s%s"
@@ -870,7 +879,9 @@ int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, cha
         free(b);
         return -1;
     }
-    etcd_client_opts o = {.endpoints = b->endpoints, .request_timeout_ms = c->request_timeout_ms};
+    etcd_client_opts o = {.endpoints = b->endpoints,
+                          .request_timeout_ms = c->request_timeout_ms,
+                          .tls = c->tls};
     etcd_error e;
     if (!(b->client = etcd_client_new(&o, &e))) {
         snprintf(err, errlen, "etcd identity: %s", e.message);
