@@ -31,6 +31,7 @@ typedef struct etcd_endpoint {
     struct ssl_st *ssl;    /* https: the TLS connection on fd */
     etcd_tls_session sess; /* https: the last session, offered when reconnecting */
     _Atomic uint64_t answered, failed; /* calls; read by any thread (metrics) */
+    _Atomic uint64_t tls_full, tls_resumed; /* https handshakes */
 } etcd_endpoint;
 
 struct etcd_client {
@@ -169,6 +170,7 @@ static int conn_open(etcd_client *c, etcd_endpoint *e, uint64_t deadline, etcd_e
             close(fd);
             return -1;
         }
+        atomic_fetch_add(etcd_tls_resumed(e->ssl) ? &e->tls_resumed : &e->tls_full, 1);
     }
     e->fd = fd;
     e->reused = false;
@@ -968,6 +970,11 @@ bad:
     return garbage(c, root);
 }
 
+bool etcd_client_https(const etcd_client *c)
+{
+    return c->tls != NULL;
+}
+
 size_t etcd_client_endpoint_count(const etcd_client *c)
 {
     return c->n_ep;
@@ -979,6 +986,8 @@ void etcd_client_endpoint_stats(const etcd_client *c, size_t i, etcd_endpoint_st
     out->name = c->ep[i].name;
     out->answered = atomic_load(&m->ep[i].answered);
     out->failed = atomic_load(&m->ep[i].failed);
+    out->tls_full = atomic_load(&m->ep[i].tls_full);
+    out->tls_resumed = atomic_load(&m->ep[i].tls_resumed);
     out->current = atomic_load(&m->cur_seen) == i;
 }
 

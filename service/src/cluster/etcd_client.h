@@ -122,9 +122,11 @@ typedef struct etcd_txn_result {
 typedef struct etcd_endpoint_stats {
     const char *name; /* "host:port" */
     uint64_t answered, failed;
+    uint64_t tls_full, tls_resumed; /* https: handshakes, full or resuming a session */
     bool current; /* the next call goes here */
 } etcd_endpoint_stats;
 size_t etcd_client_endpoint_count(const etcd_client *c);
+bool etcd_client_https(const etcd_client *c);
 void etcd_client_endpoint_stats(const etcd_client *c, size_t i, etcd_endpoint_stats *out);
 
 /* NULL with *err when the options are bad (https:// without opts.tls, http:// with it). */

@@ -443,3 +443,8 @@ void etcd_tls_close(etcd_tls *t, SSL *ssl, etcd_tls_session *sess)
     SSL_free(ssl);
     ERR_clear_error();
 }
+
+bool etcd_tls_resumed(const SSL *ssl)
+{
+    return SSL_session_reused((SSL *)ssl) == 1;
+}

@@ -81,5 +81,7 @@ void etcd_tls_close(etcd_tls *t, struct ssl_st *ssl, etcd_tls_session *sess);
 /* After an answer: remember the session (a TLS 1.3 ticket that came with it). */
 void etcd_tls_keep_session(etcd_tls *t, struct ssl_st *ssl, etcd_tls_session *sess);
 void etcd_tls_session_clear(etcd_tls_session *sess);
+/* Whether ssl's handshake resumed a session. */
+bool etcd_tls_resumed(const struct ssl_st *ssl);
 
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cluster/etcd_client.h"
+#include "cluster/etcd_tls.h"
 #include "obs/log.h"
 #include "snowflake/rng.h"
 #include "util/counter.h"
@@ -804,6 +805,30 @@ static void etcd_metrics(void *vb, prom_buf *p)
         etcd_client_endpoint_stats(b->client, i, &st);
         snprintf(labels, sizeof labels, "endpoint=\"%s\"", st.name);
         prom_u64(p, "snowflaked_etcd_endpoint_current", labels, st.current);
+    }
+    if (etcd_client_https(b->client)) {
+        prom_family(p, "snowflaked_etcd_tls_handshakes_total", "counter",
+                    "TLS handshakes with etcd by endpoint: full, or resuming the endpoint's "
+                    "last session.");
+        for (size_t i = 0; i < n_ep; i++) {
+            etcd_endpoint_stats st;
+            etcd_client_endpoint_stats(b->client, i, &st);
+            snprintf(labels, sizeof labels, "endpoint=\"%s\",session=\"full\"", st.name);
+            prom_u64(p, "snowflaked_etcd_tls_handshakes_total", labels, st.tls_full);
+            snprintf(labels, sizeof labels, "endpoint=\"%s\",session=\"resumed\"", st.name);
+            prom_u64(p, "snowflaked_etcd_tls_handshakes_total", labels, st.tls_resumed);
+        }
+        prom_family(p, "snowflaked_etcd_tls_reloads_total", "counter",
+                    "Re-reads of snowflake.etcd.tls's files: ok, or refused (the previous "
+                    "certificates stay).");
+        prom_u64(p, "snowflaked_etcd_tls_reloads_total", "result=\"ok\"",
+                 etcd_tls_reloads(b->c.tls));
+        prom_u64(p, "snowflaked_etcd_tls_reloads_total", "result=\"refused\"",
+                 etcd_tls_reload_failures(b->c.tls));
+        prom_family(p, "snowflaked_etcd_tls_client_cert_expiry_timestamp_seconds", "gauge",
+                    "notAfter of the client certificate in service (0: none).");
+        prom_u64(p, "snowflaked_etcd_tls_client_cert_expiry_timestamp_seconds", "",
+                 (uint64_t)etcd_tls_not_after(b->c.tls));
     }
     prom_family(p, "snowflaked_identity_renewal_seconds", "summary",
                 "Duration of successful renewals (keepalive and floor write).");
