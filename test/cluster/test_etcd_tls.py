@@ -151,6 +151,14 @@ class EtcdTls(unittest.TestCase):
         # a bad pair (the new certificate with the other key) is refused, the old one stays
         install(self.certs.client, k2)
         self.assertTrue(d.wait_output("certificate reload refused"), d.output())
+        # the member in use restarted: the reconnect is a full handshake with the rotated pair
+        # (sessions of the old context are not resumed), still the same identity
+        full_before = self.handshakes(d, "full")
+        cur = self.current_member(d)
+        self.ec.kill(cur)
+        time.sleep(1.0)
+        self.ec.restart(cur)
+        self.ec.wait_ready()
         deadline = time.monotonic() + 3 * 2  # three TTLs of renewals after the rotation
         seen = []
         while time.monotonic() < deadline:
@@ -162,6 +170,24 @@ class EtcdTls(unittest.TestCase):
         self.assertEqual({id_worker(i) for i in seen}, {w})
         self.assertNotIn("lapsed", d.output())
         self.assertEqual(d.metric("snowflaked_identity_fenced_seconds_total"), 0)
+        self.assertGreater(self.handshakes(d, "full"), full_before)
+        self.assertEqual(d.metric('snowflaked_etcd_tls_reloads_total{result="ok"}'), 1)
+        self.assertEqual(d.metric('snowflaked_etcd_tls_reloads_total{result="refused"}'), 1)
+
+    def metrics(self, d):
+        return d.get("/metrics").body.decode().splitlines()
+
+    def handshakes(self, d, session):
+        return sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics(d)
+                   if line.startswith("snowflaked_etcd_tls_handshakes_total{")
+                   and 'session="%s"' % session in line)
+
+    def current_member(self, d):
+        for line in self.metrics(d):
+            if line.startswith("snowflaked_etcd_endpoint_current{") and line.endswith(" 1"):
+                port = int(line.split('endpoint="', 1)[1].split('"', 1)[0].rsplit(":", 1)[1])
+                return self.ec.client_ports.index(port)
+        raise AssertionError("no current endpoint")
 
     # ---- figure ---------------------------------------------------------------------------------
     def test_claim_latency_tls_and_plain(self):
