@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <openssl/err.h>
-#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -15,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/filedigest.h"
 #include "util/netio.h"
 #include "util/spinlock.h"
 
@@ -104,37 +104,11 @@ static int64_t not_after_of(SSL_CTX *ctx)
     return (int64_t)timegm(&tm);
 }
 
-/* SHA-256 over the CA, cert and key files' bytes, each with its length. -1 when one is unreadable. */
+/* The CA, cert and key files' digest (util/filedigest.h). */
 static int files_digest(const etcd_tls_config *cfg, unsigned char out[32])
 {
     const char *paths[] = {cfg->ca_file, cfg->cert_file, cfg->key_file};
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int rc = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < sizeof paths / sizeof paths[0]; i++) {
-        if (!paths[i][0])
-            continue;
-        FILE *f = fopen(paths[i], "rb");
-        if (!f) {
-            rc = -1;
-            break;
-        }
-        unsigned char buf[4096];
-        uint64_t total = 0;
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-            EVP_DigestUpdate(md, buf, n);
-            total += n;
-        }
-        if (ferror(f))
-            rc = -1;
-        fclose(f);
-        EVP_DigestUpdate(md, &total, sizeof total);
-    }
-    unsigned len = 0;
-    if (rc == 0 && EVP_DigestFinal_ex(md, out, &len) != 1)
-        rc = -1;
-    EVP_MD_CTX_free(md);
-    return rc;
+    return file_digest_sha256(paths, 3, out);
 }
 
 etcd_tls *etcd_tls_new(const etcd_tls_config *cfg, char *err, size_t errlen)
