@@ -414,6 +414,10 @@ void etcd_tls_close(etcd_tls *t, SSL *ssl, etcd_tls_session *sess)
     if (!ssl)
         return;
     etcd_tls_keep_session(t, ssl, sess);
+    /* Closed without a close_notify (the socket goes next, maybe broken): without this flag
+     * SSL_free would mark the session not resumable. A fatal TLS error has already done so
+     * itself, so only healthy sessions survive. */
+    SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(ssl);
     ERR_clear_error();
 }
