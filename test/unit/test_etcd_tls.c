@@ -54,7 +54,8 @@ static const char *path(const char *name)
     return b;
 }
 
-/* ca, other_ca; server (IP:127.0.0.1), server_other (IP:10.9.9.9); client, client2. */
+/* ca, other_ca; server (IP:127.0.0.1), server_other (IP:10.9.9.9); client, client2 (of ca),
+ * other_client (of other_ca). */
 static void make_certs(void)
 {
     snprintf(dir, sizeof dir, "/tmp/sf_etcd_tls_XXXXXX");
@@ -73,6 +74,12 @@ static void make_certs(void)
                              {"server_other", "serverAuth", "IP:10.9.9.9"},
                              {"client", "clientAuth", NULL},
                              {"client2", "clientAuth", NULL}};
+    sh("printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' > other_client.ext && "
+       "%s other_client.key && openssl req -new -key other_client.key -subj /CN=oc "
+       "-out other_client.csr && openssl x509 -req -in other_client.csr -CA other_ca.pem "
+       "-CAkey other_ca.key -set_serial 99 -days 2 -sha256 -extfile other_client.ext "
+       "-out other_client.pem",
+       key);
     for (size_t i = 0; i < 4; i++) {
         const char *n = leaf[i][0];
         sh("printf 'basicConstraints=CA:FALSE\\nextendedKeyUsage=%s\\n%s%s\\n' > %s.ext && "
@@ -270,6 +277,34 @@ START_TEST(test_wrong_ca_and_wrong_address_fail_closed)
 }
 END_TEST
 
+/* The server refuses our certificate after the TLS 1.3 handshake completed on our side: the
+ * alert comes with (or instead of) the answer, and the call still says why. */
+START_TEST(test_client_certificate_refused_by_the_server)
+{
+    char err[512];
+    tls_fake *f = fake_start("server.pem", true);
+    const char *cases[][3] = {{NULL, NULL, "no client certificate: etcd may require one"},
+                              {"other_client.pem", "other_client.key",
+                               "etcd refused our client certificate"}};
+    for (size_t i = 0; i < 2; i++) {
+        etcd_tls *t = tls_new("ca.pem", cases[i][0], cases[i][1], err);
+        ck_assert_msg(t != NULL, "%s", err);
+        etcd_client *c = client_for(f, t);
+        for (int round = 0; round < 20; round++) { /* the alert against the request: a race */
+            etcd_error e;
+            ck_assert_int_eq(range(c, &e), -1);
+            ck_assert_msg(e.kind == ETCD_E_TLS && strstr(e.message, cases[i][2]),
+                          "round %d: kind %d: %s", round, e.kind, e.message);
+            ck_assert(etcd_client_tls_refused(c));
+        }
+        etcd_client_free(c);
+        etcd_tls_free(t);
+    }
+    ck_assert_int_eq(atomic_load(&f->handshakes), 0);
+    fake_stop(f);
+}
+END_TEST
+
 START_TEST(test_bad_files_refused)
 {
     char err[512];
@@ -296,6 +331,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_sessions_resumed_and_dropped_by_a_reload);
     tcase_add_test(tc, test_wrong_ca_and_wrong_address_fail_closed);
+    tcase_add_test(tc, test_client_certificate_refused_by_the_server);
     tcase_add_test(tc, test_bad_files_refused);
     suite_add_tcase(s, tc);
     int rc = sf_run_suite(s);

@@ -354,6 +354,24 @@ SSL *etcd_tls_connect(etcd_tls *t, int fd, const char *host, etcd_tls_session *s
     return ssl;
 }
 
+/* A write failed at the socket (reset, broken pipe): a peer that refused our certificate after
+ * a TLS 1.3 handshake (etcd checks it once our Finished is in) sent its alert and closed, so the
+ * alert may wait in the socket's receive queue. Read it to say why; true when it was one. */
+static bool alert_waiting(SSL *ssl, bool *cert_problem, char *err, size_t errlen)
+{
+    ERR_clear_error();
+    char b[256];
+    size_t n;
+    int rc = SSL_read_ex(ssl, b, sizeof b, &n);
+    if (rc == 1 || SSL_get_error(ssl, rc) != SSL_ERROR_SSL ||
+        !peer_refused_our_cert(ERR_peek_last_error())) {
+        ERR_clear_error();
+        return false;
+    }
+    describe_failure(ssl, "", cert_problem, err, errlen);
+    return true;
+}
+
 int etcd_tls_send_all(SSL *ssl, int fd, const void *buf, size_t len, uint64_t deadline_ms,
                       bool *cert_problem, char *err, size_t errlen)
 {
@@ -372,6 +390,8 @@ int etcd_tls_send_all(SSL *ssl, int fd, const void *buf, size_t len, uint64_t de
             snprintf(err, errlen, "connection closed");
             return -EPIPE;
         }
+        if ((s == -ECONNRESET || s == -EPIPE) && alert_waiting(ssl, cert_problem, err, errlen))
+            return -EPROTO;
         if (s < 0)
             return s;
     }
