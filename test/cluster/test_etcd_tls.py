@@ -68,7 +68,7 @@ class EtcdTls(unittest.TestCase):
         self.assertNotIn(None, got, d.output())
         self.assertEqual(got, sorted(got))
         w = id_worker(got[0])
-        self.assertIn("etcd over TLS: CA %s" % self.certs.ca, d.output())
+        self.assertTrue(d.wait_output("etcd over TLS: CA %s" % self.certs.ca), d.output())
         r = self.ec.etcdctl("get", "--prefix", self.prefix + "/", "--keys-only")
         self.assertEqual(r.returncode, 0, r.stdout)
         self.assertIn("%s/owner/0000000/%07d" % (self.prefix, w), r.stdout)
