@@ -16,7 +16,7 @@
 
 static void print_err(const etcd_error *e)
 {
-    static const char *const KIND[] = {"ok", "unavailable", "garbage", "server", "usage"};
+    static const char *const KIND[] = {"ok", "unavailable", "garbage", "server", "usage", "tls"};
     printf(",\"kind\":\"%s\",\"http\":%d,\"code\":%d,\"message\":\"", KIND[e->kind], e->http_status,
            e->grpc_code);
     for (const char *p = e->message; *p; p++)

@@ -6,6 +6,15 @@
         ec.kill(n); ec.restart(n)   # SIGKILL; start again with the same data dir
         ec.stop(n); ec.cont(n)      # SIGSTOP / SIGCONT
 
+    with EtcdCluster(tls=tlscerts.Certs()) as ec:   # client and peer TLS, --client-cert-auth
+        ec.endpoints()              # "https://127.0.0.1:P1,..."; ec.ca, ec.client, ec.client_key
+        ec.post(i, path, body)      # a gateway call to member i (over TLS with the client cert)
+
+TLS mode: one certificate of the test CA (certs.ca) for each member's client and peer ports,
+SAN IP:127.0.0.1 and DNS:localhost, serverAuth and clientAuth (etcd 3.4's gateway dials its own
+client port with it, and peers use it both ways); --client-cert-auth and --trusted-ca-file on
+both ports; clients present certs.client.
+
 Flags: --heartbeat-interval 50 --election-timeout 500, so elections take about a second.
 Teardown: SIGTERM, SIGKILL after 2 s, by PID; the data dirs are removed. Only processes this
 object started are signalled. ensure_etcd() installs etcd-server with apt-get when missing (root),
@@ -17,6 +26,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -46,13 +56,14 @@ def _free_ports(n):
             s.close()
 
 
-def post(port, path, body, timeout=1.0):
-    """(status, json) from one gateway call; (None, reason) on no answer."""
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+def post(port, path, body, timeout=1.0, context=None):
+    """(status, json) from one gateway call; (None, reason) on no answer. context: an
+    ssl.SSLContext for a TLS member (https)."""
+    req = urllib.request.Request("%s://127.0.0.1:%d%s" % ("https" if context else "http", port, path),
                                  data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
             return r.status, json.loads(r.read() or b"{}")
     except urllib.error.HTTPError as e:
         try:
@@ -68,8 +79,19 @@ def b64(s):
 
 
 class EtcdCluster:
-    def __init__(self, members=3, start_timeout=20.0):
+    def __init__(self, members=3, start_timeout=20.0, tls=None):
         self.n = members
+        self.certs = tls
+        self.scheme = "https" if tls else "http"
+        self.ssl_context = None
+        if tls:
+            self.member_cert, self.member_key = tls.leaf(
+                "etcd_member", "/CN=etcd-member", "serverAuth,clientAuth",
+                "IP:127.0.0.1,DNS:localhost")
+            self.ca, self.client, self.client_key = tls.ca, tls.client, tls.client_key
+            ctx = ssl.create_default_context(cafile=tls.ca)
+            ctx.load_cert_chain(tls.client, tls.client_key)
+            self.ssl_context = ctx
         self.start_timeout = start_timeout
         self.dir = tempfile.mkdtemp(prefix="etcdcluster.")
         ports = _free_ports(2 * members)
@@ -93,24 +115,44 @@ class EtcdCluster:
         self.close()
 
     def _spawn(self, i, state):
-        cluster = ",".join("e%d=http://127.0.0.1:%d" % (j, self.peer_ports[j]) for j in range(self.n))
+        sc = self.scheme
+        cluster = ",".join("e%d=%s://127.0.0.1:%d" % (j, sc, self.peer_ports[j]) for j in range(self.n))
         c, p = self.client_ports[i], self.peer_ports[i]
+        tls = []
+        if self.certs:
+            tls = ["--cert-file", self.member_cert, "--key-file", self.member_key,
+                   "--client-cert-auth", "--trusted-ca-file", self.certs.ca,
+                   "--peer-cert-file", self.member_cert, "--peer-key-file", self.member_key,
+                   "--peer-client-cert-auth", "--peer-trusted-ca-file", self.certs.ca]
         log = open(os.path.join(self.dir, "e%d.log" % i), "ab")
         self.logs[i] = log
         self.procs[i] = subprocess.Popen(
             ["etcd", "--name", "e%d" % i, "--data-dir", os.path.join(self.dir, "d%d" % i),
-             "--listen-client-urls", "http://127.0.0.1:%d" % c,
-             "--advertise-client-urls", "http://127.0.0.1:%d" % c,
-             "--listen-peer-urls", "http://127.0.0.1:%d" % p,
-             "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % p,
+             "--listen-client-urls", "%s://127.0.0.1:%d" % (sc, c),
+             "--advertise-client-urls", "%s://127.0.0.1:%d" % (sc, c),
+             "--listen-peer-urls", "%s://127.0.0.1:%d" % (sc, p),
+             "--initial-advertise-peer-urls", "%s://127.0.0.1:%d" % (sc, p), *tls,
              "--initial-cluster", cluster, "--initial-cluster-state", state,
              "--initial-cluster-token", "etcdcluster-%d" % os.getpid(),
              "--heartbeat-interval", "50", "--election-timeout", "500"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def member_ready(self, i):
-        st, j = post(self.client_ports[i], "/v3/kv/range", {"key": b64("/etcdcluster/ready")}, 1.0)
+        st, j = self.post(i, "/v3/kv/range", {"key": b64("/etcdcluster/ready")}, 1.0)
         return st == 200 and "header" in j
+
+    def post(self, i, path, body, timeout=1.0):
+        """post() to member i, over TLS with the client certificate in TLS mode."""
+        return post(self.client_ports[i], path, body, timeout, self.ssl_context)
+
+    def etcdctl(self, *args, timeout=10):
+        """etcdctl (API v3) against every member, with the CA and client certificate in TLS
+        mode: its CompletedProcess (stdout text)."""
+        cmd = ["etcdctl", "--endpoints", self.endpoints(), "--dial-timeout", "2s"]
+        if self.certs:
+            cmd += ["--cacert", self.certs.ca, "--cert", self.client, "--key", self.client_key]
+        return subprocess.run(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=timeout, env=dict(os.environ, ETCDCTL_API="3"), text=True)
 
     def wait_ready(self, members=None, timeout=None):
         members = range(self.n) if members is None else members
@@ -150,7 +192,7 @@ class EtcdCluster:
 
     # -- queries and faults ----------------------------------------------------------------------
     def endpoint(self, i):
-        return "http://127.0.0.1:%d" % self.client_ports[i]
+        return "%s://127.0.0.1:%d" % (self.scheme, self.client_ports[i])
 
     def endpoints(self, order=None):
         return ",".join(self.endpoint(i) for i in (order or range(self.n)))
@@ -160,7 +202,7 @@ class EtcdCluster:
         for i in range(self.n):
             if not self.alive(i):
                 continue
-            st, j = post(self.client_ports[i], "/v3/maintenance/status", {}, 0.5)
+            st, j = self.post(i, "/v3/maintenance/status", {}, 0.5)
             if st == 200 and j.get("leader") and j.get("leader") == j.get("header", {}).get("member_id"):
                 return i
         return None

@@ -175,17 +175,23 @@ def promtool():
 
 @contextlib.contextmanager
 def exercised_etcd_server(**kw):
-    """As exercised_server, with the worker id claimed from a one-member etcd on loopback (the
-    identity_* and etcd_* families exist only then). Fails when etcd cannot be installed."""
+    """As exercised_server, with the worker id claimed from a one-member etcd on loopback over
+    TLS with a client certificate (the identity_*, etcd_* and etcd_tls_* families exist only
+    then). Fails when etcd cannot be installed."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
     import etcdcluster
     reason = etcdcluster.ensure_etcd()
     if reason:
         raise AssertionError(reason)  # CI is root: never a silent skip
-    with etcdcluster.EtcdCluster(members=1) as ec:
+    import tlscerts
+    # over TLS with a client certificate: the etcd_tls_* families exist only then
+    with tlscerts.Certs() as certs, etcdcluster.EtcdCluster(members=1, tls=certs) as ec:
         sets = []
         for kv in ("snowflake.worker_id=etcd", "snowflake.etcd.endpoints=" + ec.endpoints(),
-                   "snowflake.etcd.ttl_s=5", "snowflake.etcd.fence_margin_ms=500"):
+                   "snowflake.etcd.ttl_s=5", "snowflake.etcd.fence_margin_ms=500",
+                   "snowflake.etcd.tls.ca_file=" + certs.ca,
+                   "snowflake.etcd.tls.cert_file=" + certs.client,
+                   "snowflake.etcd.tls.key_file=" + certs.client_key):
             sets += ["--set", kv]
         with exercised_server(*sets, ready_timeout=15, **kw) as served:
             yield served

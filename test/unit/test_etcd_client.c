@@ -454,7 +454,7 @@ START_TEST(test_options_and_prefix)
     etcd_error err;
     etcd_client_opts o = {.endpoints = "https://127.0.0.1:2379"};
     ck_assert_ptr_null(etcd_client_new(&o, &err));
-    ck_assert_ptr_nonnull(strstr(err.message, "TLS not supported"));
+    ck_assert_ptr_nonnull(strstr(err.message, "https:// needs the TLS settings"));
     o.endpoints = "127.0.0.1:2379";
     ck_assert_ptr_null(etcd_client_new(&o, &err));
     o.endpoints = "";

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "app/wiring.h"
+#include "cluster/etcd_tls.h"
 #include "cluster/peers.h"
 #include "obs/log.h"
 #include "proto/echo.h"
@@ -152,10 +153,80 @@ static bool stop_signal_pending(void)
            (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1);
 }
 
+/* snowflake.etcd.tls: the etcd client's certificates re-read when they change, the old context
+ * kept when the new files do not make one (a cert written before its key, a bad pair). The
+ * identity is untouched either way: connections open keep their context, new ones take the new. */
+static pthread_mutex_t etcd_tls_reload_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void reload_etcd_tls(app *a, const char *why, bool only_changed)
+{
+    if (!a->etcd_tls)
+        return;
+    pthread_mutex_lock(&etcd_tls_reload_lock);
+    if (!only_changed || etcd_tls_files_changed(a->etcd_tls)) {
+        char err[CFG_PATH_MAX * 2];
+        if (etcd_tls_reload(a->etcd_tls, err, sizeof err) != 0)
+            LOG_ERROR("snowflake.etcd.tls: certificate reload refused, the previous one stays in "
+                      "service (%s): %s",
+                      why, err);
+        else
+            LOG_INFO("snowflake.etcd.tls: certificates reloaded (%s): new etcd connections use "
+                     "them",
+                     why);
+    }
+    pthread_mutex_unlock(&etcd_tls_reload_lock);
+}
+
+static void etcd_tls_files_changed_cb(void *arg)
+{
+    reload_etcd_tls(arg, "files changed", true);
+}
+
+static void dir_of(const char *path, char *out, size_t outlen);
+
+/* https:// endpoints: the client context (a bad CA, certificate or key: exit 1 naming the key),
+ * and the watch of its files' directories. */
+static int etcd_tls_init(app *a, char *err, size_t errlen)
+{
+    const cfg_etcd *e = &a->config->snowflake.etcd;
+    if (strncmp(e->endpoints, "https://", 8) != 0)
+        return 0;
+    etcd_tls_config tc = {.what = "snowflake.etcd.tls"};
+    snprintf(tc.ca_file, sizeof tc.ca_file, "%s", e->tls.ca_file);
+    snprintf(tc.cert_file, sizeof tc.cert_file, "%s", e->tls.cert_file);
+    snprintf(tc.key_file, sizeof tc.key_file, "%s", e->tls.key_file);
+    snprintf(tc.server_name, sizeof tc.server_name, "%s", e->tls.server_name);
+    if (!(a->etcd_tls = etcd_tls_new(&tc, err, errlen)))
+        return -1;
+    LOG_INFO("etcd over TLS: CA %s, client certificate %s%s%s", tc.ca_file,
+             tc.cert_file[0] ? tc.cert_file : "none", tc.server_name[0] ? ", server name " : "",
+             tc.server_name);
+    if (!e->tls.watch_files)
+        return 0;
+    static char dirs[3][CFG_PATH_MAX];
+    const char *ptrs[3];
+    const char *files[] = {tc.ca_file, tc.cert_file, tc.key_file};
+    size_t n = 0;
+    for (size_t k = 0; k < 3; k++)
+        if (files[k][0]) {
+            dir_of(files[k], dirs[n], sizeof dirs[n]);
+            ptrs[n] = dirs[n];
+            n++;
+        }
+    char werr[CFG_PATH_MAX + 128];
+    net_fswatch_opts o = {.debounce_ms = 500, .changed = etcd_tls_files_changed_cb, .arg = a};
+    a->etcd_tls_watch = net_fswatch_start(ptrs, n, &o, werr, sizeof werr);
+    if (!a->etcd_tls_watch)
+        LOG_WARN("snowflake.etcd.tls files not watched (SIGHUP still reloads them): %s", werr);
+    return 0;
+}
+
 /* The etcd backend's view of the config: the fleet's layout in one line (every member must
  * agree on it), who we are ($POD_NAME, else the host name) for operators. */
 static int etcd_identity_init(app *a, char *err, size_t errlen)
 {
+    if (etcd_tls_init(a, err, errlen) != 0)
+        return -1;
     const cfg_snowflake *s = &a->config->snowflake;
     const cfg_etcd *e = &s->etcd;
     char layout[160], host[256] = "";
@@ -180,7 +251,8 @@ static int etcd_identity_init(app *a, char *err, size_t errlen)
                                   .holder = holder,
                                   .version = SF_VERSION,
                                   .clock = clk_system(),
-                                  .should_stop = stop_signal_pending};
+                                  .should_stop = stop_signal_pending,
+                                  .tls = a->etcd_tls};
     return sf_identity_etcd_init(&a->identity, &ec, err, errlen);
 }
 
@@ -795,6 +867,7 @@ static int reload_tls(app *a, const char *why, bool only_changed, char *mc, size
 void app_reload_tls(app *a)
 {
     reload_tls(a, "SIGHUP", false, NULL, 0);
+    reload_etcd_tls(a, "SIGHUP", false);
 }
 
 /* tls.watch_files: the directories of the TLS files are watched (net/fswatch.h), and a change
@@ -1192,7 +1265,11 @@ void app_free(app *a)
     free(a->gen_ptrs);
     free((void *)a->loop_ticks);
     a->loop_ticks = NULL;
+    net_fswatch_stop(a->etcd_tls_watch);
+    a->etcd_tls_watch = NULL;
     sf_identity_free(&a->identity);
+    etcd_tls_free(a->etcd_tls); /* after the client that used it */
+    a->etcd_tls = NULL;
     hostclaim_release(&a->claims); /* after the final lease: no ID of ours can follow */
     for (int i = 0; i < APP_TLS_LISTENERS; i++)
         if (a->tls_on[i]) /* every connection is gone: the last references */

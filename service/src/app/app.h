@@ -84,6 +84,8 @@ typedef struct app {
     uint64_t tls_fail_seen[APP_TLS_LISTENERS][NET_TLS_FAIL_COUNT]; /* logged up to this count */
     uint64_t tls_fail_logged_ms[APP_TLS_LISTENERS][NET_TLS_FAIL_COUNT];
     net_fswatch *tls_watch; /* the TLS files' directories (tls.watch_files); NULL: none */
+    struct etcd_tls *etcd_tls;   /* https:// etcd endpoints (snowflake.etcd.tls); NULL: none */
+    net_fswatch *etcd_tls_watch; /* its files' directories (snowflake.etcd.tls.watch_files) */
     certname_list http_peers; /* auth.client_certificates, server.tls's access list (net_tls.peers) */
     uint64_t peer_unlisted_seen, peer_unlisted_logged_ms; /* their refusals, logged once a minute */
     net_server own_net;   /* the daemon's */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster/etcd_tls.h"
 #include "util/base64.h"
 #include "util/decimal.h"
 #include "util/httpresp.h"
@@ -27,12 +28,17 @@ typedef struct etcd_endpoint {
     char port[8];
     int fd;        /* -1: not connected */
     bool reused;   /* fd already carried an exchange */
+    struct ssl_st *ssl;    /* https: the TLS connection on fd */
+    etcd_tls_session sess; /* https: the last session, offered when reconnecting */
     _Atomic uint64_t answered, failed; /* calls; read by any thread (metrics) */
+    _Atomic uint64_t tls_full, tls_resumed; /* https handshakes */
 } etcd_endpoint;
 
 struct etcd_client {
     etcd_endpoint ep[ETCD_MAX_ENDPOINTS];
     size_t n_ep, cur;
+    etcd_tls *tls; /* https endpoints (not owned); NULL: http */
+    bool last_tls; /* the last call failed in the TLS layer (etcd_client_tls_refused) */
     _Atomic size_t cur_seen; /* cur, for other threads */
     unsigned timeout_ms;
     size_t body_max;
@@ -87,18 +93,19 @@ static int parse_endpoints(etcd_client *c, const char *list, etcd_error *err)
         memcpy(text, p, n);
         text[n] = '\0';
         p += n;
-        if (strncmp(text, "https://", 8) == 0) {
+        bool https = strncmp(text, "https://", 8) == 0;
+        if (!https && strncmp(text, "http://", 7) != 0) {
             set_err(err, NULL, ETCD_E_USAGE, 0, 0,
-                    "etcd endpoint %s: TLS not supported yet (use http://, or a local TLS proxy)",
-                    text);
+                    "etcd endpoint %s is not http://host:port or https://host:port", text);
             return -1;
         }
-        if (strncmp(text, "http://", 7) != 0) {
-            set_err(err, NULL, ETCD_E_USAGE, 0, 0, "etcd endpoint %s is not http://host:port",
-                    text);
+        if (https != (c->tls != NULL)) {
+            set_err(err, NULL, ETCD_E_USAGE, 0, 0, "etcd endpoint %s: %s", text,
+                    https ? "https:// needs the TLS settings (snowflake.etcd.tls.ca_file)"
+                          : "http:// with TLS settings: every endpoint must be https://");
             return -1;
         }
-        char *hp = text + 7;
+        char *hp = text + (https ? 8 : 7);
         size_t hl = strlen(hp);
         if (hl && hp[hl - 1] == '/')
             hp[--hl] = '\0';
@@ -110,8 +117,8 @@ static int parse_endpoints(etcd_client *c, const char *list, etcd_error *err)
         etcd_endpoint *e = &c->ep[c->n_ep];
         if (strlen(hp) >= sizeof e->name ||
             !netio_split_host_port(hp, e->host, sizeof e->host, e->port, sizeof e->port)) {
-            set_err(err, NULL, ETCD_E_USAGE, 0, 0, "etcd endpoint %s is not http://host:port",
-                    text);
+            set_err(err, NULL, ETCD_E_USAGE, 0, 0, "etcd endpoint %s is not %s://host:port",
+                    text, https ? "https" : "http");
             return -1;
         }
         snprintf(e->name, sizeof e->name, "%s", hp);
@@ -125,18 +132,93 @@ static int parse_endpoints(etcd_client *c, const char *list, etcd_error *err)
     return 0;
 }
 
-static void ep_close(etcd_endpoint *e)
+/* ---- transport: a connection per endpoint, plain TCP or TLS over it -------------------------------
+ * Everything that differs between http:// and https:// is in these four functions; the exchange
+ * and failover logic above them is the same for both. */
+
+static void ep_close(etcd_client *c, etcd_endpoint *e)
 {
+    if (e->ssl)
+        etcd_tls_close(c->tls, e->ssl, &e->sess);
+    e->ssl = NULL;
     if (e->fd >= 0)
         close(e->fd);
     e->fd = -1;
     e->reused = false;
 }
 
+/* Connects e (and with https, the handshake, offering e's last session). 0, or -1 with *err:
+ * ETCD_E_UNAVAILABLE (no connection), ETCD_E_TLS (the TLS layer refused: a certificate, a
+ * protocol error such as a plaintext server). Nothing of a request was sent either way. */
+static int conn_open(etcd_client *c, etcd_endpoint *e, uint64_t deadline, etcd_error *err)
+{
+    const char *why = "";
+    int fd = netio_connect(e->host, e->port, deadline, &why);
+    if (fd < 0) {
+        set_err(err, c, ETCD_E_UNAVAILABLE, 0, 0, "connect: %s", why);
+        return -1;
+    }
+    if (c->tls) {
+        char msg[sizeof err->message];
+        bool cert_problem = false;
+        e->ssl = etcd_tls_connect(c->tls, fd, e->host, &e->sess, deadline, &cert_problem, msg,
+                                  sizeof msg);
+        if (!e->ssl) {
+            bool tls = cert_problem || strncmp(msg, "TLS", 3) == 0;
+            set_err(err, c, tls ? ETCD_E_TLS : ETCD_E_UNAVAILABLE, 0, 0, "%s%s",
+                    tls ? "" : "TLS handshake: ", msg);
+            close(fd);
+            return -1;
+        }
+        atomic_fetch_add(etcd_tls_resumed(e->ssl) ? &e->tls_resumed : &e->tls_full, 1);
+    }
+    e->fd = fd;
+    e->reused = false;
+    return 0;
+}
+
+/* 0 when all was sent; -1 with *err (ETCD_E_UNAVAILABLE, or ETCD_E_TLS). */
+static int conn_send(etcd_client *c, etcd_endpoint *e, const char *buf, size_t len,
+                     uint64_t deadline, etcd_error *err)
+{
+    if (!e->ssl) {
+        int rc = netio_send_all(e->fd, buf, len, deadline);
+        if (rc != 0)
+            set_err(err, c, ETCD_E_UNAVAILABLE, 0, 0, "send: %s", strerror(-rc));
+        return rc ? -1 : 0;
+    }
+    char msg[sizeof err->message];
+    bool cert_problem;
+    int rc = etcd_tls_send_all(e->ssl, e->fd, buf, len, deadline, &cert_problem, msg, sizeof msg);
+    if (rc != 0)
+        set_err(err, c, rc == -EPROTO ? ETCD_E_TLS : ETCD_E_UNAVAILABLE, 0, 0, "send: %s", msg);
+    return rc ? -1 : 0;
+}
+
+/* Bytes (> 0), 0 at the end of the stream, or -1 with *err (ETCD_E_UNAVAILABLE, ETCD_E_TLS). */
+static ssize_t conn_recv(etcd_client *c, etcd_endpoint *e, char *buf, size_t cap,
+                         uint64_t deadline, etcd_error *err)
+{
+    if (!e->ssl) {
+        ssize_t r = netio_recv_some(e->fd, buf, cap, deadline);
+        if (r < 0)
+            set_err(err, c, ETCD_E_UNAVAILABLE, 0, 0, "%s",
+                    r == -ETIMEDOUT ? "no answer within the request timeout" : strerror((int)-r));
+        return r < 0 ? -1 : r;
+    }
+    char msg[sizeof err->message];
+    bool cert_problem;
+    ssize_t r = etcd_tls_recv_some(e->ssl, e->fd, buf, cap, deadline, &cert_problem, msg,
+                                   sizeof msg);
+    if (r < 0)
+        set_err(err, c, r == -EPROTO ? ETCD_E_TLS : ETCD_E_UNAVAILABLE, 0, 0, "%s", msg);
+    return r < 0 ? -1 : r;
+}
+
 /* The current endpoint failed: drop its connection, the next call starts at the next one. */
 static void rotate(etcd_client *c)
 {
-    ep_close(&c->ep[c->cur]);
+    ep_close(c, &c->ep[c->cur]);
     atomic_fetch_add(&c->ep[c->cur].failed, 1);
     c->cur = (c->cur + 1) % c->n_ep;
     atomic_store(&c->cur_seen, c->cur);
@@ -166,6 +248,7 @@ etcd_client *etcd_client_new(const etcd_client_opts *opts, etcd_error *err)
         set_err(err, NULL, ETCD_E_USAGE, 0, 0, "out of memory");
         return NULL;
     }
+    c->tls = opts->tls;
     if (parse_endpoints(c, opts->endpoints, err) != 0) {
         free(c);
         return NULL;
@@ -181,7 +264,10 @@ void etcd_client_free(etcd_client *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->n_ep; i++)
-        ep_close(&c->ep[i]);
+    {
+        ep_close(c, &c->ep[i]);
+        etcd_tls_session_clear(&c->ep[i].sess);
+    }
     hresp_free(&c->parser);
     free(c->body);
     free(c);
@@ -203,22 +289,16 @@ static int exchange(etcd_client *c, etcd_endpoint *e, const char *req, size_t re
                     uint64_t deadline, bool *nothing_back, etcd_error *err)
 {
     *nothing_back = true;
-    int rc = netio_send_all(e->fd, req, req_len, deadline);
-    if (rc != 0) {
-        set_err(err, c, ETCD_E_UNAVAILABLE, 0, 0, "send: %s", strerror(-rc));
+    if (conn_send(c, e, req, req_len, deadline, err) != 0)
         return -1;
-    }
     hresp_reset(&c->parser);
     c->got_response = false;
     size_t total = 0, limit = c->body_max + ETCD_HEADER_SLACK;
     char buf[ETCD_READ_CHUNK];
     for (;;) {
-        ssize_t r = netio_recv_some(e->fd, buf, sizeof buf, deadline);
-        if (r < 0) {
-            set_err(err, c, ETCD_E_UNAVAILABLE, 0, 0, "%s",
-                    r == -ETIMEDOUT ? "no answer within the request timeout" : strerror((int)-r));
+        ssize_t r = conn_recv(c, e, buf, sizeof buf, deadline, err);
+        if (r < 0)
             return -1;
-        }
         if (r == 0) {
             int f = hresp_eof(&c->parser);
             if (f == HRESP_STOP && c->got_response) {
@@ -269,18 +349,13 @@ static int post(etcd_client *c, const char *path, const char *body, etcd_error *
     while (tried < c->n_ep) {
         etcd_endpoint *e = &c->ep[c->cur];
         if (e->fd < 0) {
-            const char *why = "";
-            int fd = netio_connect(e->host, e->port, deadline, &why);
-            if (fd < 0) {
-                set_err(err, c, ETCD_E_UNAVAILABLE, 0, 0, "connect: %s", why);
+            if (conn_open(c, e, deadline, err) != 0) {
                 rotate(c);
                 tried++;
                 if (netio_mono_ms() >= deadline)
                     break;
                 continue;
             }
-            e->fd = fd;
-            e->reused = false;
         }
         free(req);
         int n = asprintf(&req,
@@ -296,7 +371,7 @@ static int post(etcd_client *c, const char *path, const char *body, etcd_error *
         if (exchange(c, e, req, (size_t)n, deadline, &nothing_back, err) != 0) {
             if (err && err->kind == ETCD_E_USAGE)
                 break;
-            ep_close(e);
+            ep_close(c, e);
             if (was_reused && nothing_back && !resent && err &&
                 err->kind == ETCD_E_UNAVAILABLE && netio_mono_ms() < deadline &&
                 strstr(err->message, "timeout") == NULL) {
@@ -307,12 +382,15 @@ static int post(etcd_client *c, const char *path, const char *body, etcd_error *
             break;
         }
         e->reused = true;
+        if (e->ssl) /* a TLS 1.3 ticket came with the answer: the next reconnect resumes */
+            etcd_tls_keep_session(c->tls, e->ssl, &e->sess);
         if (!c->keep_alive)
-            ep_close(e);
+            ep_close(c, e);
         result = 0;
         break;
     }
     free(req);
+    c->last_tls = result != 0 && err && err->kind == ETCD_E_TLS;
     return result;
 }
 
@@ -892,6 +970,11 @@ bad:
     return garbage(c, root);
 }
 
+bool etcd_client_https(const etcd_client *c)
+{
+    return c->tls != NULL;
+}
+
 size_t etcd_client_endpoint_count(const etcd_client *c)
 {
     return c->n_ep;
@@ -903,5 +986,12 @@ void etcd_client_endpoint_stats(const etcd_client *c, size_t i, etcd_endpoint_st
     out->name = c->ep[i].name;
     out->answered = atomic_load(&m->ep[i].answered);
     out->failed = atomic_load(&m->ep[i].failed);
+    out->tls_full = atomic_load(&m->ep[i].tls_full);
+    out->tls_resumed = atomic_load(&m->ep[i].tls_resumed);
     out->current = atomic_load(&m->cur_seen) == i;
+}
+
+bool etcd_client_tls_refused(const etcd_client *c)
+{
+    return c->last_tls;
 }

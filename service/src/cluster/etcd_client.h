@@ -2,8 +2,11 @@
  * for one thread (the identity keeper; docs/design/etcd-identity.md §4). Only what slot claiming needs: leases
  * (grant with our own ID, keepalive, revoke), range, and transactions.
  *
- * Transport. Endpoints are "http://host:port" (comma list, at most ETCD_MAX_ENDPOINTS); one
- * keep-alive connection per endpoint. A call uses the current endpoint; when it fails with a
+ * Transport. Endpoints are "http://host:port", or all "https://host:port" with opts.tls
+ * (cluster/etcd_tls.h: etcd's certificate verified against a CA bundle and the endpoint's host,
+ * our client certificate when given, the TLS session resumed on reconnects); a comma list, at
+ * most ETCD_MAX_ENDPOINTS; one keep-alive connection per endpoint. A TLS handshake that fails
+ * counts as a connect failure (nothing was sent). The handshake is inside the call's timeout. A call uses the current endpoint; when it fails with a
  * transport error (refused, reset, timeout), garbage, or a 5xx answer, the client closes that
  * connection and makes the next endpoint current, so the *next* call goes elsewhere. Within one
  * call the client moves on to further endpoints only while nothing has been sent (connect
@@ -55,6 +58,9 @@ typedef enum etcd_error_kind {
     ETCD_E_GARBAGE,     /* an answer we cannot trust: bad HTTP/JSON, types, size, cluster_id */
     ETCD_E_SERVER,      /* etcd answered an error: grpc_code, http_status, message */
     ETCD_E_USAGE,       /* bad arguments or out of memory before anything was sent */
+    ETCD_E_TLS,         /* https: the TLS layer refused (a certificate, ours or etcd's; a
+                           protocol error such as a plaintext server): no answer. The keeper
+                           treats it as unreachable; at start it is fatal (a setup error). */
 } etcd_error_kind;
 
 typedef struct etcd_error {
@@ -65,10 +71,13 @@ typedef struct etcd_error {
     char message[256];
 } etcd_error;
 
+struct etcd_tls;
 typedef struct etcd_client_opts {
     const char *endpoints;       /* "http://127.0.0.1:2379,http://..." */
     unsigned request_timeout_ms; /* per call; 0 = 1000 */
     size_t body_max;             /* 0 = ETCD_DEFAULT_BODY_MAX */
+    struct etcd_tls *tls;        /* https:// endpoints (cluster/etcd_tls.h; every endpoint then
+                                    https, not owned: outlives the client); NULL: http:// only */
 } etcd_client_opts;
 
 typedef struct etcd_client etcd_client;
@@ -113,16 +122,21 @@ typedef struct etcd_txn_result {
 typedef struct etcd_endpoint_stats {
     const char *name; /* "host:port" */
     uint64_t answered, failed;
+    uint64_t tls_full, tls_resumed; /* https: handshakes, full or resuming a session */
     bool current; /* the next call goes here */
 } etcd_endpoint_stats;
 size_t etcd_client_endpoint_count(const etcd_client *c);
+bool etcd_client_https(const etcd_client *c);
 void etcd_client_endpoint_stats(const etcd_client *c, size_t i, etcd_endpoint_stats *out);
 
-/* NULL with *err when the options are bad ("https://" → TLS not supported yet). */
+/* NULL with *err when the options are bad (https:// without opts.tls, http:// with it). */
 etcd_client *etcd_client_new(const etcd_client_opts *opts, etcd_error *err);
 void etcd_client_free(etcd_client *c);
 const char *etcd_client_endpoint(const etcd_client *c); /* the current one, "host:port" */
 uint64_t etcd_client_cluster_id(const etcd_client *c);   /* 0 until the first answer */
+/* Whether the last call failed with ETCD_E_TLS on every endpoint it tried (the start-up claim
+ * stops at once then: a wrong CA or certificate does not heal by waiting). */
+bool etcd_client_tls_refused(const etcd_client *c);
 
 /* TTLs in answers are never trusted beyond what was asked: the caller computes deadlines from
  * them (sent + TTL - margin), and an answer is not allowed to move those past what it chose. */

@@ -187,6 +187,8 @@ typedef struct sf_identity_etcd_config {
     clk_source *clock;     /* the generators' clock: fences are on it */
     bool (*should_stop)(void); /* polled between start-up retries (a pending SIGTERM); may be
                                   NULL */
+    struct etcd_tls *tls; /* https:// endpoints (cluster/etcd_tls.h), owned by the caller and
+                             outliving the identity; NULL: http:// */
 } sf_identity_etcd_config;
 
 int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, char *err,

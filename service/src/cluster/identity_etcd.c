@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cluster/etcd_client.h"
+#include "cluster/etcd_tls.h"
 #include "obs/log.h"
 #include "snowflake/rng.h"
 #include "util/counter.h"
@@ -180,6 +181,8 @@ static void describe(const etcd_error *e, char *out, size_t cap)
     if (e->kind == ETCD_E_SERVER)
         snprintf(out, cap, "%s: etcd error %d (HTTP %d): %s", e->endpoint, e->grpc_code,
                  e->http_status, e->message);
+    else if (e->kind == ETCD_E_TLS)
+        snprintf(out, cap, "etcd https://%s: %s", e->endpoint, e->message);
     else
         snprintf(out, cap, "%s: %s", e->endpoint[0] ? e->endpoint : "etcd", e->message);
 }
@@ -466,6 +469,13 @@ static int etcd_claim(void *vb, unsigned n, bool once, sf_identity_slots *out, c
             break;
         }
         counter_add(&b->claims_error, 1); /* TRY_UNAVAILABLE */
+        if (!once && etcd_client_tls_refused(b->client)) {
+            /* Fail closed at start: a wrong CA, a certificate for another name, a client
+             * certificate etcd refuses are set-up errors that waiting does not mend. At run
+             * time (once) the same failure is an unreachable etcd: the fence holds. */
+            snprintf(err, errlen, "etcd identity: %s", why);
+            break;
+        }
         if (once || mono_us() >= deadline) {
             snprintf(err, errlen,
                      once ? "etcd identity: %s%s"
@@ -796,6 +806,30 @@ static void etcd_metrics(void *vb, prom_buf *p)
         snprintf(labels, sizeof labels, "endpoint=\"%s\"", st.name);
         prom_u64(p, "snowflaked_etcd_endpoint_current", labels, st.current);
     }
+    if (etcd_client_https(b->client)) {
+        prom_family(p, "snowflaked_etcd_tls_handshakes_total", "counter",
+                    "TLS handshakes with etcd by endpoint: full, or resuming the endpoint's "
+                    "last session.");
+        for (size_t i = 0; i < n_ep; i++) {
+            etcd_endpoint_stats st;
+            etcd_client_endpoint_stats(b->client, i, &st);
+            snprintf(labels, sizeof labels, "endpoint=\"%s\",session=\"full\"", st.name);
+            prom_u64(p, "snowflaked_etcd_tls_handshakes_total", labels, st.tls_full);
+            snprintf(labels, sizeof labels, "endpoint=\"%s\",session=\"resumed\"", st.name);
+            prom_u64(p, "snowflaked_etcd_tls_handshakes_total", labels, st.tls_resumed);
+        }
+        prom_family(p, "snowflaked_etcd_tls_reloads_total", "counter",
+                    "Re-reads of snowflake.etcd.tls's files: ok, or refused (the previous "
+                    "certificates stay).");
+        prom_u64(p, "snowflaked_etcd_tls_reloads_total", "result=\"ok\"",
+                 etcd_tls_reloads(b->c.tls));
+        prom_u64(p, "snowflaked_etcd_tls_reloads_total", "result=\"refused\"",
+                 etcd_tls_reload_failures(b->c.tls));
+        prom_family(p, "snowflaked_etcd_tls_client_cert_expiry_timestamp_seconds", "gauge",
+                    "notAfter of the client certificate in service (0: none).");
+        prom_u64(p, "snowflaked_etcd_tls_client_cert_expiry_timestamp_seconds", "",
+                 (uint64_t)etcd_tls_not_after(b->c.tls));
+    }
     prom_family(p, "snowflaked_identity_renewal_seconds", "summary",
                 "Duration of successful renewals (keepalive and floor write).");
     prom_f64(p, "snowflaked_identity_renewal_seconds_sum", "",
@@ -870,7 +904,9 @@ int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, cha
         free(b);
         return -1;
     }
-    etcd_client_opts o = {.endpoints = b->endpoints, .request_timeout_ms = c->request_timeout_ms};
+    etcd_client_opts o = {.endpoints = b->endpoints,
+                          .request_timeout_ms = c->request_timeout_ms,
+                          .tls = c->tls};
     etcd_error e;
     if (!(b->client = etcd_client_new(&o, &e))) {
         snprintf(err, errlen, "etcd identity: %s", e.message);

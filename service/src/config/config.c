@@ -412,9 +412,9 @@ static const cfg_key cfg_keys[] = {
           "a fresh tick's sequence (and the UUIDv7/ULID counter) starts at a random value below "
           "2^bits; costs up to 2^bits − 1 IDs per tick; below `sequence_bits`"),
     K_STR("snowflake.etcd.endpoints", snowflake.etcd.endpoints, 0, 0,
-          "etcd client URLs `http://host:port,...` (at most 16), required with `worker_id: "
-          "\"etcd\"`; "
-          "`https://` refused (not supported yet); numeric hosts avoid DNS at start"),
+          "etcd client URLs `http://host:port,...` or `https://host:port,...` (at most 16, one "
+          "scheme for all; `https://` needs `snowflake.etcd.tls.ca_file`), required with "
+          "`worker_id: \"etcd\"`; numeric hosts avoid DNS at start"),
     K_STR("snowflake.etcd.prefix", snowflake.etcd.prefix, 1, 0,
           "where the fleet's keys live, one prefix per ID space: starts with `/`, no trailing `/`"),
     K_U32("snowflake.etcd.ttl_s", snowflake.etcd.ttl_s, 2, 300,
@@ -439,6 +439,22 @@ static const cfg_key cfg_keys[] = {
         "layout's "
         "last worker; the range must hold one slot per loop with `per_thread_worker_ids` (at most "
         "127 loops: one transaction)"),
+    K_STR("snowflake.etcd.tls.ca_file", snowflake.etcd.tls.ca_file, 0, 0,
+          "PEM CA certificates etcd's server certificate must chain to; required with `https://` "
+          "endpoints (the system store is not used: etcd runs on a private CA); the certificate "
+          "must also name the endpoint's host (an IP SAN for a numeric host)"),
+    K_STR("snowflake.etcd.tls.cert_file", snowflake.etcd.tls.cert_file, 0, 0,
+          "PEM client certificate chain for etcd's `--client-cert-auth`, leaf first; with "
+          "`key_file`; `\"\"` = none"),
+    K_STR("snowflake.etcd.tls.key_file", snowflake.etcd.tls.key_file, 0, 0,
+          "PEM private key of `cert_file`; one that does not match: exit 1 at start"),
+    K_STR("snowflake.etcd.tls.server_name", snowflake.etcd.tls.server_name, 0, 0,
+          "the name etcd's certificate must carry (and SNI), instead of each endpoint's host; "
+          "`\"\"` = the host"),
+    K_BOOL("snowflake.etcd.tls.watch_files", snowflake.etcd.tls.watch_files,
+           "re-read the CA, certificate and key when their directory changes (500 ms after the "
+           "last change; a bad new pair is refused, the old stays; the slots are kept); also on "
+           "`SIGHUP`"),
     K_BOOL("cache.enabled", cache.enabled, "serve `/cache/`"),
     K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB,
           "memory for items; LRU eviction beyond"),
@@ -1597,15 +1613,14 @@ static int cfg_resolve_worker(cfg_ctx *ctx, const char *src, uint64_t *id)
 }
 
 /* One "http://host:port" of snowflake.etcd.endpoints (len bytes at e). */
-static const char *cfg_etcd_endpoint_problem(const char *e, size_t len)
+static const char *cfg_etcd_endpoint_problem(const char *e, size_t len, bool https)
 {
-    static const char scheme[] = "http://";
-    if (len >= 8 && strncmp(e, "https://", 8) == 0)
-        return "https:// is not supported yet (plain http://; put a local TLS proxy in front of "
-               "etcd's client port)";
-    if (len < sizeof scheme || strncmp(e, scheme, sizeof scheme - 1) != 0)
-        return "each endpoint must be http://host:port";
-    const char *host = e + sizeof scheme - 1, *end = e + len, *colon = NULL;
+    const char *scheme = https ? "https://" : "http://";
+    size_t slen = strlen(scheme);
+    if (len <= slen || strncmp(e, scheme, slen) != 0)
+        return https ? "every endpoint must be https://host:port when one is"
+                     : "each endpoint must be http://host:port or https://host:port";
+    const char *host = e + slen, *end = e + len, *colon = NULL;
     for (const char *p = host; p < end; p++) {
         if (*p == '/' || *p == '@' || *p == '?' || *p == ' ' || (unsigned char)*p < 0x21)
             return "each endpoint must be http://host:port, without a path, user or spaces";
@@ -1634,9 +1649,10 @@ static int cfg_check_etcd(cfg_ctx *ctx)
         return cfg_fail(ctx, src, "snowflake.etcd.endpoints",
                         "required with worker_id \"etcd\" (http://host:port,...)");
     }
+    bool https = strncmp(e->endpoints, "https://", 8) == 0;
     for (const char *p = e->endpoints;; p++) {
         size_t len = strcspn(p, ",");
-        const char *why = cfg_etcd_endpoint_problem(p, len);
+        const char *why = cfg_etcd_endpoint_problem(p, len, https);
         if (why) {
             char one[CFG_SHOW_MAX];
             snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one - 1 ? len : sizeof one - 1),
@@ -1649,6 +1665,25 @@ static int cfg_check_etcd(cfg_ctx *ctx)
         p += len;
         if (!*p)
             break;
+    }
+    /* TLS: https:// needs a CA (fail closed: no system store), http:// takes no TLS settings (a
+     * CA given for plaintext endpoints is a forgotten https://), a certificate needs its key. */
+    bool any_tls = e->tls.ca_file[0] || e->tls.cert_file[0] || e->tls.key_file[0] ||
+                   e->tls.server_name[0];
+    if (https && !e->tls.ca_file[0]) {
+        cfg_origin_label(ctx, cfg_key_index_of("snowflake.etcd.endpoints"), src, sizeof src);
+        return cfg_fail(ctx, src, "snowflake.etcd.tls.ca_file",
+                        "required with https:// endpoints (the CA that signed etcd's certificate)");
+    }
+    if (!https && any_tls) {
+        cfg_origin_label(ctx, cfg_key_index_of("snowflake.etcd.endpoints"), src, sizeof src);
+        return cfg_fail(ctx, src, "snowflake.etcd.endpoints",
+                        "http:// endpoints with snowflake.etcd.tls.* set: use https://");
+    }
+    if (!e->tls.cert_file[0] != !e->tls.key_file[0]) {
+        cfg_origin_label(ctx, cfg_key_index_of("snowflake.etcd.tls.cert_file"), src, sizeof src);
+        return cfg_fail(ctx, src, "snowflake.etcd.tls.cert_file",
+                        "snowflake.etcd.tls.cert_file and key_file go together");
     }
     const char *pre = e->prefix;
     size_t plen = strlen(pre);

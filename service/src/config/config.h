@@ -98,6 +98,13 @@ typedef struct cfg_etcd {
     uint32_t start_timeout_ms;            /* no etcd answer by then at start: exit 1 */
     bool wait_for_slot;                   /* all slots held at start: wait instead of exit 1 */
     uint32_t worker_min, worker_max;      /* the worker ids to claim from; max resolved */
+    struct {                              /* https:// endpoints (cluster/etcd_tls.h) */
+        char ca_file[CFG_PATH_MAX];       /* required with https:// */
+        char cert_file[CFG_PATH_MAX];     /* client certificate; "" = none */
+        char key_file[CFG_PATH_MAX];
+        char server_name[256];            /* "" = each endpoint's host */
+        bool watch_files;
+    } tls;
 } cfg_etcd;
 
 typedef struct cfg_snowflake {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/certname.h"
+#include "util/filedigest.h"
 #include "util/spinlock.h"
 
 #define TICKET_KEYS_LEN 80 /* OpenSSL 1.1.1+: key name 16, HMAC 32, AES 32 */
@@ -262,38 +263,11 @@ static int64_t not_after_of(SSL_CTX *ctx)
     return (int64_t)timegm(&tm);
 }
 
-/* SHA-256 of the cert, key and CA files' bytes in order (each prefixed by its length, so bytes
- * moving from one file to the next still differ). 0, or -1 when one cannot be read. */
+/* The cert, key and CA files' digest (util/filedigest.h). */
 static int files_digest(const net_tls_config *cfg, unsigned char out[32])
 {
     const char *paths[] = {cfg->cert_file, cfg->key_file, cfg->client_ca_file};
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int rc = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < sizeof paths / sizeof paths[0]; i++) {
-        if (!paths[i][0])
-            continue;
-        FILE *f = fopen(paths[i], "rb");
-        if (!f) {
-            rc = -1;
-            break;
-        }
-        unsigned char buf[4096];
-        uint64_t total = 0;
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-            EVP_DigestUpdate(md, buf, n);
-            total += n;
-        }
-        if (ferror(f))
-            rc = -1;
-        fclose(f);
-        EVP_DigestUpdate(md, &total, sizeof total);
-    }
-    unsigned len = 0;
-    if (rc == 0 && EVP_DigestFinal_ex(md, out, &len) != 1)
-        rc = -1;
-    EVP_MD_CTX_free(md);
-    return rc;
+    return file_digest_sha256(paths, 3, out);
 }
 
 bool net_tls_files_changed(const net_tls *t)
