@@ -26,6 +26,13 @@
  * release with etcd_range_result_free / etcd_txn_result_free (safe on zeroed or failed results).
  * Keys and values are byte strings with a length and also NUL-terminated for convenience.
  *
+ * RBAC (cluster/etcd_auth.h): with a user, the client authenticates before its first call (and
+ * whenever it holds no token), sends the token on every call, and when etcd refuses a call for
+ * its token (invalid or expired, auth revision old) re-authenticates and repeats that call once:
+ * such a refusal happens before etcd executes anything, so the repeat cannot apply it twice.
+ * Everything within the one request_timeout_ms of the call. A refusal that stays (credentials,
+ * permission) is ETCD_E_SERVER with err->auth set.
+ *
  * Threads: an etcd_client and its txns are used by one thread at a time. */
 #ifndef SF_CLUSTER_ETCD_CLIENT_H
 #define SF_CLUSTER_ETCD_CLIENT_H
@@ -63,12 +70,16 @@ typedef struct etcd_error {
     int grpc_code;   /* ETCD_E_SERVER only */
     char endpoint[80];
     char message[256];
+    bool auth; /* refused for its credentials or permissions (etcd_auth.h), not repeated */
 } etcd_error;
 
 typedef struct etcd_client_opts {
     const char *endpoints;       /* "http://127.0.0.1:2379,http://..." */
     unsigned request_timeout_ms; /* per call; 0 = 1000 */
     size_t body_max;             /* 0 = ETCD_DEFAULT_BODY_MAX */
+    /* RBAC: a user with exactly one of a password or a password file (etcd_auth.h); no user =
+     * no authentication */
+    const char *auth_user, *auth_password, *auth_password_file;
 } etcd_client_opts;
 
 typedef struct etcd_client etcd_client;
@@ -123,6 +134,8 @@ etcd_client *etcd_client_new(const etcd_client_opts *opts, etcd_error *err);
 void etcd_client_free(etcd_client *c);
 const char *etcd_client_endpoint(const etcd_client *c); /* the current one, "host:port" */
 uint64_t etcd_client_cluster_id(const etcd_client *c);   /* 0 until the first answer */
+/* The credentials and their counters (etcd_auth.h), NULL without a user. */
+struct etcd_auth *etcd_client_auth(const etcd_client *c);
 
 /* TTLs in answers are never trusted beyond what was asked: the caller computes deadlines from
  * them (sent + TTL - margin), and an answer is not allowed to move those past what it chose. */
