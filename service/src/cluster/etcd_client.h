@@ -51,6 +51,7 @@
 enum {
     ETCD_GRPC_INVALID_ARGUMENT = 3,
     ETCD_GRPC_NOT_FOUND = 5, /* "requested lease not found" */
+    ETCD_GRPC_PERMISSION_DENIED = 7, /* RBAC: the user's roles do not cover the keys */
     ETCD_GRPC_FAILED_PRECONDITION = 9, /* "lease already exists" */
     ETCD_GRPC_UNAVAILABLE = 14, /* "request timed out", "no leader" */
     ETCD_GRPC_UNAUTHENTICATED = 16,

@@ -98,6 +98,8 @@ typedef struct cfg_etcd {
     uint32_t start_timeout_ms;            /* no etcd answer by then at start: exit 1 */
     bool wait_for_slot;                   /* all slots held at start: wait instead of exit 1 */
     uint32_t worker_min, worker_max;      /* the worker ids to claim from; max resolved */
+    char auth_username[129];              /* etcd RBAC user; "" = no authentication */
+    char auth_password_file[1024];        /* its password: the file's first line (a Secret) */
 } cfg_etcd;
 
 typedef struct cfg_snowflake {
