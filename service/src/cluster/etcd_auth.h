@@ -1,4 +1,4 @@
-/* Credentials for etcd's RBAC (the auth part of cluster/etcd_client.c; docs/etcd-identity.md).
+/* Credentials for etcd's RBAC (the auth part of cluster/etcd_client.c; docs/identity-etcd.md).
  *
  * What it owns: the user name, where the password comes from (a file whose first line is the
  * password, a mounted Kubernetes Secret, re-read before every authentication so that a rotated

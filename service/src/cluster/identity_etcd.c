@@ -186,7 +186,7 @@ static void describe(etcd_backend *b, const etcd_error *e, char *out, size_t cap
     if (e->auth && e->kind == ETCD_E_SERVER && e->grpc_code == ETCD_GRPC_PERMISSION_DENIED)
         snprintf(out, cap,
                  "%s: etcd error %d (HTTP %d): %s: etcd user %s may not read and write under %s "
-                 "(grant its role readwrite on that prefix: docs/etcd-identity.md)",
+                 "(grant its role readwrite on that prefix: docs/identity-etcd.md)",
                  e->endpoint, e->grpc_code, e->http_status, e->message,
                  etcd_client_auth(b->client) ? etcd_auth_user(etcd_client_auth(b->client))
                                              : "(none: snowflake.etcd.auth.username is empty)",
