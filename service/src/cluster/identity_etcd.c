@@ -826,22 +826,22 @@ static void etcd_metrics(void *vb, prom_buf *p)
         snprintf(labels, sizeof labels, "endpoint=\"%s\"", st.name);
         prom_u64(p, "snowflaked_etcd_endpoint_current", labels, st.current);
     }
+    /* zero without an etcd user: the families are always there for dashboards and alerts */
     const etcd_auth *au = etcd_client_auth(b->client);
-    if (au) {
-        by_result(p, "snowflaked_etcd_authentications_total",
-                  "Authentications as the etcd user (a token fetched), by result.",
-                  (const char *[]){"ok", "refused", "error"},
-                  (uint64_t[]){etcd_auth_counter(au, ETCD_AUTH_EV_OK),
-                               etcd_auth_counter(au, ETCD_AUTH_EV_REFUSED),
-                               etcd_auth_counter(au, ETCD_AUTH_EV_ERROR)});
-        prom_family(p, "snowflaked_etcd_auth_refusals_total", "counter",
-                    "etcd calls refused for their token (then re-authenticated and repeated once) "
-                    "or for the user's permissions.");
-        prom_u64(p, "snowflaked_etcd_auth_refusals_total", "reason=\"token\"",
-                 etcd_auth_counter(au, ETCD_AUTH_EV_TOKEN_REFUSED));
-        prom_u64(p, "snowflaked_etcd_auth_refusals_total", "reason=\"permission\"",
-                 etcd_auth_counter(au, ETCD_AUTH_EV_DENIED));
-    }
+#define AUTH_N(ev) (au ? etcd_auth_counter(au, ev) : 0)
+    by_result(p, "snowflaked_etcd_authentications_total",
+              "Authentications as the etcd user (a token fetched), by result.",
+              (const char *[]){"ok", "refused", "error"},
+              (uint64_t[]){AUTH_N(ETCD_AUTH_EV_OK), AUTH_N(ETCD_AUTH_EV_REFUSED),
+                           AUTH_N(ETCD_AUTH_EV_ERROR)});
+    prom_family(p, "snowflaked_etcd_auth_refusals_total", "counter",
+                "etcd calls refused for their token (then re-authenticated and repeated once) "
+                "or for the user's permissions.");
+    prom_u64(p, "snowflaked_etcd_auth_refusals_total", "reason=\"token\"",
+             AUTH_N(ETCD_AUTH_EV_TOKEN_REFUSED));
+    prom_u64(p, "snowflaked_etcd_auth_refusals_total", "reason=\"permission\"",
+             AUTH_N(ETCD_AUTH_EV_DENIED));
+#undef AUTH_N
     prom_family(p, "snowflaked_identity_renewal_seconds", "summary",
                 "Duration of successful renewals (keepalive and floor write).");
     prom_f64(p, "snowflaked_identity_renewal_seconds_sum", "",
