@@ -37,8 +37,8 @@ etcd_auth_refusal etcd_auth_classify(int grpc_code, const char *m)
         return ETCD_AUTH_TOKEN;
     if (grpc_code == 7) /* PermissionDenied: "etcdserver: permission denied" */
         return ETCD_AUTH_DENIED;
-    if (grpc_code == 3 && (strstr(m, "revision of auth store is old") ||
-                           strstr(m, "user name is empty")))
+    if (grpc_code == 3 &&
+        (strstr(m, "revision of auth store is old") || strstr(m, "user name is empty")))
         return ETCD_AUTH_TOKEN;
     if (grpc_code == 3 && strstr(m, "authentication failed"))
         return ETCD_AUTH_CREDENTIALS; /* "..., invalid user ID or password" */
@@ -65,14 +65,18 @@ etcd_auth *etcd_auth_new(const char *user, const char *password, const char *pas
         return NULL;
     }
     if (inline_pw == file_pw) {
-        snprintf(err, errlen, "etcd auth: user %s needs exactly one of a password or a password "
-                 "file", user);
+        snprintf(err, errlen,
+                 "etcd auth: user %s needs exactly one of a password or a password "
+                 "file",
+                 user);
         return NULL;
     }
     if ((inline_pw && strlen(password) > ETCD_AUTH_PASSWORD_MAX) ||
         (file_pw && strlen(password_file) > ETCD_AUTH_PATH_MAX)) {
-        snprintf(err, errlen, "etcd auth: the password (at most %d bytes) or its file name (%d) "
-                 "is too long", ETCD_AUTH_PASSWORD_MAX, ETCD_AUTH_PATH_MAX);
+        snprintf(err, errlen,
+                 "etcd auth: the password (at most %d bytes) or its file name (%d) "
+                 "is too long",
+                 ETCD_AUTH_PASSWORD_MAX, ETCD_AUTH_PATH_MAX);
         return NULL;
     }
     etcd_auth *a = calloc(1, sizeof *a);

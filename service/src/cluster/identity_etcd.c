@@ -460,7 +460,9 @@ static int etcd_claim(void *vb, unsigned n, bool once, sf_identity_slots *out, c
             /* fail closed: a wrong password, an unknown or revoked user or a role without the
              * prefix does not heal by waiting, and must not look like an unreachable etcd */
             counter_add(&b->claims_error, 1);
-            snprintf(err, errlen, "etcd identity: etcd refused our credentials or permissions: %s",
+            snprintf(err, errlen,
+                     "etcd identity: our etcd credentials or permissions do not work (not "
+                     "retried): %s",
                      why);
             break;
         }

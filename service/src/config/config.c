@@ -441,8 +441,8 @@ static const cfg_key cfg_keys[] = {
         "127 loops: one transaction)"),
     K_STR("snowflake.etcd.auth.username", snowflake.etcd.auth_username, 0, 0,
           "etcd RBAC user (etcd with `auth enable`); empty = no authentication. Its role needs "
-          "`readwrite` on `prefix` only (docs/identity-etcd.md); refused credentials or permissions "
-          "stop the start (exit 1) and fence the IDs at run time"),
+          "`readwrite` on `prefix` only (docs/identity-etcd.md); refused credentials or "
+          "permissions stop the start (exit 1) and fence the IDs at run time"),
     K_STR("snowflake.etcd.auth.password_file", snowflake.etcd.auth_password_file, 0, 0,
           "the user's password as the file's first line (a mounted Secret), required with "
           "`username`; read again before every authentication (a rotated Secret needs no restart), "
