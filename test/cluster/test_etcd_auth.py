@@ -260,7 +260,7 @@ class SimpleAuth(AuthBase):
         before = self.wait_ids(d)
         refused0 = metric(d, "snowflaked_etcd_auth_refusals_total", 'reason="token"')
         d.proc.send_signal(signal.SIGSTOP)  # idle past the simple token's 1 s
-        time.sleep(2.2)
+        time.sleep(3.0)
         d.proc.send_signal(signal.SIGCONT)
         self.wait_status(d, True, 10)
         self.assertGreater(d.new_id(), before)
