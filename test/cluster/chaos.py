@@ -3,6 +3,11 @@
 (issue 14, design-14 step 9). Not part of ctest (minutes to hours).
 
     python3 test/cluster/chaos.py --seconds 300 [--seed S]      (make chaos CHAOS_SECONDS=300)
+    python3 test/cluster/chaos.py --auth jwt                     (make chaos CHAOS_AUTH=jwt)
+
+--auth jwt|simple: etcd with RBAC (etcdcluster.py): the daemons authenticate as a user whose role
+has readwrite on the prefix only, its password in a file; JWT tokens live 3 s, so every daemon
+re-authenticates many times during the run (the summary counts it). The checker reads etcd as root.
 
 Fleet (as the CI scenario test_etcd_identity.py): 3 etcd members (--heartbeat-interval 50
 --election-timeout 500), N daemons (default 10) for 8 slots (worker_bits 3, datacenter 1),
@@ -45,7 +50,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from etcdcluster import EtcdCluster, b64, ensure_etcd, post  # noqa: E402
+from etcdcluster import USER, USER_PASSWORD, EtcdCluster, b64, ensure_etcd, post  # noqa: E402
 from fleet import BINARY, SFLOAD, Daemon, Load, etcd_sets, low_port  # noqa: E402
 from idrecords import Layout, check_fleet, check_handoffs, read_records  # noqa: E402
 
@@ -80,6 +85,8 @@ class Incarnation:
         self.stop_without_quorum = False  # etcd had no quorum while it was stopping
         self.log_pos = 0
         self.fenced_s = 0.0        # last seen snowflaked_identity_fenced_seconds_total
+        self.auths = 0.0           # last seen authentications ok (--auth)
+        self.token_refusals = 0.0  # last seen calls refused for their token (--auth)
         self.unresponsive_since = None
         self.log_copy = None
 
@@ -116,6 +123,7 @@ class Chaos:
         self.injected = None
         self.last_poll = 0.0
         self.heal_s = None
+        self.root_token, self.root_token_at = None, 0.0
 
     # -- output ---------------------------------------------------------------------------------
     def say(self, text):
@@ -131,8 +139,30 @@ class Chaos:
 
     # -- fleet ----------------------------------------------------------------------------------
     def sets(self):
+        auth = []
+        if self.a.auth:
+            pw = os.path.join(self.dir, "etcd-password")
+            if not os.path.exists(pw):
+                with open(pw, "w") as f:
+                    f.write(USER_PASSWORD + "\n")
+            auth = ["snowflake.etcd.auth.username=" + USER,
+                    "snowflake.etcd.auth.password_file=" + pw]
         return ["snowflake.worker_bits=3", "snowflake.datacenter_id=%d" % DC] + etcd_sets(
-            self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS)
+            self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS) + auth
+
+    def token(self):
+        """etcd root's token for the checker's reads with --auth (None without), at most 1 s old
+        (JWTs live 3 s; bcrypt makes every authentication cost etcd CPU)."""
+        if not self.a.auth:
+            return None
+        if self.root_token is None or time.monotonic() - self.root_token_at > 1.0:
+            live = [m for m in range(self.ec.n) if self.etcd_state.get(m, "up") == "up"]
+            for m in live:
+                tok = self.ec.token(m)
+                if tok:
+                    self.root_token, self.root_token_at = tok, time.monotonic()
+                    break
+        return self.root_token
 
     def spawn(self, pos):
         gen = sum(1 for i in self.incs if i.pos == pos)
@@ -224,7 +254,7 @@ class Chaos:
                 continue
             st, j = post(self.ec.client_ports[m], "/v3/kv/range",
                          {"key": b64(PREFIX + "/owner/"), "range_end": b64(PREFIX + "/owner0")},
-                         0.5)
+                         0.5, token=self.token())
             if st == 200:
                 out = {}
                 for kv in j.get("kvs", []):
@@ -241,7 +271,10 @@ class Chaos:
         body = json.dumps({"create_request": {"key": b64(PREFIX + "/owner/"),
                                               "range_end": b64(PREFIX + "/owner0"),
                                               "start_revision": "1"}})
-        conn.request("POST", "/v3/watch", body, {"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if self.token():
+            headers["Authorization"] = self.token()
+        conn.request("POST", "/v3/watch", body, headers)
         resp = conn.getresponse()
         if resp.status != 200:
             self.fail("etcd watch answered %d" % resp.status)
@@ -450,6 +483,11 @@ class Chaos:
                     if line.startswith(name + " "):
                         m[name] = float(line.split()[1])
             inc.fenced_s = m.get("snowflaked_identity_fenced_seconds_total", inc.fenced_s)
+            for line in text.splitlines():
+                if line.startswith('snowflaked_etcd_authentications_total{result="ok"} '):
+                    inc.auths = float(line.split()[1])
+                elif line.startswith('snowflaked_etcd_auth_refusals_total{reason="token"} '):
+                    inc.token_refusals = float(line.split()[1])
             if st == 200 and (m.get("snowflaked_identity_slots_held", 0) < 1
                               or m.get("snowflaked_identity_fenced", 1) != 0):
                 # /readyz and /metrics are two requests: a fence may fall between them
@@ -498,7 +536,8 @@ class Chaos:
         self.say("chaos: %d s, %d daemons for %d slots, ttl %d s, margin %d ms, rate %d/s, "
                  "max %d daemons down, run dir %s" % (a.seconds, a.daemons, SLOTS, TTL_S,
                                                       MARGIN_MS, a.rate, a.max_down, self.dir))
-        self.ec = EtcdCluster().__enter__()
+        self.ec = EtcdCluster(auth=a.auth, auth_prefixes=(PREFIX + "/",),
+                              jwt_ttl="3s").__enter__()
         self.etcd_state = {m: "up" for m in range(self.ec.n)}
         self.ports = [low_port() for _ in range(a.daemons)]
         for pos in range(a.daemons):
@@ -680,6 +719,9 @@ class Chaos:
             "slot tenures with IDs: %d; etcd owner keys created: %d" % (runs, claims),
             "late IDs (frozen holders, allowed in-flight): %d" % late,
             "fenced time (sum over daemons, last seen): %.1f s" % fenced,
+            "etcd auth (%s; sum over daemons, last seen): %d authentications, %d calls refused "
+            "for their token and repeated" % (self.a.auth or "off", sum(i.auths for i in self.incs),
+                                              sum(i.token_refusals for i in self.incs)),
             "etcd without quorum: %.1f s in all, longest %.2f s"
             % (self.quorum_lost_total, self.quorum_lost_max),
             "longest time a slot had no owner (polled): %.2f s; heal to all %d held: %.2f s"
@@ -728,6 +770,8 @@ def main():
                     help="self-test of the checks: add a daemon with the static worker id W "
                          "(a second holder etcd never saw); the run must FAIL")
     ap.add_argument("--keep", action="store_true", help="keep the run directory on success")
+    ap.add_argument("--auth", choices=("jwt", "simple"), default=os.environ.get("CHAOS_AUTH") or None,
+                    help="etcd with RBAC: the daemons authenticate as a limited user")
     a = ap.parse_args()
     if a.daemons < SLOTS:
         ap.error("at least %d daemons" % SLOTS)

@@ -15,6 +15,12 @@ SAN IP:127.0.0.1 and DNS:localhost, serverAuth and clientAuth (etcd 3.4's gatewa
 client port with it, and peers use it both ways); --client-cert-auth and --trusted-ca-file on
 both ports; clients present certs.client.
 
+RBAC (auth="jwt" or "simple"): after start, `etcdctl` adds user root, role ROLE with readwrite on
+each prefix of auth_prefixes, user USER (password USER_PASSWORD) with that role, and enables auth.
+JWT tokens are RS256 with keys made by `openssl` in the data dir and live jwt_ttl; simple tokens
+expire after simple_ttl_s idle. ec.etcdctl(...) runs etcdctl as root; readiness checks then
+authenticate as root. Both modes can be combined (tls=..., auth=...).
+
 Flags: --heartbeat-interval 50 --election-timeout 500, so elections take about a second.
 Teardown: SIGTERM, SIGKILL after 2 s, by PID; the data dirs are removed. Only processes this
 object started are signalled. ensure_etcd() installs etcd-server with apt-get when missing (root),
@@ -56,12 +62,14 @@ def _free_ports(n):
             s.close()
 
 
-def post(port, path, body, timeout=1.0, context=None):
+def post(port, path, body, timeout=1.0, context=None, token=None):
     """(status, json) from one gateway call; (None, reason) on no answer. context: an
-    ssl.SSLContext for a TLS member (https)."""
+    ssl.SSLContext for a TLS member (https); token: an etcd auth token (Authorization header)."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = token
     req = urllib.request.Request("%s://127.0.0.1:%d%s" % ("https" if context else "http", port, path),
-                                 data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 data=json.dumps(body).encode(), method="POST", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
             return r.status, json.loads(r.read() or b"{}")
@@ -78,8 +86,17 @@ def b64(s):
     return base64.b64encode(s.encode()).decode()
 
 
+ROOT_PASSWORD = "root-pw-etcdcluster"
+USER, USER_PASSWORD, ROLE = "sf", "sf-pw-etcdcluster", "sfrole"
+
+
 class EtcdCluster:
-    def __init__(self, members=3, start_timeout=20.0, tls=None):
+    def __init__(self, members=3, start_timeout=20.0, tls=None, auth=None, auth_prefixes=("/",),
+                 jwt_ttl="3s", simple_ttl_s=300):
+        self.auth = auth
+        self.auth_prefixes = auth_prefixes
+        self.jwt_ttl = jwt_ttl
+        self.simple_ttl_s = simple_ttl_s
         self.n = members
         self.certs = tls
         self.scheme = "https" if tls else "http"
@@ -103,9 +120,13 @@ class EtcdCluster:
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self):
         try:
+            if self.auth == "jwt":
+                self._jwt_keys()
             for i in range(self.n):
                 self._spawn(i, "new")
             self.wait_ready()
+            if self.auth:
+                self._enable_auth()
         except BaseException:
             self.close()
             raise
@@ -134,25 +155,71 @@ class EtcdCluster:
              "--initial-advertise-peer-urls", "%s://127.0.0.1:%d" % (sc, p), *tls,
              "--initial-cluster", cluster, "--initial-cluster-state", state,
              "--initial-cluster-token", "etcdcluster-%d" % os.getpid(),
-             "--heartbeat-interval", "50", "--election-timeout", "500"],
+             "--heartbeat-interval", "50", "--election-timeout", "500", *self._auth_flags()],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
-    def member_ready(self, i):
-        st, j = self.post(i, "/v3/kv/range", {"key": b64("/etcdcluster/ready")}, 1.0)
-        return st == 200 and "header" in j
+    # -- RBAC ----------------------------------------------------------------------------------
+    def _jwt_keys(self):
+        self.priv = os.path.join(self.dir, "jwt.key")
+        self.pub = os.path.join(self.dir, "jwt.pub")
+        subprocess.run(["openssl", "genrsa", "-out", self.priv, "2048"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["openssl", "rsa", "-in", self.priv, "-pubout", "-out", self.pub],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def post(self, i, path, body, timeout=1.0):
-        """post() to member i, over TLS with the client certificate in TLS mode."""
-        return post(self.client_ports[i], path, body, timeout, self.ssl_context)
+    def _auth_flags(self):
+        if self.auth == "jwt":
+            return ["--auth-token", "jwt,pub-key=%s,priv-key=%s,sign-method=RS256,ttl=%s" %
+                    (self.pub, self.priv, self.jwt_ttl)]
+        if self.auth == "simple":
+            return ["--auth-token", "simple", "--auth-token-ttl", str(self.simple_ttl_s)]
+        return []
 
-    def etcdctl(self, *args, timeout=10):
-        """etcdctl (API v3) against every member, with the CA and client certificate in TLS
-        mode: its CompletedProcess (stdout text)."""
-        cmd = ["etcdctl", "--endpoints", self.endpoints(), "--dial-timeout", "2s"]
+    def etcdctl(self, *args, root=True, check=True, stdin=None, timeout=30):
+        """etcdctl (API v3) against the live members, with the CA and client certificate in TLS
+        mode and as root once auth is on; its CompletedProcess (stdout, stderr text)."""
+        live = ",".join(self.endpoint(i) for i in range(self.n) if self.alive(i))
+        cmd = ["etcdctl", "--endpoints", live, "--dial-timeout", "2s", "--command-timeout", "5s"]
         if self.certs:
             cmd += ["--cacert", self.certs.ca, "--cert", self.client, "--key", self.client_key]
-        return subprocess.run(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              timeout=timeout, env=dict(os.environ, ETCDCTL_API="3"), text=True)
+        if root and getattr(self, "auth_on", False):
+            cmd += ["--user", "root:" + ROOT_PASSWORD]
+        r = subprocess.run(cmd + list(args), input=stdin, capture_output=True, text=True,
+                           env=dict(os.environ, ETCDCTL_API="3"), timeout=timeout)
+        if check and r.returncode != 0:
+            raise RuntimeError("etcdctl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
+        return r
+
+    def _enable_auth(self):
+        self.etcdctl("user", "add", "root", "--new-user-password", ROOT_PASSWORD,
+                     "--interactive=false")
+        self.etcdctl("role", "add", ROLE)
+        for p in self.auth_prefixes:
+            self.etcdctl("role", "grant-permission", ROLE, "--prefix=true", "readwrite", p)
+        self.etcdctl("user", "add", USER, "--new-user-password", USER_PASSWORD,
+                     "--interactive=false")
+        self.etcdctl("user", "grant-role", USER, ROLE)
+        self.etcdctl("auth", "enable")
+        self.auth_on = True
+
+    def token(self, i=None, user="root", password=ROOT_PASSWORD):
+        """A token from member i (the first live one by default), or None."""
+        for j in ([i] if i is not None else range(self.n)):
+            if self.alive(j):
+                st, r = self.post(j, "/v3/auth/authenticate",
+                                  {"name": user, "password": password}, 2.0)
+                if st == 200 and r.get("token"):
+                    return r["token"]
+        return None
+
+    def member_ready(self, i):
+        tok = self.token(i) if getattr(self, "auth_on", False) else None
+        st, j = self.post(i, "/v3/kv/range", {"key": b64("/etcdcluster/ready")}, 1.0, token=tok)
+        return st == 200 and "header" in j
+
+    def post(self, i, path, body, timeout=1.0, token=None):
+        """post() to member i, over TLS with the client certificate in TLS mode."""
+        return post(self.client_ports[i], path, body, timeout, self.ssl_context, token)
 
     def wait_ready(self, members=None, timeout=None):
         members = range(self.n) if members is None else members

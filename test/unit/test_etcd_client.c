@@ -3,7 +3,10 @@
  * (renewed and lost), both error shapes and which of them rotate, garbage JSON, int64 not as a
  * string, a different cluster_id, an oversize body, a stalled server (timeout, the next call goes
  * to the next endpoint), a refused endpoint (skipped within the call), a txn with omitted
- * defaults, and the JSON the builder sends. The real etcd is test/cluster/test_etcd_client.py. */
+ * defaults, and the JSON the builder sends; RBAC (scripted answers): authenticate, the token in
+ * the header, one re-authentication and repeat on a token refusal only, no repeat on a permission
+ * refusal, refused credentials never send the request, the password file read again each time,
+ * an etcd without auth. The real etcd is test/cluster/test_etcd_client.py and test_etcd_auth.py. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "cluster/etcd_auth.h"
 #include "cluster/etcd_client.h"
 #include "util/netio.h"
 
@@ -28,6 +32,9 @@ typedef struct fake {
     atomic_bool stop;
     atomic_int requests;
     char last_body[4096];
+    _Atomic(const char *) script[8]; /* when set: the answer to request i (the last repeats) */
+    atomic_int script_n;
+    char req[8][2048]; /* the first 8 requests, head and body */
     pthread_t th;
 } fake;
 
@@ -50,6 +57,9 @@ static bool read_request(fake *f, int fd)
             size_t want = (size_t)atoi(cl + 16), have = len - (size_t)(end + 4 - buf);
             if (have >= want) {
                 snprintf(f->last_body, sizeof f->last_body, "%.*s", (int)want, end + 4);
+                int n = atomic_load(&f->requests);
+                if (n < 8)
+                    snprintf(f->req[n], sizeof f->req[n], "%.*s", (int)sizeof f->req[n] - 1, buf);
                 return true;
             }
         }
@@ -68,8 +78,11 @@ static void *fake_main(void *arg)
         if (fd < 0)
             continue;
         while (read_request(f, fd)) {
-            atomic_fetch_add(&f->requests, 1);
+            int n = atomic_fetch_add(&f->requests, 1);
             const char *a = atomic_load(&f->answer);
+            int sn = atomic_load(&f->script_n);
+            if (sn)
+                a = atomic_load(&f->script[n < sn ? n : sn - 1]);
             if (!a) { /* stall until the test ends */
                 while (!atomic_load(&f->stop))
                     usleep(20000);
@@ -468,6 +481,199 @@ START_TEST(test_options_and_prefix)
 }
 END_TEST
 
+/* ---- RBAC ---- */
+
+#define AUTH_OK(tok) http200("{" HDR("11") ",\"token\":\"" tok "\"}")
+#define RANGE_OK     http200("{" HDR("11") ",\"count\":\"0\"}")
+#define TOKEN_BAD                                                                                  \
+    http_answer("401 Unauthorized", "{\"error\":\"etcdserver: invalid auth token\",\"code\":16,"      \
+                                    "\"message\":\"etcdserver: invalid auth token\"}")
+
+static char pw_path[64];
+
+static void write_pw(const char *pw)
+{
+    FILE *f = fopen(pw_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s\n", pw);
+    fclose(f);
+}
+
+static etcd_client *auth_client(fake *f)
+{
+    char eps[64];
+    snprintf(eps, sizeof eps, "http://127.0.0.1:%d", f->port);
+    snprintf(pw_path, sizeof pw_path, "/tmp/test_etcd_auth.%d", (int)getpid());
+    write_pw("s3cret-pw");
+    etcd_error err;
+    etcd_client_opts o = {.endpoints = eps, .request_timeout_ms = 2000, .auth_user = "sf",
+                          .auth_password_file = pw_path};
+    etcd_client *c = etcd_client_new(&o, &err);
+    ck_assert_msg(c != NULL, "%s", err.message);
+    return c;
+}
+
+static fake *scripted(int n, const char *const *answers)
+{
+    fake *f = fake_start(answers[0]);
+    for (int i = 0; i < n; i++)
+        atomic_store(&f->script[i], answers[i]);
+    atomic_store(&f->script_n, n);
+    return f;
+}
+
+START_TEST(test_auth_token_refused_repeats_once)
+{
+    const char *const s[] = {AUTH_OK("tokA.1"), TOKEN_BAD, AUTH_OK("tokB.2"), RANGE_OK};
+    fake *f = scripted(4, s);
+    etcd_client *c = auth_client(f);
+    etcd_range_result r;
+    etcd_error err;
+    write_pw("s3cret-pw");
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), 0);
+    etcd_range_result_free(&r);
+    ck_assert_int_eq(atomic_load(&f->requests), 4);
+    ck_assert_ptr_nonnull(strstr(f->req[0], "POST /v3/auth/authenticate "));
+    ck_assert_ptr_nonnull(strstr(f->req[0], "{\"name\":\"sf\",\"password\":\"s3cret-pw\"}"));
+    ck_assert_ptr_null(strstr(f->req[0], "Authorization"));
+    ck_assert_ptr_nonnull(strstr(f->req[1], "POST /v3/kv/range "));
+    ck_assert_ptr_nonnull(strstr(f->req[1], "\r\nAuthorization: tokA.1\r\n"));
+    ck_assert_ptr_nonnull(strstr(f->req[2], "POST /v3/auth/authenticate "));
+    ck_assert_ptr_nonnull(strstr(f->req[3], "\r\nAuthorization: tokB.2\r\n"));
+    const etcd_auth *a = etcd_client_auth(c);
+    ck_assert_uint_eq(etcd_auth_counter(a, ETCD_AUTH_EV_OK), 2);
+    ck_assert_uint_eq(etcd_auth_counter(a, ETCD_AUTH_EV_TOKEN_REFUSED), 1);
+    /* refused again with the fresh token: not repeated a second time */
+    const char *const s2[] = {TOKEN_BAD, AUTH_OK("tokC.3"), TOKEN_BAD};
+    for (int i = 0; i < 3; i++)
+        atomic_store(&f->script[i], s2[i]);
+    atomic_store(&f->script_n, 3);
+    atomic_store(&f->requests, 0);
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), -1);
+    ck_assert(err.auth);
+    ck_assert_int_eq(atomic_load(&f->requests), 3);
+    etcd_client_free(c);
+    fake_stop(f);
+    unlink(pw_path);
+}
+END_TEST
+
+START_TEST(test_auth_denied_not_repeated)
+{
+    const char *const s[] = {
+        AUTH_OK("tokA"), http_answer("403 Forbidden", "{\"error\":\"etcdserver: permission "
+                                                      "denied\",\"code\":7,\"message\":"
+                                                      "\"etcdserver: permission denied\"}")};
+    fake *f = scripted(2, s);
+    etcd_client *c = auth_client(f);
+    etcd_range_result r;
+    etcd_error err;
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), -1);
+    ck_assert(err.auth);
+    ck_assert_int_eq(err.grpc_code, ETCD_GRPC_PERMISSION_DENIED);
+    ck_assert_int_eq(atomic_load(&f->requests), 2);
+    ck_assert_uint_eq(etcd_auth_counter(etcd_client_auth(c), ETCD_AUTH_EV_DENIED), 1);
+    etcd_client_free(c);
+    fake_stop(f);
+    unlink(pw_path);
+}
+END_TEST
+
+START_TEST(test_auth_credentials_and_file)
+{
+    const char *const s[] = {http_answer("400 Bad Request",
+                                         "{\"error\":\"etcdserver: authentication failed, invalid "
+                                         "user ID or password\",\"code\":3}"),
+                             AUTH_OK("tokA"), RANGE_OK};
+    fake *f = scripted(3, s);
+    etcd_client *c = auth_client(f);
+    etcd_range_result r;
+    etcd_error err;
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), -1);
+    ck_assert(err.auth);
+    ck_assert_int_eq(atomic_load(&f->requests), 1); /* the range itself never went out */
+    ck_assert_ptr_nonnull(strstr(err.message, "etcd user sf"));
+    ck_assert_ptr_null(strstr(err.message, "s3cret"));
+    ck_assert_uint_eq(etcd_auth_counter(etcd_client_auth(c), ETCD_AUTH_EV_REFUSED), 1);
+    /* the file read again: an empty first line, a missing file, then the new password */
+    write_pw("");
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), -1);
+    ck_assert(err.auth);
+    ck_assert_ptr_nonnull(strstr(err.message, "first line is empty"));
+    unlink(pw_path);
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), -1);
+    ck_assert(err.auth);
+    ck_assert_ptr_nonnull(strstr(err.message, pw_path));
+    ck_assert_int_eq(atomic_load(&f->requests), 1);
+    write_pw("n3w-pw");
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), 0);
+    etcd_range_result_free(&r);
+    ck_assert_ptr_nonnull(strstr(f->req[1], "\"password\":\"n3w-pw\""));
+    etcd_client_free(c);
+    fake_stop(f);
+    unlink(pw_path);
+}
+END_TEST
+
+START_TEST(test_auth_not_enabled)
+{
+    const char *const s[] = {http_answer("412 Precondition Failed",
+                                         "{\"error\":\"etcdserver: authentication is not "
+                                         "enabled\",\"code\":9}"),
+                             RANGE_OK};
+    fake *f = scripted(2, s);
+    etcd_client *c = auth_client(f);
+    etcd_range_result r;
+    etcd_error err;
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), 0);
+    etcd_range_result_free(&r);
+    ck_assert_ptr_null(strstr(f->req[1], "Authorization"));
+    ck_assert(etcd_auth_disabled(etcd_client_auth(c)));
+    ck_assert_int_eq(etcd_range(c, "/k", NULL, &r, &err), 0); /* no authentication each time */
+    etcd_range_result_free(&r);
+    ck_assert_int_eq(atomic_load(&f->requests), 3);
+    etcd_client_free(c);
+    fake_stop(f);
+    unlink(pw_path);
+}
+END_TEST
+
+START_TEST(test_auth_classify_and_options)
+{
+    ck_assert_int_eq(etcd_auth_classify(16, "etcdserver: invalid auth token"), ETCD_AUTH_TOKEN);
+    ck_assert_int_eq(etcd_auth_classify(3, "HTTP 400 code 3: etcdserver: revision of auth store is "
+                                           "old"),
+                     ETCD_AUTH_TOKEN);
+    ck_assert_int_eq(etcd_auth_classify(3, "etcdserver: user name is empty"), ETCD_AUTH_TOKEN);
+    ck_assert_int_eq(etcd_auth_classify(3, "etcdserver: authentication failed, invalid user ID or "
+                                           "password"),
+                     ETCD_AUTH_CREDENTIALS);
+    ck_assert_int_eq(etcd_auth_classify(7, "etcdserver: permission denied"), ETCD_AUTH_DENIED);
+    ck_assert_int_eq(etcd_auth_classify(9, "etcdserver: authentication is not enabled"),
+                     ETCD_AUTH_NOT_ENABLED);
+    ck_assert_int_eq(etcd_auth_classify(3, "etcdserver: key is not provided"),
+                     ETCD_AUTH_NOT_REFUSED);
+    ck_assert_int_eq(etcd_auth_classify(9, "etcdserver: lease already exists"),
+                     ETCD_AUTH_NOT_REFUSED);
+    etcd_error err;
+    etcd_client_opts o = {.endpoints = "http://127.0.0.1:2379", .auth_user = "sf"};
+    ck_assert_ptr_null(etcd_client_new(&o, &err)); /* a user without a password */
+    o.auth_password = "x";
+    o.auth_password_file = "/f";
+    ck_assert_ptr_null(etcd_client_new(&o, &err)); /* both */
+    o.auth_password_file = NULL;
+    etcd_client *c = etcd_client_new(&o, &err);
+    ck_assert_ptr_nonnull(c);
+    etcd_auth *a = etcd_client_auth(c);
+    ck_assert(!etcd_auth_set_token(a, "has space"));
+    ck_assert(!etcd_auth_set_token(a, "line\r\nX-Injected: 1"));
+    ck_assert(!etcd_auth_set_token(a, ""));
+    ck_assert(etcd_auth_set_token(a, "abc.def"));
+    ck_assert_str_eq(etcd_auth_header(a), "Authorization: abc.def\r\n");
+    etcd_client_free(c);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("etcd_client");
@@ -482,6 +688,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_refused_rotates_within_call);
     tcase_add_test(tc, test_txn);
     tcase_add_test(tc, test_options_and_prefix);
+    tcase_add_test(tc, test_auth_token_refused_repeats_once);
+    tcase_add_test(tc, test_auth_denied_not_repeated);
+    tcase_add_test(tc, test_auth_credentials_and_file);
+    tcase_add_test(tc, test_auth_not_enabled);
+    tcase_add_test(tc, test_auth_classify_and_options);
     suite_add_tcase(s, tc);
     return s;
 }

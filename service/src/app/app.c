@@ -250,6 +250,8 @@ static int etcd_identity_init(app *a, char *err, size_t errlen)
                                   .layout = layout,
                                   .holder = holder,
                                   .version = SF_VERSION,
+                                  .auth_user = e->auth_username,
+                                  .auth_password_file = e->auth_password_file,
                                   .clock = clk_system(),
                                   .should_stop = stop_signal_pending,
                                   .tls = a->etcd_tls};

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster/etcd_auth.h"
 #include "cluster/etcd_tls.h"
 #include "util/base64.h"
 #include "util/decimal.h"
@@ -43,6 +44,7 @@ struct etcd_client {
     unsigned timeout_ms;
     size_t body_max;
     uint64_t cluster_id;
+    etcd_auth *auth; /* NULL: no RBAC user */
     hresp_parser parser;
     /* the answer the parser completed */
     bool got_response;
@@ -253,6 +255,16 @@ etcd_client *etcd_client_new(const etcd_client_opts *opts, etcd_error *err)
         free(c);
         return NULL;
     }
+    if (opts->auth_user && *opts->auth_user) {
+        char why[256];
+        c->auth = etcd_auth_new(opts->auth_user, opts->auth_password, opts->auth_password_file,
+                                why, sizeof why);
+        if (!c->auth) {
+            set_err(err, NULL, ETCD_E_USAGE, 0, 0, "%s", why);
+            free(c);
+            return NULL;
+        }
+    }
     c->timeout_ms = opts->request_timeout_ms ? opts->request_timeout_ms : 1000;
     c->body_max = opts->body_max ? opts->body_max : ETCD_DEFAULT_BODY_MAX;
     hresp_init(&c->parser, false, true, c->body_max, on_response, c);
@@ -269,8 +281,16 @@ void etcd_client_free(etcd_client *c)
         etcd_tls_session_clear(&c->ep[i].sess);
     }
     hresp_free(&c->parser);
+    if (c->auth && c->body)
+        memset(c->body, 0, c->body_len); /* may hold a token */
     free(c->body);
+    etcd_auth_free(c->auth);
     free(c);
+}
+
+struct etcd_auth *etcd_client_auth(const etcd_client *c)
+{
+    return c->auth;
 }
 
 const char *etcd_client_endpoint(const etcd_client *c)
@@ -336,11 +356,12 @@ static int exchange(etcd_client *c, etcd_endpoint *e, const char *req, size_t re
     }
 }
 
-/* POSTs body to path, tries endpoints as the header explains; on success c->status/body hold
- * the answer. */
-static int post(etcd_client *c, const char *path, const char *body, etcd_error *err)
+/* POSTs body to path (with the token unless with_token is false), tries endpoints as the header
+ * explains, until deadline; on success c->status/body hold the answer. */
+static int post(etcd_client *c, const char *path, const char *body, bool with_token,
+                uint64_t deadline, etcd_error *err)
 {
-    uint64_t deadline = netio_mono_ms() + c->timeout_ms;
+    const char *auth = with_token ? etcd_auth_header(c->auth) : "";
     size_t blen = strlen(body);
     char *req = NULL;
     size_t tried = 0;
@@ -357,11 +378,11 @@ static int post(etcd_client *c, const char *path, const char *body, etcd_error *
                 continue;
             }
         }
-        free(req);
+        etcd_auth_wipe_free(req); /* it may hold a token or a password */
         int n = asprintf(&req,
                          "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                         "Content-Length: %zu\r\n\r\n%s",
-                         path, e->name, blen, body);
+                         "%sContent-Length: %zu\r\n\r\n%s",
+                         path, e->name, auth, blen, body);
         if (n < 0) {
             req = NULL;
             set_err(err, c, ETCD_E_USAGE, 0, 0, "out of memory");
@@ -389,7 +410,7 @@ static int post(etcd_client *c, const char *path, const char *body, etcd_error *
         result = 0;
         break;
     }
-    free(req);
+    etcd_auth_wipe_free(req);
     c->last_tls = result != 0 && err && err->kind == ETCD_E_TLS;
     return result;
 }
@@ -495,21 +516,13 @@ static bool parse_header(etcd_client *c, const cJSON *obj, etcd_header *h, etcd_
     return true;
 }
 
-/* Posts and parses: *root is the answer object (2xx, not an error), to be deleted by the caller.
- * Rotates on 5xx and garbage. */
-static int call(etcd_client *c, const char *path, cJSON *req, cJSON **root, etcd_error *err)
+/* Posts body and parses: *root is the answer object (2xx, not an error), to be deleted by the
+ * caller. Rotates on 5xx and garbage. */
+static int call_once(etcd_client *c, const char *path, const char *body, bool with_token,
+                     uint64_t deadline, cJSON **root, etcd_error *err)
 {
     *root = NULL;
-    if (err)
-        memset(err, 0, sizeof *err);
-    char *body = cJSON_PrintUnformatted(req);
-    if (!body) {
-        set_err(err, c, ETCD_E_USAGE, 0, 0, "out of memory");
-        return -1;
-    }
-    int rc = post(c, path, body, err);
-    free(body);
-    if (rc != 0)
+    if (post(c, path, body, with_token, deadline, err) != 0)
         return -1;
     cJSON *j = cJSON_ParseWithLength(c->body, c->body_len);
     if (!j || !cJSON_IsObject(j)) {
@@ -534,6 +547,110 @@ bad:
     cJSON_Delete(j);
     rotate(c);
     return -1;
+}
+
+static int garbage(etcd_client *c, cJSON *root);
+
+/* POST /v3/auth/authenticate with the password read now; the token kept. etcd without auth
+ * enabled: calls go on without a token (as etcd's own client does), until one is refused for
+ * the lack of it. 0, or -1 with err (err->auth when the credentials were refused or the password
+ * file is unusable). The request body and the answer are wiped: they hold the secrets. */
+static int authenticate(etcd_client *c, uint64_t deadline, etcd_error *err)
+{
+    char why[256];
+    etcd_auth_forget(c->auth);
+    char *body = etcd_auth_request_body(c->auth, why, sizeof why);
+    if (!body) {
+        etcd_auth_count(c->auth, ETCD_AUTH_EV_REFUSED);
+        set_err(err, c, ETCD_E_USAGE, 0, 0, "etcd user %s: %s", etcd_auth_user(c->auth), why);
+        err->auth = true;
+        return -1;
+    }
+    cJSON *root = NULL;
+    int rc = call_once(c, "/v3/auth/authenticate", body, false, deadline, &root, err);
+    etcd_auth_wipe_free(body);
+    if (c->body)
+        memset(c->body, 0, c->body_len); /* the answer holds the token */
+    if (rc != 0) {
+        etcd_auth_refusal r = err->kind == ETCD_E_SERVER
+                                  ? etcd_auth_classify(err->grpc_code, err->message)
+                                  : ETCD_AUTH_NOT_REFUSED;
+        if (r == ETCD_AUTH_NOT_ENABLED) {
+            etcd_auth_set_disabled(c->auth, true);
+            etcd_auth_count(c->auth, ETCD_AUTH_EV_OK);
+            memset(err, 0, sizeof *err);
+            return 0;
+        }
+        if (r == ETCD_AUTH_CREDENTIALS) {
+            etcd_auth_count(c->auth, ETCD_AUTH_EV_REFUSED);
+            size_t len = strlen(err->message);
+            snprintf(err->message + len, sizeof err->message - len,
+                     " (authenticating as etcd user %s)", etcd_auth_user(c->auth));
+            err->auth = true;
+        } else {
+            etcd_auth_count(c->auth, ETCD_AUTH_EV_ERROR);
+        }
+        return -1;
+    }
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "token");
+    bool ok = parse_header(c, root, NULL, err) && cJSON_IsString(tok) &&
+              etcd_auth_set_token(c->auth, tok->valuestring);
+    if (cJSON_IsString(tok))
+        memset(tok->valuestring, 0, strlen(tok->valuestring));
+    if (!ok) {
+        etcd_auth_count(c->auth, ETCD_AUTH_EV_ERROR);
+        if (err->kind != ETCD_E_GARBAGE)
+            set_err(err, c, ETCD_E_GARBAGE, c->status, 0, "authenticate answer without a token");
+        return garbage(c, root);
+    }
+    etcd_auth_set_disabled(c->auth, false);
+    etcd_auth_count(c->auth, ETCD_AUTH_EV_OK);
+    cJSON_Delete(root);
+    return 0;
+}
+
+/* One call: authenticates first when a user holds no token; a call refused for its token
+ * (etcd_auth.h: refused before anything of it was executed) is repeated once after a fresh
+ * authentication; a lasting refusal is marked err->auth. All within one request timeout. */
+static int call(etcd_client *c, const char *path, cJSON *req, cJSON **root, etcd_error *err)
+{
+    etcd_error local;
+    if (!err)
+        err = &local;
+    memset(err, 0, sizeof *err);
+    *root = NULL;
+    uint64_t deadline = netio_mono_ms() + c->timeout_ms;
+    char *body = cJSON_PrintUnformatted(req);
+    if (!body) {
+        set_err(err, c, ETCD_E_USAGE, 0, 0, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    if (c->auth && !etcd_auth_has_token(c->auth) && !etcd_auth_disabled(c->auth))
+        rc = authenticate(c, deadline, err);
+    if (rc == 0)
+        rc = call_once(c, path, body, true, deadline, root, err);
+    etcd_auth_refusal r = rc != 0 && err->kind == ETCD_E_SERVER
+                              ? etcd_auth_classify(err->grpc_code, err->message)
+                              : ETCD_AUTH_NOT_REFUSED;
+    if (r == ETCD_AUTH_TOKEN && c->auth) {
+        etcd_auth_count(c->auth, ETCD_AUTH_EV_TOKEN_REFUSED);
+        etcd_auth_set_disabled(c->auth, false);
+        rc = authenticate(c, deadline, err);
+        if (rc == 0)
+            rc = call_once(c, path, body, true, deadline, root, err);
+        r = rc != 0 && err->kind == ETCD_E_SERVER
+                ? etcd_auth_classify(err->grpc_code, err->message)
+                : ETCD_AUTH_NOT_REFUSED;
+        if (r == ETCD_AUTH_TOKEN) /* refused a fresh token: for a later call to try again */
+            etcd_auth_forget(c->auth);
+    }
+    if (r == ETCD_AUTH_DENIED && c->auth)
+        etcd_auth_count(c->auth, ETCD_AUTH_EV_DENIED);
+    if (r != ETCD_AUTH_NOT_REFUSED && r != ETCD_AUTH_NOT_ENABLED)
+        err->auth = true;
+    free(body);
+    return rc;
 }
 
 /* Garbage found after call(): the same treatment as a bad answer. */

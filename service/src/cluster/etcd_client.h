@@ -29,6 +29,13 @@
  * release with etcd_range_result_free / etcd_txn_result_free (safe on zeroed or failed results).
  * Keys and values are byte strings with a length and also NUL-terminated for convenience.
  *
+ * RBAC (cluster/etcd_auth.h): with a user, the client authenticates before its first call (and
+ * whenever it holds no token), sends the token on every call, and when etcd refuses a call for
+ * its token (invalid or expired, auth revision old) re-authenticates and repeats that call once:
+ * such a refusal happens before etcd executes anything, so the repeat cannot apply it twice.
+ * Everything within the one request_timeout_ms of the call. A refusal that stays (credentials,
+ * permission) is ETCD_E_SERVER with err->auth set.
+ *
  * Threads: an etcd_client and its txns are used by one thread at a time. */
 #ifndef SF_CLUSTER_ETCD_CLIENT_H
 #define SF_CLUSTER_ETCD_CLIENT_H
@@ -47,6 +54,7 @@
 enum {
     ETCD_GRPC_INVALID_ARGUMENT = 3,
     ETCD_GRPC_NOT_FOUND = 5, /* "requested lease not found" */
+    ETCD_GRPC_PERMISSION_DENIED = 7, /* RBAC: the user's roles do not cover the keys */
     ETCD_GRPC_FAILED_PRECONDITION = 9, /* "lease already exists" */
     ETCD_GRPC_UNAVAILABLE = 14, /* "request timed out", "no leader" */
     ETCD_GRPC_UNAUTHENTICATED = 16,
@@ -69,6 +77,7 @@ typedef struct etcd_error {
     int grpc_code;   /* ETCD_E_SERVER only */
     char endpoint[80];
     char message[256];
+    bool auth; /* refused for its credentials or permissions (etcd_auth.h), not repeated */
 } etcd_error;
 
 struct etcd_tls;
@@ -78,6 +87,9 @@ typedef struct etcd_client_opts {
     size_t body_max;             /* 0 = ETCD_DEFAULT_BODY_MAX */
     struct etcd_tls *tls;        /* https:// endpoints (cluster/etcd_tls.h; every endpoint then
                                     https, not owned: outlives the client); NULL: http:// only */
+    /* RBAC: a user with exactly one of a password or a password file (etcd_auth.h); no user =
+     * no authentication */
+    const char *auth_user, *auth_password, *auth_password_file;
 } etcd_client_opts;
 
 typedef struct etcd_client etcd_client;
@@ -137,6 +149,9 @@ uint64_t etcd_client_cluster_id(const etcd_client *c);   /* 0 until the first an
 /* Whether the last call failed with ETCD_E_TLS on every endpoint it tried (the start-up claim
  * stops at once then: a wrong CA or certificate does not heal by waiting). */
 bool etcd_client_tls_refused(const etcd_client *c);
+
+/* The credentials and their counters (etcd_auth.h), NULL without a user. */
+struct etcd_auth *etcd_client_auth(const etcd_client *c);
 
 /* TTLs in answers are never trusted beyond what was asked: the caller computes deadlines from
  * them (sent + TTL - margin), and an answer is not allowed to move those past what it chose. */

@@ -184,6 +184,9 @@ typedef struct sf_identity_etcd_config {
     const char *layout;  /* the fleet's layout in one line (P/meta); identical across the fleet */
     const char *holder;  /* who we are, for operators ($POD_NAME or the host name) */
     const char *version; /* ours, for operators */
+    /* etcd RBAC (cluster/etcd_auth.h): a user and one of a password or a password file; no user =
+     * no authentication. A refusal of them at start is fatal (claim: -1), later it fences. */
+    const char *auth_user, *auth_password, *auth_password_file;
     clk_source *clock;     /* the generators' clock: fences are on it */
     bool (*should_stop)(void); /* polled between start-up retries (a pending SIGTERM); may be
                                   NULL */

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/etcd_auth.h"
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_tls.h"
 #include "obs/log.h"
@@ -50,6 +51,8 @@ typedef struct etcd_backend {
     uint64_t started_ms;
     uint64_t last_ok_ms; /* when the last successful renewal (or the claim's grant) was sent */
     bool fenced_logged;
+    bool auth_refused; /* the last failed call was refused for credentials or permissions */
+    bool said_auth_off;
     _Atomic uint64_t lapsed_at_ms; /* when the lapse was seen (fenced time; metrics read it) */
     /* read by any thread */
     _Atomic uint64_t open_until_ms; /* generators may issue ticks before this (our clock) */
@@ -176,9 +179,20 @@ static int floor_value(const etcd_backend *b, uint64_t end_ms, char *out, size_t
     return 0;
 }
 
-static void describe(const etcd_error *e, char *out, size_t cap)
+/* What went wrong, for logs and errors (never a secret: etcd_auth.h). A refusal for credentials
+ * or permissions is remembered: at start it is fatal, not retried. */
+static void describe(etcd_backend *b, const etcd_error *e, char *out, size_t cap)
 {
-    if (e->kind == ETCD_E_SERVER)
+    b->auth_refused = e->auth;
+    if (e->auth && e->kind == ETCD_E_SERVER && e->grpc_code == ETCD_GRPC_PERMISSION_DENIED)
+        snprintf(out, cap,
+                 "%s: etcd error %d (HTTP %d): %s: etcd user %s may not read and write under %s "
+                 "(grant its role readwrite on that prefix: docs/identity-etcd.md)",
+                 e->endpoint, e->grpc_code, e->http_status, e->message,
+                 etcd_client_auth(b->client) ? etcd_auth_user(etcd_client_auth(b->client))
+                                             : "(none: snowflake.etcd.auth.username is empty)",
+                 b->prefix);
+    else if (e->kind == ETCD_E_SERVER)
         snprintf(out, cap, "%s: etcd error %d (HTTP %d): %s", e->endpoint, e->grpc_code,
                  e->http_status, e->message);
     else if (e->kind == ETCD_E_TLS)
@@ -194,7 +208,7 @@ static int commit(etcd_backend *b, etcd_txn *t, etcd_txn_result *r, char *why, s
     int rc = etcd_txn_commit(b->client, t, r, &e);
     etcd_txn_free(t);
     if (rc != 0)
-        describe(&e, why, cap);
+        describe(b, &e, why, cap);
     return rc;
 }
 
@@ -252,7 +266,7 @@ static int64_t scan_slots(etcd_backend *b, uint8_t *busy, bool *bad_logged, char
         etcd_range_result r;
         etcd_error e;
         if (etcd_range(b->client, pre, end, &r, &e) != 0) {
-            describe(&e, why, cap);
+            describe(b, &e, why, cap);
             return -1;
         }
         for (size_t i = 0; i < r.n_kvs; i++) {
@@ -302,7 +316,7 @@ static try_result grant(etcd_backend *b, uint64_t *sent_ms, int64_t *ttl, char *
     etcd_error e;
     *sent_ms = now_ms(b);
     if (etcd_lease_grant(b->client, (int64_t)b->c.ttl_s, (int64_t)id, ttl, &e) != 0) {
-        describe(&e, why, cap); /* a grant that may have happened expires unused */
+        describe(b, &e, why, cap); /* a grant that may have happened expires unused */
         return TRY_UNAVAILABLE;
     }
     b->lease = (int64_t)id;
@@ -443,10 +457,28 @@ static int etcd_claim(void *vb, unsigned n, bool once, sf_identity_slots *out, c
     char why[768] = "";
     int rc = -1;
     for (;;) {
+        b->auth_refused = false;
         try_result tr = try_claim(b, n, busy, &bad_logged, out, why, sizeof why);
+        if (tr == TRY_UNAVAILABLE && b->auth_refused && !once) {
+            /* fail closed: a wrong password, an unknown or revoked user or a role without the
+             * prefix does not heal by waiting, and must not look like an unreachable etcd */
+            counter_add(&b->claims_error, 1);
+            snprintf(err, errlen,
+                     "etcd identity: our etcd credentials or permissions do not work (not "
+                     "retried): %s",
+                     why);
+            break;
+        }
         if (tr == TRY_RACE && ++races < RACES_BEFORE_NAP)
             continue; /* lost to a faster claimer: rescan at once */
         if (tr == TRY_OK) {
+            const etcd_auth *au = etcd_client_auth(b->client);
+            if (au && etcd_auth_disabled(au) && !b->said_auth_off) {
+                LOG_WARN("etcd identity: etcd user %s configured, but etcd has authentication "
+                         "off (every client may write the slots); going on without a token",
+                         etcd_auth_user(au));
+                b->said_auth_off = true;
+            }
             counter_add(&b->claims_ok, 1);
             atomic_store(&b->waiting, false);
             rc = 0;
@@ -581,7 +613,7 @@ static int etcd_renew(void *vb, uint64_t want_end_ms, sf_identity_renewal *out, 
     int64_t ttl = 0;
     etcd_error e;
     if (etcd_lease_keepalive(b->client, b->lease, (int64_t)b->c.ttl_s, &ttl, &e) != 0) {
-        describe(&e, why, sizeof why);
+        describe(b, &e, why, sizeof why);
         return renew_failed(b, why, err, errlen);
     }
     if (ttl <= 0)
@@ -695,7 +727,7 @@ static int etcd_release(void *vb, uint64_t final_end_ms, char *err, size_t errle
     for (size_t i = 0; i < attempts && !revoked; i++)
         revoked = etcd_lease_revoke(b->client, b->lease, NULL, &e) == 0;
     if (!revoked && rc > 0) {
-        describe(&e, why, sizeof why);
+        describe(b, &e, why, sizeof why);
         snprintf(err, errlen, "etcd identity: lease not revoked (the slots free up at its TTL): %s",
                  why);
     }
@@ -830,6 +862,22 @@ static void etcd_metrics(void *vb, prom_buf *p)
         prom_u64(p, "snowflaked_etcd_tls_client_cert_expiry_timestamp_seconds", "",
                  (uint64_t)etcd_tls_not_after(b->c.tls));
     }
+    /* zero without an etcd user: the families are always there for dashboards and alerts */
+    const etcd_auth *au = etcd_client_auth(b->client);
+#define AUTH_N(ev) (au ? etcd_auth_counter(au, ev) : 0)
+    by_result(p, "snowflaked_etcd_authentications_total",
+              "Authentications as the etcd user (a token fetched), by result.",
+              (const char *[]){"ok", "refused", "error"},
+              (uint64_t[]){AUTH_N(ETCD_AUTH_EV_OK), AUTH_N(ETCD_AUTH_EV_REFUSED),
+                           AUTH_N(ETCD_AUTH_EV_ERROR)});
+    prom_family(p, "snowflaked_etcd_auth_refusals_total", "counter",
+                "etcd calls refused for their token (then re-authenticated and repeated once) "
+                "or for the user's permissions.");
+    prom_u64(p, "snowflaked_etcd_auth_refusals_total", "reason=\"token\"",
+             AUTH_N(ETCD_AUTH_EV_TOKEN_REFUSED));
+    prom_u64(p, "snowflaked_etcd_auth_refusals_total", "reason=\"permission\"",
+             AUTH_N(ETCD_AUTH_EV_DENIED));
+#undef AUTH_N
     prom_family(p, "snowflaked_identity_renewal_seconds", "summary",
                 "Duration of successful renewals (keepalive and floor write).");
     prom_f64(p, "snowflaked_identity_renewal_seconds_sum", "",
@@ -906,7 +954,10 @@ int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, cha
     }
     etcd_client_opts o = {.endpoints = b->endpoints,
                           .request_timeout_ms = c->request_timeout_ms,
-                          .tls = c->tls};
+                          .tls = c->tls,
+                          .auth_user = c->auth_user,
+                          .auth_password = c->auth_password,
+                          .auth_password_file = c->auth_password_file};
     etcd_error e;
     if (!(b->client = etcd_client_new(&o, &e))) {
         snprintf(err, errlen, "etcd identity: %s", e.message);

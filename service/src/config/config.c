@@ -455,6 +455,14 @@ static const cfg_key cfg_keys[] = {
            "re-read the CA, certificate and key when their directory changes (500 ms after the "
            "last change; a bad new pair is refused, the old stays; the slots are kept); also on "
            "`SIGHUP`"),
+    K_STR("snowflake.etcd.auth.username", snowflake.etcd.auth_username, 0, 0,
+          "etcd RBAC user (etcd with `auth enable`); empty = no authentication. Its role needs "
+          "`readwrite` on `prefix` only (docs/identity-etcd.md); refused credentials or "
+          "permissions stop the start (exit 1) and fence the IDs at run time"),
+    K_STR("snowflake.etcd.auth.password_file", snowflake.etcd.auth_password_file, 0, 0,
+          "the user's password as the file's first line (a mounted Secret), required with "
+          "`username`; read again before every authentication (a rotated Secret needs no restart), "
+          "never logged nor printed; there is no inline password key"),
     K_BOOL("cache.enabled", cache.enabled, "serve `/cache/`"),
     K_U64("cache.max_memory_bytes", cache.max_memory_bytes, CFG_MIB, CFG_TIB,
           "memory for items; LRU eviction beyond"),
@@ -1718,6 +1726,13 @@ static int cfg_check_etcd(cfg_ctx *ctx)
                         "%u must be below a quarter of the TTL (%llu ms, the renewal period) so a "
                         "stalled call cannot eat the fence margin",
                         e->request_timeout_ms, (unsigned long long)(ttl_ms / 4));
+    }
+    if (!e->auth_username[0] != !e->auth_password_file[0]) {
+        cfg_cross_label(ctx, src, sizeof src, "snowflake.etcd.auth.username",
+                        "snowflake.etcd.auth.password_file", (const char *)NULL);
+        return cfg_fail(ctx, src, "snowflake.etcd.auth.username",
+                        "the etcd user and its password_file go together (both, or neither for an "
+                        "etcd without authentication)");
     }
     uint64_t max = s->layout.worker_max;
     if (e->worker_max == CFG_WORKER_MAX_AUTO)

@@ -105,6 +105,8 @@ typedef struct cfg_etcd {
         char server_name[256];            /* "" = each endpoint's host */
         bool watch_files;
     } tls;
+    char auth_username[129];              /* etcd RBAC user; "" = no authentication */
+    char auth_password_file[1024];        /* its password: the file's first line (a Secret) */
 } cfg_etcd;
 
 typedef struct cfg_snowflake {
