@@ -106,8 +106,16 @@ class EtcdCluster:
                 "etcd_member", "/CN=etcd-member", "serverAuth,clientAuth",
                 "IP:127.0.0.1,DNS:localhost")
             self.ca, self.client, self.client_key = tls.ca, tls.client, tls.client_key
+            # etcd's JSON gateway answers 400 "CommonName of client sending a request against
+            # gateway will be ignored" to a client certificate with a CN once auth is on: gateway
+            # clients then need one without (ec.gateway_cert, ec.gateway_key; etcdctl, which
+            # speaks gRPC, keeps certs.client)
+            self.gateway_cert, self.gateway_key = tls.client, tls.client_key
+            if auth:
+                self.gateway_cert, self.gateway_key = tls.leaf(
+                    "etcd_gateway_client", "/O=etcdcluster", "clientAuth")
             ctx = ssl.create_default_context(cafile=tls.ca)
-            ctx.load_cert_chain(tls.client, tls.client_key)
+            ctx.load_cert_chain(self.gateway_cert, self.gateway_key)
             self.ssl_context = ctx
         self.start_timeout = start_timeout
         self.dir = tempfile.mkdtemp(prefix="etcdcluster.")

@@ -13,11 +13,14 @@ JWT tokens (RS256, keys from openssl) living 2 s, 3 members:
   grant.
 Simple tokens (expire after 1 s idle), 1 member: a daemon frozen past the token's life
 re-authenticates when it wakes up.
+JWTs over TLS (client certificates, 1 member): RBAC and https together: the claim works and IDs
+flow while the token expires, a wrong password still exits 1 naming the user.
 """
 import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -25,6 +28,9 @@ import unittest
 
 from etcdcluster import EtcdCluster, ROLE, USER, USER_PASSWORD, ensure_etcd
 from test_etcd_identity_faults import Daemon, figure, id_ms, sfharness
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import tlscerts  # noqa: E402
 
 TTL_S, MARGIN_MS, TIMEOUT_MS = 4, 600, 900
 JWT_TTL = "2s"
@@ -269,6 +275,59 @@ class SimpleAuth(AuthBase):
             self.assertLess(time.monotonic(), deadline, d.output())
             time.sleep(0.1)
         self.assert_no_secret(d, USER_PASSWORD)
+
+
+class TlsJwtAuth(AuthBase):
+    """RBAC over https with a client certificate: the token rides in the TLS connection. With auth
+    on, etcd's gateway refuses (HTTP 400) a client certificate with a subject CN: ours has none."""
+    auth = "jwt"
+    members = 1
+
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = tlscerts.Certs()
+        cls.kw = {"jwt_ttl": JWT_TTL, "tls": cls.certs}
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.certs.cleanup()
+
+    def daemon(self, user, pw_file, *extra):
+        return super().daemon(user, pw_file,
+                              "--set", "snowflake.etcd.tls.ca_file=" + self.certs.ca,
+                              "--set", "snowflake.etcd.tls.cert_file=" + self.ec.gateway_cert,
+                              "--set", "snowflake.etcd.tls.key_file=" + self.ec.gateway_key,
+                              *extra)
+
+    def test_claim_and_reauthentication_over_tls(self):
+        self.assertTrue(self.ec.endpoints().startswith("https://"))
+        d = self.daemon(USER, self.password_file(USER_PASSWORD))
+        last = self.wait_ids(d)
+        failed = 0
+        t_end = time.monotonic() + 6
+        while time.monotonic() < t_end:  # the 2 s token expires about three times
+            i = d.new_id()
+            if i is None:
+                failed += 1
+            else:
+                self.assertGreater(i, last)
+                last = i
+            time.sleep(0.02)
+        self.assertEqual(failed, 0, "IDs refused while the token was renewed:\n" + d.output())
+        self.assertGreaterEqual(metric(d, "snowflaked_etcd_auth_refusals_total",
+                                       'reason="token"'), 1, d.output())
+        self.assertGreater(metric(d, "snowflaked_etcd_tls_handshakes_total",
+                                  'endpoint="%s",session="full"' % self.ec.endpoints()[8:]) or 0,
+                           0, d.get("/metrics").body.decode())
+        self.assert_no_secret(d, USER_PASSWORD)
+
+    def test_wrong_password_over_tls_exits_1(self):
+        d = self.daemon(USER, self.password_file("Wr0ng-pw-tls-2"))
+        out = self.assert_start_fails(d, "authentication failed", "etcd user %s" % USER,
+                                      "credentials or permissions do not work")
+        self.assertNotIn("Wr0ng-pw-tls-2", out)
 
 
 if __name__ == "__main__":
