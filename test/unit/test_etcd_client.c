@@ -328,6 +328,9 @@ START_TEST(test_garbage)
     expect_garbage(http200("{\"header\":"), "not a JSON object");
     expect_garbage(http200("[1,2]"), "not a JSON object");
     expect_garbage("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "not a JSON object");
+    /* a plain-text refusal is quoted (its first line, printable characters only) */
+    expect_garbage(http_answer("400 Bad Request", "CommonName of client \"x\"\x01\nsecond"),
+                   "not a JSON object: \"CommonName of client ?x??\"");
     expect_garbage("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n{}", "bad HTTP");
     expect_garbage("SSH-2.0-OpenSSH_9.2\r\n", "bad HTTP");
     expect_garbage(http200("{\"kvs\":[]}"), "header");

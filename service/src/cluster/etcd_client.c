@@ -526,8 +526,22 @@ static int call_once(etcd_client *c, const char *path, const char *body, bool wi
         return -1;
     cJSON *j = cJSON_ParseWithLength(c->body, c->body_len);
     if (!j || !cJSON_IsObject(j)) {
-        set_err(err, c, ETCD_E_GARBAGE, c->status, 0, "HTTP %d with a body that is not a JSON object",
-                c->status);
+        /* a refusal in plain text (etcd's gateway: "CommonName of client sending a request
+         * against gateway will be ignored...") is the operator's only clue: its first line, up
+         * to 120 printable characters, anything else (quotes too) as '?' */
+        char said[128] = "";
+        size_t n = 0;
+        if (c->status < 200 || c->status > 299)
+            for (size_t i = 0; i < c->body_len && n < 120 && c->body[i] != '\n' &&
+                               c->body[i] != '\r';
+                 i++) {
+                unsigned char ch = (unsigned char)c->body[i];
+                said[n++] = ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\' ? (char)ch : '?';
+            }
+        said[n] = '\0';
+        set_err(err, c, ETCD_E_GARBAGE, c->status, 0,
+                "HTTP %d with a body that is not a JSON object%s%s%s", c->status,
+                n ? ": \"" : "", said, n ? "\"" : "");
         goto bad;
     }
     if (take_error(c, j, err)) {
