@@ -28,6 +28,19 @@ etcd's own order of owners (read back with a watch from revision 1), received in
 records only from frozen holders and at most their in-flight responses; a clean SIGTERM of
 everything (exit 0, no sanitizer report). Exit 0 with a summary, 1 with the violation, the seed
 and the run directory (logs of every daemon incarnation, the event log, the records) kept.
+
+Secured etcd (issue 24): --etcd-tls runs the cluster with https clients, --client-cert-auth and
+peer TLS (certificates made with openssl); --etcd-auth [jwt|simple] with `auth enable`, a root and
+a user limited to read/write on PREFIX/ (RS256 JWT, --jwt-ttl seconds, default 3: the daemons
+re-authenticate many times a run); both may be combined. The daemons get the client settings as
+the ETCD_TLS_KEYS / ETCD_AUTH_KEYS below, their client certificate and password in kubelet-style
+Secret directories (..data swaps). Extra events: cert_rotate (TLS: a new client key and
+certificate of the same CA swapped in; nothing may fence), passwd (auth: the user's password
+changed in etcd, not in the file; after JWT ttl + TTL + 2 s every daemon up throughout must be
+fenced; then the file gets the new password and all must recover), revoke (auth: the role's
+permission on the prefix revoked; after TTL + 2 s every daemon up throughout must be fenced;
+then granted again). While passwd or revoke is on, daemon restarts wait and SIGTERM events are
+skipped (a start then fails closed with exit 1, by design).
 """
 import argparse
 import base64
@@ -45,7 +58,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from etcdcluster import EtcdCluster, b64, ensure_etcd, post  # noqa: E402
+from etcdcluster import EtcdAuth, EtcdCluster, b64, ensure_etcd, ensure_etcdctl  # noqa: E402
 from fleet import BINARY, SFLOAD, Daemon, Load, etcd_sets, low_port  # noqa: E402
 from idrecords import Layout, check_fleet, check_handoffs, read_records  # noqa: E402
 
@@ -58,6 +71,12 @@ MARGIN_MS = 500
 PREFIX = "/sfchaos"
 HEAL_BUDGET_S = 30        # sfload runs this much past the chaos: heal, then steady load
 QUORUM_LOSS_MAX_S = 2 * TTL_S
+# The daemon's etcd client settings for a secured cluster (issue 24; the client side is being
+# built on i24-e / i24-r: rename here if its keys are named otherwise).
+ETCD_TLS_KEYS = {"ca": "snowflake.etcd.tls.ca_file", "cert": "snowflake.etcd.tls.cert_file",
+                 "key": "snowflake.etcd.tls.key_file"}
+ETCD_AUTH_KEYS = {"user": "snowflake.etcd.auth.username",
+                  "password_file": "snowflake.etcd.auth.password_file"}
 BAD_LOG = ("runtime error:", "Sanitizer", "Assertion", "assertion failed")
 
 
@@ -116,6 +135,8 @@ class Chaos:
         self.injected = None
         self.last_poll = 0.0
         self.heal_s = None
+        self.security = set()      # passwd / revoke windows in progress (restarts wait)
+        self.security_fenced = collections.Counter()  # event -> daemons seen fenced by it
 
     # -- output ---------------------------------------------------------------------------------
     def say(self, text):
@@ -132,7 +153,19 @@ class Chaos:
     # -- fleet ----------------------------------------------------------------------------------
     def sets(self):
         return ["snowflake.worker_bits=3", "snowflake.datacenter_id=%d" % DC] + etcd_sets(
-            self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS)
+            self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS) + self.security_sets()
+
+    def security_sets(self):
+        """The client settings of a secured cluster; none on a plain one."""
+        out = []
+        if self.ec.tls:
+            out += ["%s=%s" % (ETCD_TLS_KEYS["ca"], self.ec.tls.ca),
+                    "%s=%s" % (ETCD_TLS_KEYS["cert"], self.ec.tls.client_cert),
+                    "%s=%s" % (ETCD_TLS_KEYS["key"], self.ec.tls.client_key)]
+        if self.ec.auth is not None:
+            out += ["%s=%s" % (ETCD_AUTH_KEYS["user"], self.ec.auth.USER),
+                    "%s=%s" % (ETCD_AUTH_KEYS["password_file"], self.ec.auth.password_file)]
+        return out
 
     def spawn(self, pos):
         gen = sum(1 for i in self.incs if i.pos == pos)
@@ -222,7 +255,7 @@ class Chaos:
         for m in range(self.ec.n):
             if self.etcd_state[m] != "up":
                 continue
-            st, j = post(self.ec.client_ports[m], "/v3/kv/range",
+            st, j = self.ec.call(m, "/v3/kv/range",
                          {"key": b64(PREFIX + "/owner/"), "range_end": b64(PREFIX + "/owner0")},
                          0.5)
             if st == 200:
@@ -236,12 +269,11 @@ class Chaos:
     def owner_history(self):
         """{slot: [(pid, started_ms), ...]} of every owner key ever created, in revision order
         (a watch from revision 1 replays etcd's history; auto-compaction is off)."""
-        port = self.ec.client_ports[0]
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
+        conn = self.ec.connection(0, timeout=3)
         body = json.dumps({"create_request": {"key": b64(PREFIX + "/owner/"),
                                               "range_end": b64(PREFIX + "/owner0"),
                                               "start_revision": "1"}})
-        conn.request("POST", "/v3/watch", body, {"Content-Type": "application/json"})
+        conn.request("POST", "/v3/watch", body, self.ec.headers())
         resp = conn.getresponse()
         if resp.status != 200:
             self.fail("etcd watch answered %d" % resp.status)
@@ -313,6 +345,9 @@ class Chaos:
         return True
 
     def restart(self, pos):
+        if self.security:  # a start now fails closed (exit 1): wait for the window's end
+            self.at(1.0, "restart n%02d" % pos, lambda: self.restart(pos))
+            return
         inc = self.spawn(pos)
         self.say("restarted %s pid %d on port %d" % (inc.name, inc.pid, self.ports[pos]))
 
@@ -337,6 +372,8 @@ class Chaos:
         return True
 
     def ev_term(self):
+        if self.security:  # its restart would wait; keep the stop path out of the window
+            return False
         pos = self.pick_up_daemon()
         if pos is None:
             return False
@@ -391,10 +428,81 @@ class Chaos:
             self.at(dur, "etcd e%d back" % m, lambda m=m: self.etcd_heal(m))
         return True
 
+    # -- secured etcd: credentials change under the fleet ---------------------------------------
+    def steady_daemons(self, since):
+        """Incarnations up (not killed, frozen or stopping) and spawned before since."""
+        return [inc for p, inc in sorted(self.current.items())
+                if self.state[p] == "up" and inc.exit is None and inc.t_spawn < since]
+
+    def expect_fenced(self, kind, since):
+        """Every daemon up throughout the window must be fenced now (never issuing past it)."""
+        for inc in self.steady_daemons(since):
+            st, body, _ = inc.d.http("/readyz", timeout=2.0)
+            fenced = inc.d.metric("snowflaked_identity_fenced")
+            held = inc.d.metric("snowflaked_identity_slots_held") or 0
+            if st == 200 or (held >= 1 and fenced != 1):
+                self.fail("%s: daemon %s (pid %d) still ready / not fenced after the window "
+                          "(readyz %s %r, fenced %s, slots %s):\n%s"
+                          % (kind, inc.name, inc.pid, st, body, fenced, held, self.tail(inc, 30)))
+            self.security_fenced[kind] += 1
+
+    def security_ok(self):
+        """Security windows one at a time, with etcd whole (etcdctl needs quorum) and no
+        daemon stopping (its final writes would fail: not this event's business)."""
+        return (not self.security and not self.etcd_down()
+                and "stopping" not in self.state.values())
+
+    def ev_cert_rotate(self):
+        if not self.ec.tls:
+            return False
+        serial = self.ec.tls.rotate_client()
+        self.say("client certificate rotated (serial %s) under every daemon" % serial)
+        return True
+
+    def ev_passwd(self):
+        if self.ec.auth is None or not self.security_ok():
+            return False
+        a, t = self.ec.auth, time.monotonic()
+        new = "pw-" + os.urandom(6).hex()
+        self.ec.set_user_password(new)
+        self.security.add("passwd")
+        jwt = a.ttl_s if a.token == "jwt" else 0
+        dur = jwt + TTL_S + 2 + self.rng.uniform(0, 2)
+        self.say("password of %s changed in etcd, not in its file: every daemon must fence "
+                 "within %.2f s" % (a.USER, dur))
+
+        def restore():
+            self.expect_fenced("passwd", t)
+            a.password = new
+            a.write_password(new)
+            self.security.discard("passwd")
+            self.say("password file updated: the daemons must recover")
+        self.at(dur, "password file updated", restore)
+        return True
+
+    def ev_revoke(self):
+        if self.ec.auth is None or not self.security_ok():
+            return False
+        t = time.monotonic()
+        self.ec.revoke_prefix()
+        self.security.add("revoke")
+        dur = TTL_S + 2 + self.rng.uniform(0, 2)
+        self.say("permission of role %s on %s/ revoked: every daemon must fence within %.2f s"
+                 % (self.ec.auth.USER, PREFIX, dur))
+
+        def grant():
+            self.expect_fenced("revoke", t)
+            self.ec.grant_prefix()
+            self.security.discard("revoke")
+            self.say("permission granted again: the daemons must recover")
+        self.at(dur, "permission granted again", grant)
+        return True
+
     def event(self, kind):
         fn = {"kill9": self.ev_kill9, "freeze": self.ev_freeze, "term": self.ev_term,
               "etcd_kill": lambda: self.ev_etcd("kill"), "etcd_stop": lambda: self.ev_etcd("stop"),
-              "quorum_loss": self.ev_quorum_loss}[kind]
+              "quorum_loss": self.ev_quorum_loss, "cert_rotate": self.ev_cert_rotate,
+              "passwd": self.ev_passwd, "revoke": self.ev_revoke}[kind]
         if fn():
             self.events[kind] += 1
             return True
@@ -403,6 +511,13 @@ class Chaos:
 
     SINGLE = [("kill9", 3), ("freeze", 3), ("term", 2), ("etcd_kill", 2), ("etcd_stop", 2),
               ("quorum_loss", 1)]
+    SECURED = {"cert_rotate": ("tls", 1), "passwd": ("auth", 1), "revoke": ("auth", 1)}
+
+    def kinds(self):
+        """SINGLE, plus the events of the cluster's security (a plain run: SINGLE exactly, so
+        a seed gives the same decisions as before)."""
+        have = {"tls": bool(self.ec.tls), "auth": self.ec.auth is not None}
+        return self.SINGLE + [(k, w) for k, (need, w) in sorted(self.SECURED.items()) if have[need]]
 
     def random_event(self):
         if self.rng.random() < 0.12:
@@ -412,7 +527,7 @@ class Chaos:
             self.event(a)
             self.event(b)
             return
-        kinds, weights = zip(*self.SINGLE)
+        kinds, weights = zip(*self.kinds())
         self.event(self.rng.choices(kinds, weights)[0])
 
     # -- continuous checks ------------------------------------------------------------------------
@@ -498,7 +613,16 @@ class Chaos:
         self.say("chaos: %d s, %d daemons for %d slots, ttl %d s, margin %d ms, rate %d/s, "
                  "max %d daemons down, run dir %s" % (a.seconds, a.daemons, SLOTS, TTL_S,
                                                       MARGIN_MS, a.rate, a.max_down, self.dir))
-        self.ec = EtcdCluster().__enter__()
+        auth = None
+        if a.etcd_auth:
+            auth = EtcdAuth(PREFIX, token=a.etcd_auth, ttl_s=a.jwt_ttl)
+        self.ec = EtcdCluster(tls=a.etcd_tls, auth=auth).__enter__()
+        if a.etcd_tls or auth:
+            self.say("etcd secured: %s%s" % ("TLS with client certificates" if a.etcd_tls else "",
+                                             "%sRBAC user %s, %s tokens%s" % (
+                                                 ", " if a.etcd_tls else "", auth.USER, auth.token,
+                                                 " ttl %d s" % auth.ttl_s if auth.token == "jwt"
+                                                 else "") if auth else ""))
         self.etcd_state = {m: "up" for m in range(self.ec.n)}
         self.ports = [low_port() for _ in range(a.daemons)]
         for pos in range(a.daemons):
@@ -680,6 +804,7 @@ class Chaos:
             "slot tenures with IDs: %d; etcd owner keys created: %d" % (runs, claims),
             "late IDs (frozen holders, allowed in-flight): %d" % late,
             "fenced time (sum over daemons, last seen): %.1f s" % fenced,
+            "daemons seen fenced by credential events: %s" % dict(sorted(self.security_fenced.items())),
             "etcd without quorum: %.1f s in all, longest %.2f s"
             % (self.quorum_lost_total, self.quorum_lost_max),
             "longest time a slot had no owner (polled): %.2f s; heal to all %d held: %.2f s"
@@ -728,10 +853,18 @@ def main():
                     help="self-test of the checks: add a daemon with the static worker id W "
                          "(a second holder etcd never saw); the run must FAIL")
     ap.add_argument("--keep", action="store_true", help="keep the run directory on success")
+    ap.add_argument("--etcd-tls", action="store_true",
+                    help="etcd with https clients, --client-cert-auth and peer TLS (issue 24)")
+    ap.add_argument("--etcd-auth", nargs="?", const="jwt", choices=("jwt", "simple"),
+                    help="etcd with auth enabled: a user limited to the prefix, JWT (default) or "
+                         "simple tokens (issue 24)")
+    ap.add_argument("--jwt-ttl", type=int, default=3, help="JWT ttl in s with --etcd-auth jwt")
     a = ap.parse_args()
     if a.daemons < SLOTS:
         ap.error("at least %d daemons" % SLOTS)
     reason = ensure_etcd()
+    if not reason and (a.etcd_tls or a.etcd_auth):
+        reason = ensure_etcdctl()
     if reason:
         print("chaos: %s" % reason, file=sys.stderr)
         return 2
