@@ -415,7 +415,7 @@ class Chaos:
         return True
 
     def ev_quorum_loss(self):
-        if self.etcd_down():
+        if self.etcd_down() or self.security:  # the window's etcdctl needs a quorum
             return False
         ms = self.rng.sample(range(self.ec.n), 2)
         hows = [self.rng.choice(["kill", "stop"]) for _ in ms]
@@ -445,6 +445,17 @@ class Chaos:
                           "(readyz %s %r, fenced %s, slots %s):\n%s"
                           % (kind, inc.name, inc.pid, st, body, fenced, held, self.tail(inc, 30)))
             self.security_fenced[kind] += 1
+
+    def etcdctl_soon(self, what, fn, deadline=None):
+        """fn (etcdctl calls) now, or again every 0.5 s while an etcd fault makes it fail; the
+        run fails if it cannot be done within 20 s."""
+        deadline = deadline or time.monotonic() + 20
+        try:
+            fn()
+        except (RuntimeError, OSError) as e:
+            if time.monotonic() > deadline:
+                self.fail("%s: etcdctl failed for 20 s: %s" % (what, e))
+            self.at(0.5, what, lambda: self.etcdctl_soon(what, fn, deadline))
 
     def security_ok(self):
         """Security windows one at a time, with etcd whole (etcdctl needs quorum) and no
@@ -490,11 +501,14 @@ class Chaos:
         self.say("permission of role %s on %s/ revoked: every daemon must fence within %.2f s"
                  % (self.ec.auth.USER, PREFIX, dur))
 
-        def grant():
-            self.expect_fenced("revoke", t)
-            self.ec.grant_prefix()
+        def granted():
             self.security.discard("revoke")
             self.say("permission granted again: the daemons must recover")
+
+        def grant():
+            self.expect_fenced("revoke", t)
+            self.etcdctl_soon("grant the permission again",
+                              lambda: (self.ec.grant_prefix(), granted()))
         self.at(dur, "permission granted again", grant)
         return True
 
@@ -668,6 +682,9 @@ class Chaos:
 
     def heal(self):
         self.say("chaos over: healing every fault")
+        while self.security:  # a credential window ends at its time (its fence is checked then)
+            self.tick()
+            time.sleep(0.2)
         while self.pending:  # SIGCONTs, restarts, etcd members back; SIGTERM exits awaited
             self.run_pending(until_all=True)
             time.sleep(0.1)
