@@ -136,6 +136,7 @@ class Chaos:
         self.last_poll = 0.0
         self.heal_s = None
         self.security = set()      # passwd / revoke windows in progress (restarts wait)
+        self.passwords = []        # every password the etcd user had this run
         self.security_fenced = collections.Counter()  # event -> daemons seen fenced by it
 
     # -- output ---------------------------------------------------------------------------------
@@ -189,6 +190,20 @@ class Chaos:
             if bad in text:
                 self.fail("daemon %s (pid %d) logged %r:\n%s" % (inc.name, inc.pid, bad,
                                                                  self.tail(inc, 30)))
+        for what, secret in self.secrets():  # never a password or token in a log (issue 24)
+            if secret in text:
+                self.fail("daemon %s (pid %d) logged %s" % (inc.name, inc.pid, what))
+
+    def secrets(self):
+        """(what, text) a daemon must never log: every password the user had this run, and the
+        start of any JWT (its base64 header)."""
+        a = self.ec.auth if self.ec else None
+        if a is None:
+            return []
+        out = [("a password of the etcd user", p) for p in self.passwords]
+        if a.token == "jwt":
+            out.append(("a JWT (eyJhbGciOi...)", "eyJhbGciOi"))
+        return out
 
     def tail(self, inc, lines=12):
         return "\n".join(inc.d.output().splitlines()[-lines:])
@@ -475,6 +490,7 @@ class Chaos:
             return False
         a, t = self.ec.auth, time.monotonic()
         new = "pw-" + os.urandom(6).hex()
+        self.passwords.append(new)
         self.ec.set_user_password(new)
         self.security.add("passwd")
         jwt = a.ttl_s if a.token == "jwt" else 0
@@ -631,6 +647,8 @@ class Chaos:
         if a.etcd_auth:
             auth = EtcdAuth(PREFIX, token=a.etcd_auth, ttl_s=a.jwt_ttl)
         self.ec = EtcdCluster(tls=a.etcd_tls, auth=auth).__enter__()
+        if auth:
+            self.passwords.append(auth.password)
         if a.etcd_tls or auth:
             self.say("etcd secured: %s%s" % ("TLS with client certificates" if a.etcd_tls else "",
                                              "%sRBAC user %s, %s tokens%s" % (

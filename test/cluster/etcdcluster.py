@@ -93,9 +93,8 @@ def write_secret_dir(directory, files):
     ..<n> directory, then an atomic rename of the ..data symlink over the old one; each name is a
     symlink through ..data, so a reader sees all old or all new files."""
     os.makedirs(directory, exist_ok=True)
-    n = 0
-    while os.path.exists(os.path.join(directory, "..%d" % n)):
-        n += 1
+    old = [e for e in os.listdir(directory) if e[:2] == ".." and e[2:].isdigit()]
+    n = max([int(e[2:]) for e in old] + [-1]) + 1
     gen = os.path.join(directory, "..%d" % n)
     os.mkdir(gen)
     for name, data in files.items():
@@ -111,9 +110,8 @@ def write_secret_dir(directory, files):
         link = os.path.join(directory, name)
         if not os.path.lexists(link):
             os.symlink(os.path.join("..data", name), link)
-    old = os.path.join(directory, "..%d" % (n - 1))
-    if n > 0 and os.path.isdir(old):
-        shutil.rmtree(old, ignore_errors=True)
+    for e in old:
+        shutil.rmtree(os.path.join(directory, e), ignore_errors=True)
 
 
 class EtcdTls:
