@@ -120,6 +120,7 @@ class EtcdTls:
     rotate_client() swaps them the way a Kubernetes Secret update does."""
 
     def __init__(self, directory, members):
+        os.makedirs(os.path.join(directory, "pki"), exist_ok=True)
         self.certs = tlscerts.Certs(os.path.join(directory, "pki"))
         self.ca = self.certs.ca
         self.members = [self.certs._leaf("member%d" % i, "etcd-member-%d" % i,
