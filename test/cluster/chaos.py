@@ -271,8 +271,8 @@ class Chaos:
             if self.etcd_state[m] != "up":
                 continue
             st, j = self.ec.call(m, "/v3/kv/range",
-                         {"key": b64(PREFIX + "/owner/"), "range_end": b64(PREFIX + "/owner0")},
-                         0.5)
+                                 {"key": b64(PREFIX + "/owner/"),
+                                  "range_end": b64(PREFIX + "/owner0")}, 0.5)
             if st == 200:
                 out = {}
                 for kv in j.get("kvs", []):
@@ -735,6 +735,8 @@ class Chaos:
             self.max_unowned = max(self.max_unowned, time.monotonic() - since)
         self.say("healed: all %d slots held and ready %.2f s after the last fault ended"
                  % (SLOTS, self.heal_s))
+        if self.ec.tls or self.ec.auth is not None:
+            self.independent_read()
         # The others settle too: one fenced while etcd had no quorum learns only now, at its
         # next renewal after the election, whether its lease survived (ready again) or its slot
         # went to a waiter (then it waits) — bounded by a TTL and the renewal period.
@@ -753,6 +755,37 @@ class Chaos:
         while self.load.running():  # steady state until sfload's end, still checked
             self.tick()
             time.sleep(0.5)
+
+    def independent_read(self):
+        """etcdctl (not the harness's gateway client) over the cluster's TLS with the same CA, as
+        root and, with RBAC, as the daemons' user: every slot's owner key and floor is there."""
+        want = ["%s/%s/%07d/%07d" % (PREFIX, kind, DC, w)
+                for kind in ("owner", "floor") for w in range(SLOTS)]
+        readers = [("root", {})]
+        if self.ec.auth is not None:
+            a = self.ec.auth
+            readers.append((a.USER, {"user": a.USER, "password": a.password}))
+        if self.ec.tls:
+            readers = [(who + " with the daemons' client certificate" if who != "root" else who,
+                        dict(kw, cert=(self.ec.tls.client_cert, self.ec.tls.client_key))
+                        if who != "root" else kw) for who, kw in readers]
+        for who, kw in readers:
+            _, out = self.ec.etcdctl("get", PREFIX + "/", "--prefix", "--keys-only", **kw)
+            keys = set(out.split())
+            missing = [k for k in want if k not in keys]
+            if missing:
+                self.fail("etcdctl as %s does not see %s (it sees %s)"
+                          % (who, missing, sorted(keys)))
+            self.say("etcdctl as %s%s sees every owner key and floor (%d keys under %s/)"
+                     % (who, " over TLS" if self.ec.tls else "", len(keys), PREFIX))
+        if self.ec.auth is not None:
+            a = self.ec.auth
+            rc, out = self.ec.etcdctl("get", "/", "--prefix", "--keys-only", user=a.USER,
+                                      password=a.password, check=False,
+                                      cert=(self.ec.tls.client_cert, self.ec.tls.client_key)
+                                      if self.ec.tls else None)
+            if rc == 0:
+                self.fail("the daemons' etcd user reads outside %s/: %s" % (PREFIX, out[:200]))
 
     def ready_of(self, inc):
         return inc.d.http("/readyz", timeout=2.0)[0]
