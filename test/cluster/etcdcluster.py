@@ -127,9 +127,11 @@ class EtcdTls:
                                          "serverAuth,clientAuth",
                                          "subjectAltName=IP:127.0.0.1,DNS:localhost")
                         for i in range(members)]
-        # Not CN "root": with --client-cert-auth etcd takes a token-less client's CN as its user
-        # name; the harness authenticates with root's password like any client instead.
-        self.admin = self.certs._leaf("admin", "etcdcluster-admin", "clientAuth")
+        # No CN in any client certificate: once auth is enabled, etcd 3.4's JSON gateway answers
+        # 400 "CommonName of client sending a request against gateway will be ignored ..." to a
+        # client certificate with a CN (its gRPC port would take the CN as the user name). The
+        # harness authenticates with root's password like any client.
+        self.admin = self.certs.leaf("admin", "/O=etcdcluster-admin", "clientAuth")
         self.client_dir = os.path.join(directory, "client-tls")
         self.rotations = 0
         self.rotate_client()
@@ -137,8 +139,8 @@ class EtcdTls:
     def rotate_client(self):
         """A new key and certificate (same CA, same CN, new serial) into client_dir; returns the
         new serial."""
-        # CN differs from the RBAC user name: a CN login must never mask a wrong password.
-        cert, key = self.certs._leaf("client%d" % self.rotations, "snowflaked-client", "clientAuth")
+        # No CN (see admin above): only the password grants the user's role.
+        cert, key = self.certs.leaf("client%d" % self.rotations, "/O=snowflaked", "clientAuth")
         self.rotations += 1
         with open(cert, "rb") as c, open(key, "rb") as k:
             write_secret_dir(self.client_dir, {"tls.crt": c.read(), "tls.key": k.read()})
@@ -329,7 +331,8 @@ class EtcdCluster:
             st, j = self._raw(i, path, body, timeout, self.headers())
         return st, j
 
-    def etcdctl(self, *args, user=None, password=None, cert=None, check=True, timeout=10):
+    def etcdctl(self, *args, user=None, password=None, cert=None, check=True, timeout=10,
+                stdin=None):
         """etcdctl (API 3) against every member with the cluster's security: the admin certificate
         over TLS, --user root:<password> on an auth cluster; user/password
         act as another user, cert=(cert, key) presents another client certificate."""
@@ -343,7 +346,8 @@ class EtcdCluster:
         elif self.auth is not None and self.auth.enabled:
             cmd += ["--user", "root:%s" % self.auth.root_password]
         r = subprocess.run(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=timeout, env=dict(os.environ, ETCDCTL_API="3"))
+                           input=(stdin or "").encode(), timeout=timeout,
+                           env=dict(os.environ, ETCDCTL_API="3"))
         out = r.stdout.decode(errors="replace")
         if check and r.returncode != 0:
             raise RuntimeError("etcdctl %s failed (%d): %s" % (" ".join(args), r.returncode, out))
@@ -366,8 +370,9 @@ class EtcdCluster:
     # -- RBAC changes during a run (chaos events) --------------------------------------------------
     def set_user_password(self, password):
         """The limited user's password in etcd (not in its file: write_password() does that)."""
+        # etcdctl 3.4's `user passwd` has no --new-user-password: non-interactive, it reads stdin
         self.etcdctl("user", "passwd", self.auth.USER, "--interactive=false",
-                     "--new-user-password=" + password)
+                     stdin=password + "\n")
 
     def revoke_prefix(self):
         self.etcdctl("role", "revoke-permission", self.auth.USER, "--prefix=true",
