@@ -772,6 +772,16 @@ class ManifestCheck:
                  "key come from one Secret directory (one ..data swap renews both)",
                  f"{sources[tls_keys[0]]} vs {sources[tls_keys[1]]}: a renewal could pair a new "
                  "certificate with the old key")
+        # RBAC with a client certificate: etcd 3.4's gateway answers 400 to a certificate
+        # with a CN once auth is on (README.md), so a Certificate of the manifest must set none.
+        if pw and "snowflake.etcd.tls.cert_file" in sources:
+            sec = sources["snowflake.etcd.tls.cert_file"][0]
+            for cert in self.certificates:
+                if cert["spec"].get("secretName") == sec:
+                    c.ok(not cert["spec"].get("commonName"), f"Certificate "
+                         f"{cert['metadata']['name']} (etcd client, RBAC on) has no commonName",
+                         "etcd 3.4's gateway refuses a client certificate with a CN when auth "
+                         "is enabled (400): every renewal would fence the pods")
         # No password anywhere but a Secret file.
         pw_env = sorted(e["name"] for e in self.ctr.get("env", [])
                         if "PASSWORD" in e["name"].upper() and "value" in e
