@@ -880,7 +880,6 @@ class Chaos:
             "slot tenures with IDs: %d; etcd owner keys created: %d" % (runs, claims),
             "late IDs (frozen holders, allowed in-flight): %d" % late,
             "fenced time (sum over daemons, last seen): %.1f s" % fenced,
-            "daemons seen fenced by credential events: %s" % dict(sorted(self.security_fenced.items())),
             "etcd without quorum: %.1f s in all, longest %.2f s"
             % (self.quorum_lost_total, self.quorum_lost_max),
             "longest time a slot had no owner (polled): %.2f s; heal to all %d held: %.2f s"
@@ -888,6 +887,9 @@ class Chaos:
             "holder fault -> new owner of its slot (polled, s): %s" % ", ".join(
                 "%s n=%d max %.2f" % (k, len(v), max(v)) for k, v in sorted(self.reclaim_s.items())),
         ]
+        if self.ec.tls or self.ec.auth is not None:
+            lines.insert(7, "daemons seen fenced by credential events: %s"
+                         % dict(sorted(self.security_fenced.items())))
         for line in lines:
             self.say(line)
 
