@@ -60,6 +60,17 @@ beside it (it must take the next worker), and after SIGTERM (exit 0) sees the ow
 Until the daemon has the etcd backend (issue 14 step 6; --etcd-support auto looks for it in this
 repository's source), the live part is reported as SKIP; once the source has it, a daemon that
 does not claim its slot from etcd FAILS.
+A secured etcd (issue 24; components/etcd-tls, etcd-auth): each credential file of the etcd client
+(snowflake.etcd.tls.ca_file / cert_file / key_file, snowflake.etcd.auth.password_file) is a file
+of a Secret volume mounted read-only as a directory (no subPath), at the path the key names, the
+key the Secret must have (ca.crt, tls.crt, tls.key; password), readable by the pod's user; the
+certificate and its key from one Secret; each such Secret is made by the manifest (a Secret or a
+Certificate's spec.secretName) or named by a pod annotation user-provided-secret.snowflaked.io/
+<name>; https:// endpoints exactly when a CA is mounted; a client certificate only with its key
+and a CA; a password file only with a user name; no password in config.json, a ConfigMap, an env
+value or a --set. Until the daemon knows those keys (--etcd-credentials auto looks in this
+repository's source), they are left out of --check-config (https:// read as http:// there), the
+rest is checked as above, and SKIP says so; the live daemon over TLS/RBAC is not started yet (SKIP).
 
 --expect-refusal TEXT: the manifest must NOT start as is (the base, whose datacenter id is a
 placeholder): --check-config must fail naming TEXT, an environment variable the manifest sets;
@@ -110,6 +121,18 @@ FINAL_WRITE_BUDGET_S = 10
 # The repository this script belongs to (deploy/k8s/..): its source says whether the daemon
 # has the etcd identity backend (etcd_support).
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The etcd client's credential files (issue 24; the planned key names, rename here) and the key of
+# the mounted Secret each must be (None: any key; the user's Secret names it).
+ETCD_CRED_FILES = {
+    "snowflake.etcd.tls.ca_file": "ca.crt",
+    "snowflake.etcd.tls.cert_file": "tls.crt",
+    "snowflake.etcd.tls.key_file": "tls.key",
+    "snowflake.etcd.auth.password_file": None,
+}
+ETCD_AUTH_USER = "snowflake.etcd.auth.username"
+# A pod template annotation user-provided-secret.snowflaked.io/<Secret name> documents a Secret the
+# pods mount that the manifest does not create (the user makes it with kubectl).
+USER_PROVIDED_SECRET = "user-provided-secret.snowflaked.io/"
 # How long the loopback etcd may take to answer its first request.
 ETCD_START_TIMEOUT_S = 15.0
 # Memory limit rule: RSS measured 62-81 MiB with a full 64 MiB cache (81 with the smallest items).
@@ -546,6 +569,23 @@ class ManifestCheck:
             raise SetupError from e
         self.env0 = env0
         self.etcd_live = self.etcd_support() == "full"
+        # The etcd client's credential settings: as the pod sets them (checked by
+        # check_etcd_credentials); left out of --check-config while the daemon lacks them.
+        self.cred_env = dict(env0)
+        known = self.etcd_credentials_support()
+        cfg_env = dict(env0)
+        left_out = [env_name(k) for k in list(ETCD_CRED_FILES) + [ETCD_AUTH_USER]
+                    if env_name(k) in env0 and k.split(".")[2] not in known]
+        for name in left_out:
+            del cfg_env[name]
+        ep = env_name("snowflake.etcd.endpoints")
+        if left_out and "tls" not in known and ep in cfg_env:
+            cfg_env[ep] = cfg_env[ep].replace("https://", "http://")
+        if left_out:
+            print(f"SKIP {', '.join(left_out)} left out of --check-config (and https:// read as "
+                  "http://): this daemon has no snowflake.etcd tls/auth client yet (issue 24); "
+                  "the manifest's side is checked below")
+        self.env0 = env0 = cfg_env
         rc, eff, err = self.check_config(env0)
         if not c.ok(rc == 0, f"--check-config accepts the ConfigMap's config.json (pod "
                     f"{self.pod_name(0)}, environment as the kubelet sets it)",
@@ -573,9 +613,8 @@ class ManifestCheck:
         # Where etcd is: set, plain http:// URLs (no TLS in the client yet).
         endpoints = etcd.get("endpoints") or ""
         urls = [u.strip() for u in endpoints.split(",") if u.strip()]
-        c.ok(urls and all(re.match(r"^http://[^/\s:]+:[0-9]+/?$", u) for u in urls),
-             f"snowflake.etcd.endpoints are http://host:port URLs ({endpoints})",
-             "https:// is not supported yet (README.md: TLS)")
+        c.ok(urls and all(re.match(r"^https?://[^/\s:]+:[0-9]+/?$", u) for u in urls),
+             f"snowflake.etcd.endpoints are http(s)://host:port URLs ({endpoints})")
         source = next((e.get("valueFrom") for e in self.ctr.get("env", [])
                        if e["name"] == env_name("snowflake.etcd.endpoints")), None)
         c.ok(source and ("configMapKeyRef" in source or "secretKeyRef" in source),
@@ -650,6 +689,122 @@ class ManifestCheck:
              "is restarted")
 
     # ---- 2. environment variables ---------------------------------------------------------
+
+    # ---- 1c. a secured etcd: the credential Secrets (issue 24) -------------------------------
+
+    def etcd_credentials_support(self):
+        """The sections of the etcd client this daemon's source knows: {"tls", "auth"} once
+        issue 24's keys are in the schema (service/src/config/config.c)."""
+        if self.args.etcd_credentials != "auto":
+            return {"none": set(), "full": {"tls", "auth"}}[self.args.etcd_credentials]
+        try:
+            with open(os.path.join(REPO, "service", "src", "config", "config.c")) as f:
+                schema = f.read()
+        except OSError:
+            return set()
+        return {k.split(".")[2] for k in ETCD_CRED_FILES if f'"{k}"' in schema}
+
+    def etcd_setting(self, key):
+        """The value of an etcd client key for the pod: its env var, else the effective config."""
+        v = self.cred_env.get(env_name(key))
+        if v is None:
+            try:
+                v = dotted(self.eff, key)
+            except (KeyError, TypeError):
+                v = None
+        return v or None
+
+    def check_etcd_credentials(self):
+        c = self.c
+        files = {k: self.etcd_setting(k) for k in ETCD_CRED_FILES}
+        user = self.etcd_setting(ETCD_AUTH_USER)
+        ca, cert, key, pw = (files[k] for k in ETCD_CRED_FILES)
+        endpoints = self.cred_env.get(env_name("snowflake.etcd.endpoints")) or \
+            (self.etcd or {}).get("endpoints") or ""
+        urls = [u.strip() for u in endpoints.split(",") if u.strip()]
+        https = [u for u in urls if u.startswith("https://")]
+        self.etcd_secured = bool(ca or cert or key or pw or user)
+        if ca or https:
+            c.ok(ca and len(https) == len(urls), "etcd over TLS: a CA file (snowflake.etcd.tls."
+                 f"ca_file {ca}) and https:// endpoints only ({endpoints})",
+                 "a CA mounted with http:// endpoints sends everything in clear (the CA is "
+                 "never used); https:// endpoints need etcd's CA" if ca else
+                 "https:// endpoints without snowflake.etcd.tls.ca_file: etcd's own CA is not in "
+                 "the image's trust store (components/etcd-tls)")
+        if cert or key:
+            c.ok(cert and key and ca, f"the etcd client certificate comes with its key and a CA "
+                 f"(cert_file {cert}, key_file {key}, ca_file {ca})")
+        if pw or user:
+            c.ok(pw and user, f"an etcd user with a password file (username {user!r}, "
+                 f"password_file {pw})")
+        sources = {}
+        for k, path in files.items():
+            if not path:
+                continue
+            src = self.file_source(path)
+            if not c.ok(isinstance(src, tuple), f"{k} {path} is a file of a Secret volume",
+                        src if isinstance(src, str) else ""):
+                continue
+            name, skey, vm, mode = src
+            sources[k] = (name, vm["mountPath"])
+            c.ok(vm.get("readOnly"), f"{k}: its mount {vm['mountPath']} is readOnly")
+            want = ETCD_CRED_FILES[k]
+            if want:
+                c.ok(skey == want, f"{k} reads {want} of Secret {name}", f"it reads {skey}")
+            c.ok(self.readable(mode), f"{k}: mode {mode:04o} lets the pod's user read it",
+                 "root-owned file, group fsGroup: give the group read (0440)")
+            keys = self.secret_keys(name)
+            documented = (self.pod["metadata"].get("annotations") or {}).get(
+                USER_PROVIDED_SECRET + name)
+            if keys:
+                c.ok(skey in keys, f"{k}: Secret {name} of the manifest has key {skey}",
+                     f"it has {sorted(keys)}")
+            else:
+                c.ok(documented is not None, f"{k}: Secret {name} is user-provided, documented by "
+                     f"the pod annotation {USER_PROVIDED_SECRET}{name} ({documented})",
+                     f"no Secret or Certificate of the manifest makes {name} and no annotation "
+                     f"{USER_PROVIDED_SECRET}{name} says the user does: the pods would wait in "
+                     "ContainerCreating")
+        tls_keys = [k for k in ("snowflake.etcd.tls.cert_file", "snowflake.etcd.tls.key_file")
+                    if k in sources]
+        if len(tls_keys) == 2:
+            c.ok(sources[tls_keys[0]] == sources[tls_keys[1]], "the etcd client certificate and "
+                 "key come from one Secret directory (one ..data swap renews both)",
+                 f"{sources[tls_keys[0]]} vs {sources[tls_keys[1]]}: a renewal could pair a new "
+                 "certificate with the old key")
+        # RBAC with a client certificate: etcd 3.4's gateway answers 400 to a certificate
+        # with a CN once auth is on (README.md), so a Certificate of the manifest must set none.
+        if pw and "snowflake.etcd.tls.cert_file" in sources:
+            sec = sources["snowflake.etcd.tls.cert_file"][0]
+            for cert in self.certificates:
+                if cert["spec"].get("secretName") == sec:
+                    c.ok(not cert["spec"].get("commonName"), f"Certificate "
+                         f"{cert['metadata']['name']} (etcd client, RBAC on) has no commonName",
+                         "etcd 3.4's gateway refuses a client certificate with a CN when auth "
+                         "is enabled (400): every renewal would fence the pods")
+        # No password anywhere but a Secret file.
+        pw_env = sorted(e["name"] for e in self.ctr.get("env", [])
+                        if "PASSWORD" in e["name"].upper() and "value" in e
+                        and not e["name"].upper().endswith("_FILE"))
+        pw_env += sorted(e["name"] for e in self.ctr.get("env", [])
+                         if "PASSWORD" in e["name"].upper() and not e["name"].upper().endswith(
+                             "_FILE") and "configMapKeyRef" in (e.get("valueFrom") or {}))
+        c.ok(not pw_env, "no password in an env value or ConfigMap reference",
+             f"{pw_env}: visible to anyone who can read the Deployment or ConfigMap; mount a "
+             "Secret and set snowflake.etcd.auth.password_file")
+        in_cm = []
+        for cm in self.kind("ConfigMap"):
+            for k, v in (cm.get("data") or {}).items():
+                if "password" in k.lower() or (k.endswith(".json") and
+                                               re.search(r'"password"\s*:', v or "")):
+                    in_cm.append(f"{cm['metadata']['name']}/{k}")
+        c.ok(not in_cm, "no password in a ConfigMap", f"{in_cm}: ConfigMaps are not secret")
+        args = " ".join(self.ctr.get("args", []) + self.ctr.get("command", []))
+        c.ok("password=" not in args.lower(), "no password in the container's args")
+        if self.etcd_secured and self.etcd_live:
+            print("SKIP the live daemon against a TLS/RBAC etcd (not in this script yet: "
+                  "test/cluster/chaos.py --etcd-tls --etcd-auth covers it)")
+            self.etcd_live = False
 
     def check_env(self):
         c, eff, env0 = self.c, self.eff, self.env0
@@ -1611,6 +1766,7 @@ class ManifestCheck:
             self.find_config()
             if self.is_deployment:
                 self.check_etcd_identity()
+                self.check_etcd_credentials()
             else:
                 self.check_ordinals()
         except SetupError:
@@ -1643,6 +1799,10 @@ def main():
                     help="a rendered manifest whose pod template this one's must match on "
                     "security, resources, ports, preStop and args (the base)")
     ap.add_argument("--no-live", action="store_true", help="static checks only, start nothing")
+    ap.add_argument("--etcd-credentials", choices=("auto", "none", "full"), default="auto",
+                    help="whether the daemon knows snowflake.etcd.tls.* / auth.* (issue 24): "
+                    "none leaves them out of --check-config; auto (default): read from this "
+                    "repository's source")
     ap.add_argument("--etcd-support", choices=("auto", "config", "full"), default="auto",
                     help="config: the daemon knows the snowflake.etcd keys but has no etcd "
                     "backend, so a Deployment's daemon is not started (SKIP line); full: it is "

@@ -19,7 +19,13 @@
 #      daemon; and the TLS overlay with one mistake each (the Secret of another name, an HTTP
 #      probe on the HTTPS port, the certificate through a subPath mount, watch_files off, a
 #      renewal after the expiry alert) must fail step 4; the overlay with components/tls-mutual
-#      must pass step 4 whole (mutual TLS live).
+#      must pass step 4 whole (mutual TLS live);
+#   9. a secured etcd (components/etcd-tls, etcd-auth, overlays/etcd-deployment-secured): step 4
+#      checks the credential Secrets' mounts against the configured files; the overlay with one
+#      mistake each (http:// endpoints with a CA mounted, the CA through a subPath mount, a
+#      user-provided Secret without its annotation, the password file outside a Secret volume,
+#      a password as an env value) must fail step 4; with components/etcd-tls-cert-manager the
+#      client certificate's Secret is the manifest's own and step 4 passes.
 #
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
@@ -38,7 +44,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -306,5 +312,83 @@ EOF
     break
 done
 [ "$tls_checked" -gt 0 ] || die "no overlay with TLS and a Certificate (components/tls)"
+
+# ---- 9. etcd credential mistakes cannot pass --------------------------------------------------
+
+# Renders overlay $2 with the strategic-merge patch read from standard input into $1.yaml.
+render_smp() { # DIR OVERLAY
+    patch=$(sed 's/^/      /')
+    new_kustomization "$1" "$HERE/overlays/$2" <<EOF
+patches:
+  - patch: |-
+$patch
+EOF
+    render "$1" "$1.yaml"
+}
+# A patch of the Deployment's container snowflaked; $1 is the body under the container's name.
+dep_patch() {
+    printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: snowflaked\nspec:\n'
+    printf '  template:\n    spec:\n      containers:\n        - name: snowflaked\n'
+    printf '%s\n' "$1" | sed 's/^/          /'
+}
+cred_checked=0
+for o in $overlays; do
+    grep -q 'SNOWFLAKED_SNOWFLAKE_ETCD_TLS_CA_FILE' "$TMP/overlay-$o.yaml" || continue
+    grep -q 'SNOWFLAKED_SNOWFLAKE_ETCD_AUTH_PASSWORD_FILE' "$TMP/overlay-$o.yaml" || continue
+    grep -q '^ok .*etcd over TLS: a CA file' "$TMP/check-$o.out" ||
+        die "overlay $o: check_manifest.py did not check the etcd CA"
+    # what | the refusal check_manifest.py must print | the patch (one mistake a line)
+    while IFS='|' read -r what refusal patch <&3; do
+        case "$patch" in
+            endpoints)
+                new_kustomization "$TMP/cred-mistake" "$HERE/overlays/$o" <<EOF
+configMapGenerator:
+  - name: snowflaked-etcd
+    behavior: replace
+    literals:
+      - endpoints=http://10.0.0.11:2379,http://10.0.0.12:2379
+EOF
+                render "$TMP/cred-mistake" "$TMP/cred-mistake.yaml" ;;
+            annotation)
+                render_smp "$TMP/cred-mistake" "$o" <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: snowflaked
+spec:
+  template:
+    metadata:
+      annotations:
+        user-provided-secret.snowflaked.io/snowflaked-etcd-auth: null
+EOF
+                ;;
+            *)
+                dep_patch "$patch" | render_smp "$TMP/cred-mistake" "$o" ;;
+        esac
+        say "check_manifest.py: overlay $o with $what must fail"
+        must_be_refused "$TMP/cred-mistake" "$refusal" "$what"
+        say "ok: $what rejected"
+    done 3<<EOF
+http:// endpoints with etcd's CA mounted|https:// endpoints only|endpoints
+the etcd CA through a subPath mount|subPath mount|volumeMounts: [{name: etcd-tls, mountPath: /etc/snowflaked-etcd-tls/ca.crt, subPath: ca.crt, readOnly: true}]
+a user-provided Secret without its annotation|no annotation user-provided-secret|annotation
+the password file outside the Secret volume|password_file /etc/snowflaked/etcd-password is a file of a Secret volume|env: [{name: SNOWFLAKED_SNOWFLAKE_ETCD_AUTH_PASSWORD_FILE, value: /etc/snowflaked/etcd-password}]
+a password as an env value|no password in an env value|env: [{name: ETCD_PASSWORD, value: hunter2}]
+EOF
+    new_kustomization "$TMP/cred-cm" "$HERE/overlays/$o" <<EOF
+components:
+  - $(realpath --relative-to="$TMP/cred-cm" "$HERE/components/etcd-tls-cert-manager")
+EOF
+    render "$TMP/cred-cm" "$TMP/cred-cm.yaml"
+    say "check_manifest.py: overlay $o with components/etcd-tls-cert-manager"
+    check --no-live "$TMP/cred-cm.yaml" >"$TMP/cred-cm.out" ||
+        { cat "$TMP/cred-cm.out"; die "check_manifest.py failed for $o + etcd-tls-cert-manager"; }
+    grep -q "Secret snowflaked-etcd-client of the manifest has key tls.crt" "$TMP/cred-cm.out" ||
+        { cat "$TMP/cred-cm.out"; die "the Certificate's Secret was not recognised"; }
+    cred_checked=1
+    break
+done
+[ "$cred_checked" -gt 0 ] ||
+    die "no overlay with the etcd credential components (overlays/etcd-deployment-secured)"
 
 say "validate.sh: all checks passed in $(($(date +%s) - T0)) s"

@@ -26,7 +26,7 @@ import threading
 import time
 import unittest
 
-from etcdcluster import EtcdCluster, ROLE, USER, USER_PASSWORD, ensure_etcd
+from etcdcluster import EtcdAuth, EtcdCluster, ensure_etcd
 from test_etcd_identity_faults import Daemon, figure, id_ms, sfharness
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
@@ -34,6 +34,7 @@ import tlscerts  # noqa: E402
 
 TTL_S, MARGIN_MS, TIMEOUT_MS = 4, 600, 900
 JWT_TTL = "2s"
+USER = EtcdAuth.USER  # the limited user: readwrite on its prefix only
 
 
 def metric(d, name, labels=""):
@@ -132,7 +133,7 @@ class JwtAuth(AuthBase):
     kw = {"jwt_ttl": JWT_TTL}
 
     def test_claim_and_jwt_reauthentication(self):
-        d = self.daemon(USER, self.password_file(USER_PASSWORD))
+        d = self.daemon(USER, self.password_file(self.ec.auth.password))
         last = self.wait_ids(d)
         ok0 = metric(d, "snowflaked_etcd_authentications_total", 'result="ok"')
         failed, served = 0, 0
@@ -155,7 +156,7 @@ class JwtAuth(AuthBase):
         self.assertGreaterEqual(refused, 3)
         self.assertEqual(metric(d, "snowflaked_etcd_authentications_total", 'result="refused"'), 0)
         self.assertEqual(metric(d, "snowflaked_identity_renewals_total", 'result="error"'), 0)
-        self.assert_no_secret(d, USER_PASSWORD)
+        self.assert_no_secret(d, self.ec.auth.password)
         d.proc.send_signal(signal.SIGTERM)
         self.assertEqual(d.wait_exit(10), 0, d.output())
         # released: the owner key is gone (read as root)
@@ -262,7 +263,7 @@ class SimpleAuth(AuthBase):
     kw = {"simple_ttl_s": 1}
 
     def test_simple_token_expired_while_idle(self):
-        d = self.daemon(USER, self.password_file(USER_PASSWORD))
+        d = self.daemon(USER, self.password_file(self.ec.auth.password))
         before = self.wait_ids(d)
         refused0 = metric(d, "snowflaked_etcd_auth_refusals_total", 'reason="token"')
         d.proc.send_signal(signal.SIGSTOP)  # idle past the simple token's 1 s
@@ -274,7 +275,7 @@ class SimpleAuth(AuthBase):
         while metric(d, "snowflaked_etcd_auth_refusals_total", 'reason="token"') == refused0:
             self.assertLess(time.monotonic(), deadline, d.output())
             time.sleep(0.1)
-        self.assert_no_secret(d, USER_PASSWORD)
+        self.assert_no_secret(d, self.ec.auth.password)
 
 
 class TlsJwtAuth(AuthBase):
@@ -297,13 +298,13 @@ class TlsJwtAuth(AuthBase):
     def daemon(self, user, pw_file, *extra):
         return super().daemon(user, pw_file,
                               "--set", "snowflake.etcd.tls.ca_file=" + self.certs.ca,
-                              "--set", "snowflake.etcd.tls.cert_file=" + self.ec.gateway_cert,
-                              "--set", "snowflake.etcd.tls.key_file=" + self.ec.gateway_key,
+                              "--set", "snowflake.etcd.tls.cert_file=" + self.ec.tls.client_cert,
+                              "--set", "snowflake.etcd.tls.key_file=" + self.ec.tls.client_key,
                               *extra)
 
     def test_claim_and_reauthentication_over_tls(self):
         self.assertTrue(self.ec.endpoints().startswith("https://"))
-        d = self.daemon(USER, self.password_file(USER_PASSWORD))
+        d = self.daemon(USER, self.password_file(self.ec.auth.password))
         last = self.wait_ids(d)
         failed = 0
         t_end = time.monotonic() + 6
@@ -321,7 +322,7 @@ class TlsJwtAuth(AuthBase):
         self.assertGreater(metric(d, "snowflaked_etcd_tls_handshakes_total",
                                   'endpoint="%s",session="full"' % self.ec.endpoints()[8:]) or 0,
                            0, d.get("/metrics").body.decode())
-        self.assert_no_secret(d, USER_PASSWORD)
+        self.assert_no_secret(d, self.ec.auth.password)
 
     def test_wrong_password_over_tls_exits_1(self):
         d = self.daemon(USER, self.password_file("Wr0ng-pw-tls-2"))
