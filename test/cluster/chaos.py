@@ -99,6 +99,8 @@ class Incarnation:
         self.stop_without_quorum = False  # etcd had no quorum while it was stopping
         self.log_pos = 0
         self.fenced_s = 0.0        # last seen snowflaked_identity_fenced_seconds_total
+        self.auths = 0.0           # last seen etcd authentications that succeeded (--etcd-auth)
+        self.token_refusals = 0.0  # last seen calls etcd refused for their token, then repeated
         self.unresponsive_since = None
         self.log_copy = None
 
@@ -483,7 +485,35 @@ class Chaos:
             return False
         serial = self.ec.tls.rotate_client()
         self.say("client certificate rotated (serial %s) under every daemon" % serial)
+        before = {}
+        for pos, inc in self.current.items():
+            if self.state.get(pos) == "up" and inc.exit is None:
+                n = inc.d.metric("snowflaked_etcd_tls_reloads_total", 'result="ok"')
+                if n is not None:
+                    before[pos] = (inc, n)
+        self.at(4.0, "cert_rotate check", lambda: self.check_cert_reloaded(before, serial))
         return True
+
+    def check_cert_reloaded(self, before, serial, last=False):
+        """Each daemon up throughout has loaded the rotated certificate (its directory watch:
+        500 ms debounce). Checked at 4 s and, for one frozen meanwhile, again at 8 s."""
+        late = {}
+        for pos, (inc, n) in before.items():
+            if self.current.get(pos) is not inc or self.state.get(pos) != "up" or inc.exit is not None:
+                continue  # restarted, frozen or stopped meanwhile: not comparable
+            now = inc.d.metric("snowflaked_etcd_tls_reloads_total", 'result="ok"')
+            if now is None:
+                continue  # busy: the next events decide
+            if now <= n and not last:
+                late[pos] = (inc, n)
+            elif now <= n:
+                self.fail("daemon %s did not reload the rotated client certificate (serial %s) "
+                          "within 8 s: snowflaked_etcd_tls_reloads_total{result=\"ok\"} %s -> %s\n%s"
+                          % (inc.name, serial, n, now, self.tail(inc)))
+        if late:
+            self.at(4.0, "cert_rotate check", lambda: self.check_cert_reloaded(late, serial, True))
+        elif not last:
+            self.say("rotated client certificate (serial %s) loaded by every daemon up" % serial)
 
     def ev_passwd(self):
         if self.ec.auth is None or not self.security_ok():
@@ -557,7 +587,14 @@ class Chaos:
         have = {"tls": bool(self.ec.tls), "auth": self.ec.auth is not None}
         return self.SINGLE + [(k, w) for k, (need, w) in sorted(self.SECURED.items()) if have[need]]
 
-    def random_event(self):
+    def random_event(self, second_half=False):
+        if second_half:
+            # every credential event of a secured run happens at least once, however the dice
+            # fell in the first half (it is what the secured run is for)
+            enabled = {k for k, _ in self.kinds()}
+            for kind in sorted(self.SECURED):
+                if kind in enabled and not self.events[kind] and self.event(kind):
+                    return
         if self.rng.random() < 0.12:
             a, b = self.rng.sample([k for k, _ in self.SINGLE if k != "quorum_loss"], 2)
             self.say("two faults at once: %s + %s" % (a, b))
@@ -603,6 +640,11 @@ class Chaos:
                     if line.startswith(name + " "):
                         m[name] = float(line.split()[1])
             inc.fenced_s = m.get("snowflaked_identity_fenced_seconds_total", inc.fenced_s)
+            for line in text.splitlines():
+                if line.startswith('snowflaked_etcd_authentications_total{result="ok"} '):
+                    inc.auths = float(line.split()[1])
+                elif line.startswith('snowflaked_etcd_auth_refusals_total{reason="token"} '):
+                    inc.token_refusals = float(line.split()[1])
             if st == 200 and (m.get("snowflaked_identity_slots_held", 0) < 1
                               or m.get("snowflaked_identity_fenced", 1) != 0):
                 # /readyz and /metrics are two requests: a fence may fall between them
@@ -690,7 +732,7 @@ class Chaos:
         next_event = time.monotonic() + 2.0
         while time.monotonic() < t_chaos_end:
             if time.monotonic() >= next_event:
-                self.random_event()
+                self.random_event(t_chaos_end - time.monotonic() < a.seconds / 2)
                 next_event = time.monotonic() + self.rng.uniform(0.5, 3.0)
             self.tick()
             time.sleep(0.2)
@@ -890,6 +932,11 @@ class Chaos:
         if self.ec.tls or self.ec.auth is not None:
             lines.insert(7, "daemons seen fenced by credential events: %s"
                          % dict(sorted(self.security_fenced.items())))
+        if self.ec.auth is not None:
+            lines.insert(8, "etcd auth (%s tokens; sum over daemons, last seen): %d authentications, "
+                         "%d calls refused for their token and repeated"
+                         % (self.ec.auth.token, sum(i.auths for i in self.incs),
+                            sum(i.token_refusals for i in self.incs)))
         for line in lines:
             self.say(line)
 
