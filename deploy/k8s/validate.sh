@@ -369,7 +369,7 @@ EOF
         must_be_refused "$TMP/cred-mistake" "$refusal" "$what"
         say "ok: $what rejected"
     done 3<<EOF
-http:// endpoints with etcd's CA mounted|https:// endpoints only|endpoints
+http:// endpoints with etcd's CA mounted|http:// endpoints with snowflake.etcd.tls.* set: use https://|endpoints
 the etcd CA through a subPath mount|subPath mount|volumeMounts: [{name: etcd-tls, mountPath: /etc/snowflaked-etcd-tls/ca.crt, subPath: ca.crt, readOnly: true}]
 a user-provided Secret without its annotation|no annotation user-provided-secret|annotation
 the password file outside the Secret volume|password_file /etc/snowflaked/etcd-password is a file of a Secret volume|env: [{name: SNOWFLAKED_SNOWFLAKE_ETCD_AUTH_PASSWORD_FILE, value: /etc/snowflaked/etcd-password}]
