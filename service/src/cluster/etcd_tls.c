@@ -17,6 +17,7 @@
 #include "util/filedigest.h"
 #include "util/netio.h"
 #include "util/spinlock.h"
+#include "util/tlsutil.h"
 
 struct etcd_tls {
     etcd_tls_config cfg;
@@ -30,32 +31,13 @@ struct etcd_tls {
     bool files_known;
 };
 
-static const char *ossl_reason(void)
-{
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
-    return r ? r : "unknown OpenSSL error";
-}
-
-/* OpenSSL's message for a missing file names no errno; ours does. */
-static int readable(const etcd_tls *t, const char *key, const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s.%s %s: %s", t->what, key, path, strerror(errno));
-        return -1;
-    }
-    fclose(f);
-    return 0;
-}
-
 static SSL_CTX *build(const etcd_tls *t, char *err, size_t errlen)
 {
     const etcd_tls_config *c = &t->cfg;
     ERR_clear_error();
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (!ctx) {
-        snprintf(err, errlen, "%s: cannot create a TLS context: %s", t->what, ossl_reason());
+        snprintf(err, errlen, "%s: cannot create a TLS context: %s", t->what, tlsutil_reason());
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -65,25 +47,25 @@ static SSL_CTX *build(const etcd_tls *t, char *err, size_t errlen)
     /* Sessions are kept by the caller per endpoint (etcd_tls_session), not in a shared cache. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
     if (!SSL_CTX_load_verify_locations(ctx, c->ca_file, NULL)) {
-        if (readable(t, "ca_file", c->ca_file, err, errlen) == 0)
-            snprintf(err, errlen, "%s.ca_file %s: %s", t->what, c->ca_file, ossl_reason());
+        if (tlsutil_readable(t->what, "ca_file", c->ca_file, err, errlen) == 0)
+            snprintf(err, errlen, "%s.ca_file %s: %s", t->what, c->ca_file, tlsutil_reason());
         goto fail;
     }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     if (c->cert_file[0]) {
         if (!SSL_CTX_use_certificate_chain_file(ctx, c->cert_file)) {
-            if (readable(t, "cert_file", c->cert_file, err, errlen) == 0)
-                snprintf(err, errlen, "%s.cert_file %s: %s", t->what, c->cert_file, ossl_reason());
+            if (tlsutil_readable(t->what, "cert_file", c->cert_file, err, errlen) == 0)
+                snprintf(err, errlen, "%s.cert_file %s: %s", t->what, c->cert_file, tlsutil_reason());
             goto fail;
         }
         bool loaded = SSL_CTX_use_PrivateKey_file(ctx, c->key_file, SSL_FILETYPE_PEM);
         if (!loaded || !SSL_CTX_check_private_key(ctx)) {
-            if (readable(t, "key_file", c->key_file, err, errlen) != 0)
+            if (tlsutil_readable(t->what, "key_file", c->key_file, err, errlen) != 0)
                 goto fail;
             unsigned long e = ERR_peek_last_error();
             bool mismatch = ERR_GET_LIB(e) == ERR_LIB_X509 &&
                             ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
-            snprintf(err, errlen, "%s.key_file %s: %s%s", t->what, c->key_file, ossl_reason(),
+            snprintf(err, errlen, "%s.key_file %s: %s%s", t->what, c->key_file, tlsutil_reason(),
                      mismatch ? " (the key does not belong to the certificate of cert_file)" : "");
             goto fail;
         }
@@ -93,15 +75,6 @@ fail:
     SSL_CTX_free(ctx);
     ERR_clear_error();
     return NULL;
-}
-
-static int64_t not_after_of(SSL_CTX *ctx)
-{
-    X509 *x = SSL_CTX_get0_certificate(ctx);
-    struct tm tm;
-    if (!x || !ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm))
-        return 0;
-    return (int64_t)timegm(&tm);
 }
 
 /* The CA, cert and key files' digest (util/filedigest.h). */
@@ -137,7 +110,7 @@ etcd_tls *etcd_tls_new(const etcd_tls_config *cfg, char *err, size_t errlen)
         free(t);
         return NULL;
     }
-    atomic_store(&t->not_after_s, not_after_of(t->current));
+    atomic_store(&t->not_after_s, tlsutil_not_after_s(t->current));
     return t;
 }
 
@@ -171,7 +144,7 @@ int etcd_tls_reload(etcd_tls *t, char *err, size_t errlen)
     SSL_CTX_free(old); /* a connection made with it holds its own reference */
     memcpy(t->files_sha256, digest, sizeof digest);
     t->files_known = known;
-    atomic_store(&t->not_after_s, not_after_of(ctx));
+    atomic_store(&t->not_after_s, tlsutil_not_after_s(ctx));
     atomic_fetch_add(&t->reloads, 1);
     return 0;
 }
@@ -243,14 +216,14 @@ static void describe_failure(SSL *ssl, const char *host, bool *cert_problem, cha
         *cert_problem = true;
         if (c->cert_file[0])
             snprintf(err, errlen, "etcd refused our client certificate: %s (%s.cert_file %s)",
-                     ossl_reason(), c->what, c->cert_file);
+                     tlsutil_reason(), c->what, c->cert_file);
         else
             snprintf(err, errlen,
                      "etcd refused the connection: %s (no client certificate: etcd may require "
                      "one, set %s.cert_file and %s.key_file)",
-                     ossl_reason(), c->what, c->what);
+                     tlsutil_reason(), c->what, c->what);
     } else if (e) {
-        snprintf(err, errlen, "TLS: %s", ossl_reason());
+        snprintf(err, errlen, "TLS: %s", tlsutil_reason());
     } else {
         snprintf(err, errlen, "TLS: connection closed");
     }
@@ -310,7 +283,7 @@ SSL *etcd_tls_connect(etcd_tls *t, int fd, const char *host, etcd_tls_session *s
     SSL *ssl = SSL_new(ctx);
     SSL_CTX_free(ctx); /* the SSL holds its own reference */
     if (!ssl || !SSL_set_fd(ssl, fd)) {
-        snprintf(err, errlen, "TLS: %s", ossl_reason());
+        snprintf(err, errlen, "TLS: %s", tlsutil_reason());
         SSL_free(ssl);
         ERR_clear_error();
         return NULL;
@@ -325,7 +298,7 @@ SSL *etcd_tls_connect(etcd_tls *t, int fd, const char *host, etcd_tls_session *s
         SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     }
     if (!ok) {
-        snprintf(err, errlen, "TLS: cannot check the name %s: %s", name, ossl_reason());
+        snprintf(err, errlen, "TLS: cannot check the name %s: %s", name, tlsutil_reason());
         SSL_free(ssl);
         ERR_clear_error();
         return NULL;

@@ -18,6 +18,7 @@
 #include "util/certname.h"
 #include "util/filedigest.h"
 #include "util/spinlock.h"
+#include "util/tlsutil.h"
 
 #define TICKET_KEYS_LEN 80 /* OpenSSL 1.1.1+: key name 16, HMAC 32, AES 32 */
 #ifndef TCP_ULP
@@ -68,25 +69,6 @@ static net_tls_ktls ktls_probe(bool wanted)
 }
 
 /* OpenSSL's reason for the last error on this thread's queue. */
-static const char *ossl_reason(void)
-{
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
-    return r ? r : "unknown OpenSSL error";
-}
-
-/* A file OpenSSL is about to read: its own message for a missing file names no errno, ours does. */
-static int readable(const net_tls *t, const char *key, const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s.%s %s: %s", t->what, key, path, strerror(errno));
-        return -1;
-    }
-    fclose(f);
-    return 0;
-}
-
 /* memcached's load_server_certificates failure line: "<what><path> : <OpenSSL's first error, as
  * ERR_error_string_n writes it>\r\n" (no " : " when path is NULL), the bytes refresh_certs
  * answers. Nothing when mc is NULL (SIGHUP and start-up need only err). */
@@ -164,7 +146,7 @@ static SSL_CTX *build(const net_tls *t, net_tls_ktls ktls, char *err, size_t err
     ERR_clear_error();
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx) {
-        snprintf(err, errlen, "%s: cannot create a TLS context: %s", t->what, ossl_reason());
+        snprintf(err, errlen, "%s: cannot create a TLS context: %s", t->what, tlsutil_reason());
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, c->min_tls13 ? TLS1_3_VERSION : TLS1_2_VERSION);
@@ -190,17 +172,17 @@ static SSL_CTX *build(const net_tls *t, net_tls_ktls ktls, char *err, size_t err
         SSL_CTX_set_num_tickets(ctx, 0);
     if (c->ciphersuites[0] && !SSL_CTX_set_ciphersuites(ctx, c->ciphersuites)) {
         snprintf(err, errlen, "%s.ciphersuites \"%s\": %s", t->what, c->ciphersuites,
-                 ossl_reason());
+                 tlsutil_reason());
         goto fail;
     }
     if (!SSL_CTX_set_cipher_list(ctx, c->cipher_list[0] ? c->cipher_list : NET_TLS_DEFAULT_CIPHERS)) {
-        snprintf(err, errlen, "%s.cipher_list \"%s\": %s", t->what, c->cipher_list, ossl_reason());
+        snprintf(err, errlen, "%s.cipher_list \"%s\": %s", t->what, c->cipher_list, tlsutil_reason());
         goto fail;
     }
     if (!SSL_CTX_use_certificate_chain_file(ctx, c->cert_file)) {
         mc_error(mc, mclen, "Error loading the certificate chain: ", c->cert_file);
-        if (readable(t, "cert_file", c->cert_file, err, errlen) == 0)
-            snprintf(err, errlen, "%s.cert_file %s: %s", t->what, c->cert_file, ossl_reason());
+        if (tlsutil_readable(t->what, "cert_file", c->cert_file, err, errlen) == 0)
+            snprintf(err, errlen, "%s.cert_file %s: %s", t->what, c->cert_file, tlsutil_reason());
         goto fail;
     }
     bool key_loaded = SSL_CTX_use_PrivateKey_file(ctx, c->key_file, SSL_FILETYPE_PEM);
@@ -209,21 +191,21 @@ static SSL_CTX *build(const net_tls *t, net_tls_ktls ktls, char *err, size_t err
             mc_error(mc, mclen, "Error validating the certificate: ", NULL);
         else
             mc_error(mc, mclen, "Error loading the key: ", c->key_file);
-        if (readable(t, "key_file", c->key_file, err, errlen) != 0)
+        if (tlsutil_readable(t->what, "key_file", c->key_file, err, errlen) != 0)
             goto fail;
         unsigned long e = ERR_peek_last_error();
         bool mismatch = ERR_GET_LIB(e) == ERR_LIB_X509 &&
                         ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
-        snprintf(err, errlen, "%s.key_file %s: %s%s", t->what, c->key_file, ossl_reason(),
+        snprintf(err, errlen, "%s.key_file %s: %s%s", t->what, c->key_file, tlsutil_reason(),
                  mismatch ? " (the key does not belong to the certificate of cert_file)" : "");
         goto fail;
     }
     if (c->client_ca_file[0]) {
         if (!SSL_CTX_load_verify_locations(ctx, c->client_ca_file, NULL)) {
             mc_error(mc, mclen, "Error loading the CA certificate: ", c->client_ca_file);
-            if (readable(t, "client_ca_file", c->client_ca_file, err, errlen) == 0)
+            if (tlsutil_readable(t->what, "client_ca_file", c->client_ca_file, err, errlen) == 0)
                 snprintf(err, errlen, "%s.client_ca_file %s: %s", t->what, c->client_ca_file,
-                         ossl_reason());
+                         tlsutil_reason());
             goto fail;
         }
         STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(c->client_ca_file);
@@ -240,7 +222,7 @@ static SSL_CTX *build(const net_tls *t, net_tls_ktls ktls, char *err, size_t err
                                                       : SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
     SSL_CTX_set_verify(ctx, mode, NULL);
     if (set_sid_ctx(ctx, t) != 0) {
-        snprintf(err, errlen, "%s: cannot set the session ID context: %s", t->what, ossl_reason());
+        snprintf(err, errlen, "%s: cannot set the session ID context: %s", t->what, tlsutil_reason());
         goto fail;
     }
     if (c->alpn_http11)
@@ -252,15 +234,6 @@ fail:
     SSL_CTX_free(ctx);
     ERR_clear_error();
     return NULL;
-}
-
-static int64_t not_after_of(SSL_CTX *ctx)
-{
-    X509 *x = SSL_CTX_get0_certificate(ctx);
-    struct tm tm;
-    if (!x || !ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm))
-        return 0;
-    return (int64_t)timegm(&tm);
 }
 
 /* The cert, key and CA files' digest (util/filedigest.h). */
@@ -296,7 +269,7 @@ int net_tls_init(net_tls *t, const char *name, const char *what, const net_tls_c
     if (!t->current)
         return -1;
     atomic_store(&t->ktls, (int)ktls);
-    atomic_store(&t->not_after_s, not_after_of(t->current));
+    atomic_store(&t->not_after_s, tlsutil_not_after_s(t->current));
     atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
     return 0;
 }
@@ -327,7 +300,7 @@ int net_tls_reload_mc(net_tls *t, char *err, size_t errlen, char *mc, size_t mcl
     t->current = ctx;
     spin_unlock(&t->lock);
     SSL_CTX_free(old); /* connections on it hold their own references */
-    atomic_store(&t->not_after_s, not_after_of(ctx));
+    atomic_store(&t->not_after_s, tlsutil_not_after_s(ctx));
     atomic_store(&t->loaded_at_s, (int64_t)time(NULL));
     memcpy(t->files_sha256, digest, sizeof digest);
     t->files_known = known;
