@@ -28,10 +28,9 @@ AGE = 1  # seconds: each connection's own age is in [0.9, 1.0] s
 
 
 def age_closes(server, listener):
-    text = sfharness.request(server, sfharness.get("/metrics")).body.decode()
-    m = re.search(r'^snowflaked_connection_age_closes_total\{listener="%s"\} (\d+)$' % listener,
-                  text, re.M)
-    return int(m.group(1)) if m else None
+    v = faultutil.labelled(faultutil.metrics_text(server), "snowflaked_connection_age_closes_total",
+                           'listener="%s"' % listener)
+    return None if v is None else int(v)
 
 
 def read_until_eof(sock, timeout=5):
@@ -47,17 +46,7 @@ def read_until_eof(sock, timeout=5):
 
 def responses(data):
     """[(status, headers dict, body)] of the complete HTTP responses in data."""
-    out = []
-    while data:
-        head, sep, rest = data.partition(b"\r\n\r\n")
-        if not sep:
-            break
-        lines = head.decode().split("\r\n")
-        headers = {k.lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
-        n = int(headers.get("content-length", "0"))
-        out.append((int(lines[0].split(" ")[1]), headers, rest[:n]))
-        data = rest[n:]
-    return out
+    return faultutil.parse_responses(data)[0]
 
 
 class HttpAge(unittest.TestCase):

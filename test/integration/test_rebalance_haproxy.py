@@ -13,7 +13,6 @@ a few seconds. Without the cap it stays at ~0 % for as long as the connections l
 max_requests_per_connection is raised out of the way in both runs, so that only the age cap can
 move a connection. Loopback only, ephemeral ports; each run is bounded (wrk -d)."""
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -39,10 +38,8 @@ ADD_AT = CAP + 0.5
 
 
 def id_requests(server):
-    text = sfharness.request(server, sfharness.get("/metrics")).body.decode()
-    m = re.search(r'^snowflaked_http_requests_total\{route="/id",status="200"\} (\d+)$', text,
-                  re.M)
-    return int(m.group(1)) if m else 0
+    return int(faultutil.labelled(faultutil.metrics_text(server), "snowflaked_http_requests_total",
+                                  'route="/id",status="200"') or 0)
 
 
 class Haproxy:
@@ -108,13 +105,7 @@ class Haproxy:
         self.command("enable server front/%s" % name)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        faultutil.end_process(self.proc)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -142,7 +133,7 @@ class Rebalance(unittest.TestCase):
         wrk = subprocess.Popen(["wrk", "-t1", "-c%d" % CONNECTIONS, "-d%ds" % seconds,
                                 "--timeout", "5s", "http://127.0.0.1:%d/id" % hp.port],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        self.addCleanup(lambda: wrk.poll() is None and (wrk.kill(), wrk.wait()))
+        self.addCleanup(faultutil.end_process, wrk)
         time.sleep(ADD_AT)
         hp.add_server("b", b.port)
         added = time.monotonic()
@@ -171,6 +162,8 @@ class Rebalance(unittest.TestCase):
               "was added: %s; 40-60 %% reached after %s s; %d requests"
               % (CAP, SAMPLE, " ".join("%.0f%%" % (100 * s) for _, s in samples),
                  "%.1f" % reached if reached is not None else "never", total), file=sys.stderr)
+        faultutil.figure("rebalance_40_60_percent_s (haproxy roundrobin, age cap %d s)" % CAP,
+                         "%.1f" % reached if reached is not None else "never")
         self.assertIsNotNone(reached, samples)
         self.assertLessEqual(reached, CAP + 3, samples)
         # and it stays balanced once there
