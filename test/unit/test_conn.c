@@ -356,8 +356,8 @@ START_TEST(test_max_age_retires_connections_over_a_tenth_of_it)
         hi = at[i] > hi ? at[i] : hi;
         close(fds[i]);
     }
-    ck_assert_uint_ge(lo, 880);  /* 0.9 x 1000 ms, less the dial's head start */
-    ck_assert_uint_le(hi, 1300); /* 1.0 x, plus a round of the polling above */
+    ck_assert_uint_ge(lo, 880);     /* 0.9 x 1000 ms, less the dial's head start */
+    ck_assert_uint_le(hi, 1300);    /* 1.0 x, plus a round of the polling above */
     ck_assert_uint_gt(hi - lo, 10); /* spread, not all at once */
     net_listener_stats st;
     net_listener_stats_sum(&g_srv.loops[0].listeners[0], &st);

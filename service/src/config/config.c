@@ -491,8 +491,7 @@ static const cfg_key cfg_keys[] = {
     K_U32("cache.memcached_idle_timeout_s", cache.memcached_idle_timeout_s, 0, 86400,
           "the memcached listener's own idle timeout (memcached `-o idle_timeout`; `stats` then "
           "shows `idle_kicks`); 0 = `server.idle_timeout_ms` applies"),
-    K_U32("cache.memcached_max_connection_age_s", cache.memcached_max_connection_age_s, 0,
-          2592000,
+    K_U32("cache.memcached_max_connection_age_s", cache.memcached_max_connection_age_s, 0, 2592000,
           "memcached listeners (plaintext and TLS): a connection this old (each one's own age "
           "drawn in 0.9–1.0 × it) is closed after the reply that crosses it, once every command "
           "it sent is answered; the client sees EOF at its next command and reconnects (one "

@@ -746,8 +746,8 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
 {
     const net_server *s = l->loop->server;
     size_t k = (size_t)(l - l->loop->listeners);
-    uint64_t in = 0, outb = 0, rej = 0, pauses = 0, aged = 0, hs[2] = {0, 0}, fail[NET_TLS_FAIL_COUNT] = {0},
-             ktls[2] = {0, 0};
+    uint64_t in = 0, outb = 0, rej = 0, pauses = 0, aged = 0, hs[2] = {0, 0},
+             fail[NET_TLS_FAIL_COUNT] = {0}, ktls[2] = {0, 0};
     uint64_t peers[NET_TLS_PEER_COUNT] = {0};
     for (unsigned i = 0; i < s->nloops; i++) {
         const net_listener_stats *st = &s->loops[i].listeners[k].stats;

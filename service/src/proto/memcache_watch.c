@@ -359,8 +359,7 @@ static size_t format(const memcache_server *s, const ev *e, char *out, size_t ca
     static const char *const store_status[] = {"not_stored", "stored",    "exists",
                                                "not_found",  "too_large", "no_memory"};
     static const char *const cmds[] = {"null", "add", "set", "replace", "append", "prepend", "cas"};
-    static const char *const reasons[] = {"error", "normal", "idle_timeout", "shutdown",
-                                          "max_age"};
+    static const char *const reasons[] = {"error", "normal", "idle_timeout", "shutdown", "max_age"};
     char key[3 * CACHE_KEY_MAX + 1];
     long long sec = (long long)e->sec;
     int usec = (int)e->usec;

@@ -63,8 +63,9 @@
 size_t mc_watch_ring_bytes(void);
 
 /* Why a connection closed: memcached's close_reasons (error, normal, idle_timeout, shutdown) as
- * conn_close lines name them, and ours, max_age (cache.memcached_max_connection_age_s); UNSET = the protocol did not say (mc_watch_close then decides from
- * the connection: the peer's EOF is normal, a server drain is shutdown, anything else error). */
+ * conn_close lines name them, and ours, max_age (cache.memcached_max_connection_age_s); UNSET = the
+ * protocol did not say (mc_watch_close then decides from the connection: the peer's EOF is normal,
+ * a server drain is shutdown, anything else error). */
 enum {
     MC_CLOSE_UNSET = 0,
     MC_CLOSE_ERROR,
