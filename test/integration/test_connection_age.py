@@ -272,6 +272,40 @@ class MemcachedAge(unittest.TestCase):
         self.assertEqual(read_until_eof(s), b"STORED\r\nVALUE c 0 10\r\n0123456789\r\nEND\r\n")
         s.close()
 
+    def test_watch_says_max_age_and_is_never_retired(self):
+        w = self.connect()
+        w.sendall(b"watch connevents\r\n")
+        self.assertEqual(mc_reply(w)[0], b"OK\r\n")
+        s = self.connect()
+        t0 = time.monotonic()
+        while True:
+            s.sendall(b"version\r\n")
+            data, eof = mc_reply(s)
+            if eof:
+                break
+            self.assertLess(time.monotonic() - t0, 3)
+            time.sleep(0.02)
+        port = s.getsockname()[1]
+        s.close()
+        log = b""
+        w.settimeout(5)
+        while not re.search(rb"type=conn_close .*rport=%d .*reason=max_age" % port, log):
+            chunk = w.recv(65536)
+            self.assertTrue(chunk, "the watcher was closed: %r" % log)
+            log += chunk
+        # the watcher, surely older than its age now, still streams (and is sent input)
+        time.sleep(0.3)
+        w.sendall(b"version\r\n")
+        s = self.connect()
+        port = s.getsockname()[1]
+        log = b""
+        while not re.search(rb"type=conn_new .*rport=%d " % port, log):
+            chunk = w.recv(65536)
+            self.assertTrue(chunk, "the watcher was retired: %r" % log)
+            log += chunk
+        s.close()
+        w.close()
+
     def test_pymemcache(self):
         base = sfharness.debian_import("pymemcache.client.base", "python3-pymemcache")
         retrying = sfharness.debian_import("pymemcache.client.retrying", "python3-pymemcache")
