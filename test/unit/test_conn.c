@@ -203,17 +203,25 @@ static net_config config(void)
     };
 }
 
-static void start(const net_config *nc)
+/* The server with one loop; max_age_ms > 0: its listener's max age (net_server_set_max_age). */
+static void start_aged(const net_config *nc, uint32_t max_age_ms)
 {
     char err[256];
     ck_assert_msg(net_server_init(&g_srv, nc, 1, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(net_server_listen(&g_srv, "127.0.0.1", 0, &tp_proto, NULL, err, sizeof err) == 0,
                   "%s", err);
+    if (max_age_ms)
+        net_server_set_max_age(&g_srv, NULL, max_age_ms);
     struct sockaddr_in a;
     socklen_t alen = sizeof a;
     ck_assert_int_eq(getsockname(g_srv.loops[0].listeners[0].fd, (struct sockaddr *)&a, &alen), 0);
     g_port = ntohs(a.sin_port);
     ck_assert_msg(net_server_start(&g_srv, err, sizeof err) == 0, "%s", err);
+}
+
+static void start(const net_config *nc)
+{
+    start_aged(nc, 0);
 }
 
 static void stop(void)
@@ -317,16 +325,7 @@ static long read_to_eof(int fd)
 START_TEST(test_max_age_retires_connections_over_a_tenth_of_it)
 {
     net_config nc = config();
-    char err[256];
-    ck_assert_msg(net_server_init(&g_srv, &nc, 1, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(net_server_listen(&g_srv, "127.0.0.1", 0, &tp_proto, NULL, err, sizeof err) == 0,
-                  "%s", err);
-    net_server_set_max_age(&g_srv, NULL, 1000);
-    struct sockaddr_in a;
-    socklen_t alen = sizeof a;
-    ck_assert_int_eq(getsockname(g_srv.loops[0].listeners[0].fd, (struct sockaddr *)&a, &alen), 0);
-    g_port = ntohs(a.sin_port);
-    ck_assert_msg(net_server_start(&g_srv, err, sizeof err) == 0, "%s", err);
+    start_aged(&nc, 1000);
     enum { N = 16 };
     int fds[N];
     uint64_t t0 = ms_now(), at[N] = {0};
