@@ -152,6 +152,8 @@ static ssize_t tp_data(conn *c, const char *data, size_t len)
     }
     if (!conn_closing(c)) /* a partial line must be completed in time; queued ones wait */
         conn_set_timeout(c, pos < len && !yielded ? CONN_TIMEOUT_HEADER : CONN_TIMEOUT_IDLE);
+    if (pos == len && !yielded && conn_aged(c)) /* the listener's max age: as memcached does */
+        conn_close_aged(c);
     return (ssize_t)pos;
 }
 
@@ -201,17 +203,25 @@ static net_config config(void)
     };
 }
 
-static void start(const net_config *nc)
+/* The server with one loop; max_age_ms > 0: its listener's max age (net_server_set_max_age). */
+static void start_aged(const net_config *nc, uint32_t max_age_ms)
 {
     char err[256];
     ck_assert_msg(net_server_init(&g_srv, nc, 1, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(net_server_listen(&g_srv, "127.0.0.1", 0, &tp_proto, NULL, err, sizeof err) == 0,
                   "%s", err);
+    if (max_age_ms)
+        net_server_set_max_age(&g_srv, NULL, max_age_ms);
     struct sockaddr_in a;
     socklen_t alen = sizeof a;
     ck_assert_int_eq(getsockname(g_srv.loops[0].listeners[0].fd, (struct sockaddr *)&a, &alen), 0);
     g_port = ntohs(a.sin_port);
     ck_assert_msg(net_server_start(&g_srv, err, sizeof err) == 0, "%s", err);
+}
+
+static void start(const net_config *nc)
+{
+    start_aged(nc, 0);
 }
 
 static void stop(void)
@@ -308,6 +318,68 @@ static long read_to_eof(int fd)
 }
 
 /* ---- tests ----------------------------------------------------------------------------------- */
+
+/* A listener's max age (net_server_set_max_age): each connection is retired once it is older
+ * than its own share of it, drawn in [0.9, 1.0] x the age at accept, after answering what it
+ * read; a connection of a listener without one lives on. */
+START_TEST(test_max_age_retires_connections_over_a_tenth_of_it)
+{
+    net_config nc = config();
+    start_aged(&nc, 1000);
+    enum { N = 16 };
+    int fds[N];
+    uint64_t t0 = ms_now(), at[N] = {0};
+    for (int i = 0; i < N; i++)
+        fds[i] = dial(0);
+    for (unsigned left = N; left && ms_now() - t0 < 3000; usleep(3000)) {
+        for (int i = 0; i < N; i++)
+            if (!at[i])
+                send_str(fds[i], "echo a\necho b\n"); /* both answered, then the close */
+        for (int i = 0; i < N; i++)
+            if (!at[i])
+                expect(fds[i], "a\nb\n");
+        usleep(2000); /* the FIN follows the answer in the same loop turn */
+        for (int i = 0; i < N; i++) {
+            struct pollfd p = {.fd = fds[i], .events = POLLIN};
+            if (!at[i] && poll(&p, 1, 0) == 1) {
+                expect_eof(fds[i]);
+                at[i] = ms_now() - t0;
+                left--;
+            }
+        }
+    }
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(at[i], "connection %d never retired", i);
+        lo = at[i] < lo ? at[i] : lo;
+        hi = at[i] > hi ? at[i] : hi;
+        close(fds[i]);
+    }
+    ck_assert_uint_ge(lo, 880);     /* 0.9 x 1000 ms, less the dial's head start */
+    ck_assert_uint_le(hi, 1300);    /* 1.0 x, plus a round of the polling above */
+    ck_assert_uint_gt(hi - lo, 10); /* spread, not all at once */
+    net_listener_stats st;
+    net_listener_stats_sum(&g_srv.loops[0].listeners[0], &st);
+    ck_assert_uint_eq(net_stat(&st.age_closes), N);
+    stop();
+}
+END_TEST
+
+START_TEST(test_no_max_age_keeps_connections)
+{
+    net_config nc = config();
+    start(&nc);
+    int fd = dial(0);
+    for (uint64_t t0 = ms_now(); ms_now() - t0 < 600; usleep(20000)) {
+        send_str(fd, "echo a\n");
+        expect(fd, "a\n");
+    }
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&p, 1, 50), 0);
+    close(fd);
+    stop();
+}
+END_TEST
 
 START_TEST(test_requests_cut_across_reads_and_pipelined)
 {
@@ -709,6 +781,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_one_shot_client_never_reaches_the_loop);
     tcase_add_test(t, test_emfile_pauses_accepting_then_resumes);
     tcase_add_test(t, test_proto_close_releases_everything);
+    tcase_add_test(t, test_max_age_retires_connections_over_a_tenth_of_it);
+    tcase_add_test(t, test_no_max_age_keeps_connections);
     suite_add_tcase(s, t);
     return s;
 }

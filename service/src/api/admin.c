@@ -151,6 +151,36 @@ static void metrics_net(prom_buf *b, const net_server *net)
             atomic_load(&net->foreign_appeared));
 }
 
+/* Connections retired by their listener's max age (server.max_connection_age_s,
+ * cache.memcached_max_connection_age_s), by protocol, plaintext and TLS listeners together; a
+ * row for each protocol that listens, 0 while its cap is off. */
+static void metrics_age(prom_buf *b, const net_server *net)
+{
+    static const struct {
+        const char *proto, *label;
+    } kinds[] = {{"http", "http"}, {"memcache", "memcached"}};
+    const net_loop *l0 = &net->loops[0];
+    prom_family(b, "snowflaked_connection_age_closes_total", "counter",
+                "Connections closed because they passed their listener's max connection age.");
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        bool listens = false;
+        uint64_t v = 0;
+        for (unsigned k = 0; k < l0->nlisteners; k++) {
+            if (strcmp(l0->listeners[k].spec->proto->name, kinds[i].proto) != 0)
+                continue;
+            net_listener_stats sum;
+            net_listener_stats_sum(&l0->listeners[k], &sum);
+            v += counter_get(&sum.age_closes);
+            listens = true;
+        }
+        if (!listens)
+            continue;
+        char labels[48];
+        snprintf(labels, sizeof labels, "listener=\"%s\"", kinds[i].label);
+        prom_u64(b, "snowflaked_connection_age_closes_total", labels, v);
+    }
+}
+
 /* TLS listeners (net/tls.h): handshakes, failures by cause, the certificate's expiry, reloads.
  * Nothing when no listener speaks TLS. */
 static void metrics_tls(prom_buf *b, const net_server *net)
@@ -497,6 +527,7 @@ void api_metrics(http_request *r, void *ctx)
     metrics_ids(&b, a);
     metrics_http(&b, a->http);
     metrics_net(&b, a->net);
+    metrics_age(&b, a->net);
     metrics_tls(&b, a->net);
     metrics_pools(&b, a);
     if (a->inflight)

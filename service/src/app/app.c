@@ -1012,6 +1012,8 @@ static int listen_all(app *a, char *err, size_t errlen)
                           errlen) != 0 ||
         listen_tls(a, APP_TLS_HTTP, sv->host, &http_proto, a->http, err, errlen) != 0)
         return -1;
+    if (sv->max_connection_age_s) /* both HTTP listeners */
+        net_server_set_max_age(a->net, a->http, sv->max_connection_age_s * 1000);
     if (a->mc) {
         if (c->cache.memcached_port &&
             net_server_listen(a->net, c->cache.memcached_host, (uint16_t)c->cache.memcached_port,
@@ -1022,6 +1024,8 @@ static int listen_all(app *a, char *err, size_t errlen)
             return -1;
         if (c->cache.memcached_idle_timeout_s) /* both listeners */
             net_server_set_idle_timeout(a->net, a->mc, c->cache.memcached_idle_timeout_s * 1000);
+        if (c->cache.memcached_max_connection_age_s) /* both listeners */
+            net_server_set_max_age(a->net, a->mc, c->cache.memcached_max_connection_age_s * 1000);
         if (c->cache.memcached_port && c->cache.memcached_auth_file[0])
             LOG_INFO("memcached text protocol on %s:%u (authentication: %u entr%s of %s)",
                      c->cache.memcached_host, c->cache.memcached_port,

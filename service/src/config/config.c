@@ -308,6 +308,12 @@ static const cfg_key cfg_keys[] = {
         "2)"),
     K_U32("server.max_requests_per_connection", server.max_requests_per_connection, 1, 1000000000,
           "requests served on one connection, then `Connection: close`"),
+    K_U32("server.max_connection_age_s", server.max_connection_age_s, 0, 2592000,
+          "HTTP and HTTPS: the first response that starts after a connection is this old (each "
+          "connection's own age drawn in 0.9–1.0 × it) carries `Connection: close` and is its "
+          "last, so keep-alive clients reconnect and their load balancer (kube-proxy) can pick "
+          "a replica added since; an idle connection waits for its next request. 0 = off "
+          "([rebalancing.md](rebalancing.md))"),
     K_U32("server.max_pipeline", server.max_pipeline, 1, 1024,
           "pipelined requests handled per read before yielding to other connections"),
     K_U32(
@@ -509,6 +515,11 @@ static const cfg_key cfg_keys[] = {
     K_U32("cache.memcached_idle_timeout_s", cache.memcached_idle_timeout_s, 0, 86400,
           "the memcached listener's own idle timeout (memcached `-o idle_timeout`; `stats` then "
           "shows `idle_kicks`); 0 = `server.idle_timeout_ms` applies"),
+    K_U32("cache.memcached_max_connection_age_s", cache.memcached_max_connection_age_s, 0, 2592000,
+          "memcached listeners (plaintext and TLS): a connection this old (each one's own age "
+          "drawn in 0.9–1.0 × it) is closed after the reply that crosses it, once every command "
+          "it sent is answered; the client sees EOF at its next command and reconnects (one "
+          "failed command unless it retries: [rebalancing.md](rebalancing.md)). 0 = off"),
     K_BOOL("cache.memcached_lru_crawler", cache.memcached_lru_crawler,
            "`false`: `lru_crawler crawl`/`metadump` refused until `lru_crawler enable` (memcached "
            "`-o no_lru_crawler`)"),

@@ -65,6 +65,7 @@ typedef struct cfg_server {
     uint32_t max_body_bytes;
     uint64_t max_inflight_bytes; /* HTTP bodies + memcached values being received, all loops */
     uint32_t max_requests_per_connection;
+    uint32_t max_connection_age_s; /* HTTP listeners: retire connections past it; 0 = off */
     uint32_t max_pipeline; /* requests handled per read before yielding */
     uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, shutdown_grace_ms;
     bool tcp_nodelay, reuseport;
@@ -160,6 +161,7 @@ typedef struct cfg_cache {
     bool memcached_key_listing;       /* false = -X: cachedump, metadump, stats detail refused */
     bool memcached_memlimit_command;  /* false: cache_memlimit refused (memcached has no flag) */
     uint32_t memcached_idle_timeout_s; /* -o idle_timeout; 0 = server.idle_timeout_ms applies */
+    uint32_t memcached_max_connection_age_s; /* retire connections past it; 0 = off */
     bool memcached_lru_crawler;        /* false = -o no_lru_crawler: lru_crawler starts disabled */
     bool lru_segmented;                /* HOT/WARM/COLD per shard; false = one LRU (store.h) */
     uint32_t memcached_temporary_ttl_s; /* -o temporary_ttl: TTLs <= it never evicted; 0 = off */

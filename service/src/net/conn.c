@@ -567,6 +567,37 @@ bool conn_draining(const conn *c)
     return c->loop->draining;
 }
 
+bool conn_age_passed(const conn *c)
+{
+    return now_ms(c) >= c->age_deadline;
+}
+
+void conn_close_aged(conn *c)
+{
+    if (conn_closing(c))
+        return;
+    NET_STAT_ADD(c->listener->stats.age_closes, 1);
+    conn_close_after_flush(c);
+}
+
+/* This connection's deadline: now + its listener's max age less up to a tenth of it, drawn
+ * uniformly (xorshift64 per loop: no syscall, no lock). Never above the configured cap, so the
+ * setting is what it says; the spread (30 s for 300 s) is what keeps connections opened in one
+ * burst from all reconnecting in the same instant, and it does not shrink over generations. */
+static uint64_t age_deadline(net_loop *loop, uint32_t max_age_ms)
+{
+    if (!max_age_ms)
+        return 0;
+    uint64_t x = loop->jitter_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    loop->jitter_state = x;
+    uint64_t spread = max_age_ms / 10;
+    uint64_t at = uv_now(&loop->uv) + max_age_ms - (spread ? x % (spread + 1) : 0);
+    return at ? at : 1;
+}
+
 conn *conn_open(net_loop *loop, net_listener *l, const conn_io *io, int fd, void *io_arg)
 {
     net_server *s = loop->server;
@@ -599,6 +630,7 @@ conn *conn_open(net_loop *loop, net_listener *l, const conn_io *io, int fd, void
     c->proto = p;
     c->phase = CONN_OPEN;
     c->in_max = (uint32_t)read_buffer_size(c);
+    c->age_deadline = age_deadline(loop, l->spec->max_age_ms);
     wheel_timer_init(&c->timer, on_timer);
     obuf_init(&c->out, &loop->chunks);
     c->next = loop->conns;

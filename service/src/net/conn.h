@@ -91,6 +91,8 @@ struct conn {
     bool peer_listed;         /* TLS: the client certificate is in the listener's access list
                                * (net_tls_peer_check, once, after the handshake) */
     uint64_t wait_deadline;   /* absolute ms, restored when a write completes */
+    uint64_t age_deadline;    /* loop ms past which the connection is retired (its listener's
+                               * max age, jittered; conn_aged), or 0: no cap */
     wheel_timer timer;
     uv_write_t write_req;
     uint64_t requests;        /* for protocols: requests served on this connection */
@@ -175,6 +177,23 @@ int conn_fd(conn *c);
 int conn_sock_addr_text(int fd, bool peer, char *out, size_t n);
 /* True while the server drains for shutdown: protocols answer with "Connection: close". */
 bool conn_draining(const conn *c);
+
+/* Connection age cap (net_server_set_max_age): true once the connection is older than its
+ * listener's cap, drawn per connection in [0.9, 1.0] x the cap at accept so that connections
+ * opened together (a fleet's clients after a rollout) do not all reconnect at once. A protocol
+ * checks it when it is between requests and retires the connection there: HTTP at the next
+ * response (Connection: close), memcached after the reply that crosses it. Nothing is armed:
+ * one load and one compare against the loop's cached time, no syscall. An idle connection is
+ * left to its idle timeout (an idle one carries no load, and closing it races the request its
+ * client may be sending). */
+bool conn_age_passed(const conn *c);
+static inline bool conn_aged(const conn *c)
+{
+    return c->age_deadline != 0 && conn_age_passed(c);
+}
+/* conn_close_after_flush for a connection retired by its age: counted per listener
+ * (net_listener_stats.age_closes, snowflaked_connection_age_closes_total). */
+void conn_close_aged(conn *c);
 
 /* Called by the listener with an accepted, non-blocking socket. Returns 0 or a negative errno. */
 int conn_accept(net_loop *loop, net_listener *l, int fd);

@@ -489,6 +489,8 @@ static int loop_init(net_server *s, net_loop *l, unsigned index)
     uv_idle_init(&l->uv, &l->pending_idle);
     l->pending_idle.data = l;
     wheel_init(&l->wheel, uv_now(&l->uv));
+    /* Only spreads connections' ages: any seed that differs between loops and starts will do. */
+    l->jitter_state = (uv_hrtime() ^ ((uint64_t)index + 1) * 0x9E3779B97F4A7C15ull) | 1;
     pool_init(&l->chunks, sizeof(obuf_chunk), s->cfg.pool_idle_max);
     pool_init(&l->inbufs, s->cfg.read_buffer, s->cfg.pool_idle_max);
     return 0;
@@ -553,6 +555,13 @@ void net_server_set_idle_timeout(net_server *s, const void *ctx, uint32_t idle_m
     for (unsigned i = 0; i < s->nspecs; i++)
         if (s->specs[i].ctx == ctx)
             s->specs[i].idle_timeout_ms = idle_ms;
+}
+
+void net_server_set_max_age(net_server *s, const void *ctx, uint32_t max_age_ms)
+{
+    for (unsigned i = 0; i < s->nspecs; i++)
+        if (s->specs[i].ctx == ctx)
+            s->specs[i].max_age_ms = max_age_ms;
 }
 
 int net_server_listen(net_server *s, const char *host, uint16_t port, const proto *p, void *ctx,
@@ -737,8 +746,8 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
 {
     const net_server *s = l->loop->server;
     size_t k = (size_t)(l - l->loop->listeners);
-    uint64_t in = 0, outb = 0, rej = 0, pauses = 0, hs[2] = {0, 0}, fail[NET_TLS_FAIL_COUNT] = {0},
-             ktls[2] = {0, 0};
+    uint64_t in = 0, outb = 0, rej = 0, pauses = 0, aged = 0, hs[2] = {0, 0},
+             fail[NET_TLS_FAIL_COUNT] = {0}, ktls[2] = {0, 0};
     uint64_t peers[NET_TLS_PEER_COUNT] = {0};
     for (unsigned i = 0; i < s->nloops; i++) {
         const net_listener_stats *st = &s->loops[i].listeners[k].stats;
@@ -746,6 +755,7 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
         outb += net_stat(&st->bytes_out);
         rej += net_stat(&st->rejected_at_cap);
         pauses += net_stat(&st->accept_pauses);
+        aged += net_stat(&st->age_closes);
         for (int r = 0; r < 2; r++) {
             hs[r] += net_stat(&st->tls_handshakes[r]);
             ktls[r] += net_stat(&st->tls_ktls[r]);
@@ -759,6 +769,7 @@ void net_listener_stats_sum(const net_listener *l, net_listener_stats *out)
     atomic_init(&out->bytes_out, outb);
     atomic_init(&out->rejected_at_cap, rej);
     atomic_init(&out->accept_pauses, pauses);
+    atomic_init(&out->age_closes, aged);
     for (int r = 0; r < 2; r++) {
         atomic_init(&out->tls_handshakes[r], hs[r]);
         atomic_init(&out->tls_ktls[r], ktls[r]);

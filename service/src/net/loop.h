@@ -59,6 +59,7 @@ typedef struct net_stats {
 /* The same per listener of a loop (one protocol's share of the loop's traffic; single writer). */
 typedef struct net_listener_stats {
     _Atomic uint64_t bytes_in, bytes_out, rejected_at_cap, accept_pauses;
+    _Atomic uint64_t age_closes; /* connections retired by the listener's max age */
     /* TLS listeners: handshakes completed ([1]: resumed) and failed, by cause; connections that
      * got kernel TLS ([0] send, [1] receive) */
     _Atomic uint64_t tls_handshakes[2], tls_failures[NET_TLS_FAIL_COUNT], tls_ktls[2];
@@ -76,6 +77,7 @@ typedef struct net_listener_spec {
     void *ctx;                /* for the protocol: net_listener_ctx(conn->listener) */
     int shared_fd;            /* the one socket when reuseport is off, else -1 */
     uint32_t idle_timeout_ms; /* between requests; 0 = the server's (net_config) */
+    uint32_t max_age_ms;      /* connection age cap (conn_aged); 0 = none */
     lg_addr addr;             /* what we bound */
     bool steered;             /* our SO_REUSEPORT group picks only our sockets (the CBPF program) */
     int steer_errno;          /* why not, with reuseport on: the kernel refused the program */
@@ -121,6 +123,7 @@ struct net_loop {
     uv_timer_t tick_timer; /* periodic housekeeping for the application */
     uv_timer_t tls_timer;  /* with a TLS listener: idle connections' OpenSSL buffers given back */
     unsigned tick_cursor;  /* the application's per-loop position (e.g. a sweep) */
+    uint64_t jitter_state; /* xorshift64 state: each connection's share of its max age */
     uv_idle_t pending_idle;
     conn *pending_head, *pending_tail;
     wheel wheel;
@@ -193,6 +196,10 @@ int net_server_listen_tls(net_server *s, const char *host, uint16_t port, const 
  * the server's idle_timeout_ms (memcached's -o idle_timeout on its listener). Before
  * net_server_start. */
 void net_server_set_idle_timeout(net_server *s, const void *ctx, uint32_t idle_ms);
+/* The listeners serving ctx retire their connections past max_age_ms (> 0; conn_aged): the
+ * protocol closes each one at its next request boundary after the age. Before
+ * net_server_start. */
+void net_server_set_max_age(net_server *s, const void *ctx, uint32_t max_age_ms);
 /* Calls tick(loop, arg) on every loop thread every interval_ms (housekeeping such as the cache
  * expiry sweep). Call before net_server_start. */
 void net_server_on_tick(net_server *s, uint32_t interval_ms, void (*tick)(net_loop *, void *),

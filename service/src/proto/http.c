@@ -780,13 +780,19 @@ static int on_message_complete(llhttp_t *p)
     c->requests++;
     /* An Upgrade request is answered as plain HTTP; what follows would be another protocol. */
     bool client_keeps = llhttp_should_keep_alive(p) && !p->upgrade;
-    h->keep_alive = client_keeps && !conn_draining(c) &&
-                    c->requests < h->srv->limits.max_requests_per_connection;
+    bool we_keep = !conn_draining(c) && c->requests < h->srv->limits.max_requests_per_connection;
+    /* Past its age (server.max_connection_age_s), the response that starts now is the
+     * connection's last, exactly as at max_requests_per_connection: the client reconnects, and
+     * its load balancer may pick another replica. */
+    bool aged = we_keep && client_keeps && conn_aged(c);
+    h->keep_alive = client_keeps && we_keep && !aged;
     dispatch(h);
     end_message(h);
     h->handled++;
     if (!h->keep_alive) {
-        if (client_keeps)
+        if (aged)
+            conn_close_aged(c); /* the same, counted as an age close */
+        else if (client_keeps)
             conn_close_after_flush(c); /* our decision: the client may be sending already */
         else
             conn_end_after_flush(c);

@@ -1218,6 +1218,14 @@ static ssize_t mc_data(conn *c, const char *data, size_t len)
             conn_set_timeout(c, CONN_TIMEOUT_IDLE);
             m->in_cmd = false;
         }
+        /* Past its age (cache.memcached_max_connection_age_s) and every command read answered,
+         * none half received, none waiting for a later turn: this read's replies are the last,
+         * then the connection closes (half-close and drain, as any close of ours). The protocol
+         * has no way to announce it: the client sees EOF when it next reads. */
+        if (!partial && !yielded && m->state == MC_LINE && pos == len && conn_aged(c)) {
+            m->close_reason = MC_CLOSE_MAX_AGE;
+            conn_close_aged(c);
+        }
     }
     return (ssize_t)pos;
 }

@@ -359,7 +359,7 @@ static size_t format(const memcache_server *s, const ev *e, char *out, size_t ca
     static const char *const store_status[] = {"not_stored", "stored",    "exists",
                                                "not_found",  "too_large", "no_memory"};
     static const char *const cmds[] = {"null", "add", "set", "replace", "append", "prepend", "cas"};
-    static const char *const reasons[] = {"error", "normal", "idle_timeout", "shutdown"};
+    static const char *const reasons[] = {"error", "normal", "idle_timeout", "shutdown", "max_age"};
     char key[3 * CACHE_KEY_MAX + 1];
     long long sec = (long long)e->sec;
     int usec = (int)e->usec;
@@ -396,7 +396,7 @@ static size_t format(const memcache_server *s, const ev *e, char *out, size_t ca
         char ip[INET6_ADDRSTRLEN] = "unknown";
         if (e->family == AF_INET || e->family == AF_INET6)
             inet_ntop(e->family, e->u.ip, ip, sizeof ip);
-        unsigned r = e->status >= MC_CLOSE_ERROR && e->status <= MC_CLOSE_SHUTDOWN
+        unsigned r = e->status >= MC_CLOSE_ERROR && e->status <= MC_CLOSE_MAX_AGE
                          ? e->status - MC_CLOSE_ERROR
                          : 0;
         if (e->type == EV_CONN_NEW)

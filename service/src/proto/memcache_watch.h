@@ -63,14 +63,16 @@
 size_t mc_watch_ring_bytes(void);
 
 /* Why a connection closed: memcached's close_reasons (error, normal, idle_timeout, shutdown) as
- * conn_close lines name them; UNSET = the protocol did not say (mc_watch_close then decides from
- * the connection: the peer's EOF is normal, a server drain is shutdown, anything else error). */
+ * conn_close lines name them, and ours, max_age (cache.memcached_max_connection_age_s); UNSET = the
+ * protocol did not say (mc_watch_close then decides from the connection: the peer's EOF is normal,
+ * a server drain is shutdown, anything else error). */
 enum {
     MC_CLOSE_UNSET = 0,
     MC_CLOSE_ERROR,
     MC_CLOSE_NORMAL,
     MC_CLOSE_IDLE_TIMEOUT,
-    MC_CLOSE_SHUTDOWN
+    MC_CLOSE_SHUTDOWN,
+    MC_CLOSE_MAX_AGE
 };
 
 /* The watch state of one memcache_server. */
