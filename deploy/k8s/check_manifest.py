@@ -358,6 +358,9 @@ METRICS_DOC = os.path.join(ROOT, "docs", "metrics.md")
 DEAREST_CPU_S_PER_REQUEST = 16.4e-6
 # The labels prometheus-adapter maps a series to its pod by (resources.overrides).
 ADAPTER_POD_RESOURCES = {"pod", "pods"}
+# The target labels naming the pod's namespace and the pod that a ServiceMonitor's scrape (the
+# Prometheus Operator) and the usual annotation-scrape job put on every series.
+SCRAPE_POD_LABELS = ("namespace", "pod")
 
 
 class SetupError(Exception):
@@ -1117,6 +1120,15 @@ class ManifestCheck:
         pod_label = next((by_res[r] for r in ADAPTER_POD_RESOURCES if r in by_res), None)
         c.ok(ns_label and pod_label, f"{what}: resources.overrides map labels to namespace "
              f"({ns_label}) and pod ({pod_label})", f"overrides {over}")
+        # Labels whose values are the pod's namespace and name on every scraped series: the
+        # Prometheus Operator's (a ServiceMonitor's targets), plus any a ServiceMonitor relabels.
+        target = set(SCRAPE_POD_LABELS)
+        for sm in self.kind("ServiceMonitor"):
+            for ep in sm["spec"].get("endpoints") or []:
+                target |= {r.get("targetLabel") for r in ep.get("relabelings") or []} - {None}
+        c.ok({ns_label, pod_label} <= target, f"{what}: the labels it maps ({ns_label}, "
+             f"{pod_label}) carry the namespace and pod name on every scraped series",
+             f"the scrape sets {sorted(target)}")
         mq = rule.get("metricsQuery") or ""
         c.ok(all(t in mq for t in ("<<.Series>>", "<<.LabelMatchers>>", "<<.GroupBy>>")),
              f"{what}: metricsQuery uses <<.Series>>, <<.LabelMatchers>> and <<.GroupBy>>",
@@ -1156,9 +1168,12 @@ class ManifestCheck:
         matchers = f'{ns_label}="{self.namespace}",{pod_label}=~"{"|".join(pods)}"'
         query = (mq.replace("<<.Series>>", series).replace("<<.LabelMatchers>>", matchers)
                  .replace("<<.GroupBy>>", pod_label))
-        inputs = [{"series": f'{series}{{job="snowflaked-headless",instance="10.0.0.{i}:8080",'
-                             f'{ns_label}="{self.namespace}",{pod_label}="{p}"}}',
-                   "values": f"{v}x10"} for i, (p, v) in enumerate({**pods, other: 7}.items())]
+        inputs = []
+        for i, (pod, v) in enumerate({**pods, other: 7}.items()):
+            labels = {"job": "snowflaked-headless", "instance": f"10.0.0.{i}:8080",
+                      ns_label: self.namespace, pod_label: pod}
+            text = ",".join(f'{k}="{x}"' for k, x in labels.items())
+            inputs.append({"series": f"{series}{{{text}}}", "values": f"{v}x10"})
         test = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
             "interval": "1m", "input_series": inputs,
             "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": [
