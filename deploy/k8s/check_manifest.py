@@ -1280,13 +1280,20 @@ class ManifestCheck:
                 c.ok(down >= secs, f"HPA scaleDown stabilizationWindowSeconds {down} >= the "
                      f"recording rule's rate window {window.group(1)} (a dip it averages over "
                      "sheds no pods)", f"{down} s")
-        age = (self.eff.get("server") or {}).get("max_connection_age_s")
-        if age is None:
-            print("     note: this daemon has no server.max_connection_age_s: keep-alive "
-                  "clients stay on the old pods when the HPA adds some")
-        else:
-            c.ok(age > 0, f"server.max_connection_age_s {age} > 0: keep-alive connections move "
-                 "to the pods the HPA adds (kube-proxy balances connections, not requests)",
+        # The connection age caps (per listener): kube-proxy balances connections, not
+        # requests, so without them keep-alive clients never reach the pods the HPA adds.
+        caps = [("server", "max_connection_age_s", "http")]
+        if self.eff["cache"]["enabled"] and ("memcached" in self.listeners or
+                                             "memcached-tls" in self.listeners):
+            caps.append(("cache", "memcached_max_connection_age_s", "memcached"))
+        for section, key, lst in caps:
+            age = (self.eff.get(section) or {}).get(key)
+            if age is None:
+                print(f"     note: this daemon has no {section}.{key}: keep-alive {lst} clients "
+                      "stay on the old pods when the HPA adds some")
+                continue
+            c.ok(age > 0, f"{section}.{key} {age} > 0: keep-alive {lst} connections move to the "
+                 "pods the HPA adds (kube-proxy balances connections, not requests)",
                  "0: connections never leave the old pods, the new ones get no traffic")
         self.check_spread()
 
