@@ -893,6 +893,7 @@ static ssize_t long_line(mc_conn *m, const char *p, size_t n)
     m->get_touch = false;
     m->get_any = false;
     m->noreply = false;
+    counter_add(&m->ml->commands, 1); /* one command, however long (command() counts the rest) */
     return (ssize_t)(lead + (gets ? 5 : 4));
 }
 
