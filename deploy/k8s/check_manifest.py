@@ -368,6 +368,24 @@ def resolve_env(container, pod_name, namespace, ordinal_label, configmap, secret
     return env
 
 
+# Request-rate autoscaling (an HPA with a Pods metric): prometheus-adapter's rules (the plain
+# config.yaml, or a rendered manifest with its ConfigMap) and the metrics reference the recording
+# rule's inputs must be documented in.
+ADAPTER_CONFIG = os.path.join(ROOT, "deploy", "k8s", "prometheus-adapter", "config.yaml")
+METRICS_DOC = os.path.join(ROOT, "docs", "metrics.md")
+# The dearest server CPU per request measured (loadtest/README.md: GET /id keep-alive 16.38 us in
+# the formats sitting of 2026-12-02, 15.57 us with a connection per request; 7.82 us keep-alive and
+# 6.29 us per memcached command in the peers run). A pod at the HPA's request-rate target must stay
+# under its CPU target even at this cost, or the CPU metric always fires first and the request
+# rate scales nothing.
+DEAREST_CPU_S_PER_REQUEST = 16.4e-6
+# The labels prometheus-adapter maps a series to its pod by (resources.overrides).
+ADAPTER_POD_RESOURCES = {"pod", "pods"}
+# The target labels naming the pod's namespace and the pod that a ServiceMonitor's scrape (the
+# Prometheus Operator) and the usual annotation-scrape job put on every series.
+SCRAPE_POD_LABELS = ("namespace", "pod")
+
+
 class SetupError(Exception):
     """The manifest lacks what the remaining checks need."""
 
@@ -1181,6 +1199,259 @@ class ManifestCheck:
                      f"the rules' up{{job=~...}} {up_regexes} match the scrape job {job!r} of "
                      f"ServiceMonitor {sm['metadata']['name']}")
 
+    # ---- 3c. autoscaling on request rate: HPA -> prometheus-adapter -> recording rule --------
+
+    def load_adapter_rules(self):
+        """prometheus-adapter's `rules:` from --adapter-config: its config.yaml, or a rendered
+        manifest whose ConfigMap carries it under the key config.yaml. None (after a FAIL) when
+        it does not parse."""
+        c, path = self.c, self.args.adapter_config
+        try:
+            with open(path, encoding="utf-8") as f:
+                docs = [d for d in yaml.safe_load_all(f) if d]
+            conf = next((d for d in docs if "rules" in d), None)
+            if conf is None:  # a rendered manifest: the ConfigMap's config.yaml
+                cms = [d for d in docs if d.get("kind") == "ConfigMap" and
+                       "config.yaml" in (d.get("data") or {})]
+                conf = yaml.safe_load(cms[0]["data"]["config.yaml"]) if cms else None
+        except (OSError, yaml.YAMLError) as e:
+            c.ok(False, f"prometheus-adapter config {path} parses", str(e))
+            return None
+        rules = (conf or {}).get("rules")
+        if not c.ok(isinstance(rules, list) and rules and
+                    all(isinstance(r, dict) for r in rules),
+                    f"prometheus-adapter config {os.path.relpath(path, ROOT)} parses and has "
+                    "`rules:`", f"got {conf!r:.200}"):
+            return None
+        return rules
+
+    @staticmethod
+    def series_name(query):
+        """The metric a seriesQuery names (`name{...}`, or `{__name__="name",...}`, or
+        `{__name__=~"^name$"}`), or None when it names no single metric."""
+        m = re.match(r'^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s*$', query or "")
+        if m:
+            return m.group(1)
+        m = re.search(r'__name__\s*(=~|=)\s*"([^"]*)"', query or "")
+        if not m:
+            return None
+        name = m.group(2)
+        if m.group(1) == "=~":  # a regex: only one that is a plain name, anchored or not
+            name = name.removeprefix("^").removesuffix("$")
+        return name if re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", name) else None
+
+    def documented_metrics(self):
+        try:
+            with open(self.args.metrics_doc, encoding="utf-8") as f:
+                return set(re.findall(r"^\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` \|", f.read(), re.M))
+        except OSError:
+            return set()
+
+    def check_adapter_rule(self, rule, records):
+        """One prometheus-adapter rule: its series a recording rule's output that keeps the labels
+        it maps to namespace and pod, the rule's inputs documented metrics, a name.as. Returns
+        (metric name served, record) or None."""
+        c = self.c
+        name = (rule.get("name") or {})
+        served = name.get("as")
+        query = rule.get("seriesQuery")
+        what = f"prometheus-adapter rule {served or query!r}"
+        series = self.series_name(query)
+        if not c.ok(series in records, f"{what}: its seriesQuery names {series}, a recording "
+                    f"rule of {os.path.relpath(RULES_FILE, ROOT)}",
+                    f"seriesQuery {query!r}: not a recording rule there "
+                    f"(records: {sorted(records)})"):
+            return None
+        try:
+            matched = re.search(name.get("matches") or "", series)
+        except re.error as e:
+            matched = None
+            print(f"     name.matches: {e}")
+        c.ok(served and matched, f"{what}: name.matches {name.get('matches')!r} matches "
+             f"{series}, renamed to name.as {served!r}", f"name {name}")
+        over = (rule.get("resources") or {}).get("overrides") or {}
+        by_res = {v.get("resource"): k for k, v in over.items() if isinstance(v, dict)}
+        ns_label = by_res.get("namespace")
+        pod_label = next((by_res[r] for r in ADAPTER_POD_RESOURCES if r in by_res), None)
+        c.ok(ns_label and pod_label, f"{what}: resources.overrides map labels to namespace "
+             f"({ns_label}) and pod ({pod_label})", f"overrides {over}")
+        # Labels whose values are the pod's namespace and name on every scraped series: the
+        # Prometheus Operator's (a ServiceMonitor's targets), plus any a ServiceMonitor relabels.
+        target = set(SCRAPE_POD_LABELS)
+        for sm in self.kind("ServiceMonitor"):
+            for ep in sm["spec"].get("endpoints") or []:
+                target |= {r.get("targetLabel") for r in ep.get("relabelings") or []} - {None}
+        c.ok({ns_label, pod_label} <= target, f"{what}: the labels it maps ({ns_label}, "
+             f"{pod_label}) carry the namespace and pod name on every scraped series",
+             f"the scrape sets {sorted(target)}")
+        mq = rule.get("metricsQuery") or ""
+        c.ok(all(t in mq for t in ("<<.Series>>", "<<.LabelMatchers>>", "<<.GroupBy>>")),
+             f"{what}: metricsQuery uses <<.Series>>, <<.LabelMatchers>> and <<.GroupBy>>",
+             f"metricsQuery {mq!r}")
+        # The recording rule must keep those labels: a `by` that omits them, or a `without`
+        # that names them, leaves the adapter nothing to map to a pod.
+        expr = records[series]
+        agg = re.match(r"^\s*(?:sum|max|min|avg|count)\s+(by|without)\s*\(([^)]*)\)", expr)
+        kept = True
+        if agg:
+            listed = {x.strip() for x in agg.group(2).split(",") if x.strip()}
+            want = {ns_label, pod_label} - {None}
+            kept = want <= listed if agg.group(1) == "by" else not (want & listed)
+        c.ok(kept, f"recording rule {series} keeps the labels {ns_label}, {pod_label} the adapter "
+             "maps to the pod", f"its expression starts {expr[:80]!r}")
+        bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+        inputs = sorted(set(re.findall(r"\b(snowflaked_[a-zA-Z0-9_]+)\b", bare)))
+        documented = self.documented_metrics()
+        missing = [n for n in inputs if n not in documented]
+        c.ok(inputs and not missing, f"recording rule {series}: its inputs {inputs} are metrics "
+             f"of {os.path.relpath(self.args.metrics_doc, ROOT)}",
+             f"not documented there: {missing}")
+        return served, series, expr, (ns_label, pod_label), mq
+
+    def check_adapter_query(self, series, labels, mq):
+        """metricsQuery as the adapter fills it in for two pods of the HPA's namespace, run by
+        promtool on the recorded series: one value per pod, the recorded one (a rate() around an
+        already recorded rate, a missing `by`, a matcher on the wrong label all fail here)."""
+        c = self.c
+        promtool = shutil.which("promtool")
+        if not c.ok(promtool, "promtool is installed (Debian prometheus; validate.sh installs "
+                    "it)"):
+            return
+        ns_label, pod_label = labels
+        pods = {f"{self.sts_name}-5d8f7c9b4d-a": 120, f"{self.sts_name}-5d8f7c9b4d-b": 3500}
+        other = f"{self.sts_name}-5d8f7c9b4d-c"  # not asked for: must not show up
+        matchers = f'{ns_label}="{self.namespace}",{pod_label}=~"{"|".join(pods)}"'
+        query = (mq.replace("<<.Series>>", series).replace("<<.LabelMatchers>>", matchers)
+                 .replace("<<.GroupBy>>", pod_label))
+        inputs = []
+        for i, (pod, v) in enumerate({**pods, other: 7}.items()):
+            labels = {"job": "snowflaked-headless", "instance": f"10.0.0.{i}:8080",
+                      ns_label: self.namespace, pod_label: pod}
+            text = ",".join(f'{k}="{x}"' for k, x in labels.items())
+            inputs.append({"series": f"{series}{{{text}}}", "values": f"{v}x10"})
+        test = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+            "interval": "1m", "input_series": inputs,
+            "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": [
+                {"labels": f'{{{pod_label}="{p}"}}', "value": v} for p, v in pods.items()]}]}]}
+        path = os.path.join(self.tmp, "adapter-query.test.yml")
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(test, f)
+        p = subprocess.run([promtool, "test", "rules", path], capture_output=True, text=True,
+                           timeout=60, cwd=self.tmp)
+        c.ok(p.returncode == 0, f"the adapter's metricsQuery for pods of {self.namespace} "
+             f"({query}) gives each pod its recorded rate (promtool)",
+             " ".join((p.stdout + p.stderr).split())[-600:])
+
+    def check_spread(self):
+        """topologySpreadConstraints beside the anti-affinity: zone and node, selecting the
+        pods; the zone one soft (a full or missing zone must not stop the scale-up)."""
+        c = self.c
+        tsc = self.pod_spec.get("topologySpreadConstraints") or []
+        by_key = {t.get("topologyKey"): t for t in tsc}
+        for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname"):
+            t = by_key.get(key)
+            if not c.ok(t, f"topologySpreadConstraints spread the pods over {key}",
+                        f"keys {sorted(by_key)}"):
+                continue
+            c.ok(matches(t.get("labelSelector"), self.pod_labels),
+                 f"topologySpreadConstraint {key}: its labelSelector selects the pods",
+                 f"{t.get('labelSelector')} vs pod labels {self.pod_labels}")
+        zone = by_key.get("topology.kubernetes.io/zone") or {}
+        if zone:
+            c.ok(zone.get("whenUnsatisfiable") == "ScheduleAnyway",
+                 "the zone spread is ScheduleAnyway (a single-zone cluster or a zone out of "
+                 "capacity must not leave the HPA's new pods pending)",
+                 f"whenUnsatisfiable {zone.get('whenUnsatisfiable')}")
+        if self.is_deployment:
+            c.ok(all("pod-template-hash" in (t.get("matchLabelKeys") or []) for t in tsc),
+                 "each spread counts its own ReplicaSet (matchLabelKeys pod-template-hash): a "
+                 "rollout's new pods spread by themselves")
+        anti = ((self.pod_spec.get("affinity") or {}).get("podAntiAffinity") or {})
+        c.ok(anti, "the pod anti-affinity stays beside the spread")
+
+    def check_request_rate_autoscaling(self):
+        """An HPA with a Pods metric scales on the request rate the adapter serves: that metric
+        is a name.as of a prometheus-adapter rule whose series is the recording rule's output,
+        a CPU metric beside it, a target a pod can serve under its CPU target, damped
+        scale-down, spread pods."""
+        c = self.c
+        if not self.hpas:
+            return
+        hpa = self.hpas[0]
+        spec = hpa["spec"]
+        metrics = spec.get("metrics") or []
+        pods_metrics = [m for m in metrics if m.get("type") == "Pods"]
+        if not pods_metrics:
+            print("     note: the HPA has no Pods metric (request rate): CPU alone")
+            return
+        cpu = [m["resource"] for m in metrics if m.get("type") == "Resource" and
+               (m.get("resource") or {}).get("name") == "cpu"]
+        c.ok(cpu, "the HPA also scales on CPU (a Resource cpu metric beside the request rate: "
+             "TLS handshakes, large batches and values cost CPU the rate does not weigh)",
+             f"metrics {[m.get('type') for m in metrics]}")
+        with open(RULES_FILE, encoding="utf-8") as f:
+            records = {r["record"]: r["expr"] for g in yaml.safe_load(f)["groups"]
+                       for r in g["rules"] if "record" in r}
+        rules = self.load_adapter_rules() or []
+        served = {}
+        for rule in rules:
+            got = self.check_adapter_rule(rule, records)
+            if got and got[0]:
+                served[got[0]] = got[1:]
+        requests = (self.ctr.get("resources") or {}).get("requests") or {}
+        for m in pods_metrics:
+            name = ((m.get("pods") or {}).get("metric") or {}).get("name")
+            target = (m.get("pods") or {}).get("target") or {}
+            if not c.ok(name in served, f"HPA Pods metric {name} is served by prometheus-adapter "
+                        f"(a rule's name.as in {os.path.relpath(self.args.adapter_config, ROOT)})",
+                        f"not served by prometheus-adapter: its rules serve {sorted(served)}"):
+                continue
+            series, expr, labels, mq = served[name]
+            self.check_adapter_query(series, labels, mq)
+            try:
+                avg = quantity(target.get("averageValue"))
+            except ValueError:
+                avg = None
+            if not c.ok(target.get("type") == "AverageValue" and avg and avg > 0,
+                        f"HPA {name}: target AverageValue {target.get('averageValue')} per pod",
+                        f"target {target}"):
+                continue
+            util = next((r["target"].get("averageUtilization") for r in cpu
+                         if r.get("target", {}).get("type") == "Utilization"), None)
+            if util and "cpu" in requests:
+                budget = quantity(requests["cpu"]) * util / 100
+                need = avg * DEAREST_CPU_S_PER_REQUEST
+                c.ok(need <= budget, f"HPA {name} {target['averageValue']}/s per pod x "
+                     f"{DEAREST_CPU_S_PER_REQUEST * 1e6:g} us (the dearest CPU per request "
+                     f"measured) = {need * 1000:.0f}m <= the CPU target {util} % of "
+                     f"{requests['cpu']} = {budget * 1000:.0f}m: the request rate leads",
+                     "a pod reaches the CPU target before the request-rate target, so the "
+                     "request rate never scales: lower averageValue (loadtest/README.md)")
+            window = re.search(r"\[(\d+[smh])\]", expr)
+            down = ((spec.get("behavior") or {}).get("scaleDown") or {}) \
+                .get("stabilizationWindowSeconds", 300)
+            if window:
+                secs = go_duration(window.group(1))
+                c.ok(down >= secs, f"HPA scaleDown stabilizationWindowSeconds {down} >= the "
+                     f"recording rule's rate window {window.group(1)} (a dip it averages over "
+                     "sheds no pods)", f"{down} s")
+        # The connection age caps (per listener): kube-proxy balances connections, not
+        # requests, so without them keep-alive clients never reach the pods the HPA adds.
+        caps = [("server", "max_connection_age_s", "http")]
+        if self.eff["cache"]["enabled"] and ("memcached" in self.listeners or
+                                             "memcached-tls" in self.listeners):
+            caps.append(("cache", "memcached_max_connection_age_s", "memcached"))
+        for section, key, lst in caps:
+            age = (self.eff.get(section) or {}).get(key)
+            if age is None:
+                print(f"     note: this daemon has no {section}.{key}: keep-alive {lst} clients "
+                      "stay on the old pods when the HPA adds some")
+                continue
+            c.ok(age > 0, f"{section}.{key} {age} > 0: keep-alive {lst} connections move to the "
+                 "pods the HPA adds (kube-proxy balances connections, not requests)",
+                 "0: connections never leave the old pods, the new ones get no traffic")
+        self.check_spread()
+
     def check_storage_shutdown_memory(self):
         c, eff = self.c, self.eff
         server, cache = eff["server"], eff["cache"]
@@ -1777,6 +2048,7 @@ class ManifestCheck:
         self.check_probes_and_scraping()
         self.check_network_policies()
         self.check_prometheus_rules()
+        self.check_request_rate_autoscaling()
         self.check_storage_shutdown_memory()
         self.check_container_config()
         self.check_same_pod()
@@ -1803,6 +2075,12 @@ def main():
                     help="whether the daemon knows snowflake.etcd.tls.* / auth.* (issue 24): "
                     "none leaves them out of --check-config; auto (default): read from this "
                     "repository's source")
+    ap.add_argument("--adapter-config", metavar="FILE", default=ADAPTER_CONFIG,
+                    help="prometheus-adapter's config.yaml, or a rendered manifest with its "
+                    "ConfigMap (default: deploy/k8s/prometheus-adapter/config.yaml)")
+    ap.add_argument("--metrics-doc", metavar="FILE", default=METRICS_DOC,
+                    help="the metrics reference the recording rules' inputs must be in "
+                    "(default: docs/metrics.md)")
     ap.add_argument("--etcd-support", choices=("auto", "config", "full"), default="auto",
                     help="config: the daemon knows the snowflake.etcd keys but has no etcd "
                     "backend, so a Deployment's daemon is not started (SKIP line); full: it is "

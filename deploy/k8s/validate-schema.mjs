@@ -241,7 +241,38 @@ const MUTATIONS = [
   ["bad Deployment strategy type", "Deployment", "schema",
     (o) => ((o.spec.strategy.type = "Rolling"), true)],
   ["unknown HPA metric field", "HorizontalPodAutoscaler", "strict",
-    (o) => ((o.spec.metrics[0].resource.target.averageUtilisation = 70), true)],
+    (o) => {
+      const m = o.spec.metrics.find((x) => x.resource);
+      return m ? ((m.resource.target.averageUtilisation = 70), true) : false;
+    }],
+  ["unknown HPA Pods metric field", "HorizontalPodAutoscaler", "strict",
+    (o) => {
+      const m = o.spec.metrics.find((x) => x.pods);
+      return m ? ((m.pods.metric.nmae = m.pods.metric.name), true) : false;
+    }],
+  ["HPA Pods metric without a target", "HorizontalPodAutoscaler", "schema",
+    (o) => {
+      const m = o.spec.metrics.find((x) => x.pods);
+      return m ? (delete m.pods.target, true) : false;
+    }],
+  ["unknown HPA scaleUp policy field", "HorizontalPodAutoscaler", "strict",
+    (o) => (o.spec.behavior.scaleUp?.policies?.length
+      ? ((o.spec.behavior.scaleUp.policies[0].periodSecond = 30), true) : false)],
+  ["unknown topologySpreadConstraint field", "Deployment", "strict",
+    (o) => {
+      const t = o.spec.template.spec.topologySpreadConstraints;
+      return t?.length ? ((t[0].whenUnsatisfied = "ScheduleAnyway"), true) : false;
+    }],
+  ["topologySpreadConstraint without topologyKey", "Deployment", "schema",
+    (o) => {
+      const t = o.spec.template.spec.topologySpreadConstraints;
+      return t?.length ? (delete t[0].topologyKey, true) : false;
+    }],
+  ["topologySpreadConstraint maxSkew as a string", "Deployment", "schema",
+    (o) => {
+      const t = o.spec.template.spec.topologySpreadConstraints;
+      return t?.length ? ((t[0].maxSkew = "1"), true) : false;
+    }],
   ["unknown HPA behavior field", "HorizontalPodAutoscaler", "strict",
     (o) => ((o.spec.behavior.scaleDown.stabilizationWindow = 300), true)],
   ["HPA maxReplicas as a string", "HorizontalPodAutoscaler", "schema",

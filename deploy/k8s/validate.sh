@@ -26,6 +26,16 @@
 #      user-provided Secret without its annotation, the password file outside a Secret volume,
 #      a password as an env value) must fail step 4; with components/etcd-tls-cert-manager the
 #      client certificate's Secret is the manifest's own and step 4 passes.
+#  10. request-rate autoscaling (overlays/etcd-deployment's HPA, deploy/k8s/prometheus-adapter):
+#      the adapter's ConfigMap rendered and schema-checked; step 4 (and here, with the rendered
+#      ConfigMap) checks the HPA's Pods metric against the adapter's rules, their series against
+#      the recording rule of deploy/monitoring (promtool runs the adapter's query), its inputs
+#      against docs/metrics.md, and the topologySpreadConstraints; and one mistake each (a metric
+#      the adapter does not serve, no CPU metric, a target above the CPU budget, too short a
+#      scale-down window, a hard zone spread, a spread that selects no pod, an adapter series no
+#      rule records, a rate() around the recorded rate, the pod mapped from a label the scrape
+#      does not set, a query not grouped by pod, an input missing from docs/metrics.md) must
+#      fail it.
 #
 # Usage: sh deploy/k8s/validate.sh [-b BUILD_DIR]      (default build/; or SNOWFLAKED_BIN=path)
 #
@@ -44,7 +54,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -390,5 +400,77 @@ EOF
 done
 [ "$cred_checked" -gt 0 ] ||
     die "no overlay with the etcd credential components (overlays/etcd-deployment-secured)"
+
+# ---- 10. request-rate autoscaling: HPA -> prometheus-adapter -> recording rule -------------
+
+# check_manifest.py (static) must refuse the rendered manifest $1.yaml with a FAIL matching $2
+# ($3 says what); further arguments go to check_manifest.py.
+autoscaling_refused() { # BASE REFUSAL WHAT [ARGS...]
+    base=$1 refusal=$2 what=$3
+    shift 3
+    say "check_manifest.py: $what must fail"
+    if check --no-live "$@" "$base.yaml" >"$base.out" 2>&1; then
+        cat "$base.out"
+        die "$what passed check_manifest.py"
+    fi
+    grep -q "$refusal" "$base.out" ||
+        { cat "$base.out"; die "no refusal matching '$refusal' for $what"; }
+    grep '^FAIL' "$base.out" | cut -c1-200
+    say "ok: $what rejected"
+}
+
+ADAPTER="$HERE/prometheus-adapter"
+render "$ADAPTER" "$TMP/prometheus-adapter.yaml"
+say "schema validation of the prometheus-adapter ConfigMap"
+timeout 60 node "$HERE/validate-schema.mjs" "$TMP/prometheus-adapter.yaml"
+rate_checked=0
+for o in $overlays; do
+    grep -q '^kind: HorizontalPodAutoscaler$' "$TMP/overlay-$o.yaml" || continue
+    grep -q 'type: Pods$' "$TMP/overlay-$o.yaml" || continue
+    grep -q '^ok   HPA Pods metric .* is served by prometheus-adapter' "$TMP/check-$o.out" ||
+        die "step 4 did not check overlay $o's request-rate metric"
+    say "check_manifest.py: overlay $o with the rendered prometheus-adapter ConfigMap"
+    check --no-live --adapter-config "$TMP/prometheus-adapter.yaml" "$TMP/overlay-$o.yaml" \
+        >"$TMP/rate.out" ||
+        { cat "$TMP/rate.out"; die "check_manifest.py failed for $o with the adapter ConfigMap"; }
+    grep -E '^ok   (HPA |the adapter|prometheus-adapter|recording rule|topology|the zone)' \
+        "$TMP/rate.out"
+    pods_metric=$(sed -n 's/^ok   HPA Pods metric \([a-z_]*\) is served.*/\1/p' "$TMP/rate.out")
+    pm=/spec/metrics/0
+    tsc=/spec/template/spec/topologySpreadConstraints
+    # kind | JSON path | value | what | the refusal check_manifest.py must print
+    while IFS='|' read -r kind path value what refusal <&3; do
+        render_patched "$TMP/rate-mistake" "$o" "$kind" "$path" "$value"
+        autoscaling_refused "$TMP/rate-mistake" "$refusal" "overlay $o with $what"
+    done 3<<EOF
+HorizontalPodAutoscaler|$pm/pods/metric/name|snowflaked_request_rate|an HPA metric the adapter does not serve|not served by prometheus-adapter
+HorizontalPodAutoscaler|/spec/metrics|[{type: Pods, pods: {metric: {name: $pods_metric}, target: {type: AverageValue, averageValue: 10k}}}]|no CPU metric beside the request rate|also scales on CPU
+HorizontalPodAutoscaler|$pm/pods/target/averageValue|50k|a request-rate target above the CPU budget|the request rate never scales
+HorizontalPodAutoscaler|/spec/behavior/scaleDown/stabilizationWindowSeconds|30|scale-down damped less than the rate window|>= the recording rule's rate window
+Deployment|$tsc/0/whenUnsatisfiable|DoNotSchedule|a hard zone spread|the zone spread is ScheduleAnyway
+Deployment|$tsc/1/labelSelector|{matchLabels: {app.kubernetes.io/name: other}}|a spread that selects no pod|labelSelector selects the pods
+EOF
+    # The adapter's rules and the metrics reference, each with one mistake.
+    a="$TMP/adapter-mistake.yaml"
+    while IFS='|' read -r from to what refusal <&3; do
+        sed "s/$from/$to/" "$ADAPTER/config.yaml" >"$a"
+        ! cmp -s "$a" "$ADAPTER/config.yaml" || die "could not make $what ($from)"
+        autoscaling_refused "$TMP/overlay-$o" "$refusal" "overlay $o with $what" \
+            --adapter-config "$a"
+    done 3<<'EOF'
+seriesQuery: 'instance:snowflaked_requests:rate2m|seriesQuery: 'instance:snowflaked_requests:rate5m|an adapter series no recording rule produces|not a recording rule there
+(<<\.Series>>{<<\.LabelMatchers>>})|(rate(<<.Series>>{<<.LabelMatchers>>}[2m]))|a rate() around the recorded rate in the adapter's query|gives each pod its recorded rate
+pod: {resource: pod}|pod_name: {resource: pod}|the pod mapped from a label the scrape does not set|carry the namespace and pod name
+max by (<<\.GroupBy>>)|max|an adapter query that does not group by pod|gives each pod its recorded rate
+EOF
+    doc="$TMP/metrics-mistake.md"
+    # shellcheck disable=SC2016  # a literal backquote
+    grep -v '^| `snowflaked_memcached_commands_total`' "$ROOT/docs/metrics.md" >"$doc"
+    autoscaling_refused "$TMP/overlay-$o" "not documented there" \
+        "overlay $o with a recording-rule input missing from docs/metrics.md" --metrics-doc "$doc"
+    rate_checked=1
+done
+[ "$rate_checked" -gt 0 ] ||
+    die "no overlay whose HPA scales on request rate (overlays/etcd-deployment)"
 
 say "validate.sh: all checks passed in $(($(date +%s) - T0)) s"

@@ -1575,5 +1575,37 @@ class MemcacheWatch(unittest.TestCase):
         self.assertEqual(c.stats()["log_worker_written"], "1")
 
 
+class CommandsMetric(MemcacheServer):
+    """snowflaked_memcached_commands_total: every command line answered counts once (the
+    memcached side of the request rate an autoscaler scales on), whatever it does: a get of
+    three keys is one, a storage command with its data block is one, an ERROR is one, a get
+    line streamed past the line buffer is one; a pipeline counts each of its commands."""
+
+    def test_every_command_line_counts_once(self):
+        name = "snowflaked_memcached_commands_total"
+        before = metric(self.srv, name)
+        self.assertIsNotNone(before, "%s not exported" % name)
+        c = self.client()
+        self.assertEqual(c.ask(b"set cm 0 0 1\r\nv\r\n"), b"STORED\r\n")
+        self.assertEqual(set(c.get_all(b"get cm none1 none2\r\n")), {"cm"})
+        self.assertEqual(c.ask(b"no_such_command\r\n"), b"ERROR\r\n")
+        self.assertEqual(c.ask(b"mn\r\n"), b"MN\r\n")
+        c.send(b"delete cm\r\nversion\r\n")  # two in one write
+        self.assertEqual(c.line(), b"DELETED\r\n")
+        self.assertTrue(c.line().startswith(b"VERSION "))
+        self.assertEqual(metric(self.srv, name) - before, 6)
+        # a get line longer than the line buffer, streamed in pieces: one command too
+        line = b"get " + b" ".join(b"cm_long_%04d" % i for i in range(400)) + b"\r\n"
+        self.assertGreater(len(line), 4096)
+        for i in range(0, len(line), 1500):
+            c.send(line[i:i + 1500])
+            time.sleep(0.002)
+        self.assertEqual(c.get_all(b""), {})
+        self.assertEqual(metric(self.srv, name) - before, 7)
+        # HTTP requests are not memcached commands
+        request(self.srv, get("/id"))
+        self.assertEqual(metric(self.srv, name) - before, 7)
+
+
 if __name__ == "__main__":
     unittest.main()

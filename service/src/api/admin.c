@@ -494,6 +494,15 @@ static void metrics_memcached_auth(prom_buf *b, const memcache_server *mc)
              st.reload_failures);
 }
 
+/* The memcached side of the request rate (HTTP's is snowflaked_http_requests_total): what
+ * deploy/monitoring's instance:snowflaked_requests:rate1m adds up for the autoscaler. */
+static void metrics_memcached_commands(prom_buf *b, const memcache_server *mc)
+{
+    counter(b, "snowflaked_memcached_commands_total",
+            "memcached command lines answered (plain and TLS listeners), every command.",
+            memcache_server_commands(mc));
+}
+
 static void metrics_persist(prom_buf *b, cache_persist *p)
 {
     cache_persist_stats ps;
@@ -534,8 +543,10 @@ void api_metrics(http_request *r, void *ctx)
         metrics_inflight(&b, a->inflight);
     if (a->cache)
         metrics_cache(&b, a->cache);
-    if (a->mc)
+    if (a->mc) {
         metrics_memcached_auth(&b, a->mc);
+        metrics_memcached_commands(&b, a->mc);
+    }
     if (a->persist)
         metrics_persist(&b, a->persist);
     if (b.truncated) {

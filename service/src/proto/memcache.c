@@ -790,6 +790,7 @@ static void command(mc_conn *m, const char *line, size_t n, uint64_t now)
     mc_tok t[MC_TOKENS_MAX];
     size_t nt = tokenize(line, n, t);
     m->last_cmd_ms = now;
+    counter_add(&m->ml->commands, 1);
     if (nt == 0) {
         conn_write(m->c, "ERROR\r\n", 7);
         return;
@@ -892,6 +893,7 @@ static ssize_t long_line(mc_conn *m, const char *p, size_t n)
     m->get_touch = false;
     m->get_any = false;
     m->noreply = false;
+    counter_add(&m->ml->commands, 1); /* one command, however long (command() counts the rest) */
     return (ssize_t)(lead + (gets ? 5 : 4));
 }
 
@@ -1402,6 +1404,16 @@ void memcache_server_auth_stats(const memcache_server *s, memcache_auth_stats *o
         out->checks += counter_get(&l->auth_cmds);
         out->failures += counter_get(&l->auth_errors);
     }
+}
+
+uint64_t memcache_server_commands(const memcache_server *s)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < perloop_count(&s->loops); i++) {
+        const mc_loop *l = perloop_at(&s->loops, i);
+        sum += counter_get(&l->commands);
+    }
+    return sum;
 }
 
 unsigned memcache_server_auth_entries(memcache_server *s)

@@ -132,4 +132,9 @@ typedef struct memcache_auth_stats {
 } memcache_auth_stats;
 void memcache_server_auth_stats(const memcache_server *s, memcache_auth_stats *out);
 
+/* For /metrics: command lines answered on the server's listeners (plain and TLS), every
+ * command counted once whatever it does (memcached's cmd_* count keys and kinds instead): the
+ * memcached side of a pod's request rate. Never reset. Any thread. */
+uint64_t memcache_server_commands(const memcache_server *s);
+
 #endif

@@ -58,6 +58,9 @@ typedef struct mc_loop {
     /* memcached -Y: credentials checked against the auth file, and those refused (memcached
      * counts neither an unauthenticated command nor a badly formed credentials block) */
     _Atomic uint64_t auth_cmds, auth_errors;
+    /* command lines answered (every command, IDs and errors included): the request rate of
+     * /metrics' snowflaked_memcached_commands_total, which an autoscaler scales on */
+    _Atomic uint64_t commands;
 } mc_loop;
 
 /* The settings memcached's admin commands change at run time (memcache_admin.c); any loop may
