@@ -57,9 +57,9 @@ the final floor write and the lease revoke. Step 4 starts a single-member etcd o
 and an ID with the lowest worker of the range, sees the owner key in etcd, starts a second pod
 beside it (it must take the next worker), and after SIGTERM (exit 0) sees the owner keys gone
 (leases revoked) and the floor key kept.
-Until the daemon has the etcd backend (issue 14 step 6; --etcd-support auto looks for it in this
-repository's source), the live part is reported as SKIP; once the source has it, a daemon that
-does not claim its slot from etcd FAILS.
+With --etcd-support config (a daemon with the snowflake.etcd keys but no backend; auto looks for
+the backend in this repository's source) the live part is reported as SKIP; otherwise a daemon
+that does not claim its slot from etcd FAILS.
 A secured etcd (issue 24; components/etcd-tls, etcd-auth): each credential file of the etcd client
 (snowflake.etcd.tls.ca_file / cert_file / key_file, snowflake.etcd.auth.password_file) is a file
 of a Secret volume mounted read-only as a directory (no subPath), at the path the key names, the
@@ -70,7 +70,18 @@ Certificate's spec.secretName) or named by a pod annotation user-provided-secret
 and a CA; a password file only with a user name; no password in config.json, a ConfigMap, an env
 value or a --set. Until the daemon knows those keys (--etcd-credentials auto looks in this
 repository's source), they are left out of --check-config (https:// read as http:// there), the
-rest is checked as above, and SKIP says so; the live daemon over TLS/RBAC is not started yet (SKIP).
+rest is checked as above, and SKIP says so (the live daemon is then not started).
+Live, the loopback etcd is secured as the manifest's client expects: https with its CA and
+--client-cert-auth when the manifest mounts a CA (and a client certificate), `auth enable` when it
+names a user, that user's role holding readwrite on the prefix only (docs/identity-etcd.md);
+certificates by openssl, none with a CN (etcd 3.4's gateway refuses one under auth); the
+certificates, passwords and token flags of test/cluster/etcdcluster.py (EtcdTls, EtcdAuth). The
+Secrets are laid out kubelet-style (..data symlink) with the keys the README's kubectl commands
+give them, and the daemon gets the manifest's own variables and file names with only each Secret
+mount's directory mapped to its temporary volume: a wrong path or key name does not start. On top
+of the checks above: TLS handshakes with etcd, the client certificate in service being the
+Secret's tls.crt (its notAfter), an authentication of the manifest's user, no call refused for
+the role's permissions; etcd is read over TLS as root.
 
 --expect-refusal TEXT: the manifest must NOT start as is (the base, whose datacenter id is a
 placeholder): --check-config must fail naming TEXT, an environment variable the manifest sets;
