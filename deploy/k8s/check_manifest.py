@@ -57,9 +57,9 @@ the final floor write and the lease revoke. Step 4 starts a single-member etcd o
 and an ID with the lowest worker of the range, sees the owner key in etcd, starts a second pod
 beside it (it must take the next worker), and after SIGTERM (exit 0) sees the owner keys gone
 (leases revoked) and the floor key kept.
-Until the daemon has the etcd backend (issue 14 step 6; --etcd-support auto looks for it in this
-repository's source), the live part is reported as SKIP; once the source has it, a daemon that
-does not claim its slot from etcd FAILS.
+With --etcd-support config (a daemon with the snowflake.etcd keys but no backend; auto looks for
+the backend in this repository's source) the live part is reported as SKIP; otherwise a daemon
+that does not claim its slot from etcd FAILS.
 A secured etcd (issue 24; components/etcd-tls, etcd-auth): each credential file of the etcd client
 (snowflake.etcd.tls.ca_file / cert_file / key_file, snowflake.etcd.auth.password_file) is a file
 of a Secret volume mounted read-only as a directory (no subPath), at the path the key names, the
@@ -70,7 +70,18 @@ Certificate's spec.secretName) or named by a pod annotation user-provided-secret
 and a CA; a password file only with a user name; no password in config.json, a ConfigMap, an env
 value or a --set. Until the daemon knows those keys (--etcd-credentials auto looks in this
 repository's source), they are left out of --check-config (https:// read as http:// there), the
-rest is checked as above, and SKIP says so; the live daemon over TLS/RBAC is not started yet (SKIP).
+rest is checked as above, and SKIP says so (the live daemon is then not started).
+Live, the loopback etcd is secured as the manifest's client expects: https with its CA and
+--client-cert-auth when the manifest mounts a CA (and a client certificate), `auth enable` when it
+names a user, that user's role holding readwrite on the prefix only (docs/identity-etcd.md);
+certificates by openssl, none with a CN (etcd 3.4's gateway refuses one under auth); the
+certificates, passwords and token flags of test/cluster/etcdcluster.py (EtcdTls, EtcdAuth). The
+Secrets are laid out kubelet-style (..data symlink) with the keys the README's kubectl commands
+give them, and the daemon gets the manifest's own variables and file names with only each Secret
+mount's directory mapped to its temporary volume: a wrong path or key name does not start. On top
+of the checks above: TLS handshakes with etcd, the client certificate in service being the
+Secret's tls.crt (its notAfter), an authentication of the manifest's user, no call refused for
+the role's permissions; etcd is read over TLS as root.
 
 --expect-refusal TEXT: the manifest must NOT start as is (the base, whose datacenter id is a
 placeholder): --check-config must fail naming TEXT, an environment variable the manifest sets;
@@ -109,6 +120,9 @@ sys.path.insert(0, os.path.join(ROOT, "deploy"))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from secret_volume import SecretVolume  # noqa: E402
 import tlscerts  # noqa: E402
+# The secured loopback etcd's certificates and RBAC user (issue 24), as test/cluster makes them.
+sys.path.insert(0, os.path.join(ROOT, "test", "cluster"))
+import etcdcluster  # noqa: E402
 # The alerting and recording rules a PrometheusRule must carry (deploy/monitoring/README.md).
 RULES_FILE = os.path.join(ROOT, "deploy", "monitoring", "snowflaked.rules.yml")
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -406,7 +420,14 @@ class ManifestCheck:
         self.etcd_proc = None
         self.overrides = {}
         self.etcd = None  # snowflake.etcd settings (Deployment path)
-        self.etcd_live = False
+        # Why the Deployment's daemon is not started against a loopback etcd (None: it is).
+        self.live_skip = "not a Deployment"
+        # The loopback etcd's security (issue 24): an ssl context with the admin's client
+        # certificate (https), root's token (auth enabled); EtcdTls / EtcdAuth of etcdcluster.py.
+        self.etcd_ctx = self.etcd_token = self.etcd_tls = self.etcd_auth = None
+        # The live daemon's environment and flags beyond the pod's: the credential files mapped
+        # from the Secret mounts to the temporary Secret volumes.
+        self.live_env, self.live_args = {}, []
 
     def kind(self, k):
         return [d for d in self.docs if d.get("kind") == k]
@@ -586,7 +607,9 @@ class ManifestCheck:
             c.ok(False, "the container environment can be simulated", str(e))
             raise SetupError from e
         self.env0 = env0
-        self.etcd_live = self.etcd_support() == "full"
+        self.live_skip = None if self.etcd_support() == "full" else (
+            "this daemon has the snowflake.etcd keys but no etcd backend (--etcd-support config, "
+            "or a source without it)")
         # The etcd client's credential settings: as the pod sets them (checked by
         # check_etcd_credentials); left out of --check-config while the daemon lacks them.
         self.cred_env = dict(env0)
@@ -819,10 +842,19 @@ class ManifestCheck:
         c.ok(not in_cm, "no password in a ConfigMap", f"{in_cm}: ConfigMaps are not secret")
         args = " ".join(self.ctr.get("args", []) + self.ctr.get("command", []))
         c.ok("password=" not in args.lower(), "no password in the container's args")
-        if self.etcd_secured and self.etcd_live:
-            print("SKIP the live daemon against a TLS/RBAC etcd (not in this script yet: "
-                  "test/cluster/chaos.py --etcd-tls --etcd-auth covers it)")
-            self.etcd_live = False
+        # The live daemon reads these files from temporary Secret volumes (check_live_etcd).
+        self.cred_files, self.cred_sources, self.etcd_user = files, {}, user
+        for k, path in files.items():
+            src = self.file_source(path) if path else None
+            if isinstance(src, tuple):
+                self.cred_sources[k] = src
+        need = ({"tls"} if ca or cert or key else set()) | ({"auth"} if pw or user else set())
+        missing = need - self.etcd_credentials_support()
+        if self.live_skip is None and missing:
+            self.live_skip = (f"this daemon has no snowflake.etcd.{'/'.join(sorted(missing))} "
+                              "client (issue 24): it cannot use the manifest's credentials")
+        elif self.live_skip is None and len(self.cred_sources) < sum(map(bool, files.values())):
+            self.live_skip = "a credential file is not in a Secret volume (FAIL above)"
 
     def check_env(self):
         c, eff, env0 = self.c, self.eff, self.env0
@@ -1051,6 +1083,9 @@ class ManifestCheck:
             secret = {"secretName": hits[0].get("name"), "items": hits[0].get("items"),
                       "defaultMode": (vol.get("projected") or {}).get("defaultMode")}
         items = {it["path"]: it for it in secret.get("items") or []}
+        if items and rel not in items:  # the kubelet writes only the listed items
+            return (f"{path}: volume {vm['name']} lists items of Secret "
+                    f"{secret.get('secretName')} and {rel} is not one of them ({sorted(items)})")
         key = items[rel]["key"] if rel in items else rel
         mode = (items.get(rel) or {}).get("mode", secret.get("defaultMode"))
         return secret.get("secretName"), key, vm, 0o644 if mode is None else mode
@@ -1592,12 +1627,14 @@ class ManifestCheck:
             (names[0] if names else "localhost")
 
     def start_daemon(self, ordinal, extra=()):
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.pod_env(ordinal)}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.pod_env(ordinal),
+               **self.live_env}
         self.data_dir = os.path.join(self.tmp, f"data-{ordinal}")
         self.log_path = os.path.join(self.tmp, f"daemon-{ordinal}.log")
         base_cmd = [self.binary, "-c", self.cfg_file, "--set", f"data_dir={self.data_dir}",
                     "--set", "server.host=127.0.0.1", "--set", "cache.memcached_host=127.0.0.1",
-                    "--set", "echo.tcp_host=127.0.0.1", *getattr(self, "tls_args", []), *extra]
+                    "--set", "echo.tcp_host=127.0.0.1", *getattr(self, "tls_args", []),
+                    *self.live_args, *extra]
         keys = {name: port_key for name, port_key, _, _ in LISTENERS}
         for _ in range(3):  # a free port can be taken between free_port() and the daemon's bind
             self.port = {name: free_port() for name in self.listeners}
@@ -1872,21 +1909,23 @@ class ManifestCheck:
 
     # ---- 4b. the live daemon against a real etcd ------------------------------------------
 
-    def start_etcd(self):
-        """A single-member etcd on loopback (free ports, temporary data dir); its client URL."""
+    def start_etcd(self, flags=(), scheme="http"):
+        """A single-member etcd on loopback (free ports, temporary data dir); its client URL.
+        flags: its security (etcd_security()), scheme "https" with them."""
         c = self.c
         binary = shutil.which("etcd")
         if not c.ok(binary, "etcd is installed (Debian etcd-server; validate.sh installs it)"):
             return None
         log_path = os.path.join(self.tmp, "etcd.log")
         for attempt in range(3):  # a free port can be taken before etcd binds it
-            client, peer = (f"http://127.0.0.1:{free_port()}" for _ in range(2))
+            client = f"{scheme}://127.0.0.1:{free_port()}"
+            peer = f"http://127.0.0.1:{free_port()}"  # one member: no peer traffic
             data = os.path.join(self.tmp, f"etcd-data-{attempt}")
             cmd = [binary, "--name", "k8scheck", "--data-dir", data,
                    "--listen-client-urls", client, "--advertise-client-urls", client,
                    "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                    "--initial-cluster", f"k8scheck={peer}", "--initial-cluster-state", "new",
-                   "--heartbeat-interval", "50", "--election-timeout", "500"]
+                   "--heartbeat-interval", "50", "--election-timeout", "500", *flags]
             with open(log_path, "wb") as log:
                 self.etcd_proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                                   stdin=subprocess.DEVNULL,
@@ -1910,12 +1949,139 @@ class ManifestCheck:
         c.ok(False, "etcd answers on loopback", "ports taken three times")
         return None
 
-    @staticmethod
-    def etcd_post(client, path, body):
+    def etcd_post(self, client, path, body):
+        """One call of etcd's JSON gateway as its admin: over https with the admin's client
+        certificate, with root's token once auth is on."""
+        headers = {"Content-Type": "application/json"}
+        if self.etcd_token:
+            headers["Authorization"] = self.etcd_token
         req = urllib.request.Request(client + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=2) as r:
+                                     headers=headers)
+        with urllib.request.urlopen(req, timeout=2, context=self.etcd_ctx) as r:
             return json.loads(r.read())
+
+    # ---- 4c. a secured etcd (issue 24): TLS with client certificates, RBAC ----------------
+
+    def etcd_security(self):
+        """The loopback etcd's security as the manifest's client expects it: https with
+        --client-cert-auth when it mounts a CA (and a client certificate), RBAC when it names a
+        user. Certificates by openssl (etcdcluster.EtcdTls: none with a CN, which etcd 3.4's
+        gateway refuses under auth), passwords and token flags of etcdcluster.EtcdAuth. Returns
+        (etcd flags, scheme)."""
+        files = self.cred_files
+        flags, scheme = [], "http"
+        if files["snowflake.etcd.tls.ca_file"]:
+            self.etcd_tls = etcdcluster.EtcdTls(os.path.join(self.tmp, "etcd-pki"), 1)
+            cert, key = self.etcd_tls.members[0]
+            flags += ["--cert-file", cert, "--key-file", key, "--trusted-ca-file",
+                      self.etcd_tls.ca]
+            if files["snowflake.etcd.tls.cert_file"]:
+                flags.append("--client-cert-auth")
+            self.etcd_ctx = self.etcd_tls.context()
+            scheme = "https"
+        if self.etcd_user:
+            # Simple tokens, alive while used: this check is about the manifest, not tokens
+            # expiring (test/cluster's JWT runs re-authenticate every few seconds).
+            self.etcd_auth = etcdcluster.EtcdAuth(self.etcd["prefix"].rstrip("/"), "simple", 300)
+            self.etcd_auth.USER = self.etcd_user  # the manifest's user, not the harness's
+            flags += self.etcd_auth.token_flags()
+        return flags, scheme
+
+    def etcd_enable_auth(self, client):
+        """root, the manifest's user with the least-privilege role of docs/identity-etcd.md
+        (readwrite on prefix + "/" only, a role of the user's name), then auth enable (what
+        etcdcluster.EtcdCluster.enable_auth does with etcdctl, here through the gateway);
+        root's token for the checks' own reads."""
+        a = self.etcd_auth
+        user, prefix = a.USER, a.prefix + "/"
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        for path, body in (
+                ("/v3/auth/user/add", {"name": "root", "password": a.root_password}),
+                ("/v3/auth/role/add", {"name": "root"}),
+                ("/v3/auth/user/grant", {"user": "root", "role": "root"}),
+                ("/v3/auth/role/add", {"name": user}),
+                ("/v3/auth/role/grant", {"name": user, "perm": {
+                    "permType": "READWRITE", "key": etcdcluster.b64(prefix),
+                    "range_end": etcdcluster.b64(end)}}),
+                ("/v3/auth/user/add", {"name": user, "password": a.password}),
+                ("/v3/auth/user/grant", {"user": user, "role": user}),
+                ("/v3/auth/enable", {})):
+            self.etcd_post(client, path, body)
+        self.etcd_token = self.etcd_post(client, "/v3/auth/authenticate", {
+            "name": "root", "password": a.root_password})["token"]
+        print(f"     etcd auth enabled: user {user!r}, role {user!r} with readwrite on "
+              f"{prefix} only")
+
+    def etcd_secret_volumes(self):
+        """The credential Secrets as the README's kubectl commands make them (ca.crt, tls.crt,
+        tls.key of the loopback etcd's CA and a CN-less client certificate; the password key),
+        each laid out as the kubelet mounts it (..data symlink) in the temporary directory.
+        The live daemon gets the manifest's own variables and file names; only each Secret
+        mount's directory is mapped to its temporary volume (a value in config.json instead of
+        a variable: a --set of the mapped path)."""
+        by_key = {}
+        if self.etcd_tls:
+            by_key = {"ca.crt": self.etcd_tls.ca, "tls.crt": self.etcd_tls.client_cert,
+                      "tls.key": self.etcd_tls.client_key}
+        pw_file = os.path.join(self.tmp, "etcd-password")
+        if self.etcd_auth:
+            with open(pw_file, "w", encoding="utf-8") as f:
+                f.write(self.etcd_auth.password + "\n")  # as `kubectl --from-file` keeps it
+        role = {"snowflake.etcd.tls.ca_file": self.etcd_tls and self.etcd_tls.ca,
+                "snowflake.etcd.tls.cert_file": self.etcd_tls and self.etcd_tls.client_cert,
+                "snowflake.etcd.tls.key_file": self.etcd_tls and self.etcd_tls.client_key,
+                "snowflake.etcd.auth.password_file": pw_file}
+        volumes = {}  # mountPath -> (secret, {file in the volume: source})
+        for k, (secret, skey, vm, _) in self.cred_sources.items():
+            rel = self.cred_files[k][len(vm["mountPath"].rstrip("/")) + 1:]
+            volumes.setdefault(vm["mountPath"].rstrip("/"), (secret, {}))[1][rel] = \
+                by_key.get(skey) or role[k]
+        local_of = {}
+        for mount, (secret, files) in volumes.items():
+            vol = SecretVolume(os.path.join(self.tmp, f"etcd-secret-{secret}"), files)
+            local_of[mount] = vol.path
+            print(f"     Secret {secret} ({', '.join(sorted(files))}) mounted at {mount} -> "
+                  f"{vol.path}")
+        for k, (_, _, vm, _) in self.cred_sources.items():
+            mount = vm["mountPath"].rstrip("/")
+            local = local_of[mount] + self.cred_files[k][len(mount):]
+            if env_name(k) in self.cred_env:
+                self.live_env[env_name(k)] = local
+            else:
+                self.live_args += ["--set", f"{k}={local}"]
+
+    def check_etcd_client_metrics(self, body):
+        """The daemon's etcd client used the mounted credentials: the client certificate in
+        service is the Secret's tls.crt (its notAfter), TLS handshakes happened, the user got
+        a token and no call was refused for its permissions."""
+        c = self.c
+
+        def value(name, labels=""):
+            m = re.search(rf"^{name}{re.escape(labels)} ([0-9.e+]+)$", body, re.M)
+            return float(m.group(1)) if m else None
+        if self.etcd_tls:
+            shakes = sum(float(v) for v in re.findall(
+                r"^snowflaked_etcd_tls_handshakes_total\{[^}]*\} ([0-9.e+]+)$", body, re.M))
+            c.ok(shakes > 0, f"the daemon speaks TLS to etcd ({shakes:g} handshakes, "
+                 "snowflaked_etcd_tls_handshakes_total)")
+        if self.etcd_tls and self.cred_files["snowflake.etcd.tls.cert_file"]:
+            end = subprocess.run([tlscerts.OPENSSL, "x509", "-noout", "-enddate", "-in",
+                                  self.etcd_tls.client_cert], capture_output=True, text=True,
+                                 timeout=30).stdout.strip().split("=", 1)[-1]
+            want = ssl.cert_time_to_seconds(end)
+            got = value("snowflaked_etcd_tls_client_cert_expiry_timestamp_seconds")
+            c.ok(got == want, "the client certificate in service is the Secret's tls.crt "
+                 f"(snowflaked_etcd_tls_client_cert_expiry_timestamp_seconds {got} = its "
+                 f"notAfter {end})", f"want {want}")
+        if self.etcd_auth:
+            ok = value("snowflaked_etcd_authentications_total", '{result="ok"}')
+            c.ok(ok and ok >= 1, f"the daemon authenticated as {self.etcd_auth.USER!r} with the "
+                 f"Secret's password (snowflaked_etcd_authentications_total{{result=\"ok\"}} "
+                 f"{ok})", f"{ok}")
+            denied = value("snowflaked_etcd_auth_refusals_total", '{reason="permission"}')
+            c.ok(not denied, "no etcd call refused for the role's permissions (readwrite on "
+                 "the prefix is enough)", f"snowflaked_etcd_auth_refusals_total"
+                 f"{{reason=\"permission\"}} {denied}")
 
     def etcd_version(self, client):
         try:
@@ -1933,13 +2099,22 @@ class ManifestCheck:
 
     def check_live_etcd(self):
         c, eff, etcd = self.c, self.eff, self.etcd
-        if not self.etcd_live:
-            print("SKIP the daemon started against etcd on loopback: this daemon has the "
-                  "snowflake.etcd keys but no etcd backend yet (issue 14 step 6 not merged)")
+        if self.live_skip:
+            print(f"SKIP the daemon started against etcd on loopback: {self.live_skip}")
             return
-        client = self.start_etcd()
+        flags, scheme = self.etcd_security() if self.etcd_secured else ((), "http")
+        client = self.start_etcd(flags, scheme)
         if client is None:
             return
+        if self.etcd_secured:
+            try:
+                if self.etcd_auth:
+                    self.etcd_enable_auth(client)
+                self.etcd_secret_volumes()
+            except (OSError, ValueError, KeyError) as e:
+                c.ok(False, "the loopback etcd's RBAC and the credential Secrets are set up",
+                     str(e))
+                return
         sf = eff["snowflake"]
         dc = sf["datacenter_id"]
         per_pod = eff["resolved"]["threads"] if sf["per_thread_worker_ids"] else 1
@@ -1958,6 +2133,8 @@ class ManifestCheck:
                  f"snowflaked_identity_info says backend etcd, datacenter {dc}", f"{labels}")
             c.ok(re.search(r"^snowflaked_identity_fenced 0$", body, re.M),
                  "snowflaked_identity_fenced 0")
+            if self.etcd_secured:
+                self.check_etcd_client_metrics(body)
         try:
             new_id = json.loads(self.poll("/id")[2])["id"]
             parts = json.loads(http_get(f"http://127.0.0.1:{self.port['http']}/id/{new_id}")[2])
@@ -1972,8 +2149,11 @@ class ManifestCheck:
         except (OSError, ValueError) as e:
             owners = {"error": str(e)}
         keys = {f"{prefix}/owner/{dc:07d}/{w:07d}" for w in want_workers}
-        c.ok(set(owners) == keys, f"etcd holds the owner key(s) {sorted(keys)} while it runs",
-             f"{sorted(owners)}")
+        # Secured: read by the etcd's admin (over TLS with its own certificate, as root).
+        via = "" if not self.etcd_secured else ", read" + (" over TLS" if self.etcd_tls else "") \
+            + (" as root" if self.etcd_auth else "")
+        c.ok(set(owners) == keys, f"etcd holds the owner key(s) {sorted(keys)} while it runs"
+             f"{via}", f"{sorted(owners)}")
         self.check_memcached()
         self.check_second_pod(client, want_workers[-1] + 1)
         self.check_sigterm(set())  # no lease file in etcd mode: the floor is in etcd
@@ -1982,8 +2162,8 @@ class ManifestCheck:
             floors = self.etcd_range(client, f"{prefix}/floor/")
         except (OSError, ValueError) as e:
             owners, floors = {"error": str(e)}, {}
-        c.ok(not owners, "after SIGTERM the slot is free at once (lease revoked: no owner key)",
-             f"{sorted(owners)}")
+        c.ok(not owners, "after SIGTERM the slot is free at once (lease revoked: no owner "
+             f"key{via})", f"{sorted(owners)}")
         fkeys = {f"{prefix}/floor/{dc:07d}/{w:07d}" for w in want_workers}
         c.ok(fkeys <= set(floors), f"the floor of the slot stays in etcd ({sorted(fkeys)})",
              f"{sorted(floors)}")

@@ -21,7 +21,9 @@
 #      renewal after the expiry alert) must fail step 4; the overlay with components/tls-mutual
 #      must pass step 4 whole (mutual TLS live);
 #   9. a secured etcd (components/etcd-tls, etcd-auth, overlays/etcd-deployment-secured): step 4
-#      checks the credential Secrets' mounts against the configured files; the overlay with one
+#      checks the credential Secrets' mounts against the configured files, then runs the daemon
+#      against a loopback etcd with TLS client certificates and RBAC, reading the credentials from
+#      kubelet-style Secret volumes at the manifest's paths (must not SKIP); the overlay with one
 #      mistake each (http:// endpoints with a CA mounted, the CA through a subPath mount, a
 #      user-provided Secret without its annotation, the password file outside a Secret volume,
 #      a password as an env value) must fail step 4; with components/etcd-tls-cert-manager the
@@ -54,7 +56,7 @@ BUILD_DIR=build
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) BUILD_DIR=${2:?-b needs a directory}; shift 2 ;;
-        -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
         *) echo "validate.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -347,6 +349,12 @@ for o in $overlays; do
     grep -q 'SNOWFLAKED_SNOWFLAKE_ETCD_AUTH_PASSWORD_FILE' "$TMP/overlay-$o.yaml" || continue
     grep -q '^ok .*etcd over TLS: a CA file' "$TMP/check-$o.out" ||
         die "overlay $o: check_manifest.py did not check the etcd CA"
+    for live in "the client certificate in service is the Secret's tls.crt" \
+        "the daemon authenticated as" "etcd holds the owner key.*read over TLS as root" \
+        "after SIGTERM the slot is free"; do
+        grep -q "^ok   $live" "$TMP/check-$o.out" ||
+            die "overlay $o: the daemon was not run live against the secured etcd ($live)"
+    done
     # what | the refusal check_manifest.py must print | the patch (one mistake a line)
     while IFS='|' read -r what refusal patch <&3; do
         case "$patch" in
