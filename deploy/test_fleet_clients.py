@@ -294,8 +294,11 @@ def hashclient_ids(replicas, target, failures):
     hc = hash_client(addrs)
     idlog = IdLog()
     # The reserved names: what a HashClient user asks for. Which replica each lands on is the
-    # hasher's choice; with a name per replica of the fleet the load spreads over all three.
-    names = id_key_names(hc, addrs)
+    # hasher's choice.
+    names, spread = id_key_names(hc, addrs)
+    log("HashClient ID keys: %s (%s)" % (
+        " ".join(names), "a key family: one name per replica" if spread else
+        "one name: its owner on the ring serves every ID"))
     t0 = time.time()
     batches = 0
     while idlog.total < target and time.time() - t0 < 60:
@@ -309,8 +312,10 @@ def hashclient_ids(replicas, target, failures):
     log("FIGURE HashClient IDs: %d IDs in %.2f s (%d gets of %d keys, %.0f IDs/s, one Python "
         "client, shared machine)" % (idlog.total, took, batches, KEYS_PER_GET,
                                      idlog.total / took))
-    dups = idlog.check("HashClient IDs over 3 replicas", failures,
-                       workers=[r.i for r in replicas])
+    owner = [r.i for r in replicas if "%s:%d" % (r.addr, MC_PORT) == hc.hasher.get_node(
+        names[0])]
+    dups = idlog.check("HashClient IDs", failures,
+                       workers=[r.i for r in replicas] if spread else owner)
     if idlog.total < target:
         failures.append("HashClient: %d IDs in 60 s, expected %d" % (idlog.total, target))
     hc.close()
@@ -658,9 +663,34 @@ def nutcracker_eject_readmit(nc, replicas, idlog, failures):
                         "ejections of %s alone" % (stats.get("server_ejects"), at, victim.name))
 
 
+def id_key_family(addr):
+    """True when an ID key also names a family (`sfid:<anything>` issues IDs as `sfid` does),
+    which is what lets a key-hashing client spread IDs over the fleet."""
+    c = Raw(addr)
+    try:
+        lines = c.call(b"get %s:probe\r\n" % ID_KEY.encode())
+    finally:
+        c.close()
+    return len(lines) == 3 and lines[1].isdigit()
+
+
 def id_key_names(hc, addrs):
-    """The ID key names to ask HashClient for."""
-    return [ID_KEY]
+    """The ID key names a HashClient user asks for, and whether they reach every replica. With
+    a key family: the first `sfid:<n>` the hasher places on each replica (an application would
+    use a few dozen names and let the hasher spread them). Without: the one name, whose
+    owner serves every ID (the others stand by for failover)."""
+    if not id_key_family(addrs[0]):
+        return [ID_KEY], False
+    names, seen = [], set()
+    for n in range(1000):
+        name = "%s:%d" % (ID_KEY, n)
+        node = hc.hasher.get_node(name)
+        if node not in seen:
+            seen.add(node)
+            names.append(name)
+        if len(seen) == len(addrs):
+            break
+    return names, True
 
 
 def build_has_ids():
