@@ -297,38 +297,114 @@ def hashclient_cache(replicas, failures):
 
 
 def hashclient_ids(replicas, target, failures):
-    """IDs through HashClient: each ID key goes where HashClient's hasher sends it (its own
-    client and socket for that server). pymemcache's get_many returns a dict, one value per
-    distinct key, so the `get k k k ...` lines are written on the socket of the client HashClient
-    picked and their replies read back raw."""
+    """At least `target` IDs through HashClient: each ID key goes where HashClient's hasher sends
+    it (its own client and socket for that server). pymemcache's get_many returns a dict, one
+    value per distinct key, so the `get k k k ...` lines are written on the socket of the client
+    HashClient picked and their replies read back raw.
+
+    With one reserved name, the replica that owns it on the hash serves every ID, so the run
+    moves it over all three the way HashClient does: kill -9 the owner at 40 % (HashClient's
+    retries then mark it dead and the name hashes to another replica), kill that one at 70 %,
+    restart both on their data_dir, and run on until HashClient has readmitted the first
+    (dead_timeout) and its IDs come back, above all it issued before the kill. Every ID of the
+    run: no duplicate, each replica's increasing."""
     addrs = [r.addr for r in replicas]
-    hc = hash_client(addrs)
+    by_addr = {"%s:%d" % (r.addr, MC_PORT): r for r in replicas}
+    hc = hash_client(addrs, retry_attempts=2, retry_timeout=0.05, dead_timeout=2)
     idlog = IdLog()
-    # The reserved names: what a HashClient user asks for. Which replica each lands on is the
-    # hasher's choice.
     names, spread = id_key_names(hc, addrs)
     log("HashClient ID keys: %s (%s)" % (
         " ".join(names), "a key family: one name per replica" if spread else
-        "one name: its owner on the ring serves every ID"))
+        "one name: its owner on the hash serves every ID, the others take over when it fails"))
     t0 = time.time()
-    batches = 0
-    while idlog.total < target and time.time() - t0 < 60:
-        for name in names:
-            client = hc._get_client(name)
+    stats = {"gets": 0, "retries": 0, "errors": set()}
+
+    def owner(name):
+        return by_addr.get(hc.hasher.get_node(name))
+
+    def bulk(name):
+        client = hc._get_client(name)
+        if client is None:
+            raise ConnectionError("no server")
+        try:
             if client.sock is None:
                 client._connect()
             idlog.add(Raw(sock=client.sock).ids(name, KEYS_PER_GET))
-            batches += 1
+            stats["gets"] += 1
+        except (OSError, ConnectionError, RuntimeError) as e:
+            client.close()
+            stats["errors"].add(type(e).__name__ if not isinstance(e, RuntimeError) else str(e))
+            # The application's retry, through HashClient's own get: a refused connection
+            # counts against the server, and after retry_attempts it is taken off the hash.
+            stats["retries"] += 1
+            try:
+                v = hc.get(name)
+                if v is not None:
+                    idlog.add([int(v)])
+            except Exception as e2:  # noqa: BLE001 (whatever pymemcache raises: retried)
+                stats["errors"].add(type(e2).__name__)
+            time.sleep(0.01)
+
+    def run_until(total, deadline, until=None):
+        while (idlog.total < total or (until and not until())) and time.time() < deadline:
+            for name in names:
+                bulk(name)
+
+    deadline = t0 + 90
+    moves = []
+    if spread:
+        run_until(target, deadline)
+    else:
+        name = names[0]
+        first = owner(name)
+        run_until(int(target * 0.4), deadline)
+        t_kill1 = time.time()
+        first.kill9()
+        run_until(idlog.total + 1, deadline, lambda: owner(name) not in (first, None))
+        second = owner(name)
+        moves.append("%s killed, %s serves after %.3f s" % (first.name, second.name if second
+                                                             else None, time.time() - t_kill1))
+        run_until(int(target * 0.7), deadline)
+        before_first = list(idlog.by_worker.get(first.i, []))
+        t_kill2 = time.time()
+        second.kill9()
+        run_until(idlog.total + 1, deadline, lambda: owner(name) not in (first, second, None))
+        third = owner(name)
+        moves.append("%s killed, %s serves after %.3f s" % (second.name, third.name if third
+                                                             else None, time.time() - t_kill2))
+        run_until(int(target * 0.85), deadline)
+        t_restart = time.time()
+        for r in (first, second):
+            r.start()
+        for r in (first, second):
+            r.wait_ready()
+        run_until(target, deadline)
+        # Then one ID at a time (HashClient.get) until HashClient tries the first again.
+        while len(idlog.by_worker.get(first.i, [])) == len(before_first) and \
+                time.time() < deadline:
+            try:
+                v = hc.get(name)
+                if v is not None:
+                    idlog.add([int(v)])
+            except Exception as e:  # noqa: BLE001
+                stats["errors"].add(type(e).__name__)
+            time.sleep(0.02)
+        moves.append("both restarted, %s serves again %.3f s after (dead_timeout 2 s)" % (
+            first.name, time.time() - t_restart))
+        after = idlog.by_worker.get(first.i, [])[len(before_first):]
+        if not after:
+            failures.append("HashClient: %s never served again after its restart" % first.name)
+        else:
+            moves.append("its first ID after the restart %d ms after its last before" % (
+                (after[0] >> 22) - (before_first[-1] >> 22)))
     took = time.time() - t0
     log("FIGURE HashClient IDs: %d IDs in %.2f s (%d gets of %d keys, %.0f IDs/s, one Python "
-        "client, shared machine)" % (idlog.total, took, batches, KEYS_PER_GET,
-                                     idlog.total / took))
-    owner = [r.i for r in replicas if "%s:%d" % (r.addr, MC_PORT) == hc.hasher.get_node(
-        names[0])]
-    dups = idlog.check("HashClient IDs", failures,
-                       workers=[r.i for r in replicas] if spread else owner)
+        "client, shared machine)%s; %d retries through HashClient.get, errors seen %s" % (
+            idlog.total, took, stats["gets"], KEYS_PER_GET, idlog.total / took,
+            "".join("; " + m for m in moves), stats["retries"], sorted(stats["errors"])))
+    dups = idlog.check("HashClient IDs", failures, workers=[r.i for r in replicas])
     if idlog.total < target:
-        failures.append("HashClient: %d IDs in 60 s, expected %d" % (idlog.total, target))
+        failures.append("HashClient: %d IDs in 90 s, expected %d" % (idlog.total, target))
     hc.close()
     return dups
 
