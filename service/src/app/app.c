@@ -519,6 +519,17 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
             }
             memcache_server_set_options(a->mc, &mo);
             memcache_server_set_budget(a->mc, &a->inflight);
+            /* the reserved ID keys answer from the generators HTTP's /id, /uuid, /ulid use */
+            const memcache_ids ids = {
+                .keys = {c->cache.memcached_id_keys.snowflake, c->cache.memcached_id_keys.uuidv7,
+                         c->cache.memcached_id_keys.ulid},
+                .gens = {a->gen_ptrs, a->gen_ptrs + a->gens_per_format,
+                         a->gen_ptrs + 2 * a->gens_per_format},
+                .ngens = a->gens_per_format};
+            if (memcache_server_set_ids(a->mc, &ids) != 0) { /* the configuration checked them */
+                snprintf(err, errlen, "cache.memcached_id_keys: not valid memcached keys");
+                return EXIT_FAILURE;
+            }
             int rc = load_memcached_auth(a->mc, c, err, errlen);
             if (rc != 0)
                 return rc;
