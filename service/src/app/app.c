@@ -477,6 +477,23 @@ void app_reload_memcached_auth(app *a)
 
 static int refresh_certs(void *arg, char *reply, size_t replylen);
 
+/* A key made a memcached ID key (cache.memcached_id_keys) after a value was cached under it:
+ * the snapshot brought it back, but no client may read it any more (the key answers IDs, HTTP
+ * refuses its writes), and listings must not show it. Dropped, said once. */
+static void drop_reserved_keys(app *a)
+{
+    const cfg_cache *cc = &a->config->cache;
+    const char *const keys[] = {cc->memcached_id_keys.snowflake, cc->memcached_id_keys.uuidv7,
+                                cc->memcached_id_keys.ulid};
+    const char *const names[] = {"snowflake", "uuidv7", "ulid"};
+    for (int f = 0; a->mc && f < 3; f++)
+        if (keys[f][0] && cache_delete(a->cache, keys[f], strlen(keys[f]), 0,
+                                       clk_now(clk_system())) == CACHE_DELETED)
+            LOG_WARN("cache: the snapshot held a value under \"%s\", now reserved for IDs "
+                     "(cache.memcached_id_keys.%s): dropped",
+                     keys[f], names[f]);
+}
+
 /* The HTTP server, the cache store (with a memcached server when `memcache`) and the API, on
  * a->net. */
 static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, size_t errlen)
@@ -1090,6 +1107,7 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
             if (!a->persist)
                 return EXIT_FAILURE;
             a->api.persist = a->persist;
+            drop_reserved_keys(a);
         }
     }
     wait_successor_floor(a);
