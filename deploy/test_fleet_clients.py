@@ -312,20 +312,21 @@ def hashclient_ids(replicas, target, failures):
     by_addr = {"%s:%d" % (r.addr, MC_PORT): r for r in replicas}
     hc = hash_client(addrs, retry_attempts=2, retry_timeout=0.05, dead_timeout=2)
     idlog = IdLog()
-    names, spread = id_key_names(hc, addrs)
-    log("HashClient ID keys: %s (%s)" % (
-        " ".join(names), "a key family: one name per replica" if spread else
-        "one name: its owner on the hash serves every ID, the others take over when it fails"))
+    name = ID_KEY
+    log("HashClient ID key: %s (its owner on the hash serves every ID, the others take over "
+        "when it fails)" % name)
     t0 = time.time()
     stats = {"gets": 0, "retries": 0, "errors": set()}
 
-    def owner(name):
+    def owner():
         return by_addr.get(hc.hasher.get_node(name))
 
-    def bulk(name):
+    def bulk():
         client = hc._get_client(name)
-        if client is None:
-            raise ConnectionError("no server")
+        if client is None:  # every server dead for HashClient: wait for dead_timeout
+            stats["errors"].add("no server")
+            time.sleep(0.05)
+            return
         try:
             if client.sock is None:
                 client._connect()
@@ -347,56 +348,54 @@ def hashclient_ids(replicas, target, failures):
 
     def run_until(total, deadline, until=None):
         while (idlog.total < total or (until and not until())) and time.time() < deadline:
-            for name in names:
-                bulk(name)
+            bulk()
 
     deadline = t0 + 90
     moves = []
-    if spread:
-        run_until(target, deadline)
+    first = owner()
+    run_until(int(target * 0.4), deadline)
+    t_kill1 = time.time()
+    first.kill9()
+    run_until(idlog.total + 1, deadline, lambda: owner() not in (first, None))
+    second = owner()
+    if second is None:
+        failures.append("HashClient: no replica took over from %s" % first.name)
+        return 0
+    moves.append("%s killed, %s serves after %.3f s" % (first.name, second.name if second
+                                                         else None, time.time() - t_kill1))
+    run_until(int(target * 0.7), deadline)
+    before_first = list(idlog.by_worker.get(first.i, []))
+    t_kill2 = time.time()
+    second.kill9()
+    run_until(idlog.total + 1, deadline, lambda: owner() not in (first, second, None))
+    third = owner()
+    moves.append("%s killed, %s serves after %.3f s" % (second.name, third.name if third
+                                                         else None, time.time() - t_kill2))
+    run_until(int(target * 0.85), deadline)
+    t_restart = time.time()
+    for r in (first, second):
+        r.start()
+    for r in (first, second):
+        r.wait_ready()
+    run_until(target, deadline)
+    # Then one ID at a time (HashClient.get) until HashClient tries the first again.
+    while len(idlog.by_worker.get(first.i, [])) == len(before_first) and \
+            time.time() < deadline:
+        try:
+            v = hc.get(name)
+            if v is not None:
+                idlog.add([int(v)])
+        except Exception as e:  # noqa: BLE001
+            stats["errors"].add(type(e).__name__)
+        time.sleep(0.02)
+    moves.append("both restarted, %s serves again %.3f s after (dead_timeout 2 s)" % (
+        first.name, time.time() - t_restart))
+    after = idlog.by_worker.get(first.i, [])[len(before_first):]
+    if not after:
+        failures.append("HashClient: %s never served again after its restart" % first.name)
     else:
-        name = names[0]
-        first = owner(name)
-        run_until(int(target * 0.4), deadline)
-        t_kill1 = time.time()
-        first.kill9()
-        run_until(idlog.total + 1, deadline, lambda: owner(name) not in (first, None))
-        second = owner(name)
-        moves.append("%s killed, %s serves after %.3f s" % (first.name, second.name if second
-                                                             else None, time.time() - t_kill1))
-        run_until(int(target * 0.7), deadline)
-        before_first = list(idlog.by_worker.get(first.i, []))
-        t_kill2 = time.time()
-        second.kill9()
-        run_until(idlog.total + 1, deadline, lambda: owner(name) not in (first, second, None))
-        third = owner(name)
-        moves.append("%s killed, %s serves after %.3f s" % (second.name, third.name if third
-                                                             else None, time.time() - t_kill2))
-        run_until(int(target * 0.85), deadline)
-        t_restart = time.time()
-        for r in (first, second):
-            r.start()
-        for r in (first, second):
-            r.wait_ready()
-        run_until(target, deadline)
-        # Then one ID at a time (HashClient.get) until HashClient tries the first again.
-        while len(idlog.by_worker.get(first.i, [])) == len(before_first) and \
-                time.time() < deadline:
-            try:
-                v = hc.get(name)
-                if v is not None:
-                    idlog.add([int(v)])
-            except Exception as e:  # noqa: BLE001
-                stats["errors"].add(type(e).__name__)
-            time.sleep(0.02)
-        moves.append("both restarted, %s serves again %.3f s after (dead_timeout 2 s)" % (
-            first.name, time.time() - t_restart))
-        after = idlog.by_worker.get(first.i, [])[len(before_first):]
-        if not after:
-            failures.append("HashClient: %s never served again after its restart" % first.name)
-        else:
-            moves.append("its first ID after the restart %d ms after its last before" % (
-                (after[0] >> 22) - (before_first[-1] >> 22)))
+        moves.append("its first ID after the restart %d ms after its last before" % (
+            (after[0] >> 22) - (before_first[-1] >> 22)))
     took = time.time() - t0
     log("FIGURE HashClient IDs: %d IDs in %.2f s (%d gets of %d keys, %.0f IDs/s, one Python "
         "client, shared machine)%s; %d retries through HashClient.get, errors seen %s" % (
@@ -748,36 +747,6 @@ def nutcracker_eject_readmit(nc, replicas, idlog, failures):
             any(v for n, v in at.items() if n != victim.name):
         failures.append("nutcracker stats: server_ejects %s, server_ejected_at %s: expected "
                         "ejections of %s alone" % (stats.get("server_ejects"), at, victim.name))
-
-
-def id_key_family(addr):
-    """True when an ID key also names a family (`sfid:<anything>` issues IDs as `sfid` does),
-    which is what lets a key-hashing client spread IDs over the fleet."""
-    c = Raw(addr)
-    try:
-        lines = c.call(b"get %s:probe\r\n" % ID_KEY.encode())
-    finally:
-        c.close()
-    return len(lines) == 3 and lines[1].isdigit()
-
-
-def id_key_names(hc, addrs):
-    """The ID key names a HashClient user asks for, and whether they reach every replica. With
-    a key family: the first `sfid:<n>` the hasher places on each replica (an application would
-    use a few dozen names and let the hasher spread them). Without: the one name, whose
-    owner serves every ID (the others stand by for failover)."""
-    if not id_key_family(addrs[0]):
-        return [ID_KEY], False
-    names, seen = [], set()
-    for n in range(1000):
-        name = "%s:%d" % (ID_KEY, n)
-        node = hc.hasher.get_node(name)
-        if node not in seen:
-            seen.add(node)
-            names.append(name)
-        if len(seen) == len(addrs):
-            break
-    return names, True
 
 
 def build_has_ids(build):
