@@ -7,8 +7,11 @@ private bridge, all on memcached port 11211 as pods are, reached from the root n
 1. pymemcache's HashClient (Debian python3-pymemcache) over the three: cache keys spread over all
    three replicas (the split is printed and each replica must hold a fair share), every read finds
    its write, each key on the replica HashClient's hasher names; then IDs fetched through it
-   (`get <ID key> <ID key> ...`, memcached-protocol IDs) over all three replicas: at least 1M,
-   no duplicate, each replica's IDs (told apart by the ID's worker bits) increasing;
+   (`get sfid sfid ...`, memcached-protocol IDs): the one replica that owns the name on the
+   hash serves them until it dies, so the owner is killed with kill -9 at 40 % and its successor
+   at 70 %, both restarted at 85 % and readmitted: at least 1M IDs over all three replicas, no
+   duplicate, each replica's IDs (told apart by the ID's worker bits) increasing across its
+   restart;
 2. nutcracker (Debian nutcracker, twemproxy 0.5) with ketama in front of the three: every
    memcached command it forwards works through it, IDs through it are unique; a replica killed
    with kill -9 is ejected (its keys move to the others after server_failure_limit errors) and,
@@ -60,6 +63,15 @@ def log(msg):
     print(msg, flush=True)
 
 
+def tail(path, n=3000):
+    """The last n characters of a log file, "" when there is none."""
+    try:
+        with open(path) as f:
+            return f.read()[-n:]
+    except OSError:
+        return ""
+
+
 # ---- replicas ---------------------------------------------------------------------------------
 
 class Replica:
@@ -100,12 +112,8 @@ class Replica:
             time.sleep(0.05)
         raise AssertionError("%s not ready in %d s:\n%s" % (self.name, timeout, self.log_tail()))
 
-    def log_tail(self, n=2000):
-        try:
-            with open(self.logpath) as f:
-                return f.read()[-n:]
-        except OSError:
-            return ""
+    def log_tail(self):
+        return tail(self.logpath)
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
@@ -457,12 +465,8 @@ class Nutcracker:
                 data += chunk
         return json.loads(data)["fleet"]
 
-    def log_tail(self, n=3000):
-        try:
-            with open(self.logpath) as f:
-                return f.read()[-n:]
-        except OSError:
-            return ""
+    def log_tail(self):
+        return tail(self.logpath)
 
     def stop(self):
         faultutil.end_process(self.proc)
