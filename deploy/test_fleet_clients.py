@@ -89,7 +89,10 @@ class Replica:
                "POD_NAME": self.name}
         argv = ["ip", "netns", "exec", self.ns, os.path.join(self.build, "snowflaked"), "-c",
                 CONFIG, "--set", "data_dir=" + self.data, "--set", "snowflake.peers=" + self.peers,
-                "--set", "log.level=info"]
+                "--set", "log.level=info",
+                # a snapshot every second (the image: 300 s), so that a replica killed with
+                # kill -9 comes back with the cache it had a moment before (docs/fleet.md)
+                "--set", "cache.snapshot_interval_s=1"]
         if self.ids:
             argv += ["--set", "cache.memcached_id_keys.snowflake=" + ID_KEY,
                      "--set", "cache.memcached_id_keys.uuidv7=" + UUID_KEY,
@@ -205,6 +208,22 @@ class Raw:
         if parts[-2] != b"END" or any(not h.startswith(b"VALUE ") for h in heads):
             raise RuntimeError("malformed reply: %r" % parts[:4])
         return [int(v) for v in values]
+
+
+def snapshots(addr):
+    """snowflaked_cache_snapshots_total of a replica (plaintext /metrics on 8080)."""
+    with socket.create_connection((addr, 8080), timeout=2) as c:
+        c.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        data = b""
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    for ln in data.decode(errors="replace").splitlines():
+        if ln.startswith("snowflaked_cache_snapshots_total "):
+            return float(ln.split()[1])
+    return None
 
 
 def mc_stats(addr):
@@ -622,6 +641,11 @@ def nutcracker_eject_readmit(nc, replicas, idlog, failures):
                if c.call(b"set nc:victim:%d 0 0 3\r\nold\r\n" % k) == [b"STORED"] and
                owner_of([victim], b"nc:victim:%d" % k) is victim)
     before_kill = list(idlog.by_worker.get(victim.i, [])) if idlog is not None else []
+    # Let a periodic snapshot (every second) take the key "old" before the kill.
+    n_snap = snapshots(victim.addr)
+    t_snap = time.time()
+    while snapshots(victim.addr) <= n_snap + 1 and time.time() - t_snap < 5:
+        time.sleep(0.1)
     log("nutcracker: the %s and cache key %s are on %s; kill -9 it" % (
         "ID key " + ID_KEY if idlog is not None else "probe", key.decode(), victim.name))
 
@@ -722,6 +746,24 @@ def nutcracker_eject_readmit(nc, replicas, idlog, failures):
     if not back:
         failures.append("nutcracker: %s not readmitted within %.0f s of its restart: %s" % (
             victim.name, limit, events[-5:]))
+    if idlog is not None and back:
+        # The readmitted replica restored its snapshot: the cache key it owned reads its value
+        # from before the kill, while the write made during the ejection sits, unread, on a
+        # survivor (docs/fleet.md: why a cache behind an ejecting proxy wants short TTLs or
+        # cache.persist off).
+        c2 = nc.connect()
+        try:
+            now = c2.call(b"get %s\r\n" % key)
+        finally:
+            c2.close()
+        holder = owner_of([r for r in replicas if r is not victim], key)
+        log("FIGURE nutcracker readmission, cache: %s reads %r through nutcracker (restored from "
+            "%s's snapshot); the value written while it was out stays on %s" % (
+                key.decode(), now[1] if len(now) == 3 else now, victim.name,
+                holder.name if holder else None))
+        if now[:2] != [b"VALUE %s 0 3" % key, b"old"] or holder is None:
+            failures.append("nutcracker: after the readmission %s reads %r (expected the "
+                            "snapshot's 'old'), the survivor's copy on %s" % (key, now, holder))
     if idlog is not None:
         # More IDs from the readmitted replica; all of its IDs after the restart must be above
         # all it issued before the kill (IdLog.check: increasing per worker, no duplicate).
