@@ -795,6 +795,24 @@ def nutcracker_eject_readmit(nc, replicas, idlog, failures):
                         "ejections of %s alone" % (stats.get("server_ejects"), at, victim.name))
 
 
+def docs_pool_ok(work, failures):
+    """docs/fleet.md's nutcracker.yml passes nutcracker's own check (-t)."""
+    with open(os.path.join(ROOT, "docs", "fleet.md")) as f:
+        doc = f.read()
+    start = doc.find("```yaml\n")
+    block = doc[start + 8:doc.find("```", start + 8)] if start >= 0 else ""
+    path = os.path.join(work, "docs-nutcracker.yml")
+    with open(path, "w") as f:
+        f.write(block)
+    r = subprocess.run(["nutcracker", "-t", "-c", path], capture_output=True, text=True)
+    ok = r.returncode == 0 and "fleet:" in block and "distribution: ketama" in block
+    log("docs/fleet.md's nutcracker.yml: %s" % ("nutcracker -t: syntax is ok" if ok else
+                                                 "REFUSED"))
+    if not ok:
+        failures.append("docs/fleet.md's nutcracker.yml: nutcracker -t says %s%s" % (
+            r.stdout, r.stderr))
+
+
 def build_has_ids(build):
     """Whether this snowflaked knows cache.memcached_id_keys (its --check-config accepts it)."""
     r = subprocess.run([os.path.join(build, "snowflaked"), "-c", CONFIG, "--set",
@@ -846,6 +864,7 @@ def main():
             failures.append("this build has no memcached-protocol IDs (cache.memcached_id_keys): "
                             "their HashClient and nutcracker parts did not run")
 
+        docs_pool_ok(work, failures)
         nc = Nutcracker(work, replicas)
         log("nutcracker %s on 127.0.0.1:%d (stats on %d), pool:\n%s" % (
             subprocess.run(["nutcracker", "-V"], capture_output=True,
