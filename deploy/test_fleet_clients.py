@@ -574,6 +574,23 @@ def nutcracker_commands(nc, failures):
                             got[:6])
     finally:
         c.close()
+    # What it does not forward: it closes the client's connection (docs/fleet.md).
+    closed = []
+    for req in (b"mg nc:a v\r\n", b"gat 10 nc:a\r\n", b"stats\r\n", b"flush_all\r\n"):
+        c = nc.connect()
+        try:
+            got = c.call(req)
+        except (OSError, ConnectionError):
+            got = None
+        finally:
+            c.close()
+        closed.append(req.split()[0].decode())
+        if got is not None:
+            bad += 1
+            failures.append("nutcracker answered %r with %r (it closes on what it does not "
+                            "forward, docs/fleet.md)" % (req, got))
+    log("nutcracker: %s: the client's connection closed, as docs/fleet.md says" % " ".join(
+        closed))
     log("nutcracker: %d memcached commands through it (set get gets add replace append prepend "
         "cas delete incr decr touch version, noreply, a 60-key get over 3 replicas): %s" % (
             len(COMMANDS) + 4, "all as memcached answers" if not bad else "%d WRONG" % bad))
@@ -608,6 +625,12 @@ def nutcracker_ids(nc, idlog, count, failures):
             idlog.add(ids)
             workers.update(worker_of(x) for x in ids)
             got += len(ids)
+        lines = c.call(b"gets %s %s\r\n" % (ID_KEY.encode(), ID_KEY.encode()))
+        if len(lines) != 5 or not all(ln.startswith(b"VALUE %s 0 " % ID_KEY.encode())
+                                      for ln in lines[0:4:2]) or int(lines[1]) >= int(lines[3]):
+            failures.append("nutcracker: gets %s %s answered %r" % (ID_KEY, ID_KEY, lines))
+        else:
+            idlog.add([int(lines[1]), int(lines[3])])
         for key, length in ((UUID_KEY, 36), (ULID_KEY, 26)):
             lines = c.call(b"get %s %s\r\n" % (key.encode(), key.encode()))
             ok = len(lines) == 5 and lines[0] == b"VALUE %s 0 %d" % (key.encode(), length) \
