@@ -72,7 +72,7 @@ def tail(path, n=3000):
         return ""
 
 
-# ---- replicas ---------------------------------------------------------------------------------
+# ---- replicas --------------------------------------------------------------------------------
 
 class Replica:
     def __init__(self, build, i, ns, addr, work, peers, ids):
@@ -137,7 +137,7 @@ class Replica:
                                                     self.log_tail()))
 
 
-# ---- raw memcached text protocol ----------------------------------------------------------------
+# ---- raw memcached text protocol -------------------------------------------------------------
 
 class Raw:
     """A plain memcached text-protocol connection (or one of pymemcache's sockets): for what the
@@ -236,7 +236,7 @@ def mc_stats(addr):
             if len(p) == 3}
 
 
-# ---- ID bookkeeping -----------------------------------------------------------------------------
+# ---- ID bookkeeping --------------------------------------------------------------------------
 
 class IdLog:
     """Every ID received, per replica (worker bits) in the order received: one sequential client,
@@ -258,8 +258,8 @@ class IdLog:
                      for w, v in self.by_worker.items()}
         split = {w: len(v) for w, v in sorted(self.by_worker.items())}
         dcs = sorted({datacenter_of(x) for x in everything})
-        log("FIGURE %s: %d IDs, %d duplicates, per worker id %s, datacenter ids %s, not increasing "
-            "%s" % (what, len(everything), dups, split, dcs, backwards))
+        log("FIGURE %s: %d IDs, %d duplicates, per worker id %s, datacenter ids %s, "
+            "not increasing %s" % (what, len(everything), dups, split, dcs, backwards))
         if dups:
             failures.append("%s: %d duplicate IDs" % (what, dups))
         if any(backwards.values()):
@@ -270,7 +270,7 @@ class IdLog:
         return dups
 
 
-# ---- 1. pymemcache HashClient -------------------------------------------------------------------
+# ---- 1. pymemcache HashClient ----------------------------------------------------------------
 
 def hash_client(addrs, **kw):
     base = sfharness.debian_import("pymemcache.client.hash", "python3-pymemcache")
@@ -435,7 +435,7 @@ def hashclient_ids(replicas, target, failures):
     return dups
 
 
-# ---- 2. nutcracker --------------------------------------------------------------------------------
+# ---- 2. nutcracker ---------------------------------------------------------------------------
 
 class Nutcracker:
     """nutcracker in the root namespace on 127.0.0.1, one pool over the three replicas."""
@@ -626,8 +626,9 @@ def nutcracker_ids(nc, idlog, count, failures):
             workers.update(worker_of(x) for x in ids)
             got += len(ids)
         lines = c.call(b"gets %s %s\r\n" % (ID_KEY.encode(), ID_KEY.encode()))
-        if len(lines) != 5 or not all(ln.startswith(b"VALUE %s 0 " % ID_KEY.encode())
-                                      for ln in lines[0:4:2]) or int(lines[1]) >= int(lines[3]):
+        heads_ok = len(lines) == 5 and all(ln.startswith(b"VALUE %s 0 " % ID_KEY.encode())
+                                           for ln in lines[0:4:2])
+        if not heads_ok or int(lines[1]) >= int(lines[3]):
             failures.append("nutcracker: gets %s %s answered %r" % (ID_KEY, ID_KEY, lines))
         else:
             idlog.add([int(lines[1]), int(lines[3])])
@@ -761,8 +762,8 @@ def nutcracker_eject_readmit(nc, replicas, idlog, failures):
     back = [t for t, w in events[n0:] if w == victim.i]
     after_errors = [w for _, w in events[n0:] if not isinstance(w, int)]
     log("FIGURE nutcracker readmission: %s ready %.3f s after its restart, its keys back on it "
-        "%.3f s after the restart (server_retry_timeout %d ms); errors: %d while ejected (%.1f s), "
-        "%d after the restart %s" % (
+        "%.3f s after the restart (server_retry_timeout %d ms); errors: %d while ejected "
+        "(%.1f s), %d after the restart %s" % (
             victim.name, t_ready, back[0] if back else -1, RETRY_TIMEOUT_MS,
             len(down_errors), time.time() - t_kill, len(after_errors),
             sorted(set(after_errors))))
