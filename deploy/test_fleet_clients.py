@@ -667,8 +667,11 @@ def nutcracker_eject_readmit(nc, replicas, idlog, failures):
     before_kill = list(idlog.by_worker.get(victim.i, [])) if idlog is not None else []
     # Let a periodic snapshot (every second) take the key "old" before the kill.
     n_snap = snapshots(victim.addr)
+    if n_snap is None:
+        failures.append("%s: no snowflaked_cache_snapshots_total in /metrics" % victim.name)
+        n_snap = float("inf")
     t_snap = time.time()
-    while snapshots(victim.addr) <= n_snap + 1 and time.time() - t_snap < 5:
+    while (snapshots(victim.addr) or 0) <= n_snap + 1 and time.time() - t_snap < 5:
         time.sleep(0.1)
     log("nutcracker: the %s and cache key %s are on %s; kill -9 it" % (
         "ID key " + ID_KEY if idlog is not None else "probe", key.decode(), victim.name))
