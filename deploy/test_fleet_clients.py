@@ -492,8 +492,8 @@ class Nutcracker:
 
 
 def nutcracker_yml(listen, servers):
-    """The pool of docs/fleet.md: ketama over fnv1a_64 (twemproxy's recommendation for
-    memcached pools), ejection on, the ring on node names."""
+    """The pool of docs/fleet.md: ketama (twemproxy 0.5's default and recommended
+    distribution) over fnv1a_64 (its default hash), ejection on, the ring on node names."""
     return """fleet:
   listen: %s
   hash: fnv1a_64
