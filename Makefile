@@ -43,6 +43,7 @@ test-deploy: build
 	bash deploy/test-container.sh
 	sh deploy/k8s/validate.sh -b $(BUILD)
 	python3 deploy/test_replicas.py -b $(BUILD)
+	python3 deploy/test_fleet_clients.py -b $(BUILD)
 
 # memcached 1.6.18's own t/*.t protocol files (Debian source package, fetched once into
 # build/memcached-src) run with prove against our memcached listener; test/memcached_t/README.md.

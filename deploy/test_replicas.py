@@ -62,27 +62,29 @@ def sh(*argv, check=True):
 
 
 class Net:
-    """A bridge in the root namespace and one namespace per replica, each with one address."""
+    """A bridge in the root namespace and one namespace per replica, each with one address
+    (subnet.10 + i; the bridge is subnet.1)."""
 
-    def __init__(self):
-        self.bridge = TAG + "br"
+    def __init__(self, subnet=SUBNET, tag=TAG):
+        self.subnet, self.tag = subnet, tag
+        self.bridge = tag + "br"
         self.namespaces = []
         sh("ip", "link", "add", self.bridge, "type", "bridge")
-        sh("ip", "addr", "add", SUBNET + ".1/24", "dev", self.bridge)
+        sh("ip", "addr", "add", subnet + ".1/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
 
     def add(self, i):
-        ns, veth = "%sns%d" % (TAG, i), "%sv%d" % (TAG, i)
+        ns, veth = "%sns%d" % (self.tag, i), "%sv%d" % (self.tag, i)
         sh("ip", "netns", "add", ns)
         self.namespaces.append(ns)
         sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
         sh("ip", "link", "set", veth, "master", self.bridge)
         sh("ip", "link", "set", veth, "up")
-        sh("ip", "netns", "exec", ns, "ip", "addr", "add", "%s.%d/24" % (SUBNET, 10 + i), "dev",
-           "eth0")
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", "%s.%d/24" % (self.subnet, 10 + i),
+           "dev", "eth0")
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-        return ns, "%s.%d" % (SUBNET, 10 + i)
+        return ns, "%s.%d" % (self.subnet, 10 + i)
 
     def remove(self):
         for ns in self.namespaces:

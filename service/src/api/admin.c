@@ -374,6 +374,12 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         for (int c = 0; c < API_BY_COUNT; c++)
             granted[c] += counter_get(&l->auth_granted[c]);
     }
+    uint64_t mc_ids[MC_ID_FORMATS] = {0}; /* reserved keys over the memcached protocol */
+    if (a->mc)
+        memcache_server_ids_issued(a->mc, mc_ids);
+    issued += mc_ids[MC_ID_SNOWFLAKE];
+    issued128[SF_FORMAT_UUID7] += mc_ids[MC_ID_UUID7];
+    issued128[SF_FORMAT_ULID] += mc_ids[MC_ID_ULID];
     sf_gen_stats total = {0};
     for (unsigned i = 0; i < a->nall_gens; i++) {
         sf_gen_stats s;
@@ -477,6 +483,22 @@ static void metrics_cache(prom_buf *b, cache_store *store)
             st.expired_lazy + st.expired_swept);
 }
 
+/* IDs over the memcached protocol (cache.memcached_id_keys): also in
+ * snowflaked_ids_issued_by_format_total, which counts every protocol. */
+static void metrics_memcached_ids(prom_buf *b, const memcache_server *mc)
+{
+    static const char *const names[MC_ID_FORMATS] = {"snowflake", "uuid7", "ulid"};
+    uint64_t n[MC_ID_FORMATS];
+    memcache_server_ids_issued(mc, n);
+    prom_family(b, "snowflaked_memcached_ids_issued_total", "counter",
+                "IDs handed out for reserved keys over the memcached protocol, by format.");
+    for (int f = 0; f < MC_ID_FORMATS; f++) {
+        char label[32];
+        snprintf(label, sizeof label, "format=\"%s\"", names[f]);
+        prom_u64(b, "snowflaked_memcached_ids_issued_total", label, n[f]);
+    }
+}
+
 /* memcached -Y (cache.memcached_auth_file); 0 without the file. */
 static void metrics_memcached_auth(prom_buf *b, const memcache_server *mc)
 {
@@ -546,6 +568,7 @@ void api_metrics(http_request *r, void *ctx)
     if (a->mc) {
         metrics_memcached_auth(&b, a->mc);
         metrics_memcached_commands(&b, a->mc);
+        metrics_memcached_ids(&b, a->mc);
     }
     if (a->persist)
         metrics_persist(&b, a->persist);

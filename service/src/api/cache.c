@@ -214,6 +214,16 @@ void api_cache(http_request *r, void *ctx)
                            NULL);
         return;
     }
+    /* a memcached ID key (cache.memcached_id_keys) never holds a value: its writes are refused
+     * here as over the memcached protocol, so the two never mix; a read finds nothing */
+    if (r->method != HTTP_GET && r->method != HTTP_HEAD && a->mc &&
+        memcache_server_id_key(a->mc, key, klen) >= 0) {
+        http_respond_error(r, 409,
+                           "key is reserved for IDs on the memcached protocol "
+                           "(cache.memcached_id_keys): it cannot be written",
+                           NULL);
+        return;
+    }
     if (counter) {
         if (r->method != HTTP_POST)
             http_respond_error(r, 405, "method not allowed", "Allow: " ALLOW_COUNTER "\r\n");

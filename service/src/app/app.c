@@ -551,6 +551,23 @@ void app_reload_memcached_auth(app *a)
 
 static int refresh_certs(void *arg, char *reply, size_t replylen);
 
+/* A key made a memcached ID key (cache.memcached_id_keys) after a value was cached under it:
+ * the snapshot brought it back, but no client may read it any more (the key answers IDs, HTTP
+ * refuses its writes), and listings must not show it. Dropped, said once. */
+static void drop_reserved_keys(app *a)
+{
+    const cfg_cache *cc = &a->config->cache;
+    const char *const keys[] = {cc->memcached_id_keys.snowflake, cc->memcached_id_keys.uuidv7,
+                                cc->memcached_id_keys.ulid};
+    const char *const names[] = {"snowflake", "uuidv7", "ulid"};
+    for (int f = 0; a->mc && f < 3; f++)
+        if (keys[f][0] && cache_delete(a->cache, keys[f], strlen(keys[f]), 0,
+                                       clk_now(clk_system())) == CACHE_DELETED)
+            LOG_WARN("cache: the snapshot held a value under \"%s\", now reserved for IDs "
+                     "(cache.memcached_id_keys.%s): dropped",
+                     keys[f], names[f]);
+}
+
 /* The HTTP server, the cache store (with a memcached server when `memcache`) and the API, on
  * a->net. */
 static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, size_t errlen)
@@ -593,6 +610,17 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
             }
             memcache_server_set_options(a->mc, &mo);
             memcache_server_set_budget(a->mc, &a->inflight);
+            /* the reserved ID keys answer from the generators HTTP's /id, /uuid, /ulid use */
+            const memcache_ids ids = {
+                .keys = {c->cache.memcached_id_keys.snowflake, c->cache.memcached_id_keys.uuidv7,
+                         c->cache.memcached_id_keys.ulid},
+                .gens = {a->gen_ptrs, a->gen_ptrs + a->gens_per_format,
+                         a->gen_ptrs + 2 * a->gens_per_format},
+                .ngens = a->gens_per_format};
+            if (memcache_server_set_ids(a->mc, &ids) != 0) { /* the configuration checked them */
+                snprintf(err, errlen, "cache.memcached_id_keys: not valid memcached keys");
+                return EXIT_FAILURE;
+            }
             int rc = load_memcached_auth(a->mc, c, err, errlen);
             if (rc != 0)
                 return rc;
@@ -1158,6 +1186,7 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
             if (!a->persist)
                 return EXIT_FAILURE;
             a->api.persist = a->persist;
+            drop_reserved_keys(a);
         }
     }
     wait_successor_floor(a);

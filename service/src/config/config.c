@@ -538,6 +538,19 @@ static const cfg_key cfg_keys[] = {
     K_TLS("cache.memcached_tls", cache.memcached_tls,
           "memcached protocol over TLS on `cache.memcached_host`, beside `cache.memcached_port` "
           "(memcached `-Z`); 0 = off; needs `cache.enabled`, `cert_file` and `key_file`"),
+    K_STR("cache.memcached_id_keys.snowflake", cache.memcached_id_keys.snowflake, 0, 0,
+          "a memcached key reserved for IDs, as kayac/go-katsubushi serves them: `get <key>` "
+          "(plaintext and TLS port) answers a new Snowflake ID in decimal (`VALUE <key> 0 <len>`), "
+          "the key named n times in one get gives n distinct IDs, from the generator of `/id` (a "
+          "refusal: `SERVER_ERROR <why>`); a write of the key is refused. `\"\"` = off, the "
+          "default: turning a key into an ID key changes what its gets answer, so it is never done "
+          "behind an existing user's back (set e.g. `id`)"),
+    K_STR("cache.memcached_id_keys.uuidv7", cache.memcached_id_keys.uuidv7, 0, 0,
+          "as `cache.memcached_id_keys.snowflake`, for a UUIDv7 in canonical text (`/uuid`'s "
+          "generator); `\"\"` = off"),
+    K_STR("cache.memcached_id_keys.ulid", cache.memcached_id_keys.ulid, 0, 0,
+          "as `cache.memcached_id_keys.snowflake`, for a ULID (26 characters, `/ulid`'s "
+          "generator); `\"\"` = off"),
     K_BOOL("echo.http_enabled", echo.http_enabled, "`POST /echo`, `GET /echo?msg=`"),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR,
           "raw TCP echo address; host names are not resolved"),
@@ -1400,6 +1413,29 @@ static int cfg_check_limits(cfg_ctx *ctx)
                         (const char *)NULL);
         return cfg_fail(ctx, src, "cache.memcached_port",
                         "the memcached listener needs cache.enabled=true (or port 0 = off)");
+    }
+    const char *const id_keys[] = {c->cache.memcached_id_keys.snowflake,
+                                   c->cache.memcached_id_keys.uuidv7,
+                                   c->cache.memcached_id_keys.ulid};
+    const char *const id_paths[] = {"cache.memcached_id_keys.snowflake",
+                                    "cache.memcached_id_keys.uuidv7",
+                                    "cache.memcached_id_keys.ulid"};
+    for (int f = 0; f < 3; f++) {
+        const char *k = id_keys[f];
+        for (const char *q = k; *q; q++)
+            if (*q <= ' ' || *q == 0x7f) {
+                cfg_cross_label(ctx, src, sizeof src, id_paths[f], (const char *)NULL);
+                return cfg_fail(ctx, src, id_paths[f],
+                                "must be a memcached text key (no blank or control character), "
+                                "got \"%s\"", k);
+            }
+        for (int e = 0; k[0] && e < f; e++)
+            if (strcmp(k, id_keys[e]) == 0) {
+                cfg_cross_label(ctx, src, sizeof src, id_paths[f], id_paths[e],
+                                (const char *)NULL);
+                return cfg_fail(ctx, src, id_paths[f], "must differ from %s (both \"%s\")",
+                                id_paths[e], k);
+            }
     }
     if (c->cache.max_item_bytes > c->cache.max_memory_bytes) {
         cfg_cross_label(ctx, src, sizeof src, "cache.max_item_bytes", "cache.max_memory_bytes",

@@ -167,6 +167,9 @@ typedef struct cfg_cache {
     uint32_t memcached_temporary_ttl_s; /* -o temporary_ttl: TTLs <= it never evicted; 0 = off */
     char memcached_auth_file[CFG_PATH_MAX]; /* -Y: "" = no authentication */
     cfg_tls memcached_tls;              /* memcached over TLS on memcached_host (memcached -Z) */
+    struct { /* memcached-protocol keys whose get answers a new ID (katsubushi); "" = off */
+        char snowflake[251], uuidv7[251], ulid[251]; /* a memcached key: at most 250 bytes */
+    } memcached_id_keys;
 } cfg_cache;
 
 typedef struct cfg_echo {

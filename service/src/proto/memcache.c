@@ -187,6 +187,21 @@ static size_t tokenize(const char *p, size_t n, mc_tok *t)
 
 typedef enum { GET_DONE, GET_FAILED, GET_PAUSED } get_result;
 
+/* After a value: whether the output is at its high-water mark with keys left in p[i..n), *stop
+ * then the offset of the next one. */
+static bool get_pause(mc_conn *m, const char *p, size_t n, size_t i, size_t *stop)
+{
+    if (!conn_output_full(m->c))
+        return false;
+    while (i < n && p[i] == ' ')
+        i++;
+    if (i == n)
+        return false;
+    *stop = i;
+    m->get_paused = true;
+    return true;
+}
+
 /* Answers the space-separated keys in p[0..n) (as get/gets/gat/gats per m->get_*).
  * GET_FAILED (with the error written) on a key that is too long, as memcached: the values
  * before it stay, no END; also when the connection is closing. A value that fills the output to
@@ -196,6 +211,9 @@ typedef enum { GET_DONE, GET_FAILED, GET_PAUSED } get_result;
 static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, size_t *stop)
 {
     cache_store *store = m->srv->store;
+    mc_id_spans ids;
+    if (m->srv->ids_on && !mc_ids_reserve(m, p, n, &ids))
+        return GET_FAILED; /* the refusal is the whole answer (nothing written before it) */
     size_t i = 0;
     while (i < n) {
         while (i < n && p[i] == ' ')
@@ -213,6 +231,14 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         }
         /* memcached counts so */
         counter_add(m->get_touch ? &m->ml->cmd_touch : &m->ml->cmd_get, 1);
+        int idf = mc_id_key(m->srv, key, klen);
+        if (idf >= 0) { /* an ID key: never looked up in the store (gat touches nothing) */
+            if (!mc_ids_value(m, &ids, idf, key, klen, m->get_cas) || conn_closing(m->c))
+                return GET_FAILED;
+            if (get_pause(m, p, n, i, stop))
+                return GET_PAUSED;
+            continue;
+        }
         cache_item *it = cache_get(store, key, klen, now);
         mc_detail_record(m->srv, key, klen, it ? MC_DETAIL_HIT : MC_DETAIL_GET);
         if (mc_watching(&m->srv->watch, MC_LOG_FETCHERS))
@@ -225,16 +251,8 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         cache_item_release(it);
         if (conn_closing(m->c))
             return GET_FAILED;
-        if (conn_output_full(m->c)) {
-            size_t next = i;
-            while (next < n && p[next] == ' ')
-                next++;
-            if (next < n) {
-                *stop = next;
-                m->get_paused = true;
-                return GET_PAUSED;
-            }
-        }
+        if (get_pause(m, p, n, i, stop))
+            return GET_PAUSED;
     }
     return GET_DONE;
 }
@@ -419,6 +437,10 @@ static void cmd_store(mc_conn *m, const mc_tok *t, size_t nt, cache_mode mode, u
         STORE_REFUSE(m, "CLIENT_ERROR bad command line format", vlen);
         return;
     }
+    if (mc_id_key(m->srv, t[1].p, t[1].n) >= 0) { /* the block is swallowed, not stored */
+        STORE_REFUSE(m, MC_ID_KEY_REFUSED, vlen);
+        return;
+    }
     mc_detail_record(m->srv, t[1].p, t[1].n, MC_DETAIL_SET);
     m->meta = false;
     m->mode = (uint8_t)mode;
@@ -582,6 +604,16 @@ static size_t data_in(mc_conn *m, const char *p, size_t n, uint64_t now)
 
 /* ---- other commands ----------------------------------------------------------------------- */
 
+/* delete, incr, decr, touch of a reserved ID key: refused (an ID is not a cached value), true
+ * with the error written (nothing under noreply, as their other errors). */
+static bool id_key_refused(mc_conn *m, const mc_tok *key)
+{
+    if (mc_id_key(m->srv, key->p, key->n) < 0)
+        return false;
+    OUT(m, MC_ID_KEY_REFUSED);
+    return true;
+}
+
 /* watch fetchers: the lookup memcached's delete, incr/decr and touch make (an item_get line). */
 static void watch_lookup(mc_conn *m, const mc_tok *key, uint64_t now)
 {
@@ -610,6 +642,8 @@ static void cmd_delete(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR bad command line format");
         return;
     }
+    if (id_key_refused(m, &t[1]))
+        return;
     mc_detail_record(m->srv, t[1].p, t[1].n, MC_DETAIL_DEL);
     watch_lookup(m, &t[1], now);
     if (cache_delete(m->srv->store, t[1].p, t[1].n, 0, now) == CACHE_DELETED)
@@ -634,6 +668,8 @@ static void cmd_incr(mc_conn *m, const mc_tok *t, size_t nt, bool decr, uint64_t
         OUT(m, "CLIENT_ERROR invalid numeric delta argument");
         return;
     }
+    if (id_key_refused(m, &t[1]))
+        return;
     watch_lookup(m, &t[1], now);
     int r = cache_key_valid(t[1].p, t[1].n)
                 ? cache_incr(m->srv->store, t[1].p, t[1].n, delta, decr, &v, now)
@@ -669,6 +705,8 @@ static void cmd_touch(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR invalid exptime argument");
         return;
     }
+    if (id_key_refused(m, &t[1]))
+        return;
     counter_add(&m->ml->cmd_touch, 1);
     watch_lookup(m, &t[1], now);
     if (cache_touch(m->srv->store, t[1].p, t[1].n, expiry_ms(e, now), now) == CACHE_TOUCHED)

@@ -42,6 +42,7 @@
 #include "cache/store.h"
 #include "net/proto.h"
 #include "proto/memcache_auth.h"
+#include "snowflake/generator.h"
 #include "util/budget.h"
 
 #define MEMCACHE_MAX_PIPELINE 20   /* default reqs_per_event: memcached's -R default */
@@ -123,6 +124,29 @@ int memcache_server_set_auth_file(memcache_server *s, const char *path, char *er
 int memcache_server_reload_auth(memcache_server *s, unsigned *entries, char *err, size_t errlen);
 /* The entries of the auth file in use; 0 without one. */
 unsigned memcache_server_auth_entries(memcache_server *s);
+
+/* IDs over the memcached protocol, as kayac/go-katsubushi serves them (memcache_ids.c): a get,
+ * gets, gat, gats or mg of a reserved key answers a new ID of that key's format instead of a
+ * cached value: "VALUE <key> 0 <len>\r\n<id>\r\n" (the Snowflake ID in decimal, the UUIDv7
+ * canonical, the ULID in its 26 characters); a get naming the key n times gets n distinct IDs,
+ * increasing in the order of the keys. The IDs come from the same generators as HTTP's /id,
+ * /uuid and /ulid (lease, clock-behind and fencing alike): a refusal answers
+ * "SERVER_ERROR <sf_gen_strerror>" and nothing else of that get. Every command that would write
+ * or delete a reserved key is refused (MC_ID_KEY_REFUSED); the keys never enter the store. */
+typedef enum { MC_ID_SNOWFLAKE = 0, MC_ID_UUID7 = 1, MC_ID_ULID = 2, MC_ID_FORMATS } mc_id_format;
+#define MC_ID_KEY_REFUSED "CLIENT_ERROR key is reserved for IDs: read it with get, gets or mg"
+typedef struct memcache_ids {
+    const char *keys[MC_ID_FORMATS];    /* by mc_id_format; NULL or "" = that format is off */
+    sf_gen *const *gens[MC_ID_FORMATS]; /* ngens each: one, or one per net loop */
+    unsigned ngens;
+} memcache_ids;
+/* Before the loops start. The keys must be valid text keys (cache_key_valid) and distinct (the
+ * configuration checks it); returns 0, or -1 when they are not. */
+int memcache_server_set_ids(memcache_server *s, const memcache_ids *ids);
+/* The format whose reserved key this is, or -1 (also without reserved keys). Any thread. */
+int memcache_server_id_key(const memcache_server *s, const char *key, size_t klen);
+/* IDs issued over the protocol by format (mc_id_format), for /metrics. Any thread. */
+void memcache_server_ids_issued(const memcache_server *s, uint64_t out[MC_ID_FORMATS]);
 
 /* For /metrics: credentials checked (memcached's auth_cmds, never reset) and refused
  * (auth_errors), and reloads of the auth file that took and that were refused. Any thread. */

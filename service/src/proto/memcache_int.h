@@ -61,6 +61,7 @@ typedef struct mc_loop {
     /* command lines answered (every command, IDs and errors included): the request rate of
      * /metrics' snowflaked_memcached_commands_total, which an autoscaler scales on */
     _Atomic uint64_t commands;
+    _Atomic uint64_t ids_issued[MC_ID_FORMATS]; /* reserved keys answered (memcache_ids.c) */
 } mc_loop;
 
 /* The settings memcached's admin commands change at run time (memcache_admin.c); any loop may
@@ -97,6 +98,12 @@ struct memcache_server {
     pthread_mutex_t auth_mu; /* guards auth: the loops check under it, a reload swaps it */
     mc_auth_table *auth;
     _Atomic uint64_t auth_reloads, auth_reload_failures; /* memcache_server_reload_auth */
+    /* IDs (memcache_server_set_ids): set before the loops start, read-only after */
+    bool ids_on;                             /* some format has a reserved key */
+    uint8_t id_klen[MC_ID_FORMATS];          /* 0 = the format is off */
+    char id_key[MC_ID_FORMATS][CACHE_KEY_MAX];
+    sf_gen *const *id_gens[MC_ID_FORMATS];
+    unsigned id_ngens;
 };
 
 /* What the bytes of a connection are, in mc_conn.state. */
@@ -297,6 +304,40 @@ static inline uint64_t expiry_ms(int64_t t, uint64_t now_ms)
         return now_ms + (uint64_t)t * 1000;
     return (uint64_t)t * 1000;
 }
+
+/* ---- IDs over the protocol (memcache_ids.c) ---------------------------------------------- */
+
+/* The format of a reserved key, or -1: one load and a length compare per key without them. */
+static inline int mc_id_key(const memcache_server *s, const char *key, size_t klen)
+{
+    if (!s->ids_on)
+        return -1;
+    for (int f = 0; f < MC_ID_FORMATS; f++)
+        if (s->id_klen[f] == klen && memcmp(s->id_key[f], key, klen) == 0)
+            return f;
+    return -1;
+}
+
+/* The IDs a get line's keys take, reserved before anything is written: per format the slots
+ * (one reservation of the generator for all of that format's keys) and how many are used. */
+typedef struct mc_id_spans {
+    sf_gen *g[MC_ID_FORMATS];
+    sf_span span[MC_ID_FORMATS];
+    uint32_t want[MC_ID_FORMATS], used[MC_ID_FORMATS];
+} mc_id_spans;
+
+/* Counts the reserved keys among the blank-separated keys of p[0..n) and reserves that many IDs
+ * of each format, all or none: true (sp->want[f] may all be 0), or false with the error line
+ * written: "SERVER_ERROR <why>" for a refusal of a generator, CLIENT_ERROR for more keys of a
+ * format than snowflake.max_batch. */
+bool mc_ids_reserve(mc_conn *m, const char *p, size_t n, mc_id_spans *sp);
+/* The VALUE block of the next reserved ID of format f, for key (gets: cas 0). false with the
+ * error line written when the random source fails (UUIDv7, ULID). */
+bool mc_ids_value(mc_conn *m, mc_id_spans *sp, int f, const char *key, size_t klen, bool with_cas);
+#define MC_ID_TEXT_MAX 40 /* a UUID's 36 characters, a Snowflake ID's 20 digits */
+/* One new ID of format f as text into out (MC_ID_TEXT_MAX): its length, or 0 with the error
+ * line written (mg). Counted. */
+size_t mc_ids_one(mc_conn *m, int f, char *out);
 
 /* ---- stats (memcache_stats.c) ------------------------------------------------------------- */
 

@@ -381,6 +381,59 @@ static size_t mg_flags(char *hdr, size_t n, const mc_meta *mm, const mc_tok *t, 
     return n;
 }
 
+/* mg of a reserved ID key (memcache_ids.c): a new ID, "VA <len> <flags>" with v, else "HD
+ * <flags>" (the ID is taken all the same: an mg reads once, as a get). The return flags describe
+ * it as an item that is not stored: s its length, f 0, c 0, t -1, h 0, l 0, k and O echoed. The
+ * flags that would change an item (T, N, R) are refused; q has nothing to elide (never a miss). */
+static void mg_id(mc_conn *m, const mc_meta *mm, const mc_tok *t, size_t nt, int f,
+                  bool bad_opaque)
+{
+    if (bad_opaque) {
+        conn_write(m->c, OPAQUE_TOO_LONG, sizeof OPAQUE_TOO_LONG - 1);
+        return;
+    }
+    for (size_t i = 2; i < nt; i++)
+        if (strchr("TNR", t[i].p[0])) {
+            OUT(m, MC_ID_KEY_REFUSED);
+            return;
+        }
+    counter_add(&m->ml->cmd_get, 1);
+    char id[MC_ID_TEXT_MAX];
+    size_t idn = mc_ids_one(m, f, id);
+    if (!idn)
+        return; /* "SERVER_ERROR <why>" written */
+    char hdr[MC_META_HDR_MAX + MC_ID_TEXT_MAX + 2]; /* the line, then the ID */
+    size_t n = 2;
+    if (mm->v) {
+        memcpy(hdr, "VA ", 3);
+        n = 3 + fmt_u64(hdr + 3, idn);
+    } else {
+        memcpy(hdr, "HD", 2);
+    }
+    for (size_t i = 2; i < nt; i++) {
+        switch (t[i].p[0]) {
+        case 's': n += put_u64_flag(hdr + n, 's', idn); break;
+        case 't': n += put_ttl(hdr + n, 0, 0); break;
+        case 'c':
+        case 'f':
+        case 'l':
+        case 'h': n += put_u64_flag(hdr + n, t[i].p[0], 0); break;
+        case 'k': n += put_key(hdr + n, mm->key, mm->klen, mm->b); break;
+        case 'O': n += put_opaque(hdr + n, t[i].p, t[i].n); break;
+        default: break;
+        }
+    }
+    hdr[n++] = '\r';
+    hdr[n++] = '\n';
+    if (mm->v) {
+        memcpy(hdr + n, id, idn);
+        n += idn;
+        hdr[n++] = '\r';
+        hdr[n++] = '\n';
+    }
+    conn_write(m->c, hdr, n);
+}
+
 /* mg <key> <flags>*: HD or VA <len>, the return flags (then the value); EN on a miss. */
 void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
 {
@@ -394,6 +447,11 @@ void mc_meta_mg(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     }
     size_t end = first_bad_opaque(t, nt, 2);
     bool bad_opaque = end < nt;
+    int idf = mc_id_key(m->srv, mm.key, mm.klen);
+    if (idf >= 0) {
+        mg_id(m, &mm, t, nt, idf, bad_opaque);
+        return;
+    }
     cache_get_opts o = mg_opts(&mm, t, end, now);
     o.no_token = bad_opaque;
     /* memcached bumps before the reply unless a flag needs the item locked (N T R h l): then
@@ -524,6 +582,10 @@ void mc_meta_ms(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
     }
     if (!meta_parse(&mm, t, nt, 3)) {
         ms_refuse(m, mm.err, vlen);
+        return;
+    }
+    if (mc_id_key(m->srv, mm.key, mm.klen) >= 0) { /* b: the decoded key is the one compared */
+        ms_refuse(m, MC_ID_KEY_REFUSED, vlen);
         return;
     }
     const char *err = NULL;
@@ -677,6 +739,10 @@ void mc_meta_md(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         OUT(m, "CLIENT_ERROR invalid or duplicate flag");
         return;
     }
+    if (mc_id_key(m->srv, mm.key, mm.klen) >= 0) {
+        OUT(m, MC_ID_KEY_REFUSED);
+        return;
+    }
     char hdr[MC_META_HDR_MAX];
     size_t n = 2;
     if (!put_miss_flags(hdr, &n, &mm, t, nt, 2)) {
@@ -803,6 +869,10 @@ void mc_meta_ma(mc_conn *m, const mc_tok *t, size_t nt, uint64_t now)
         return;
     if (!meta_parse(&mm, t, nt, 2)) {
         OUT(m, "CLIENT_ERROR invalid or duplicate flag");
+        return;
+    }
+    if (mc_id_key(m->srv, mm.key, mm.klen) >= 0) {
+        OUT(m, MC_ID_KEY_REFUSED);
         return;
     }
     bool decr;
