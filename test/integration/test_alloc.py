@@ -40,6 +40,17 @@ class CountingServer(Server):
 
 
 class SteadyStateAllocations(unittest.TestCase):
+    def assert_no_allocation(self, srv, run, warm, rounds, what):
+        """run(warm) to reach the working size of pools and free lists, then run(rounds): the
+        allocation calls of the second must stay within ALLOWANCE."""
+        run(warm)
+        before = srv.mallocs()
+        n = run(rounds)
+        after = srv.mallocs()
+        print("\n%d %s: %d allocation calls (%.4f each)" % (n, what, after - before,
+                                                            (after - before) / n))
+        self.assertLessEqual(after - before, ALLOWANCE)
+
     def test_100k_requests_do_not_allocate(self):
         if not SHIM:
             self.skipTest("SF_MALLOC_SHIM not set")
@@ -63,15 +74,9 @@ class SteadyStateAllocations(unittest.TestCase):
                         done += per
                 return done
 
-            run(20000)  # warm-up: pools reach their working size
-            before = srv.mallocs()
-            n = run(100000)
-            after = srv.mallocs()
+            self.assert_no_allocation(srv, run, 20000, 100000, "requests")
             for s in conns:
                 s.close()
-            print("\n%d requests: %d allocation calls (%.4f per request)" %
-                  (n, after - before, (after - before) / n))
-            self.assertLessEqual(after - before, ALLOWANCE)
         finally:
             srv.stop()
 
@@ -167,15 +172,9 @@ class SteadyStateAllocations(unittest.TestCase):
                     self.assertNotIn(b"ERROR", got)
                 return rounds * (len(http_batch) + len(mc_batch))
 
-            run(100)  # warm-up: pools and free lists reach their working size
-            before = srv.mallocs()
-            n = run(500)
-            after = srv.mallocs()
+            self.assert_no_allocation(srv, run, 100, 500, "cache requests")
             http.close()
             mc.close()
-            print("\n%d cache requests: %d allocation calls (%.4f per request)" %
-                  (n, after - before, (after - before) / n))
-            self.assertLessEqual(after - before, ALLOWANCE)
         finally:
             srv.stop()
 
@@ -212,14 +211,8 @@ class SteadyStateAllocations(unittest.TestCase):
                     self.assertNotIn(b"SERVER_ERROR", got)
                 return rounds * len(batch)
 
-            run(100)
-            before = srv.mallocs()
-            n = run(1000)
-            after = srv.mallocs()
+            self.assert_no_allocation(srv, run, 100, 1000, "memcached ID commands")
             mc.close()
-            print("\n%d memcached ID commands: %d allocation calls (%.4f per command)" %
-                  (n, after - before, (after - before) / n))
-            self.assertLessEqual(after - before, ALLOWANCE)
         finally:
             srv.stop()
 

@@ -20,22 +20,8 @@
 
 #define REFUSED MC_ID_KEY_REFUSED "\r\n"
 
-typedef struct out {
-    char buf[1 << 20];
-    size_t n;
-} out;
-
-static void sink(const char *p, size_t n, void *arg)
-{
-    out *o = arg;
-    ck_assert_uint_le(o->n + n, sizeof o->buf);
-    memcpy(o->buf + o->n, p, n);
-    o->n += n;
-    o->buf[o->n] = '\0';
-}
-
 static mc_fixture *fx;
-static out *answer;
+static mc_fixture_out *answer;
 
 static void start(unsigned max_batch)
 {
@@ -66,7 +52,7 @@ static const char *run(const char *in)
 {
     answer->n = 0;
     answer->buf[0] = '\0';
-    mc_fixture_run(fx, in, strlen(in), NULL, 0, SIZE_MAX, sink, answer);
+    mc_fixture_run(fx, in, strlen(in), NULL, 0, SIZE_MAX, mc_fixture_collect, answer);
     return answer->buf;
 }
 
@@ -249,7 +235,7 @@ START_TEST(test_long_line_streamed)
     unsigned long long last = 0;
     for (size_t c = 0; c < sizeof cut_sets / sizeof *cut_sets; c++) {
         answer->n = 0;
-        mc_fixture_result r = mc_fixture_run(fx, in, len, cut_sets[c], 3, 100, sink, answer);
+        mc_fixture_result r = mc_fixture_run(fx, in, len, cut_sets[c], 3, 100, mc_fixture_collect, answer);
         ck_assert(r.open);
         const char *s = answer->buf;
         int k = 0;
