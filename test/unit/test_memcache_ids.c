@@ -1,9 +1,9 @@
 /* IDs over the memcached protocol (proto/memcache_ids.c, cache.memcached_id_keys): the reply
  * bytes of get, gets, gat, mg for reserved keys and their mix with cached keys, the refusal of
  * every write of a reserved key (exact bytes, the store untouched, a storage command's block
- * swallowed), a generator's refusal as the get's only answer, the per-format limit, and a get
- * line streamed over the line limit and cut into reads at every position still answering one
- * distinct ID per reserved key. Driven through the daemon's own object graph on a connection
+ * swallowed), a generator's refusal (shutdown, the etcd fence) as the get's only answer, the
+ * per-format limit, and a get line streamed over the line limit and cut into reads at several
+ * positions still answering one distinct ID per reserved key. Driven through the daemon's own object graph on a connection
  * without a socket (memcache_fixture.h). */
 #include <check.h>
 #include <stdint.h>
@@ -205,6 +205,23 @@ START_TEST(test_refusal_is_the_whole_answer)
 }
 END_TEST
 
+/* The etcd fence (app.c identity_stop_issuing: the slot lapsed, every generator capped at 0):
+ * the IDs stop on the memcached protocol as on HTTP, with HTTP's reason. */
+START_TEST(test_fenced)
+{
+    start(0);
+    ck_assert_int_eq(strncmp(run("get id\r\n"), "VALUE id 0 ", 11), 0);
+    for (unsigned i = 0; i < 3 * fx->app.gens_per_format; i++)
+        sf_gen_cap_lease(fx->app.gen_ptrs[i], 0);
+    static const char want[] = "SERVER_ERROR timestamp lease not reached or not renewed\r\n";
+    ck_assert_str_eq(run("get id\r\n"), want);
+    ck_assert_str_eq(run("get uuid ulid\r\n"), want);
+    ck_assert_str_eq(run("gets ulid\r\n"), want);
+    ck_assert_str_eq(run("mg uuid v\r\n"), want);
+    stop();
+}
+END_TEST
+
 START_TEST(test_per_format_limit)
 {
     start(4);
@@ -281,6 +298,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_mg);
     tcase_add_test(tc, test_writes_refused);
     tcase_add_test(tc, test_refusal_is_the_whole_answer);
+    tcase_add_test(tc, test_fenced);
     tcase_add_test(tc, test_per_format_limit);
     tcase_add_test(tc, test_long_line_streamed);
     tcase_add_test(tc, test_off_by_default);
