@@ -3,8 +3,8 @@
  * every write of a reserved key (exact bytes, the store untouched, a storage command's block
  * swallowed), a generator's refusal (shutdown, the etcd fence) as the get's only answer, the
  * per-format limit, and a get line streamed over the line limit and cut into reads at several
- * positions still answering one distinct ID per reserved key. Driven through the daemon's own object graph on a connection
- * without a socket (memcache_fixture.h). */
+ * positions still answering one distinct ID per reserved key. Driven through the daemon's own
+ * object graph on a connection without a socket (memcache_fixture.h). */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
