@@ -10,6 +10,7 @@ PID (also on Ctrl-C).
     loadtest/bench.py --only peers,sync,alloc  -t 5 --repeat 3
     loadtest/bench.py --only sweep,openloop    # the two sweeps and their plots (about 2.5 min)
     loadtest/bench.py --only tls -t 5 --repeat 3
+    loadtest/bench.py --only memcache_ids -t 5 --repeat 3   # about 1 minute
 
 Sections:
   peers  GET /id vs nginx `return 200` (keep-alive, pipelined 16, connection per request at
@@ -34,6 +35,9 @@ Sections:
          >= 95 % with p99 under --knee-p99-ms.
   formats  GET /id, /uuid, /ulid (and /ids, /uuids, /ulids at count=20) on one server thread
          pinned to core 0, sfload on core 1: req/s and server CPU-us per request against /id.
+  memcache_ids  Snowflake IDs over the memcached protocol (a reserved key, katsubushi-style:
+         `get id`, and the key 20 times in one get) against HTTP GET /id and /ids?count=20, the
+         same pinning: req/s, IDs/s and server CPU-us per ID.
 
 Every figure also goes to OUT/results.json (default BUILD/bench), and loadtest/plots.py draws
 it with gnuplot into OUT (.dat files and .svg images; `plots.py results.json OUTDIR` redraws).
@@ -804,6 +808,48 @@ def section_formats(b):
                 flush=True)
 
 
+def section_memcache_ids(b):
+    """IDs over the memcached protocol (cache.memcached_id_keys, katsubushi's `get <key>`) against
+    HTTP on the same server: one ID per request (get id vs GET /id) and 20 (get with the key 20
+    times vs GET /ids?count=20), keep-alive -c 50, rows alternating within each repeat. The
+    figure that matters is the server's CPU-microseconds per ID (from /proc of the daemon)."""
+    n = 20
+    print("\n== IDs over the memcached protocol vs HTTP: 1 server thread on core 0, sfload on "
+          "core 1, keep-alive -c 50, median of %d ==" % b.args.repeat)
+    print("%-34s %10s %10s | %8s | %8s %8s %7s" % ("request", "req/s", "IDs/s", "p99 us",
+                                                   "CPU-us", "us/ID", "ratio"))
+    rows = [("memcached get id", "memcache", ["--mc-id-key", "id"], 1),
+            ("HTTP GET /id", "http", [], 1),
+            ("memcached get id x%d" % n, "memcache", ["--mc-id-key", "id", "--mc-id-count", str(n)],
+             n),
+            ("HTTP GET /ids?count=%d" % n, "http", [], n)]
+    runs = {r[0]: [] for r in rows}
+    for _ in range(b.args.repeat):
+        for name, kind, extra, ids in rows:
+            srv = b.ours(extra=("cache.memcached_id_keys.snowflake=id",))
+            try:
+                if kind == "memcache":
+                    rep = b.load(srv, ["--mode", "memcache", "-c", "50"] + extra,
+                                 "127.0.0.1:%d" % srv["memcache"])
+                else:
+                    path = "/id" if ids == 1 else "/ids?count=%d" % ids
+                    rep = b.load(srv, ["-c", "50"], "http://127.0.0.1:%d%s" % (srv["http"], path))
+                runs[name].append(figures(rep))
+            finally:
+                b.stop(srv["proc"])
+    out = []
+    for i, (name, kind, _, ids) in enumerate(rows):
+        f = median_figures(runs[name])
+        http = median_figures(runs[rows[i | 1][0]])  # the HTTP row of the pair
+        print("%-34s %10.0f %10.0f | %8.0f | %8.2f %8.3f %7s" % (
+            name, f[0], f[0] * ids, f[1], f[2], f[2] / ids, ratio(f[2], http[2])), flush=True)
+        out.append({"name": name, "protocol": kind, "ids_per_request": ids, "rps": f[0],
+                    "ids_per_sec": f[0] * ids, "p99": f[1], "cpu_us": f[2],
+                    "cpu_us_per_id": f[2] / ids})
+    print("  (ratio: CPU-us per request against the HTTP row of the same IDs per request)")
+    b.results["memcache_ids"] = out
+
+
 def build_with(b, alloc):
     if alloc == "glibc":
         return b.build
@@ -854,8 +900,8 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="peers,tls,sweep,openloop,formats,sync,alloc",
-                    help="sections: peers,tls,sweep,openloop,formats,sync,alloc")
+    ap.add_argument("--only", default="peers,tls,sweep,openloop,formats,memcache_ids,sync,alloc",
+                    help="sections: peers,tls,sweep,openloop,formats,memcache_ids,sync,alloc")
     ap.add_argument("-t", "--time", type=int, default=5, help="seconds per run (default 5)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure, median (default 3)")
     ap.add_argument("--quick", action="store_true", help="-t 3 --repeat 1")
@@ -879,7 +925,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
     sections = {"peers": section_peers, "tls": section_tls, "sweep": section_sweep,
                 "openloop": section_openloop,
-                "sync": section_sync, "alloc": section_alloc, "formats": section_formats}
+                "sync": section_sync, "alloc": section_alloc, "formats": section_formats,
+                "memcache_ids": section_memcache_ids}
     for name in args.only.split(","):
         if name not in sections:
             sys.exit("unknown section %r (%s)" % (name, ", ".join(sections)))

@@ -18,6 +18,8 @@ enum {
     O_WEBBENCH,
     O_MODE,
     O_RATIO,
+    O_IDKEY,
+    O_IDCOUNT,
     O_KEYS,
     O_VSIZE,
     O_MSIZE,
@@ -64,6 +66,8 @@ static const struct option longopts[] = {
     {"webbench", no_argument, NULL, O_WEBBENCH},
     {"mode", required_argument, NULL, O_MODE},
     {"mc-ratio", required_argument, NULL, O_RATIO},
+    {"mc-id-key", required_argument, NULL, O_IDKEY},
+    {"mc-id-count", required_argument, NULL, O_IDCOUNT},
     {"keys", required_argument, NULL, O_KEYS},
     {"value-size", required_argument, NULL, O_VSIZE},
     {"msg-size", required_argument, NULL, O_MSIZE},
@@ -128,6 +132,10 @@ void opts_usage(FILE *f)
         "      --max-body BYTES   largest body verified (default 1048576)\n"
         "memcache (--mode memcache):\n"
         "      --mc-ratio G:S     get:set mix (default 90:10)\n"
+        "      --mc-id-key KEY    every request is a get of KEY, a reserved ID key of the server\n"
+        "                         (snowflaked cache.memcached_id_keys, katsubushi): each value\n"
+        "                         must be there, --mc-ratio and --keys do not apply\n"
+        "      --mc-id-count N    KEY named N times in each get: N IDs per request (default 1)\n"
         "      --keys N           key space sfload:0 .. sfload:N-1 (default 10000)\n"
         "      --value-size N     bytes per set (default 100)\n"
         "echo (--mode echo):\n"
@@ -309,6 +317,7 @@ static void defaults(sl_opts *o)
     o->timeout_ms = 5000;
     o->mc_gets = 90;
     o->mc_sets = 10;
+    o->mc_id_count = 1;
     o->keys = 10000;
     o->value_size = 100;
     o->msg_size = 64;
@@ -455,6 +464,16 @@ static opts_rc parse_one(sl_opts *o, int c, const char *a, char *err, size_t n)
         o->mc_sets = s;
         break;
     }
+    case O_IDKEY:
+        if (!*a || strlen(a) > 250 || strpbrk(a, " \t\r\n"))
+            return fail(err, n, "--mc-id-key is a memcached key (1..250 bytes, no blank)");
+        o->mc_id_key = a;
+        break;
+    case O_IDCOUNT:
+        if (parse_u64(a, 1, 1000, &v))
+            return fail(err, n, "--mc-id-count must be 1..1000");
+        o->mc_id_count = (unsigned)v;
+        break;
     case O_KEYS:
         if (parse_u64(a, 1, UINT64_C(1) << 40, &o->keys))
             return fail(err, n, "--keys must be a positive integer");

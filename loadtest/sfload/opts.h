@@ -71,6 +71,8 @@ typedef struct sl_opts {
 
     /* memcache */
     unsigned mc_gets, mc_sets; /* the get:set ratio */
+    const char *mc_id_key;     /* --mc-id-key: every request gets this (reserved) key instead */
+    unsigned mc_id_count;      /* --mc-id-count: ... named this many times in one get */
     uint64_t keys;
     size_t value_size;
 

@@ -1,5 +1,8 @@
 /* memcached text-protocol target: get/set mix over keys sfload:0 .. sfload:N-1, one shared value
- * buffer for every set, replies parsed by mcreply and checked against the request. */
+ * buffer for every set, replies parsed by mcreply and checked against the request. With
+ * --mc-id-key, every request is instead one get of a reserved ID key named --mc-id-count times
+ * (katsubushi-style IDs, snowflaked cache.memcached_id_keys): the line is built once, and a reply
+ * must hold one value per key. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,9 @@ typedef struct mc_global {
     char size_text[16];
     unsigned gets, sets;
     uint64_t keys;
+    char *id_get; /* --mc-id-key: the whole get line, or NULL */
+    size_t id_get_len;
+    unsigned id_count;
 } mc_global;
 
 typedef struct mc_conn {
@@ -50,6 +56,12 @@ static void conn_reset(sl_conn *c, void *st)
 static void prepare(sl_conn *c, void *st, sl_slot *s)
 {
     const mc_global *g = ((mc_conn *)st)->g;
+    if (g->id_get) {
+        s->kind = OP_GET;
+        s->bufs[0] = uv_buf_init(g->id_get, (unsigned)g->id_get_len);
+        s->nbufs = 1;
+        return;
+    }
     uint64_t r = sl_conn_random(c);
     s->kind = (r >> 40) % (g->gets + g->sets) < g->gets ? OP_GET : OP_SET;
     s->key = (r & ((UINT64_C(1) << 40) - 1)) % g->keys;
@@ -76,7 +88,7 @@ static int error_kind(mc_kind k)
     return ERR_MISMATCH;
 }
 
-static int outcome_of(const sl_slot *s, const mc_reply *r, sl_stats *st)
+static int outcome_of(const mc_global *g, const sl_slot *s, const mc_reply *r, sl_stats *st)
 {
     if (s->kind == OP_SET) {
         if (s->measured)
@@ -87,6 +99,13 @@ static int outcome_of(const sl_slot *s, const mc_reply *r, sl_stats *st)
         st->mc_gets++;
     if (r->kind != MC_END)
         return error_kind(r->kind);
+    if (g->id_get) { /* an ID for every key, or the server refused (SERVER_ERROR above) */
+        if (r->nvalues != g->id_count)
+            return ERR_MISMATCH;
+        if (s->measured)
+            st->mc_hits++;
+        return SL_OK;
+    }
     if (r->nvalues == 0)
         return SL_OK; /* a miss */
     char key[48];
@@ -113,7 +132,7 @@ static int on_data(sl_conn *c, void *st, const char *p, size_t n)
         const sl_slot *s = sl_conn_pending(c);
         if (!s)
             return SL_FAIL(ERR_PARSE);
-        int outcome = outcome_of(s, &r, sl_conn_stats(c));
+        int outcome = outcome_of(m->g, s, &r, sl_conn_stats(c));
         if (outcome == ERR_MISMATCH) /* out of step: fails this request, resyncs on a new conn */
             return SL_FAIL(ERR_MISMATCH);
         sl_conn_complete(c, outcome);
@@ -133,8 +152,10 @@ static int on_eof(sl_conn *c, void *st)
 static void release(sl_target *t)
 {
     mc_global *g = (mc_global *)t->global;
-    if (g)
+    if (g) {
         free(g->value);
+        free(g->id_get);
+    }
     free(g);
     t->global = NULL;
 }
@@ -156,6 +177,23 @@ int target_memcache_setup(const sl_opts *o, sl_target *t, char *err, size_t errl
     g->gets = o->mc_gets;
     g->sets = o->mc_sets;
     g->keys = o->keys;
+    if (o->mc_id_key) {
+        size_t k = strlen(o->mc_id_key);
+        g->id_count = o->mc_id_count;
+        if (!(g->id_get = malloc(3 + (size_t)g->id_count * (k + 1) + 2))) {
+            free(g->value);
+            free(g);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        size_t n = put_str(g->id_get, "get");
+        for (unsigned i = 0; i < g->id_count; i++) {
+            g->id_get[n++] = ' ';
+            memcpy(g->id_get + n, o->mc_id_key, k);
+            n += k;
+        }
+        g->id_get_len = n + put_str(g->id_get + n, "\r\n");
+    }
     t->global = g;
     t->release = release;
     t->name = "memcache";

@@ -40,6 +40,17 @@ class CountingServer(Server):
 
 
 class SteadyStateAllocations(unittest.TestCase):
+    def assert_no_allocation(self, srv, run, warm, rounds, what):
+        """run(warm) to reach the working size of pools and free lists, then run(rounds): the
+        allocation calls of the second must stay within ALLOWANCE."""
+        run(warm)
+        before = srv.mallocs()
+        n = run(rounds)
+        after = srv.mallocs()
+        print("\n%d %s: %d allocation calls (%.4f each)" % (n, what, after - before,
+                                                            (after - before) / n))
+        self.assertLessEqual(after - before, ALLOWANCE)
+
     def test_100k_requests_do_not_allocate(self):
         if not SHIM:
             self.skipTest("SF_MALLOC_SHIM not set")
@@ -63,15 +74,9 @@ class SteadyStateAllocations(unittest.TestCase):
                         done += per
                 return done
 
-            run(20000)  # warm-up: pools reach their working size
-            before = srv.mallocs()
-            n = run(100000)
-            after = srv.mallocs()
+            self.assert_no_allocation(srv, run, 20000, 100000, "requests")
             for s in conns:
                 s.close()
-            print("\n%d requests: %d allocation calls (%.4f per request)" %
-                  (n, after - before, (after - before) / n))
-            self.assertLessEqual(after - before, ALLOWANCE)
         finally:
             srv.stop()
 
@@ -167,15 +172,47 @@ class SteadyStateAllocations(unittest.TestCase):
                     self.assertNotIn(b"ERROR", got)
                 return rounds * (len(http_batch) + len(mc_batch))
 
-            run(100)  # warm-up: pools and free lists reach their working size
-            before = srv.mallocs()
-            n = run(500)
-            after = srv.mallocs()
+            self.assert_no_allocation(srv, run, 100, 500, "cache requests")
             http.close()
             mc.close()
-            print("\n%d cache requests: %d allocation calls (%.4f per request)" %
-                  (n, after - before, (after - before) / n))
-            self.assertLessEqual(after - before, ALLOWANCE)
+        finally:
+            srv.stop()
+
+    def test_memcached_ids_do_not_allocate(self):
+        """IDs over the memcached protocol (cache.memcached_id_keys): gets of the reserved keys of
+        every format, alone, repeated and mixed with cache keys, gets and mg, and refused writes
+        of them: the IDs are composed into the output, nothing allocated."""
+        if not SHIM:
+            self.skipTest("SF_MALLOC_SHIM not set")
+        import socket
+        from sfharness import free_port
+        mc_port = free_port()
+        srv = CountingServer("--set", "cache.memcached_port=%d" % mc_port,
+                             "--set", "cache.memcached_id_keys.snowflake=id",
+                             "--set", "cache.memcached_id_keys.uuidv7=uuid",
+                             "--set", "cache.memcached_id_keys.ulid=ulid", threads=2)
+        try:
+            mc = socket.create_connection(("127.0.0.1", mc_port), timeout=5)
+            mc.sendall(b"set c 0 0 3\r\nabc\r\n")
+            self.assertEqual(mc.recv(100), b"STORED\r\n")
+            batch = [b"get id\r\n", b"get id id id id id id id id id id\r\n",
+                     b"get uuid ulid c id nope\r\n", b"gets id uuid\r\n", b"mg id v k s\r\n",
+                     b"mg ulid\r\n", b"set id 0 0 3\r\nabc\r\n", b"delete uuid\r\n"] * 10
+            payload = b"".join(batch) + b"mn\r\n"
+
+            def run(rounds):
+                for _ in range(rounds):
+                    mc.sendall(payload)
+                    got = b""
+                    while not got.endswith(b"MN\r\n"):
+                        chunk = mc.recv(1 << 16)
+                        self.assertTrue(chunk, "memcached connection closed")
+                        got += chunk
+                    self.assertNotIn(b"SERVER_ERROR", got)
+                return rounds * len(batch)
+
+            self.assert_no_allocation(srv, run, 100, 1000, "memcached ID commands")
+            mc.close()
         finally:
             srv.stop()
 

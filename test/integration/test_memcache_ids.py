@@ -3,7 +3,8 @@ protocol"), kayac/go-katsubushi's way, against the real binary: pymemcache's get
 gets; the exact bytes of get/gets/mg answers and of every refused write; the TLS listener; the
 refusal when the clock is behind the lease (SERVER_ERROR, nothing else); 100k IDs over several
 connections all distinct and increasing per connection; the metrics; HTTP /cache/ refusing the
-reserved keys; the configuration's checks."""
+reserved keys; a snapshot's value under a key since reserved dropped at start; a generator per
+loop; the configuration's checks."""
 import os
 import re
 import socket
@@ -258,6 +259,59 @@ class Refusals(unittest.TestCase):
             self.assertEqual(c.ask(b"mg ulid v\r\n"), err)
             self.assertEqual(c.values(b"get foo\r\n"), [(b"foo", 0, b"x", None)])
             c.close()
+        finally:
+            srv.stop()
+
+
+class Lifecycle(unittest.TestCase):
+    def test_snapshot_value_under_a_key_since_reserved_is_dropped(self):
+        """A value cached under "id" before the key was reserved comes back with the snapshot;
+        with the key reserved it is dropped at start (said in the log) and never listed."""
+        d = tempfile.mkdtemp(prefix="sf_it_snap_")
+        data = os.path.join(d, "data")
+        srv, port = memcache_server("cache.persist=true", data_dir=data)
+        try:
+            c = Raw(port)
+            self.assertEqual(c.ask(b"set id 0 0 5\r\nhello\r\nset keep 0 0 1\r\nk\r\n",
+                                   b"STORED\r\nSTORED\r\n"), b"STORED\r\nSTORED\r\n")
+            c.close()
+        finally:
+            srv.stop()  # the snapshot is written at a graceful stop
+        srv, port = memcache_server("cache.persist=true", *KEYS, data_dir=data)
+        try:
+            c = Raw(port)
+            vals = c.values(b"get id keep\r\n")
+            self.assertEqual(vals[1], (b"keep", 0, b"k", None))
+            self.assertTrue(vals[0][2].isdigit() and vals[0][2] != b"hello", vals)
+            dump = c.ask(b"lru_crawler metadump all\r\n", b"END\r\n")
+            self.assertIn(b"key=keep ", dump)
+            self.assertNotIn(b"key=id ", dump)
+            c.close()
+            said = 'the snapshot held a value under "id", now reserved for IDs'
+            deadline = time.time() + 5  # the log is written by its own thread
+            while said not in srv.output() and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertIn(said, srv.output())
+        finally:
+            srv.stop()
+
+    def test_per_thread_generators(self):
+        """With a generator per loop (snowflake.per_thread_worker_ids), each connection's IDs
+        come from its loop's worker: distinct across connections, increasing within each."""
+        srv, port = memcache_server(KEYS[0], "snowflake.per_thread_worker_ids=true",
+                                    "snowflake.worker_id=4", threads=2)
+        try:
+            seen, workers = set(), set()
+            for _ in range(8):
+                c = Raw(port)
+                ids = [int(v[2]) for v in c.values(b"get" + b" id" * 50 + b"\r\n")]
+                c.close()
+                self.assertEqual(ids, sorted(ids))
+                self.assertFalse(seen & set(ids), "a duplicate across connections")
+                seen |= set(ids)
+                workers.add((ids[0] >> 12) & 31)
+            self.assertEqual(len(seen), 400)
+            self.assertLessEqual(workers, {4, 5})
         finally:
             srv.stop()
 

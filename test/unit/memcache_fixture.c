@@ -2,6 +2,7 @@
 #include "memcache_fixture.h"
 
 #include <check.h>
+#include <string.h>
 
 #include "app/wiring.h"
 #include "proto/memcache.h"
@@ -60,4 +61,13 @@ mc_fixture_result mc_fixture_run(mc_fixture *f, const char *in, size_t len, cons
     r.max_pending = c.max_pending;
     conn_fake_free(&c);
     return r;
+}
+
+void mc_fixture_collect(const char *data, size_t len, void *out)
+{
+    mc_fixture_out *o = out;
+    ck_assert_uint_lt(o->n + len, sizeof o->buf);
+    memcpy(o->buf + o->n, data, len);
+    o->n += len;
+    o->buf[o->n] = '\0';
 }

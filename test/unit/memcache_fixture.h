@@ -38,6 +38,14 @@ void mc_fixture_config(mc_fixture *f);
 void mc_fixture_start(mc_fixture *f);
 void mc_fixture_free(mc_fixture *f);
 
+/* What a connection wrote (mc_fixture_collect appends it): NUL-terminated; more than fits fails
+ * the test. */
+typedef struct mc_fixture_out {
+    char buf[1 << 20];
+    size_t n;
+} mc_fixture_out;
+void mc_fixture_collect(const char *data, size_t len, void *out); /* a conn_fake_sink */
+
 /* One connection fed in[0..len) cut before each of cuts[0..ncuts) (ascending; none: one read),
  * the peer taking at most `budget` bytes per write (SIZE_MAX: everything) and then everything
  * left; the bytes it wrote go to sink(arg). Closed and released before returning. */

@@ -228,18 +228,7 @@ END_TEST
 
 static mc_fixture server;
 
-typedef struct out {
-    char buf[8192];
-    size_t n;
-} out;
-
-static void sink(const char *d, size_t n, void *arg)
-{
-    out *o = arg;
-    ck_assert_uint_le(o->n + n, sizeof o->buf);
-    memcpy(o->buf + o->n, d, n);
-    o->n += n;
-}
+typedef mc_fixture_out out;
 
 static void stream_setup(void)
 {
@@ -263,7 +252,7 @@ static void stream_teardown(void)
 static bool run(const char *in, size_t len, const size_t *cuts, size_t ncuts, out *o)
 {
     o->n = 0;
-    mc_fixture_result r = mc_fixture_run(&server, in, len, cuts, ncuts, SIZE_MAX, sink, o);
+    mc_fixture_result r = mc_fixture_run(&server, in, len, cuts, ncuts, SIZE_MAX, mc_fixture_collect, o);
     ck_assert_msg(r.rc == CONN_FAKE_OK || r.rc == CONN_FAKE_CLOSED, "feed: %d", r.rc);
     return r.open;
 }

@@ -1,10 +1,10 @@
 /* IDs over the memcached protocol (proto/memcache_ids.c, cache.memcached_id_keys): the reply
  * bytes of get, gets, gat, mg for reserved keys and their mix with cached keys, the refusal of
  * every write of a reserved key (exact bytes, the store untouched, a storage command's block
- * swallowed), a generator's refusal as the get's only answer, the per-format limit, and a get
- * line streamed over the line limit and cut into reads at every position still answering one
- * distinct ID per reserved key. Driven through the daemon's own object graph on a connection
- * without a socket (memcache_fixture.h). */
+ * swallowed), a generator's refusal (shutdown, the etcd fence) as the get's only answer, the
+ * per-format limit, and a get line streamed over the line limit and cut into reads at several
+ * positions still answering one distinct ID per reserved key. Driven through the daemon's own
+ * object graph on a connection without a socket (memcache_fixture.h). */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,22 +20,8 @@
 
 #define REFUSED MC_ID_KEY_REFUSED "\r\n"
 
-typedef struct out {
-    char buf[1 << 20];
-    size_t n;
-} out;
-
-static void sink(const char *p, size_t n, void *arg)
-{
-    out *o = arg;
-    ck_assert_uint_le(o->n + n, sizeof o->buf);
-    memcpy(o->buf + o->n, p, n);
-    o->n += n;
-    o->buf[o->n] = '\0';
-}
-
 static mc_fixture *fx;
-static out *answer;
+static mc_fixture_out *answer;
 
 static void start(unsigned max_batch)
 {
@@ -66,7 +52,7 @@ static const char *run(const char *in)
 {
     answer->n = 0;
     answer->buf[0] = '\0';
-    mc_fixture_run(fx, in, strlen(in), NULL, 0, SIZE_MAX, sink, answer);
+    mc_fixture_run(fx, in, strlen(in), NULL, 0, SIZE_MAX, mc_fixture_collect, answer);
     return answer->buf;
 }
 
@@ -219,6 +205,23 @@ START_TEST(test_refusal_is_the_whole_answer)
 }
 END_TEST
 
+/* The etcd fence (app.c identity_stop_issuing: the slot lapsed, every generator capped at 0):
+ * the IDs stop on the memcached protocol as on HTTP, with HTTP's reason. */
+START_TEST(test_fenced)
+{
+    start(0);
+    ck_assert_int_eq(strncmp(run("get id\r\n"), "VALUE id 0 ", 11), 0);
+    for (unsigned i = 0; i < 3 * fx->app.gens_per_format; i++)
+        sf_gen_cap_lease(fx->app.gen_ptrs[i], 0);
+    static const char want[] = "SERVER_ERROR timestamp lease not reached or not renewed\r\n";
+    ck_assert_str_eq(run("get id\r\n"), want);
+    ck_assert_str_eq(run("get uuid ulid\r\n"), want);
+    ck_assert_str_eq(run("gets ulid\r\n"), want);
+    ck_assert_str_eq(run("mg uuid v\r\n"), want);
+    stop();
+}
+END_TEST
+
 START_TEST(test_per_format_limit)
 {
     start(4);
@@ -249,7 +252,7 @@ START_TEST(test_long_line_streamed)
     unsigned long long last = 0;
     for (size_t c = 0; c < sizeof cut_sets / sizeof *cut_sets; c++) {
         answer->n = 0;
-        mc_fixture_result r = mc_fixture_run(fx, in, len, cut_sets[c], 3, 100, sink, answer);
+        mc_fixture_result r = mc_fixture_run(fx, in, len, cut_sets[c], 3, 100, mc_fixture_collect, answer);
         ck_assert(r.open);
         const char *s = answer->buf;
         int k = 0;
@@ -295,6 +298,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_mg);
     tcase_add_test(tc, test_writes_refused);
     tcase_add_test(tc, test_refusal_is_the_whole_answer);
+    tcase_add_test(tc, test_fenced);
     tcase_add_test(tc, test_per_format_limit);
     tcase_add_test(tc, test_long_line_streamed);
     tcase_add_test(tc, test_off_by_default);

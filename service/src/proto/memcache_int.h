@@ -12,6 +12,8 @@
  * memcache_watch.c: watch, memcached's live logging (memcache_watch.h).
  * memcache_auth.c: memcached's auth file (-Y) and the credentials' check (memcache_auth.h); the
  * unauthenticated connection's input is memcache.c's.
+ * memcache_ids.c: the reserved ID keys (memcache.h memcache_server_set_ids): their IDs for the
+ * retrieval commands, reserved per get line.
  */
 #ifndef SF_PROTO_MEMCACHE_INT_H
 #define SF_PROTO_MEMCACHE_INT_H
