@@ -381,7 +381,8 @@ def hashclient_ids(replicas, target, failures):
         got = hc.get_many(keys)
         stats["get_many"] += 1
         if set(got) - set(keys):
-            failures.append("HashClient.get_many: keys not asked %s" % sorted(set(got) - set(keys))[:3])
+            failures.append("HashClient.get_many: keys not asked %s" %
+                            sorted(set(got) - set(keys))[:3])
         idlog.add([int(v) for v in got.values()])
         return len(got)
 

@@ -319,7 +319,8 @@ static inline int mc_id_key(const memcache_server *s, const char *key, size_t kl
         return -1;
     for (int f = 0; f < MC_ID_FORMATS; f++) {
         size_t n = s->id_klen[f];
-        if (n && (klen == n || (klen > n + 1 && key[n] == ':')) && memcmp(s->id_key[f], key, n) == 0)
+        if (n && (klen == n || (klen > n + 1 && key[n] == ':')) &&
+            memcmp(s->id_key[f], key, n) == 0)
             return f;
     }
     return -1;
