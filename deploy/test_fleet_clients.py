@@ -7,13 +7,14 @@ private bridge, all on memcached port 11211 as pods are, reached from the root n
 1. pymemcache's HashClient (Debian python3-pymemcache) over the three: cache keys spread over all
    three replicas (the split is printed and each replica must hold a fair share), every read finds
    its write, each key on the replica HashClient's hasher names; then IDs fetched through it
-   (`get sfid sfid ...`, memcached-protocol IDs): the one replica that owns the name on the
-   hash serves them until it dies, so the owner is killed with kill -9 at 40 % and its successor
-   at 70 %, both restarted at 85 % and readmitted: at least 1M IDs over all three replicas, no
-   duplicate, each replica's IDs (told apart by the ID's worker bits) increasing across its
-   restart;
+   with the ID key family (`get sfid:0 sfid:1 ...`: the reserved name sfid reserves every
+   sfid:<suffix>), hashed over the three as cache keys are, each replica serving > 15 %; one
+   replica killed with kill -9 at 25 %, taken off the hash, restarted at 35 % and readmitted: at
+   least 1M IDs, no duplicate, each replica's IDs (told apart by the ID's worker bits)
+   increasing across its restart;
 2. nutcracker (Debian nutcracker, twemproxy 0.5) with ketama in front of the three: every
-   memcached command it forwards works through it, IDs through it are unique; a replica killed
+   memcached command it forwards works through it, IDs through it (family keys) spread over all
+   three and unique; a replica killed
    with kill -9 is ejected (its keys move to the others after server_failure_limit errors) and,
    restarted on its data_dir, readmitted after server_retry_timeout, with no duplicate ID across
    the kill, the ejection and the readmission.
@@ -49,7 +50,10 @@ REPLICAS = 3
 MC_PORT = 11211
 # The reserved keys (cache.memcached_id_keys.*): a get of one returns a new ID.
 ID_KEY, UUID_KEY, ULID_KEY = "sfid", "sfuuid", "sfulid"
-KEYS_PER_GET = 400   # one `get sfid sfid ...` line of 2 kB: one read on the server
+KEYS_PER_GET = 400   # one `get sfid:n ...` line of a few kB: one read on the server
+# The ID keys fetched through the clients: the family sfid:0 .. sfid:3999 of the reserved name
+# (a name K reserves K and every "K:<suffix>"), which hashes over the replicas as cache keys do.
+ID_FAMILY = 4000
 CACHE_KEYS = 3000
 # nutcracker's pool: what notes/recommendation.md recommends for a resilient pool, with times
 # short enough for a test. The ring is built on the node names (snowflaked-N), not addresses,
@@ -191,10 +195,15 @@ class Raw:
                 return lines
 
     def ids(self, key, count):
-        """`get key key ...` (count times): the IDs in the order they came (ints); raises
-        RuntimeError on an error line (a refusal: SERVER_ERROR ...). Reads the whole reply,
-        then splits it: 1M IDs in seconds."""
-        self.sock.sendall(b"get " + b" ".join([key.encode()] * count) + b"\r\n")
+        """`get key key ...` (count times): see get_ids."""
+        return self.get_ids([key.encode()] * count)
+
+    def get_ids(self, keys):
+        """`get k1 k2 ...` (bytes keys, each an ID key): the IDs in the order they came (ints),
+        every VALUE line checked to echo the key sent in its place; raises RuntimeError on an
+        error line (a refusal: SERVER_ERROR ...) or another key. Reads the whole reply, then
+        splits it: 1M IDs in seconds."""
+        self.sock.sendall(b"get " + b" ".join(keys) + b"\r\n")
         while not (self.buf.endswith(b"END\r\n") and (self.buf == b"END\r\n" or
                                                        self.buf.endswith(b"\r\nEND\r\n"))):
             if self.buf.startswith((b"SERVER_ERROR", b"CLIENT_ERROR", b"ERROR")) and \
@@ -207,6 +216,9 @@ class Raw:
         heads, values = parts[0:-2:2], parts[1:-2:2]
         if parts[-2] != b"END" or any(not h.startswith(b"VALUE ") for h in heads):
             raise RuntimeError("malformed reply: %r" % parts[:4])
+        if [h.split(b" ", 2)[1] for h in heads] != keys:
+            raise RuntimeError("the VALUE lines do not echo the keys sent: %r for %r" % (
+                heads[:3], keys[:3]))
         return [int(v) for v in values]
 
 
@@ -324,111 +336,132 @@ def hashclient_cache(replicas, failures):
 
 
 def hashclient_ids(replicas, target, failures):
-    """At least `target` IDs through HashClient: each ID key goes where HashClient's hasher sends
-    it (its own client and socket for that server). pymemcache's get_many returns a dict, one
-    value per distinct key, so the `get k k k ...` lines are written on the socket of the client
-    HashClient picked and their replies read back raw.
+    """At least `target` IDs through HashClient with the ID key family: a name K reserves K and
+    every "K:<suffix>", so the keys sfid:0 .. sfid:3999, taken KEYS_PER_GET at a time round
+    robin, hash over all three replicas as cache keys do, each answering a new ID under the key
+    sent. First a hundred get_many calls (pymemcache's own multi-get, its dict keyed by the
+    keys sent); then, for speed, the same routing (HashClient's hasher, its client and socket for
+    each server) with each server's keys of a round written as one `get` line and the reply read
+    back raw (pymemcache parses ~100k values/s in Python; the raw reader several times that).
 
-    With one reserved name, the replica that owns it on the hash serves every ID, so the run
-    moves it over all three the way HashClient does: kill -9 the owner at 40 % (HashClient's
-    retries then mark it dead and the name hashes to another replica), kill that one at 70 %,
-    restart both on their data_dir, and run on until HashClient has readmitted the first
-    (dead_timeout) and its IDs come back, above all it issued before the kill. Every ID of the
-    run: no duplicate, each replica's increasing."""
+    Spread without failures first: each replica must serve > 15 % of those IDs. Then kill -9
+    one replica at 25 %: HashClient's retries (ignore_exc, retry_attempts 2) mark it dead and its
+    keys hash to the two others; restart it on its data_dir at 35 %, wait (a round every 20 ms)
+    until HashClient has readmitted it (dead_timeout) and its IDs come back, above all it issued
+    before the kill, and run on over all three to the target (at least half of it after that).
+    Every ID of the run: no duplicate, each replica's increasing, each replica > 15 % of all."""
     addrs = [r.addr for r in replicas]
-    by_addr = {"%s:%d" % (r.addr, MC_PORT): r for r in replicas}
-    hc = hash_client(addrs, retry_attempts=2, retry_timeout=0.05, dead_timeout=2)
+    hc = hash_client(addrs, retry_attempts=2, retry_timeout=0.05, dead_timeout=2,
+                     ignore_exc=True)
     idlog = IdLog()
-    name = ID_KEY
-    log("HashClient ID key: %s (its owner on the hash serves every ID, the others take over "
-        "when it fails)" % name)
+    rounds = [["%s:%d" % (ID_KEY, (b * KEYS_PER_GET + k) % ID_FAMILY) for k in range(KEYS_PER_GET)]
+              for b in range(ID_FAMILY // KEYS_PER_GET)]
+    plans = {}   # (the live servers, round) -> {server: [bytes keys]}, as HashClient routes them
+    stats = {"rounds": 0, "gets": 0, "retries": 0, "errors": set(), "get_many": 0}
+    log("HashClient ID keys: %s:0 .. %s:%d (the family of %s), %d per round, round robin" % (
+        ID_KEY, ID_KEY, ID_FAMILY - 1, ID_KEY, KEYS_PER_GET))
     t0 = time.time()
-    stats = {"gets": 0, "retries": 0, "errors": set()}
 
-    def owner():
-        return by_addr.get(hc.hasher.get_node(name))
+    def plan(b):
+        if hc._dead_clients:  # as HashClient._get_client: readmit after dead_timeout
+            hc._retry_dead()
+        ring = (tuple(hc.hasher.nodes), b)
+        if ring not in plans:
+            groups = {}
+            for k in rounds[b]:
+                c = hc._get_client(k)
+                if c is not None:
+                    groups.setdefault(c.server, []).append(k)
+            plans[ring] = groups
+        return plans[ring]
 
-    def bulk():
-        client = hc._get_client(name)
-        if client is None:  # every server dead for HashClient: wait for dead_timeout
-            stats["errors"].add("no server")
-            time.sleep(0.05)
-            return
-        try:
-            if client.sock is None:
-                client._connect()
-            idlog.add(Raw(sock=client.sock).ids(name, KEYS_PER_GET))
-            stats["gets"] += 1
-        except (OSError, ConnectionError, RuntimeError) as e:
-            client.close()
-            stats["errors"].add(type(e).__name__ if not isinstance(e, RuntimeError) else str(e))
-            # The application's retry, through HashClient's own get: a refused connection
-            # counts against the server, and after retry_attempts it is taken off the hash.
-            stats["retries"] += 1
+    def via_get_many(b):
+        """One round through HashClient.get_many: every key answered, under the key sent."""
+        keys = rounds[b]
+        got = hc.get_many(keys)
+        stats["get_many"] += 1
+        if set(got) - set(keys):
+            failures.append("HashClient.get_many: keys not asked %s" %
+                            sorted(set(got) - set(keys))[:3])
+        idlog.add([int(v) for v in got.values()])
+        return len(got)
+
+    def bulk(b):
+        for server, keys in plan(b).items():
+            client = hc.clients[hc._make_client_key(server)]
             try:
-                v = hc.get(name)
-                if v is not None:
-                    idlog.add([int(v)])
-            except Exception as e2:  # noqa: BLE001 (whatever pymemcache raises: retried)
-                stats["errors"].add(type(e2).__name__)
-            time.sleep(0.01)
+                if client.sock is None:
+                    client._connect()
+                idlog.add(Raw(sock=client.sock).get_ids([k.encode() for k in keys]))
+                stats["gets"] += 1
+            except (OSError, ConnectionError, RuntimeError) as e:
+                client.close()
+                stats["errors"].add(type(e).__name__ if not isinstance(e, RuntimeError) else str(e))
+                # The application's retry, through HashClient's own get_many: a failure counts
+                # against the server, after retry_attempts it is taken off the hash (and its keys
+                # then hash to the others); what the others answer is kept.
+                stats["retries"] += 1
+                try:
+                    idlog.add([int(v) for v in hc.get_many(keys).values()])
+                except Exception as e2:  # noqa: BLE001 (whatever pymemcache raises: retried)
+                    stats["errors"].add(type(e2).__name__)
+                time.sleep(0.01)
+        stats["rounds"] += 1
 
     def run_until(total, deadline, until=None):
         while (idlog.total < total or (until and not until())) and time.time() < deadline:
-            bulk()
+            bulk(stats["rounds"] % len(rounds))
 
     deadline = t0 + 90
+    for b in range(100):   # 40,000 IDs through the public get_many
+        n = via_get_many(b % len(rounds))
+        if n != KEYS_PER_GET:
+            failures.append("HashClient.get_many of %d ID keys gave %d IDs" % (KEYS_PER_GET, n))
+            break
+    run_until(int(target * 0.25), deadline)
+    spread = {w: len(v) for w, v in sorted(idlog.by_worker.items())}
+    n_spread = idlog.total
+    victim = replicas[0]
+    before = list(idlog.by_worker.get(victim.i, []))
     moves = []
-    first = owner()
-    run_until(int(target * 0.4), deadline)
-    t_kill1 = time.time()
-    first.kill9()
-    run_until(idlog.total + 1, deadline, lambda: owner() not in (first, None))
-    second = owner()
-    if second is None:
-        failures.append("HashClient: no replica took over from %s" % first.name)
-        return 0
-    moves.append("%s killed, %s serves after %.3f s" % (first.name, second.name if second
-                                                         else None, time.time() - t_kill1))
-    run_until(int(target * 0.7), deadline)
-    before_first = list(idlog.by_worker.get(first.i, []))
-    t_kill2 = time.time()
-    second.kill9()
-    run_until(idlog.total + 1, deadline, lambda: owner() not in (first, second, None))
-    third = owner()
-    moves.append("%s killed, %s serves after %.3f s" % (second.name, third.name if third
-                                                         else None, time.time() - t_kill2))
-    run_until(int(target * 0.85), deadline)
+    t_kill = time.time()
+    victim.kill9()
+    run_until(idlog.total + 1, deadline,
+              lambda: "%s:%d" % (victim.addr, MC_PORT) not in hc.hasher.nodes)
+    moves.append("%s killed at %d IDs, off HashClient's hash after %.3f s" % (
+        victim.name, n_spread, time.time() - t_kill))
+    run_until(int(target * 0.35), deadline)
+    victim.start()
+    victim.wait_ready()
     t_restart = time.time()
-    for r in (first, second):
-        r.start()
-    for r in (first, second):
-        r.wait_ready()
-    run_until(target, deadline)
-    # Then one ID at a time (HashClient.get) until HashClient tries the first again.
-    while len(idlog.by_worker.get(first.i, [])) == len(before_first) and \
-            time.time() < deadline:
-        try:
-            v = hc.get(name)
-            if v is not None:
-                idlog.add([int(v)])
-        except Exception as e:  # noqa: BLE001
-            stats["errors"].add(type(e).__name__)
+    # Until HashClient tries it again (dead_timeout), a round every 20 ms, as a client at a
+    # modest rate would; then on at full speed with all three until the target.
+    while len(idlog.by_worker.get(victim.i, [])) == len(before) and time.time() < deadline:
+        bulk(stats["rounds"] % len(rounds))
         time.sleep(0.02)
-    moves.append("both restarted, %s serves again %.3f s after (dead_timeout 2 s)" % (
-        first.name, time.time() - t_restart))
-    after = idlog.by_worker.get(first.i, [])[len(before_first):]
+    run_until(max(target, idlog.total + target // 2), deadline)
+    after = idlog.by_worker.get(victim.i, [])[len(before):]
     if not after:
-        failures.append("HashClient: %s never served again after its restart" % first.name)
+        failures.append("HashClient: %s never served again after its restart" % victim.name)
     else:
-        moves.append("its first ID after the restart %d ms after its last before" % (
-            (after[0] >> 22) - (before_first[-1] >> 22)))
+        moves.append("restarted, serves again %.3f s after (dead_timeout 2 s), its first ID "
+                     "%d ms after its last before the kill" % (
+                         time.time() - t_restart, (after[0] >> 22) - (before[-1] >> 22)))
     took = time.time() - t0
-    log("FIGURE HashClient IDs: %d IDs in %.2f s (%d gets of %d keys, %.0f IDs/s, one Python "
-        "client, shared machine)%s; %d retries through HashClient.get, errors seen %s" % (
-            idlog.total, took, stats["gets"], KEYS_PER_GET, idlog.total / took,
-            "".join("; " + m for m in moves), stats["retries"], sorted(stats["errors"])))
+    split = {w: len(v) for w, v in sorted(idlog.by_worker.items())}
+    log("FIGURE HashClient IDs: %d IDs in %.2f s (%d get_many + %d rounds of %d family keys, "
+        "%d gets, %.0f IDs/s, one Python client, shared machine); before the kill %d IDs per "
+        "worker id %s; %s; %d retries through HashClient.get_many, errors seen %s" % (
+            idlog.total, took, stats["get_many"], stats["rounds"], KEYS_PER_GET, stats["gets"],
+            idlog.total / took, n_spread, spread, "; ".join(moves), stats["retries"],
+            sorted(stats["errors"])))
     dups = idlog.check("HashClient IDs", failures, workers=[r.i for r in replicas])
+    for what, counts, total in (("before the kill", spread, n_spread),
+                                ("over the run", split, idlog.total)):
+        small = {w: n for w, n in counts.items() if n <= 0.15 * total}
+        if len(counts) != len(replicas) or small:
+            failures.append("HashClient IDs %s not spread over the three replicas (each > 15 %%): "
+                            "%s of %d" % (what, counts, total))
     if idlog.total < target:
         failures.append("HashClient: %d IDs in 90 s, expected %d" % (idlog.total, target))
     hc.close()
@@ -609,22 +642,34 @@ def owner_of(replicas, key):
 
 
 def nutcracker_ids(nc, idlog, count, failures):
-    """count IDs through nutcracker in gets of KEYS_PER_GET keys: the replica that owns the ID
-    key on the ring answers them all. Returns that replica's worker id."""
+    """count IDs through nutcracker in gets of KEYS_PER_GET keys of the ID key family (sfid:0 ..
+    sfid:3999 round robin): nutcracker splits each get over the replicas its ketama ring names
+    and reassembles the reply in key order, each value under the key sent. All three replicas
+    must serve a share (> 15 %). Then the name itself (`get sfid sfid`: its owner on the ring),
+    gets, UUIDv7 and ULID keys."""
     c = nc.connect()
     t0 = time.time()
     got = 0
-    workers = set()
+    per_worker = {}
+    rounds = [[b"%s:%d" % (ID_KEY.encode(), (b * KEYS_PER_GET + k) % ID_FAMILY)
+               for k in range(KEYS_PER_GET)] for b in range(ID_FAMILY // KEYS_PER_GET)]
     try:
+        b = 0
         while got < count and time.time() - t0 < 30:
-            ids = c.ids(ID_KEY, KEYS_PER_GET)
-            if len(ids) != KEYS_PER_GET:
-                failures.append("nutcracker: a get of %d ID keys gave %d IDs" % (
-                    KEYS_PER_GET, len(ids)))
+            try:
+                ids = c.get_ids(rounds[b % len(rounds)])
+            except RuntimeError as e:
+                failures.append("nutcracker: a get of %d ID family keys: %s" % (KEYS_PER_GET, e))
                 break
+            b += 1
             idlog.add(ids)
-            workers.update(worker_of(x) for x in ids)
+            for x in ids:
+                per_worker[worker_of(x)] = per_worker.get(worker_of(x), 0) + 1
             got += len(ids)
+        small = {w: n for w, n in per_worker.items() if n <= 0.15 * got}
+        if len(per_worker) != REPLICAS or small:
+            failures.append("nutcracker: ID family keys not spread over the three replicas "
+                            "(each > 15 %%): %s of %d" % (dict(sorted(per_worker.items())), got))
         lines = c.call(b"gets %s %s\r\n" % (ID_KEY.encode(), ID_KEY.encode()))
         heads_ok = len(lines) == 5 and all(ln.startswith(b"VALUE %s 0 " % ID_KEY.encode())
                                            for ln in lines[0:4:2])
@@ -641,9 +686,8 @@ def nutcracker_ids(nc, idlog, count, failures):
     finally:
         c.close()
     took = time.time() - t0
-    log("FIGURE nutcracker IDs: %d IDs in %.2f s through nutcracker (gets of %d keys), all from "
-        "worker id %s" % (got, took, KEYS_PER_GET, sorted(workers)))
-    return workers.pop() if len(workers) == 1 else None
+    log("FIGURE nutcracker IDs: %d IDs in %.2f s through nutcracker (gets of %d family keys), "
+        "per worker id %s" % (got, took, KEYS_PER_GET, dict(sorted(per_worker.items()))))
 
 
 def nutcracker_eject_readmit(nc, replicas, idlog, failures):

@@ -180,8 +180,9 @@ class SteadyStateAllocations(unittest.TestCase):
 
     def test_memcached_ids_do_not_allocate(self):
         """IDs over the memcached protocol (cache.memcached_id_keys): gets of the reserved keys of
-        every format, alone, repeated and mixed with cache keys, gets and mg, and refused writes
-        of them: the IDs are composed into the output, nothing allocated."""
+        every format, alone, repeated, as family members (K:<suffix>) and mixed with cache keys,
+        gets and mg, and refused writes of them: the IDs are composed into the output, nothing
+        allocated."""
         if not SHIM:
             self.skipTest("SF_MALLOC_SHIM not set")
         import socket
@@ -197,7 +198,10 @@ class SteadyStateAllocations(unittest.TestCase):
             self.assertEqual(mc.recv(100), b"STORED\r\n")
             batch = [b"get id\r\n", b"get id id id id id id id id id id\r\n",
                      b"get uuid ulid c id nope\r\n", b"gets id uuid\r\n", b"mg id v k s\r\n",
-                     b"mg ulid\r\n", b"set id 0 0 3\r\nabc\r\n", b"delete uuid\r\n"] * 10
+                     b"mg ulid\r\n", b"set id 0 0 3\r\nabc\r\n", b"delete uuid\r\n",
+                     # the families (K:<suffix>), as a key-hashing client sends them
+                     b"get id:1 id:2 uuid:x c ulid:y:z id:\r\n", b"mg id:9 v k\r\n",
+                     b"set id:3 0 0 3\r\nabc\r\n"] * 10
             payload = b"".join(batch) + b"mn\r\n"
 
             def run(rounds):

@@ -3,8 +3,8 @@ protocol"), kayac/go-katsubushi's way, against the real binary: pymemcache's get
 gets; the exact bytes of get/gets/mg answers and of every refused write; the TLS listener; the
 refusal when the clock is behind the lease (SERVER_ERROR, nothing else); 100k IDs over several
 connections all distinct and increasing per connection; the metrics; HTTP /cache/ refusing the
-reserved keys; a snapshot's value under a key since reserved dropped at start; a generator per
-loop; the configuration's checks."""
+reserved keys; the key family (a name K reserves K and every "K:<suffix>"); a snapshot's values
+under keys since reserved dropped at start; a generator per loop; the configuration's checks."""
 import os
 import re
 import socket
@@ -148,6 +148,40 @@ class MemcacheIds(unittest.TestCase):
         self.assertEqual(request(self.srv, b"DELETE /cache/uuid HTTP/1.1\r\nHost: x\r\n\r\n").status,
                          409)
 
+    def test_key_family_through_pymemcache_and_http(self):
+        """A name K reserves K and every "K:<suffix>": get_many of 300 members gives 300 new,
+        distinct IDs under the exact keys asked (how a key-hashing client spreads IDs over a
+        fleet); "K:" alone and "Kx:1" stay cache keys; HTTP refuses writes of members."""
+        mc = pymemcache()(("127.0.0.1", self.port), timeout=5)
+        try:
+            mc.delete("id:")  # a cache key, which another test may have set
+            keys = ["id:%d" % i for i in range(300)] + ["uuid:a", "ulid:b", "id:x:y", "id:"]
+            many = mc.get_many(keys)
+            self.assertEqual(set(many), set(keys) - {"id:"})
+            snow = [int(many[k]) for k in keys if k.startswith("id:") and k != "id:"]
+            self.assertEqual(len(set(snow)), 301)
+            self.assertTrue(UUID7.match(many["uuid:a"]) and ULID.match(many["ulid:b"]), many)
+            with self.assertRaisesRegex(Exception, "reserved for IDs"):  # its CLIENT_ERROR
+                mc.set("id:5", b"x", noreply=False)
+            self.assertTrue(mc.set("id:", b"plain", noreply=False))
+            self.assertTrue(mc.set("idx:1", b"plain2", noreply=False))
+            self.assertEqual(mc.get_many(["id:", "idx:1"]), {"id:": b"plain", "idx:1": b"plain2"})
+        finally:
+            mc.close()
+
+    def test_family_members_exact_bytes_and_http(self):
+        c = self.raw()
+        got = c.ask(b"get id:42 idx id:\r\n", b"END\r\n")
+        self.assertTrue(re.fullmatch(rb"VALUE id:42 0 (\d+)\r\n(\d+)\r\nEND\r\n", got), got)
+        self.assertEqual(c.ask(b"set uuid:1 0 0 2\r\nab\r\nmn\r\n", b"MN\r\n"), REFUSED + b"MN\r\n")
+        self.assertEqual(c.ask(b"delete ulid:zz\r\n"), REFUSED)
+        r = request(self.srv, b"PUT /cache/id:7 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+        self.assertEqual(r.status, 409, r.body)
+        self.assertIn("reserved for IDs", r.json()["error"])
+        self.assertEqual(request(self.srv, get("/cache/id:7")).status, 404)
+        r = request(self.srv, b"PUT /cache/id: HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+        self.assertLess(r.status, 300, r.body)
+
     def test_pymemcache_get_get_many_gets(self):
         Client = pymemcache()
         mc = Client(("127.0.0.1", self.port), timeout=5)
@@ -274,6 +308,9 @@ class Lifecycle(unittest.TestCase):
             c = Raw(port)
             self.assertEqual(c.ask(b"set id 0 0 5\r\nhello\r\nset keep 0 0 1\r\nk\r\n",
                                    b"STORED\r\nSTORED\r\n"), b"STORED\r\nSTORED\r\n")
+            # members of the family "id" (K:<suffix>), and keys that are not ("id:", "idx:1")
+            for k in (b"id:1", b"id:two", b"id::", b"id:", b"idx:1"):
+                self.assertEqual(c.ask(b"set %s 0 0 1\r\nv\r\n" % k), b"STORED\r\n")
             c.close()
         finally:
             srv.stop()  # the snapshot is written at a graceful stop
@@ -285,9 +322,14 @@ class Lifecycle(unittest.TestCase):
             self.assertTrue(vals[0][2].isdigit() and vals[0][2] != b"hello", vals)
             dump = c.ask(b"lru_crawler metadump all\r\n", b"END\r\n")
             self.assertIn(b"key=keep ", dump)
-            self.assertNotIn(b"key=id ", dump)
+            for k in (b"id", b"id%3A1", b"id%3Atwo", b"id%3A%3A"):  # metadump URL-encodes
+                self.assertNotIn(b"key=%s " % k, dump)
+            self.assertIn(b"key=id%3A ", dump)
+            self.assertIn(b"key=idx%3A1 ", dump)
+            self.assertEqual([v[0] for v in c.values(b"get id: idx:1 id:1\r\n")],
+                             [b"id:", b"idx:1", b"id:1"])
             c.close()
-            said = 'the snapshot held a value under "id", now reserved for IDs'
+            said = 'the snapshot held 4 values under keys now reserved for IDs'
             deadline = time.time() + 5  # the log is written by its own thread
             while said not in srv.output() and time.time() < deadline:
                 time.sleep(0.05)
@@ -329,6 +371,17 @@ class Configuration(unittest.TestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("cache.memcached_id_keys.ulid", out)
         self.assertIn("must differ from cache.memcached_id_keys.snowflake", out)
+        # a name K reserves "K:<suffix>" too: no name may start with another and ':'
+        for a, b in (("sfid", "sfid:u"), ("sfid:u", "sfid"), ("sfid", "sfid:")):
+            rc, out = self.check("cache.memcached_id_keys.snowflake=" + a,
+                                 "cache.memcached_id_keys.ulid=" + b)
+            self.assertNotEqual(rc, 0, (a, b))
+            self.assertIn("is in the key family of", out)
+            self.assertIn('"%s"' % a, out)
+            self.assertIn('"%s"' % b, out)
+        self.assertEqual(self.check("cache.memcached_id_keys.snowflake=sfid",
+                                    "cache.memcached_id_keys.ulid=sfidu",
+                                    "cache.memcached_id_keys.uuidv7=u:sfid")[0], 0)
         rc, out = self.check("cache.memcached_id_keys.uuidv7=a b")
         self.assertNotEqual(rc, 0)
         self.assertIn("must be a memcached text key", out)

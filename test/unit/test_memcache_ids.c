@@ -273,6 +273,110 @@ START_TEST(test_long_line_streamed)
 }
 END_TEST
 
+/* A name K reserves a family: K and every "K:<suffix>" (suffix 1+ bytes), so a key-hashing
+ * client spreads `get K:1 K:2 ...` over a fleet. "K:" alone and "Kx" are cache keys. */
+START_TEST(test_key_family)
+{
+    start(0);
+    const memcache_server *mc = fx->app.mc;
+    static const struct {
+        const char *key;
+        int f;
+    } member[] = {
+        {"id", MC_ID_SNOWFLAKE}, {"id:1", MC_ID_SNOWFLAKE},  {"id:abc", MC_ID_SNOWFLAKE},
+        {"id::", MC_ID_SNOWFLAKE}, {"id:a:b", MC_ID_SNOWFLAKE}, {"uuid:7", MC_ID_UUID7},
+        {"ulid:x", MC_ID_ULID},  {"id:", -1},                {"idx", -1},
+        {"idx:1", -1},           {"i", -1},                  {"d:1", -1},
+        {"uuid:", -1},           {"ID:1", -1},               {"id;1", -1},
+    };
+    for (size_t i = 0; i < sizeof member / sizeof *member; i++)
+        ck_assert_msg(memcache_server_id_key(mc, member[i].key, strlen(member[i].key)) ==
+                          member[i].f,
+                      "%s", member[i].key);
+    char longest[CACHE_KEY_MAX + 1];
+    memset(longest, 'z', CACHE_KEY_MAX);
+    memcpy(longest, "id:", 3);
+    longest[CACHE_KEY_MAX] = '\0';
+    ck_assert_int_eq(memcache_server_id_key(mc, longest, CACHE_KEY_MAX), MC_ID_SNOWFLAKE);
+
+    /* get: each member answers a new ID under the exact key sent; "id:" and "idx" are misses */
+    char ids[8][48], keys[8][16];
+    ck_assert_uint_eq(values(run("get id:1 id: id:abc idx uuid:q ulid:r id:: id:1\r\n"), ids, keys,
+                             8, false),
+                      6);
+    static const char *const order[] = {"id:1", "id:abc", "uuid:q", "ulid:r", "id::", "id:1"};
+    for (int i = 0; i < 6; i++)
+        ck_assert_str_eq(keys[i], order[i]);
+    ck_assert_uint_eq(strlen(ids[2]), 36);
+    ck_assert_uint_eq(strlen(ids[3]), 26);
+    unsigned long long prev = 0;
+    static const int snow[] = {0, 1, 4, 5};
+    for (int i = 0; i < 4; i++) { /* increasing in key order, the repeated key too */
+        unsigned long long v = strtoull(ids[snow[i]], NULL, 10);
+        ck_assert_uint_eq(strspn(ids[snow[i]], "0123456789"), strlen(ids[snow[i]]));
+        ck_assert_uint_gt(v, prev);
+        prev = v;
+    }
+    ck_assert_uint_eq(values(run("gets id:9\r\n"), ids, keys, 8, true), 1);
+    ck_assert_str_eq(keys[0], "id:9");
+
+    /* mg: k echoes the member; b: the decoded key ("id:1") is the one compared */
+    const char *a = run("mg id:42 v k\r\n");
+    unsigned len;
+    int used = 0;
+    ck_assert_int_eq(sscanf(a, "VA %u kid:42\r\n%n", &len, &used), 1);
+    ck_assert_int_gt(used, 0);
+    ck_assert_str_eq(run("mg aWQ6MQ== b k\r\n"), "HD kaWQ6MQ== b\r\n");
+
+    /* writes of a member refused, the block swallowed; "id:" and "idx" are the cache's */
+    static const char *const cmds[] = {
+        "set id:1 0 0 3\r\nabc\r\n", "add id:x 0 0 1\r\na\r\n", "append uuid:1 0 0 1\r\na\r\n",
+        "delete id:1\r\n",           "incr id:2 1\r\n",           "touch ulid:z 10\r\n",
+        "ms id:1 3\r\nabc\r\n",      "md id::\r\n",               "ma id:5\r\n",
+        "ms aWQ6MQ== 1 b\r\nx\r\n",
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char in[128];
+        snprintf(in, sizeof in, "%smn\r\n", cmds[i]);
+        ck_assert_msg(strcmp(run(in), REFUSED "MN\r\n") == 0, "%s -> %s", cmds[i], answer->buf);
+    }
+    uint64_t now = clk_now(clk_system());
+    ck_assert_ptr_null(cache_get(fx->app.cache, "id:1", 4, now));
+    ck_assert_str_eq(run("set id: 0 0 1\r\nx\r\nget id:\r\n"),
+                     "STORED\r\nVALUE id: 0 1\r\nx\r\nEND\r\n");
+    ck_assert_str_eq(run("set idx:1 0 0 1\r\ny\r\nget idx:1\r\n"),
+                     "STORED\r\nVALUE idx:1 0 1\r\ny\r\nEND\r\n");
+    stop();
+}
+END_TEST
+
+/* The families of the three names must not overlap: equal names, or one starting with another
+ * and ':' ("a:" too, "a::x" being in both), are refused; "ab" beside "a" is fine. */
+START_TEST(test_families_must_not_overlap)
+{
+    start(0);
+    memcache_server *mc = fx->app.mc;
+    sf_gen *const *g = fx->app.gen_ptrs;
+    unsigned per = fx->app.gens_per_format;
+    static const char *const sets[][3] = {
+        {"a", "a", ""}, {"a", "a:b", ""}, {"a:b", "a", ""}, {"a", "", "a:"}, {"a:", "x", "a"},
+        {"x", "a:b:c", "a:b"},
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++) {
+        memcache_ids ids = {.keys = {sets[i][0], sets[i][1], sets[i][2]},
+                            .gens = {g, g + per, g + 2 * per},
+                            .ngens = per};
+        ck_assert_msg(memcache_server_set_ids(mc, &ids) == -1, "set %zu accepted", i);
+    }
+    memcache_ids ok = {.keys = {"a", "ab", "b:a"}, .gens = {g, g + per, g + 2 * per}, .ngens = per};
+    ck_assert_int_eq(memcache_server_set_ids(mc, &ok), 0);
+    ck_assert_int_eq(memcache_server_id_key(mc, "ab:1", 4), MC_ID_UUID7);
+    ck_assert_int_eq(memcache_server_id_key(mc, "b:a:1", 5), MC_ID_ULID);
+    ck_assert_int_eq(memcache_server_id_key(mc, "b:1", 3), -1);
+    stop();
+}
+END_TEST
+
 /* Without reserved keys (the default) the same keys are ordinary cache keys. */
 START_TEST(test_off_by_default)
 {
@@ -302,6 +406,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_per_format_limit);
     tcase_add_test(tc, test_long_line_streamed);
     tcase_add_test(tc, test_off_by_default);
+    tcase_add_test(tc, test_key_family);
+    tcase_add_test(tc, test_families_must_not_overlap);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -551,21 +551,44 @@ void app_reload_memcached_auth(app *a)
 
 static int refresh_certs(void *arg, char *reply, size_t replylen);
 
-/* A key made a memcached ID key (cache.memcached_id_keys) after a value was cached under it:
- * the snapshot brought it back, but no client may read it any more (the key answers IDs, HTTP
- * refuses its writes), and listings must not show it. Dropped, said once. */
+/* A key made a memcached ID key (cache.memcached_id_keys: the name K and its family "K:<suffix>")
+ * after a value was cached under it: the snapshot brought it back, but no client may read it any
+ * more (the key answers IDs, HTTP refuses its writes), and listings must not show it. One walk of
+ * the store before the listeners open, each item visited once (so it is bounded by the items the
+ * snapshot loaded); the walk lets its callback delete the item it holds a reference to. */
+typedef struct reserved_drop {
+    app *a;
+    uint64_t now_ms, dropped;
+    char first[CACHE_KEY_MAX + 1]; /* the first key dropped, for the warning */
+} reserved_drop;
+
+static int drop_if_reserved(const cache_item *it, void *arg)
+{
+    reserved_drop *d = arg;
+    const char *key = cache_item_key(it);
+    size_t klen = cache_item_klen(it);
+    if (memcache_server_id_key(d->a->mc, key, klen) >= 0 &&
+        cache_delete(d->a->cache, key, klen, 0, d->now_ms) == CACHE_DELETED && !d->dropped++) {
+        for (size_t i = 0; i < klen; i++) /* a binary key (mg b) may hold any byte */
+            d->first[i] = key[i] > ' ' && key[i] < 0x7f ? key[i] : '?';
+        d->first[klen] = '\0';
+    }
+    return 0;
+}
+
 static void drop_reserved_keys(app *a)
 {
     const cfg_cache *cc = &a->config->cache;
-    const char *const keys[] = {cc->memcached_id_keys.snowflake, cc->memcached_id_keys.uuidv7,
-                                cc->memcached_id_keys.ulid};
-    const char *const names[] = {"snowflake", "uuidv7", "ulid"};
-    for (int f = 0; a->mc && f < 3; f++)
-        if (keys[f][0] && cache_delete(a->cache, keys[f], strlen(keys[f]), 0,
-                                       clk_now(clk_system())) == CACHE_DELETED)
-            LOG_WARN("cache: the snapshot held a value under \"%s\", now reserved for IDs "
-                     "(cache.memcached_id_keys.%s): dropped",
-                     keys[f], names[f]);
+    if (!a->mc || !(cc->memcached_id_keys.snowflake[0] || cc->memcached_id_keys.uuidv7[0] ||
+                    cc->memcached_id_keys.ulid[0]))
+        return;
+    reserved_drop d = {.a = a, .now_ms = clk_now(clk_system())};
+    cache_store_foreach(a->cache, d.now_ms, drop_if_reserved, &d);
+    if (d.dropped)
+        LOG_WARN("cache: the snapshot held %llu value%s under keys now reserved for IDs "
+                 "(cache.memcached_id_keys: a name K and every \"K:<suffix>\"), e.g. \"%s\": "
+                 "dropped",
+                 (unsigned long long)d.dropped, d.dropped == 1 ? "" : "s", d.first);
 }
 
 /* The HTTP server, the cache store (with a memcached server when `memcache`) and the API, on

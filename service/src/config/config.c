@@ -539,10 +539,14 @@ static const cfg_key cfg_keys[] = {
           "memcached protocol over TLS on `cache.memcached_host`, beside `cache.memcached_port` "
           "(memcached `-Z`); 0 = off; needs `cache.enabled`, `cert_file` and `key_file`"),
     K_STR("cache.memcached_id_keys.snowflake", cache.memcached_id_keys.snowflake, 0, 0,
-          "a memcached key reserved for IDs, as kayac/go-katsubushi serves them: `get <key>` "
+          "a memcached key name reserved for IDs, as kayac/go-katsubushi serves them: the name K "
+          "and every key `K:<suffix>` (suffix 1+ bytes, so key-hashing clients and proxies spread "
+          "`get K:1 K:2 ...` over a fleet; `K:` alone stays a cache key); `get <key>` "
           "(plaintext and TLS port) answers a new Snowflake ID in decimal (`VALUE <key> 0 <len>`), "
-          "the key named n times in one get gives n distinct IDs, from the generator of `/id` (a "
-          "refusal: `SERVER_ERROR <why>`); a write of the key is refused. `\"\"` = off, the "
+          "a key named n times in one get gives n distinct IDs, from the generator of `/id` (a "
+          "refusal: `SERVER_ERROR <why>`); a write of such a key is refused, a snapshot's values "
+          "under them dropped at start. No name may equal another or start with another and "
+          "`:`. `\"\"` = off, the "
           "default: turning a key into an ID key changes what its gets answer, so it is never done "
           "behind an existing user's back (set e.g. `id`)"),
     K_STR("cache.memcached_id_keys.uuidv7", cache.memcached_id_keys.uuidv7, 0, 0,
@@ -1429,13 +1433,34 @@ static int cfg_check_limits(cfg_ctx *ctx)
                                 "must be a memcached text key (no blank or control character), "
                                 "got \"%s\"", k);
             }
-        for (int e = 0; k[0] && e < f; e++)
+        for (int e = 0; k[0] && e < f; e++) {
+            if (!id_keys[e][0])
+                continue;
             if (strcmp(k, id_keys[e]) == 0) {
                 cfg_cross_label(ctx, src, sizeof src, id_paths[f], id_paths[e],
                                 (const char *)NULL);
                 return cfg_fail(ctx, src, id_paths[f], "must differ from %s (both \"%s\")",
                                 id_paths[e], k);
             }
+            /* a name K reserves K and every "K:<suffix>" (mc_id_key): a name starting with
+             * another and ':' would share keys with it ("a:" too: "a::x" is in both) */
+            int in = -1;
+            size_t kn = strlen(k), en = strlen(id_keys[e]);
+            if (kn > en && k[en] == ':' && memcmp(k, id_keys[e], en) == 0)
+                in = e; /* k is in e's family */
+            else if (en > kn && id_keys[e][kn] == ':' && memcmp(id_keys[e], k, kn) == 0)
+                in = f;
+            if (in >= 0) {
+                int mem = in == e ? f : e;
+                cfg_cross_label(ctx, src, sizeof src, id_paths[f], id_paths[e],
+                                (const char *)NULL);
+                return cfg_fail(ctx, src, id_paths[f],
+                                "%s \"%s\" is in the key family of %s \"%s\" (a name K "
+                                "reserves K and every \"K:<suffix>\"): choose names of which "
+                                "none starts with another followed by ':'",
+                                id_paths[mem], id_keys[mem], id_paths[in], id_keys[in]);
+            }
+        }
     }
     if (c->cache.max_item_bytes > c->cache.max_memory_bytes) {
         cfg_cross_label(ctx, src, sizeof src, "cache.max_item_bytes", "cache.max_memory_bytes",

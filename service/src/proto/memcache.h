@@ -140,10 +140,13 @@ typedef struct memcache_ids {
     sf_gen *const *gens[MC_ID_FORMATS]; /* ngens each: one, or one per net loop */
     unsigned ngens;
 } memcache_ids;
-/* Before the loops start. The keys must be valid text keys (cache_key_valid) and distinct (the
- * configuration checks it); returns 0, or -1 when they are not. */
+/* Before the loops start. A key K reserves K and every "K:<suffix>" (suffix 1+ bytes; see
+ * mc_id_key). The keys must be valid text keys (cache_key_valid) whose families do not overlap:
+ * none equal to another or starting with another and ':' (the configuration checks it); returns
+ * 0, or -1 when they are not. */
 int memcache_server_set_ids(memcache_server *s, const memcache_ids *ids);
-/* The format whose reserved key this is, or -1 (also without reserved keys). Any thread. */
+/* The format whose reserved key family this key is in, or -1 (also without reserved keys). Any
+ * thread. */
 int memcache_server_id_key(const memcache_server *s, const char *key, size_t klen);
 /* IDs issued over the protocol by format (mc_id_format), for /metrics. Any thread. */
 void memcache_server_ids_issued(const memcache_server *s, uint64_t out[MC_ID_FORMATS]);

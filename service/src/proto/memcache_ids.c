@@ -19,6 +19,19 @@
 #include "util/counter.h"
 #include "util/fmt.h"
 
+/* Whether a key could be in both families: the names equal, or one starting with the other
+ * and ':' (b = "a:" too: "a::x" is "a" + ":x" and "a:" + "x"). */
+static bool families_overlap(const char *a, size_t an, const char *b, size_t bn)
+{
+    if (an > bn) {
+        const char *t = a;
+        a = b, b = t;
+        size_t tn = an;
+        an = bn, bn = tn;
+    }
+    return memcmp(a, b, an) == 0 && (bn == an || b[an] == ':');
+}
+
 int memcache_server_set_ids(memcache_server *s, const memcache_ids *ids)
 {
     s->ids_on = false;
@@ -31,8 +44,8 @@ int memcache_server_set_ids(memcache_server *s, const memcache_ids *ids)
             continue;
         if (n > CACHE_KEY_MAX || !cache_key_valid(k, n) || !ids->gens[f] || !ids->ngens)
             return -1;
-        for (int e = 0; e < f; e++)
-            if (s->id_klen[e] == n && memcmp(s->id_key[e], k, n) == 0)
+        for (int e = 0; e < f; e++) /* equal, or one in the other's family (mc_id_key) */
+            if (families_overlap(s->id_key[e], s->id_klen[e], k, n))
                 return -1;
         memcpy(s->id_key[f], k, n);
         s->id_klen[f] = (uint8_t)n;

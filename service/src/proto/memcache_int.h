@@ -309,14 +309,20 @@ static inline uint64_t expiry_ms(int64_t t, uint64_t now_ms)
 
 /* ---- IDs over the protocol (memcache_ids.c) ---------------------------------------------- */
 
-/* The format of a reserved key, or -1: one load and a length compare per key without them. */
+/* The format of a reserved key, or -1: one load per key without them. A configured name K
+ * reserves a family: K itself and every "K:<suffix>" (suffix 1+ bytes), so a key-hashing client
+ * or proxy spreads `get K:1 K:2 ...` over a fleet; "K:" alone stays a cache key. The families
+ * never overlap (memcache_server_set_ids, the configuration), so the first match is the only. */
 static inline int mc_id_key(const memcache_server *s, const char *key, size_t klen)
 {
     if (!s->ids_on)
         return -1;
-    for (int f = 0; f < MC_ID_FORMATS; f++)
-        if (s->id_klen[f] == klen && memcmp(s->id_key[f], key, klen) == 0)
+    for (int f = 0; f < MC_ID_FORMATS; f++) {
+        size_t n = s->id_klen[f];
+        if (n && (klen == n || (klen > n + 1 && key[n] == ':')) &&
+            memcmp(s->id_key[f], key, n) == 0)
             return f;
+    }
     return -1;
 }
 
