@@ -128,7 +128,7 @@ class Js53(unittest.TestCase):
                            ("/bounds?from=0&to=1&json_ids=maybe",
                             "json_ids must be number or string"),
                            ("/bounds?from=0&to=1&type=uuid7&json_ids=number",
-                            "json_ids must be string for type=uuid7 and type=ulid")):
+                            "json_ids must be string for type=uuid7, ulid and typeid")):
             status, body = get_json(self.srv, path)
             self.assertEqual(status, 400, path)
             self.assertEqual(body["error"], frag, path)

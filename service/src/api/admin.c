@@ -364,12 +364,14 @@ static void metrics_id_space(prom_buf *b, const api_ctx *a)
 
 static void metrics_ids(prom_buf *b, const api_ctx *a)
 {
-    uint64_t issued = 0, issued128[2] = {0, 0}, denied = 0, granted[API_BY_COUNT] = {0};
+    uint64_t issued = 0, issued128[2] = {0, 0}, typeids = 0, denied = 0;
+    uint64_t granted[API_BY_COUNT] = {0};
     for (unsigned i = 0; i < perloop_count(&a->loops); i++) {
         const api_loop *l = perloop_at(&a->loops, i);
         issued += counter_get(&l->ids_issued);
         issued128[0] += counter_get(&l->ids128_issued[0]);
         issued128[1] += counter_get(&l->ids128_issued[1]);
+        typeids += counter_get(&l->typeids_issued);
         denied += counter_get(&l->auth_failures);
         for (int c = 0; c < API_BY_COUNT; c++)
             granted[c] += counter_get(&l->auth_granted[c]);
@@ -391,15 +393,17 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
         total.busy_errors += s.busy_errors;
     }
     counter(b, "snowflaked_ids_issued_total",
-            "IDs handed out (single and batch), every format.", issued + issued128[0] + issued128[1]);
+            "IDs handed out (single and batch), every format.",
+            issued + issued128[0] + issued128[1] + typeids);
     prom_family(b, "snowflaked_ids_issued_by_format_total", "counter",
-                "IDs handed out, by format (snowflake, uuid7, ulid).");
+                "IDs handed out, by format (snowflake, uuid7, ulid, typeid).");
     prom_u64(b, "snowflaked_ids_issued_by_format_total", "format=\"snowflake\"", issued);
     for (int f = 0; f < 2; f++) {
         char label[32];
         snprintf(label, sizeof label, "format=\"%s\"", api_format_name((sf_id128_format)f));
         prom_u64(b, "snowflaked_ids_issued_by_format_total", label, issued128[f]);
     }
+    prom_u64(b, "snowflaked_ids_issued_by_format_total", "format=\"typeid\"", typeids);
     counter(b, "snowflaked_random_failures_total",
             "UUIDv7/ULID requests refused because the kernel's random source failed.",
             sf_rng_failures());
@@ -607,6 +611,14 @@ int api_register(http_server *http, api_ctx *a)
          .methods = get,
          .auth = read,
          .handler = api_ulid_parse,
+         .ctx = a},
+        {.path = "/typeid", .methods = get, .auth = read, .handler = api_typeid, .ctx = a},
+        {.path = "/typeids", .methods = get, .auth = read, .handler = api_typeid, .ctx = a},
+        {.path = "/typeid/",
+         .prefix = true,
+         .methods = get,
+         .auth = read,
+         .handler = api_typeid_parse,
          .ctx = a},
         {.path = "/bounds", .methods = get, .auth = read, .handler = api_bounds, .ctx = a},
         {.path = "/healthz", .methods = get, .handler = api_healthz, .ctx = a},

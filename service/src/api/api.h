@@ -1,5 +1,5 @@
 /* The HTTP API: ID routes (/id, /ids, /id/{id}; /uuid, /uuids, /uuid/{uuid}; /ulid, /ulids,
- * /ulid/{ulid}; /bounds) and administration (/healthz, /readyz,
+ * /ulid/{ulid}; /typeid, /typeids, /typeid/{typeid}; /bounds) and administration (/healthz, /readyz,
  * /metrics). Handlers run on loop threads; the only shared state they touch on the request path
  * is the generator (in its configured sync mode) and per-loop counters. What they need to know
  * of the configuration comes in api_options, filled once by app/wiring.c: the API does not
@@ -21,6 +21,7 @@
 #include "snowflake/generator.h"
 #include "snowflake/issue128.h"
 #include "snowflake/layout.h"
+#include "snowflake/typeid.h"
 #include "snowflake/lease.h"
 #include "util/perloop.h"
 
@@ -32,6 +33,7 @@ typedef enum { API_BY_TOKEN, API_BY_CERTIFICATE, API_BY_BOTH, API_BY_COUNT } api
 typedef struct api_loop {
     _Atomic uint64_t ids_issued;      /* Snowflake IDs */
     _Atomic uint64_t ids128_issued[2]; /* by sf_id128_format */
+    _Atomic uint64_t typeids_issued;   /* TypeIDs (from the UUIDv7 generators) */
     _Atomic uint64_t auth_failures;
     _Atomic uint64_t auth_granted[API_BY_COUNT]; /* by api_credential */
 } api_loop;
@@ -85,6 +87,8 @@ void api_uuid(http_request *r, void *ctx);  /* /uuid and /uuids */
 void api_ulid(http_request *r, void *ctx);  /* /ulid and /ulids */
 void api_uuid_parse(http_request *r, void *ctx);
 void api_ulid_parse(http_request *r, void *ctx);
+void api_typeid(http_request *r, void *ctx); /* /typeid and /typeids */
+void api_typeid_parse(http_request *r, void *ctx);
 const char *api_format_name(sf_id128_format f); /* "uuid7", "ulid": the metrics' label */
 void api_bounds(http_request *r, void *ctx);
 void api_healthz(http_request *r, void *ctx);
@@ -107,15 +111,18 @@ bool api_auth(http_request *r, bool write, void *ctx);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);
-/* Scratch bytes /ids, /uuids or /ulids need for count IDs (app_http_limits sizes the HTTP
- * scratch with it). The largest per ID: a 128-bit ID and its canonical UUID text, quoted, with a
- * comma. */
+/* The most bytes one ID takes in a batch's body: the longest text (a TypeID with a 63-character
+ * prefix, 90), quoted, with a comma. */
+#define API_ID_BODY_MAX (SF_TYPEID_TEXT_MAX + 3)
+/* Scratch bytes /ids, /uuids, /ulids or /typeids need for count IDs (app_http_limits sizes the
+ * HTTP scratch with it): per ID, a 128-bit ID and its longest text in the body. */
 static inline size_t api_ids_scratch_bytes(uint32_t count)
 {
-    return (size_t)count * (sizeof(sf_id128) + SF_UUID_TEXT_LEN + 3) + 64;
+    return (size_t)count * (sizeof(sf_id128) + API_ID_BODY_MAX) + 64;
 }
 
-/* The answer of every ID route that issues (/id, /ids, /uuid, /uuids, /ulid, /ulids). A batch is
+/* The answer of every ID route that issues (/id, /ids, /uuid, /uuids, /ulid, /ulids, /typeid,
+ * /typeids). A batch is
  * built in the loop's scratch (http_scratch, sized for max_batch at start; nothing allocated):
  * the count IDs first, then the body after them; /id writes its one ID into a stack buffer of
  * API_ONE_BODY_MAX instead (the hottest route). JSON {"id":X} for one ID, {"ids":[X,...]} for a

@@ -1,4 +1,5 @@
-/* GET /bounds?from=T&to=T[&type=snowflake|uuid7|ulid][&encoding=...]: the ID range a time
+/* GET /bounds?from=T&to=T[&type=snowflake|uuid7|ulid|typeid][&encoding=...][&prefix=P]: the ID
+ * range a time
  * interval [from, to) maps to (snowflake/bounds.h), for range scans and partitions:
  *
  *   {"type":"snowflake","from_ms":N,"to_ms":N,"first_tick_ms":N,"end_tick_ms":N,
@@ -7,8 +8,10 @@
  * T is RFC 3339 or Unix ms (util/rfc3339.h), percent-decoded first (clients encode ':' and '+');
  * from floors to the millisecond, to ceils (an ID stamped ms m can be issued at m + 0.3). IDs are
  * strings in the requested encoding: snowflake dec|hex|base62|base32 (default: the configured
- * one), uuid7 canonical|hex|base32 (default canonical), ulid base32. Every bad parameter is a
- * 400 whose message starts with its name. Nothing allocated, nothing taken from a generator.
+ * one), uuid7 canonical|hex|base32 (default canonical), ulid base32, typeid typeid: the uuid7
+ * bounds as TypeIDs of ?prefix= (default none), which sort as strings in UUID order within a
+ * prefix. Every bad parameter is a 400 whose message starts with its name. Nothing allocated,
+ * nothing taken from a generator.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,15 +19,16 @@
 #include "api/api.h"
 #include "snowflake/bounds.h"
 #include "snowflake/id128.h"
+#include "snowflake/typeid.h"
 #include "util/rfc3339.h"
 
 /* A time parameter longer than this (encoded) is refused; the URL limit bounds it anyway. */
 #define BOUNDS_TIME_MAX 256
 
-typedef enum { TYPE_SNOWFLAKE, TYPE_UUID7, TYPE_ULID } bounds_type;
+typedef enum { TYPE_SNOWFLAKE, TYPE_UUID7, TYPE_ULID, TYPE_TYPEID } bounds_type;
 typedef enum { ENC128_CANONICAL, ENC128_HEX, ENC128_BASE32 } enc128;
 
-static const char *const type_names[] = {"snowflake", "uuid7", "ulid"};
+static const char *const type_names[] = {"snowflake", "uuid7", "ulid", "typeid"};
 
 static bool is(http_str v, const char *word)
 {
@@ -53,8 +57,10 @@ static int time_param(http_request *r, const char *name, bool round_up, uint64_t
     return -1;
 }
 
-static size_t format128(bounds_type type, enc128 enc, sf_id128 id, char *out)
+static size_t format128(bounds_type type, enc128 enc, http_str prefix, sf_id128 id, char *out)
 {
+    if (type == TYPE_TYPEID)
+        return sf_typeid_format(prefix.p, prefix.len, id, out);
     if (type == TYPE_ULID || enc == ENC128_BASE32)
         return sf_ulid_format(id, out); /* the same 128 bits in Crockford's base32 */
     return enc == ENC128_HEX ? sf_uuid_format_compact(id, out) : sf_uuid_format(id, out);
@@ -70,8 +76,24 @@ void api_bounds(http_request *r, void *ctx)
             type = TYPE_UUID7;
         else if (is(v, "ulid"))
             type = TYPE_ULID;
+        else if (is(v, "typeid"))
+            type = TYPE_TYPEID;
         else if (!is(v, "snowflake")) {
-            http_respond_error(r, 400, "type must be one of snowflake, uuid7, ulid", NULL);
+            http_respond_error(r, 400, "type must be one of snowflake, uuid7, ulid, typeid", NULL);
+            return;
+        }
+    }
+    http_str prefix = {NULL, 0};
+    if (http_query_param(r, "prefix", &prefix)) {
+        const char *why;
+        char msg[160];
+        if (type != TYPE_TYPEID) {
+            http_respond_error(r, 400, "prefix is for type=typeid only", NULL);
+            return;
+        }
+        if (sf_typeid_prefix_check(prefix.p, prefix.len, &why) != 0) {
+            snprintf(msg, sizeof msg, "prefix: %s (TypeID spec v0.3)", why);
+            http_respond_error(r, 400, msg, NULL);
             return;
         }
     }
@@ -91,6 +113,9 @@ void api_bounds(http_request *r, void *ctx)
                 e128 = ENC128_BASE32;
             else
                 bad = "encoding must be one of canonical, hex, base32 for type=uuid7";
+        } else if (type == TYPE_TYPEID) {
+            if (!is(v, "typeid"))
+                bad = "encoding must be typeid for type=typeid";
         } else if (!is(v, "base32")) {
             bad = "encoding must be base32 for type=ulid";
         }
@@ -104,7 +129,7 @@ void api_bounds(http_request *r, void *ctx)
         if (api_json_ids_option(r, a, enc, &numbers) != 0)
             return;
     } else if (http_query_param(r, "json_ids", &v) && !is(v, "string")) {
-        http_respond_error(r, 400, "json_ids must be string for type=uuid7 and type=ulid", NULL);
+        http_respond_error(r, 400, "json_ids must be string for type=uuid7, ulid and typeid", NULL);
         return;
     }
     uint64_t from, to;
@@ -112,7 +137,7 @@ void api_bounds(http_request *r, void *ctx)
         return;
 
     char why[160];
-    char min[SF_UUID_TEXT_LEN + 1], max[SF_UUID_TEXT_LEN + 1] = "", end[SF_UUID_TEXT_LEN + 1];
+    char min[SF_TYPEID_TEXT_MAX + 1], max[SF_TYPEID_TEXT_MAX + 1] = "", end[SF_TYPEID_TEXT_MAX + 1];
     size_t nmin, nmax = 0, nend;
     uint64_t first_tick_ms, end_tick_ms;
     bool empty;
@@ -129,19 +154,19 @@ void api_bounds(http_request *r, void *ctx)
         first_tick_ms = b.first_tick_ms, end_tick_ms = b.end_tick_ms, empty = b.empty;
     } else {
         sf_bounds128 b;
-        sf_bounds_kind kind = type == TYPE_UUID7 ? SF_BOUNDS_UUID7 : SF_BOUNDS_ULID;
+        sf_bounds_kind kind = type == TYPE_ULID ? SF_BOUNDS_ULID : SF_BOUNDS_UUID7;
         if (sf_bounds_id128(kind, from, to, &b, why, sizeof why) != 0) {
             http_respond_error(r, 400, why, NULL);
             return;
         }
-        nmin = format128(type, e128, b.min, min);
-        nend = format128(type, e128, b.end, end);
+        nmin = format128(type, e128, prefix, b.min, min);
+        nend = format128(type, e128, prefix, b.end, end);
         if (!b.empty)
-            nmax = format128(type, e128, b.max, max);
+            nmax = format128(type, e128, prefix, b.max, max);
         first_tick_ms = from, end_tick_ms = to, empty = b.empty; /* 1 ms ticks */
     }
     const char *q = numbers ? "" : "\""; /* IDs quoted, or bare JSON numbers */
-    char body[512];
+    char body[768]; /* three 90-character TypeIDs at most */
     int n = snprintf(body, sizeof body,
                      "{\"type\":\"%s\",\"from_ms\":%llu,\"to_ms\":%llu,\"first_tick_ms\":%llu,"
                      "\"end_tick_ms\":%llu,\"min\":%s%.*s%s,\"max\":%s%.*s%s,\"end\":%s%.*s%s,"

@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "snowflake/typeid.h"
 #include "util/certname.h"
 #include "util/decimal.h"
 #include "util/rfc3339.h"
@@ -346,7 +347,8 @@ static const cfg_key cfg_keys[] = {
     K_U32(
         "server.output_limit_bytes", server.output_limit_bytes, 65536, CFG_GIB,
         "unsent output above which a connection is closed; the largest response is the biggest of "
-        "max_body_bytes, cache.max_item_bytes, a full /uuids batch (39 bytes per ID), "
+        "max_body_bytes, cache.max_item_bytes, a full /typeids batch (93 bytes per ID with a "
+        "63-character prefix), "
         "read_buffer_bytes (with the raw TCP echo on) and 256 KiB, plus 16 KiB; at least "
         "`server.output_high_water_bytes` + the largest response"),
     K_U32("server.linger_ms", server.linger_ms, 1, 60000,
@@ -395,7 +397,7 @@ static const cfg_key cfg_keys[] = {
     K_U32("snowflake.max_backward_ms", snowflake.max_backward_ms, 0, 1000,
           "clock regression waited out (at least one tick); below `lease_ms`"),
     K_U32("snowflake.max_batch", snowflake.max_batch, 1, 65536,
-          "largest `count` of /ids, /uuids, /ulids"),
+          "largest `count` of /ids, /uuids, /ulids, /typeids"),
     K_STR("snowflake.peers", snowflake.peers, 0, 0,
           "the replicas' HTTP addresses (`host:port,...`, names allowed), asked at start; a peer "
           "issuing with our identity stops the start (exit 1)"),
@@ -1368,13 +1370,15 @@ static int cfg_check_limits(cfg_ctx *ctx)
                         c->server.max_header_bytes, c->server.max_url_bytes);
     }
     /* The hard cap must hold the high-water mark plus the largest single response the server
-     * can produce: an echoed body, a cache value, a full /ids or /uuids batch, the /metrics
+     * can produce: an echoed body, a cache value, a full /ids or /typeids batch, the /metrics
      * buffer. */
     uint64_t largest = c->server.max_body_bytes;
     if (c->cache.max_item_bytes > largest)
         largest = c->cache.max_item_bytes;
-    if ((uint64_t)c->snowflake.max_batch * 39 + 64 > largest) /* /uuids: 36 chars, "", comma */
-        largest = (uint64_t)c->snowflake.max_batch * 39 + 64;
+    /* the longest batch: /typeids with a 63-character prefix, 90 characters, "", comma */
+    uint64_t batch = (uint64_t)c->snowflake.max_batch * (SF_TYPEID_TEXT_MAX + 3) + 64;
+    if (batch > largest)
+        largest = batch;
     if (c->echo.tcp_port && c->server.read_buffer_bytes > largest)
         largest = c->server.read_buffer_bytes; /* the raw echo answers a whole read at once */
     if (largest < 262144)
