@@ -1,12 +1,15 @@
-"""Independent judges of the real daemon's UUIDv7 and ULID output (issue 13): Python's `uuid`
-module here, and the npm packages `uuid` and `ulid` through test/judges/judge.mjs (installed by
-test/judges/install.sh, the ctest fixture `judges_install`; test/judges/README.md).
+"""Independent judges of the real daemon's UUIDv7, ULID and TypeID output (issues 13 and 26):
+Python's `uuid` module here, and the npm packages `uuid`, `ulid` and `typeid-js` through
+test/judges/judge.mjs (installed by test/judges/install.sh, the ctest fixture `judges_install`;
+test/judges/README.md).
 
 One server is asked, on one keep-alive connection (one event loop, so one generator and issue
 order = time order), for /uuids?count=1000, /ulids?count=1000, single /uuid and /ulid, and /uuid in
-the hex and base32 encodings; every ID's parse answer comes from /uuid/{id} or /ulid/{id}. The
-judges compare the libraries' reading of each text with the daemon's own answer (timestamp,
-counter, bytes, canonical form) and check that string order is issue order. Restarts (clean stop,
+the hex and base32 encodings, /typeid?prefix=user then /typeids?prefix=user&count=1000, /typeid
+without a prefix and /typeids with a 63-character prefix holding underscores; every ID's parse
+answer comes from /uuid/{id}, /ulid/{id} or /typeid/{id}. The judges compare the libraries'
+reading of each text with the daemon's own answer (timestamp, counter, bytes, canonical form,
+TypeID prefix and embedded UUIDv7) and check that string order is issue order. Restarts (clean stop,
 kill -9) on the same data_dir: every ID after compares greater than every ID before, as JS
 strings and as Python integers.
 
@@ -36,6 +39,9 @@ NODE_ENV = {"SNOWFLAKED_SNOWFLAKE_DATACENTER_ID": str(DATACENTER),
 # A short lease, so that the refusals after kill -9 (until the clock passes the lease) are brief.
 LEASE_ENV = dict(NODE_ENV, SNOWFLAKED_SNOWFLAKE_LEASE_MS="200")
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# A TypeID prefix at the spec's limit: 63 characters, underscores inside (consecutive too).
+LONG_PREFIX = "a_b__" + "c" * 57 + "d"
+NPM_PACKAGES = ("uuid", "ulid", "typeid-js")
 
 
 def npm_judge(records):
@@ -43,8 +49,7 @@ def npm_judge(records):
     the judge cannot run (the npm judges are required unless SNOWFLAKED_NO_NPM=1)."""
     if NO_NPM:
         raise unittest.SkipTest("SNOWFLAKED_NO_NPM=1: npm judges skipped (Python judge only)")
-    if not os.path.isdir(os.path.join(JUDGES, "node_modules", "uuid")) or \
-            not os.path.isdir(os.path.join(JUDGES, "node_modules", "ulid")):
+    if not all(os.path.isdir(os.path.join(JUDGES, "node_modules", p)) for p in NPM_PACKAGES):
         raise AssertionError("npm judges not installed: run sh test/judges/install.sh "
                              "(or set SNOWFLAKED_NO_NPM=1 to skip them)")
     data = "".join(json.dumps(r) + "\n" for r in records).encode()
@@ -107,11 +112,17 @@ class Sample:
             self.ulids = [c.json("/ulid")["id"]] + c.json("/ulids?count=%d" % BATCH)["ids"]
             self.hex = c.json("/uuid?encoding=hex")["id"]
             self.base32 = c.json("/uuid?encoding=base32")["id"]
+            self.typeids = [c.json("/typeid?prefix=user")["id"]] + \
+                c.json("/typeids?prefix=user&count=%d" % BATCH)["ids"]
+            self.bare_typeid = c.json("/typeid")["id"]
+            self.long_typeids = c.json("/typeids?prefix=%s&count=100" % LONG_PREFIX)["ids"]
             self.t1 = now_ms()
             self.uuid_parse = {u: c.json("/uuid/" + u) for u in self.uuids}
             self.ulid_parse = {u: c.json("/ulid/" + u) for u in self.ulids}
             self.hex_parse = c.json("/uuid/" + self.hex)
             self.base32_parse = c.json("/uuid/" + self.base32)
+            self.typeid_parse = {t: c.json("/typeid/" + t) for t in
+                                 self.typeids + [self.bare_typeid] + self.long_typeids}
         finally:
             c.close()
 
@@ -137,6 +148,14 @@ class Judges(unittest.TestCase):
             self.assertEqual(len(u), 26, u)
         self.assertEqual(len(s.hex), 32, s.hex)
         self.assertEqual(len(s.base32), 26, s.base32)
+        self.assertEqual(len(s.typeids), BATCH + 1)
+        for t in s.typeids:
+            self.assertEqual(len(t), 5 + 26, t)
+            self.assertTrue(t.startswith("user_"), t)
+        self.assertEqual(len(s.bare_typeid), 26, s.bare_typeid)
+        for t in s.long_typeids:
+            self.assertEqual(len(t), 90, t)
+            self.assertTrue(t.startswith(LONG_PREFIX + "_"), t)
 
     def check_python_uuid(self, text, answer, hex_text=None):
         """Python's uuid module on one canonical UUIDv7 text against our parse answer."""
@@ -193,6 +212,26 @@ class Judges(unittest.TestCase):
         self.assertIsNone(at, "ULIDs not strictly increasing as integers at %s: %s" % (
             at, s.ulids[at - 1:at + 1] if at else ""))
 
+    def test_python_typeid_judge(self):
+        """The suffix is the lowercase Crockford base32 of the parse answer's UUID (computed here),
+        that UUID a UUIDv7 by Python's uuid module with our node and fields; the UUIDs increase
+        strictly in issue order, across /typeid, /typeids and the other prefixes."""
+        s = self.s
+        ints = []
+        for text in s.typeids + [s.bare_typeid] + s.long_typeids:
+            answer = s.typeid_parse[text]
+            prefix, _, suffix = text.rpartition("_")
+            self.assertEqual((answer["typeid"], answer["prefix"], answer["suffix"]),
+                             (text, prefix, suffix))
+            self.assertTrue(answer["uuid7"], text)
+            u = self.check_python_uuid(answer["uuid"], answer)
+            self.assertEqual(suffix, crockford_text(u.int).lower(), text)
+            self.assertTrue(s.t0 - 50 <= answer["timestamp_ms"] <= s.t1 + 50,
+                            (text, answer["timestamp_ms"], s.t0, s.t1))
+            ints.append(u.int)
+        at = first_disorder(ints)
+        self.assertIsNone(at, "TypeIDs' UUIDs not strictly increasing at %s" % at)
+
     def test_npm_judges(self):
         s = self.s
         records = []
@@ -218,6 +257,15 @@ class Judges(unittest.TestCase):
                         "texts": s.uuids})
         records.append({"kind": "order", "label": "/ulid then /ulids issue order",
                         "texts": s.ulids})
+        for text in s.typeids + [s.bare_typeid] + s.long_typeids:
+            a = s.typeid_parse[text]
+            records.append({"kind": "typeid", "text": text, "prefix": a["prefix"],
+                            "uuid": a["uuid"], "timestamp_ms": a["timestamp_ms"],
+                            "counter": a["counter"]})
+        records.append({"kind": "order", "label": "/typeid?prefix=user then /typeids issue order",
+                        "texts": s.typeids})
+        records.append({"kind": "order", "label": "/typeids with a 63-character prefix",
+                        "texts": s.long_typeids})
         rc, out = npm_judge(records)
         print(out.splitlines()[-1])
         self.assertEqual(rc, 0, "npm judges rejected our output:\n" + out[-6000:])
@@ -243,7 +291,7 @@ class RestartJudges(unittest.TestCase):
         self.tmp.cleanup()
 
     def take(self):
-        """Five UUIDs and five ULIDs. After kill -9 the lease E lies up to lease_ms ahead and the
+        """Five UUIDs, five ULIDs, five TypeIDs. After kill -9 the lease E lies up to lease_ms ahead and the
         daemon refuses (503 + Retry-After) until its clock passes E: retried, bounded."""
         c = Client(self.server)
         start = time.time()
@@ -260,7 +308,8 @@ class RestartJudges(unittest.TestCase):
                 time.sleep(0.02)
             self.assertEqual(r.status, 200, r.body[:300])
             self.refusals.append("%d refused in %.0f ms" % (refused, (time.time() - start) * 1000))
-            return (r.json()["ids"], c.json("/ulids?count=5")["ids"])
+            return (r.json()["ids"], c.json("/ulids?count=5")["ids"],
+                    c.json("/typeids?prefix=order&count=5")["ids"])
         finally:
             c.close()
 
@@ -280,9 +329,11 @@ class RestartJudges(unittest.TestCase):
             self.server.stop() if end == "stop" else self.kill9()
             self.server = None
         records = []
-        for (before, (u0, l0)), (after, (u1, l1)) in zip(runs, runs[1:]):
+        for (before, (u0, l0, t0)), (after, (u1, l1, t1)) in zip(runs, runs[1:]):
             for kind, old, new, to_int in (("UUIDs", u0, u1, lambda t: uuid.UUID(t).int),
-                                           ("ULIDs", l0, l1, crockford_int)):
+                                           ("ULIDs", l0, l1, crockford_int),
+                                           ("TypeIDs", t0, t1,
+                                            lambda t: crockford_int(t[6:].upper()))):
                 label = "%s %s -> %s" % (kind, before, after)
                 ints = [to_int(t) for t in old + new]
                 self.assertIsNone(first_disorder(ints), "%s (Python int order): %s" % (

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the npm judges (test/judges/README.md) and proves they can judge: the packages pinned by
-# package.json + package-lock.json (uuid, ulid, and @seriousme/openapi-schema-validator for
+# package.json + package-lock.json (uuid, ulid, typeid-js, and @seriousme/openapi-schema-validator for
 # service/openapi.yaml) into test/judges/node_modules/ (git-ignored), then
 # `node judge.mjs --self-test`. Run by ctest `judges_install` (the fixture of ctests `judges` and
 # `openapi`).
@@ -64,7 +64,7 @@ stamp_file="$HERE/node_modules/.judges-stamp"
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
     say "reusing test/judges/node_modules ($stamp)"
 else
-    say "npm ci: the pinned uuid, ulid and OpenAPI validator into test/judges/node_modules"
+    say "npm ci: the pinned uuid, ulid, typeid-js and OpenAPI validator into test/judges/node_modules"
     t=$(date +%s)
     (cd "$HERE" && timeout 300 npm ci --no-audit --no-fund --prefer-offline --loglevel=error) \
         >"$TMP/npm.log" 2>&1 ||

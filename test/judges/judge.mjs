@@ -1,6 +1,7 @@
-// Independent judges of snowflaked's UUIDv7 and ULID output: the npm packages `uuid` (RFC 9562)
-// and `ulid` (the ULID spec's reference implementation), pinned by package-lock.json and installed
-// by install.sh. Nothing here shares code with the daemon; the checks are what those libraries
+// Independent judges of snowflaked's UUIDv7, ULID and TypeID output: the npm packages `uuid`
+// (RFC 9562), `ulid` (the ULID spec's reference implementation) and `typeid-js` (the TypeID spec's
+// JavaScript implementation, by its authors), pinned by package-lock.json and installed by
+// install.sh. Nothing here shares code with the daemon; the checks are what those libraries
 // say about our texts, plus the RFC's own field positions read from the bytes `uuid.parse` gives.
 //
 // Usage:
@@ -21,12 +22,20 @@
 //       uuid (case-insensitive); ulid.uuidToULID(ulid.ulidToUUID(text)) === text (so text is the
 //       canonical uppercase form). With "uuid_version":7 (a UUIDv7 sent in base32) also
 //       uuid.version(that UUID) === 7.
+//   {"kind":"typeid","text":"<prefix>_<26 chars>","prefix":"<prefix>","uuid":"<36-char UUID>",
+//    "timestamp_ms":N,"counter":N}
+//       TypeID.fromString(text) and fromString(text, prefix) accept it; getType() === prefix;
+//       toString() === text; toUUID() === uuid; TypeID.fromUUID(prefix, uuid).toString() === text
+//       (typeid-js encodes our UUID as we do); then, by the npm `uuid` package on toUUID():
+//       validate, version === 7, parse() bytes === toUUIDBytes(), unix_ts_ms (bytes 0-5) ===
+//       timestamp_ms, rand_a === counter when given, variant 10.
 //   {"kind":"order","texts":["...", ...]}
 //       a JavaScript string sort of the texts equals their order (issue order) and no text repeats.
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { parse, stringify, validate, version } from "uuid";
 import { decodeTime, isValid, ulidToUUID, uuidToULID } from "ulid";
+import { TypeID } from "typeid-js";
 
 // Runs fn and returns its value, or an Error when it throws (the libraries throw on bad input).
 function attempt(fn) {
@@ -43,6 +52,19 @@ function show(v) {
 
 function hexOf(bytes) {
     return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// RFC 9562 5.7 read from the 16 bytes of a UUIDv7: unix_ts_ms = bytes 0-5 (48 bits, exact in a
+// double), ver = high nibble of byte 6, rand_a = the 12 bits after it (our counter), var = top two
+// bits of byte 8; against the daemon's timestamp_ms and counter (when given).
+function rfc9562Fields(check, bytes, rec) {
+    const ms = bytes.slice(0, 6).reduce((acc, b) => acc * 256 + b, 0);
+    check("unix_ts_ms (bytes 0-5)", ms === rec.timestamp_ms, `bytes say ${ms}, ours ${show(rec.timestamp_ms)}`);
+    if (rec.counter !== undefined) {
+        const randA = ((bytes[6] & 0x0f) << 8) | bytes[7];
+        check("rand_a counter (bytes 6-7)", randA === rec.counter, `bytes say ${randA}, ours ${show(rec.counter)}`);
+    }
+    check("variant 10 (byte 8)", bytes[8] >> 6 === 2, `byte 8 = 0x${bytes[8].toString(16)}`);
 }
 
 // One record's checks; returns [checksRun, failures] where each failure is {check, detail}.
@@ -72,15 +94,36 @@ function judgeRecord(rec) {
             check("uuid.parse bytes", hex === rec.hex, `parse(${show(text)}) = ${hex}, ours ${show(rec.hex)}`);
             const back = attempt(() => stringify(bytes));
             check("uuid.stringify(parse(text))", back === text, `${show(back)} != ${show(text)}`);
-            // RFC 9562 5.7: unix_ts_ms = bytes 0-5 (48 bits, exact in a double), ver = high nibble of
-            // byte 6, rand_a = the 12 bits after it (our counter), var = top two bits of byte 8.
-            const ms = bytes.slice(0, 6).reduce((acc, b) => acc * 256 + b, 0);
-            check("unix_ts_ms (bytes 0-5)", ms === rec.timestamp_ms, `bytes say ${ms}, ours ${show(rec.timestamp_ms)}`);
-            if (rec.counter !== undefined) {
-                const randA = ((bytes[6] & 0x0f) << 8) | bytes[7];
-                check("rand_a counter (bytes 6-7)", randA === rec.counter, `bytes say ${randA}, ours ${show(rec.counter)}`);
+            rfc9562Fields(check, bytes, rec);
+            break;
+        }
+        case "typeid": {
+            const text = rec.text;
+            const t = attempt(() => TypeID.fromString(text));
+            if (t instanceof Error) {
+                check("typeid.fromString", false, `fromString(${show(text)}) ${show(t)}`);
+                break;
             }
-            check("variant 10 (byte 8)", bytes[8] >> 6 === 2, `byte 8 = 0x${bytes[8].toString(16)}`);
+            const typed = attempt(() => TypeID.fromString(text, rec.prefix));
+            check("typeid.fromString(text, prefix)", !(typed instanceof Error), `fromString(${show(text)}, ${show(rec.prefix)}) ${show(typed)}`);
+            check("typeid.getType", t.getType() === rec.prefix, `getType() = ${show(t.getType())}, ours ${show(rec.prefix)}`);
+            check("typeid.toString", t.toString() === text, `toString() = ${show(t.toString())}`);
+            const u = attempt(() => t.toUUID());
+            check("typeid.toUUID", u === rec.uuid, `toUUID(${show(text)}) = ${show(u)}, ours ${show(rec.uuid)}`);
+            const enc = attempt(() => TypeID.fromUUID(rec.prefix, rec.uuid).toString());
+            check("typeid.fromUUID(prefix, uuid)", enc === text, `fromUUID(${show(rec.prefix)}, ${show(rec.uuid)}) = ${show(enc)}, ours ${show(text)}`);
+            // The embedded UUID, judged by the npm uuid package as a UUIDv7.
+            check("uuid.validate(typeid.toUUID(text))", validate(u) === true, `validate(${show(u)}) is false`);
+            const ver = attempt(() => version(u));
+            check("uuid.version(typeid.toUUID(text))", ver === 7, `version(${show(u)}) = ${show(ver)}, want 7`);
+            const bytes = attempt(() => parse(u));
+            if (bytes instanceof Error) {
+                check("uuid.parse(typeid.toUUID(text))", false, `parse(${show(u)}) ${show(bytes)}`);
+                break;
+            }
+            const tb = attempt(() => t.toUUIDBytes());
+            check("typeid.toUUIDBytes = uuid.parse bytes", !(tb instanceof Error) && hexOf(tb) === hexOf(bytes), `${show(tb instanceof Error ? tb : hexOf(tb))} != ${hexOf(bytes)}`);
+            rfc9562Fields(check, bytes, rec);
             break;
         }
         case "ulid": {
@@ -144,8 +187,13 @@ function judgeAll(records, out, malformed = 0) {
     }
     const per = Object.entries(kinds).map(([k, n]) => `${n} ${k}`).join(", ");
     out(`judge: ${records.length} records (${per || "none"}), ${checks} checks, ${failed} failures` +
-        ` [uuid ${pkgVersion("uuid")}, ulid ${pkgVersion("ulid")}, node ${process.versions.node}]`);
+        ` [${versions()}]`);
     return failed;
+}
+
+function versions() {
+    return `uuid ${pkgVersion("uuid")}, ulid ${pkgVersion("ulid")}, typeid-js ${pkgVersion("typeid-js")},` +
+        ` node ${process.versions.node}`;
 }
 
 function pkgVersion(name) {
@@ -165,6 +213,12 @@ const SPEC_ULID = "01ARYZ6S41TSV4RRFFQ69G5FAV"; // the ulid spec's README exampl
 const SPEC_ULID_MS = 1469918176385;
 const SPEC_ULID_UUID = "01563df3-6481-d676-4c61-efb99302bd5b"; // the same 128 bits
 const a6 = { kind: "uuid7", text: RFC_A6, timestamp_ms: RFC_A6_MS, counter: 0xcc3, hex: RFC_A6_HEX };
+// The TypeID spec's valid.yml "valid-uuidv7": ms 0x01890a5dac96, rand_a 0x74b.
+const specTypeid = {
+    kind: "typeid", text: "prefix_01h455vb4pex5vsknk084sn02q", prefix: "prefix",
+    uuid: "01890a5d-ac96-774b-bcce-b302099a8057", timestamp_ms: 1688096058518, counter: 0x74b,
+};
+const SPEC_SUFFIX = "01h455vb4pex5vsknk084sn02q";
 const specUlid = { kind: "ulid", text: SPEC_ULID, timestamp_ms: SPEC_ULID_MS, uuid: SPEC_ULID_UUID };
 
 const GOOD = [
@@ -176,6 +230,10 @@ const GOOD = [
     { kind: "ulid", text: "01FWHE4YDGFK1SHH6W1G60EECF", timestamp_ms: RFC_A6_MS, uuid: RFC_A6, uuid_version: 7 },
     { kind: "order", texts: ["017f22e2-79b0-7cc3-98c4-dc0c0c07398f", "017f22e2-79b0-7cc4-8000-000000000000", "017f22e2-79b1-7000-8000-000000000000"] },
     { kind: "order", texts: ["01ARYZ6S41TSV4RRFFQ69G5FAV", "01ARYZ6S41TSV4RRFFQ69G5FAW", "01ARYZ6S420000000000000000"] },
+    specTypeid,
+    { ...specTypeid, text: "pre_fix_" + SPEC_SUFFIX, prefix: "pre_fix" }, // v0.3: "_" inside
+    { ...specTypeid, text: SPEC_SUFFIX, prefix: "" }, // no prefix, no separator
+    { kind: "order", texts: ["user_01h455vb4pex5vsknk084sn02q", "user_01h455vb4pex5vsknk084sn02r", "user_01h455vb4pex5vsknk084sn030"] },
 ];
 
 // Each wrong input must fail, and fail (at least) the check named here.
@@ -201,6 +259,20 @@ const BAD = [
     [{ kind: "order", texts: ["9", "10"] }, "JS sort = issue order"],
     [{ kind: "order", texts: [RFC_A6] }, "order"],
     [{ kind: "uuid4", text: RFC_A6 }, "record"],
+    [{ ...specTypeid, prefix: "user" }, "typeid.getType"],
+    [{ ...specTypeid, prefix: "user" }, "typeid.fromString(text, prefix)"],
+    [{ ...specTypeid, uuid: "01890a5d-ac96-774b-bcce-b302099a8058" }, "typeid.toUUID"],
+    [{ ...specTypeid, uuid: "01890a5d-ac96-774b-bcce-b302099a8058" }, "typeid.fromUUID(prefix, uuid)"],
+    [{ ...specTypeid, timestamp_ms: 1688096058519 }, "unix_ts_ms (bytes 0-5)"],
+    [{ ...specTypeid, counter: 0x74c }, "rand_a counter (bytes 6-7)"],
+    [{ ...specTypeid, text: "prefix_" + SPEC_SUFFIX.toUpperCase() }, "typeid.fromString"],
+    [{ ...specTypeid, text: "prefix__" + SPEC_SUFFIX, prefix: "prefix_" }, "typeid.fromString"], // "_" at the end
+    [{ ...specTypeid, text: "_" + SPEC_SUFFIX, prefix: "" }, "typeid.fromString"], // separator, no prefix
+    [{ ...specTypeid, text: "prefix_8" + SPEC_SUFFIX.slice(1) }, "typeid.fromString"], // > 128 bits
+    // RFC 9562 A.3, a UUIDv4, and RFC A.6 with variant 110: TypeIDs, not of UUIDv7s.
+    [{ ...specTypeid, text: "prefix_4hj44femph8cg9qb7r8zdm2j58", uuid: "919108f7-52d1-4320-9bac-f847db4148a8" }, "uuid.version(typeid.toUUID(text))"],
+    [{ ...specTypeid, text: "prefix_01fwhe4ydgfk1whh6w1g60eecf", uuid: "017f22e2-79b0-7cc3-c8c4-dc0c0c07398f" }, "uuid.validate(typeid.toUUID(text))"],
+    [{ kind: "order", texts: ["user_01h455vb4pex5vsknk084sn02r", "user_01h455vb4pex5vsknk084sn02q"] }, "JS sort = issue order"],
 ];
 
 function selfTest() {
@@ -225,7 +297,7 @@ function selfTest() {
     }
     console.log(`judge self-test: ${GOOD.length} known-good records pass, ${BAD.length} wrong records` +
         ` + empty input rejected: ${problems ? `${problems} PROBLEMS` : "ok"}` +
-        ` [uuid ${pkgVersion("uuid")}, ulid ${pkgVersion("ulid")}, node ${process.versions.node}]`);
+        ` [${versions()}]`);
     return problems === 0;
 }
 
