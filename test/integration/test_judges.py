@@ -291,8 +291,9 @@ class RestartJudges(unittest.TestCase):
         self.tmp.cleanup()
 
     def take(self):
-        """Five UUIDs, five ULIDs, five TypeIDs. After kill -9 the lease E lies up to lease_ms ahead and the
-        daemon refuses (503 + Retry-After) until its clock passes E: retried, bounded."""
+        """Five UUIDs, five ULIDs, five TypeIDs. After kill -9 the lease E lies up to lease_ms
+        ahead and the daemon refuses (503 + Retry-After) until its clock passes E: retried,
+        bounded."""
         c = Client(self.server)
         start = time.time()
         deadline = start + 10

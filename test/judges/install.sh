@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the npm judges (test/judges/README.md) and proves they can judge: the packages pinned by
-# package.json + package-lock.json (uuid, ulid, typeid-js, and @seriousme/openapi-schema-validator for
-# service/openapi.yaml) into test/judges/node_modules/ (git-ignored), then
+# package.json + package-lock.json (uuid, ulid, typeid-js, and @seriousme/openapi-schema-validator
+# for service/openapi.yaml) into test/judges/node_modules/ (git-ignored), then
 # `node judge.mjs --self-test`. Run by ctest `judges_install` (the fixture of ctests `judges` and
 # `openapi`).
 #
