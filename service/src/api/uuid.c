@@ -220,14 +220,28 @@ void api_ulid_parse(http_request *r, void *ctx)
 /* /typeid/{typeid}[?prefix=P]: any TypeID the spec accepts (any UUID inside, as the spec lets
  * users encode other versions); with ?prefix=, also of that type (typeid-js's fromString(s, P)).
  * A UUIDv7 (version 7, variant 10) is decoded as /uuid/{uuid} decodes it; another UUID gets
- * "uuid7":false and its version (null outside variant 10) and nothing else. */
+ * "uuid7":false and its version (null outside variant 10) and nothing else. The path is
+ * percent-decoded first, so that a pasted text with a space or a non-ASCII letter is judged by
+ * the rule it breaks, not by its escapes. */
 void api_typeid_parse(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
     const char *text = r->path.p + 8, *why = NULL; /* after "/typeid/" */
     size_t len = r->path.len - 8;
     sf_typeid t;
-    char msg[224];
+    char msg[224], decoded[3 * SF_TYPEID_TEXT_MAX];
+    if (memchr(text, '%', len)) {
+        /* A character takes at most 3 bytes escaped: longer text decodes to over 90. */
+        long n = len > sizeof decoded ? -1 : http_percent_decode(text, len, decoded, sizeof decoded);
+        if (n < 0) {
+            http_respond_error(r, 400,
+                               len > sizeof decoded ? "not a valid TypeID: at most 90 characters"
+                                                    : "not a valid TypeID: bad percent-encoding",
+                               NULL);
+            return;
+        }
+        text = decoded, len = (size_t)n;
+    }
     if (sf_typeid_parse(text, len, &t, &why) != 0) {
         snprintf(msg, sizeof msg, "not a valid TypeID: %s (TypeID spec v0.3)", why);
         http_respond_error(r, 400, msg, NULL);
