@@ -243,6 +243,25 @@ class Reader:
             return False
 
 
+class KeepAlive:
+    """GET requests on one keep-alive connection (one event loop of the server, so one
+    generator: issue order is time order); json() fails on any status but 200."""
+
+    def __init__(self, server, timeout=10):
+        self.sock = server.connect(timeout=timeout)
+        self.reader = Reader(self.sock)
+
+    def close(self):
+        self.sock.close()
+
+    def json(self, path):
+        self.sock.sendall(get(path))
+        r = self.reader.response()
+        if r.status != 200:
+            raise AssertionError("GET %s: %d %s" % (path, r.status, r.body[:300]))
+        return r.json()
+
+
 def request(server, raw, head_only=False):
     """Sends raw bytes on a new connection and returns the first response."""
     with server.connect() as s:

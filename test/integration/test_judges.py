@@ -24,7 +24,7 @@ import time
 import unittest
 import uuid
 
-from sfharness import Reader, Server, get
+from sfharness import KeepAlive as Client, Server, get
 
 JUDGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "judges")
 JUDGE = os.path.join(JUDGES, "judge.mjs")
@@ -65,24 +65,6 @@ def npm_judge(records):
 def first_disorder(ints):
     """The first position whose value is not above the one before it, or None."""
     return next((i for i in range(1, len(ints)) if ints[i] <= ints[i - 1]), None)
-
-
-class Client:
-    """GET requests on one keep-alive connection; JSON bodies."""
-
-    def __init__(self, server):
-        self.sock = server.connect(timeout=10)
-        self.reader = Reader(self.sock)
-
-    def close(self):
-        self.sock.close()
-
-    def json(self, path):
-        self.sock.sendall(get(path))
-        r = self.reader.response()
-        if r.status != 200:
-            raise AssertionError("GET %s: %d %s" % (path, r.status, r.body[:300]))
-        return r.json()
 
 
 def crockford_int(text):

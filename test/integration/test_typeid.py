@@ -21,7 +21,7 @@ import unittest
 import urllib.parse
 import uuid
 
-from sfharness import Reader, Server, get, request
+from sfharness import KeepAlive as Client, Server, get, request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTORS = os.path.join(HERE, "..", "unit", "typeid_spec_vectors.txt")
@@ -84,24 +84,6 @@ def fetch(srv, path, extra=""):
     r = request(srv, get(path, extra))
     body = r.json() if r.body.startswith(b"{") else r.body.decode()
     return r, body
-
-
-class Client:
-    """Requests on one keep-alive connection (one loop: issue order is time order)."""
-
-    def __init__(self, srv):
-        self.sock = srv.connect(timeout=10)
-        self.reader = Reader(self.sock)
-
-    def json(self, path):
-        self.sock.sendall(get(path))
-        r = self.reader.response()
-        if r.status != 200:
-            raise AssertionError("GET %s: %d %s" % (path, r.status, r.body[:300]))
-        return r.json()
-
-    def close(self):
-        self.sock.close()
 
 
 def issued(srv):
