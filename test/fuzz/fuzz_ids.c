@@ -20,6 +20,10 @@
  *   - UUID and ULID texts: whatever parses is 36 or 32 (UUID) / 26 (ULID) characters and
  *     re-formats to the input up to case (and, for ULID, Crockford's aliases); a refusal says
  *     why; sf_uuid7_split accepts exactly version 7 of variant 10;
+ *   - TypeID texts (snowflake/typeid.h): whatever parses re-formats to exactly the input (the
+ *     spec's parsing forgives nothing), its prefix passes the prefix rules and its suffix is the
+ *     lowercase ULID text of the same bits; any 128 bits format with and without a prefix and
+ *     parse back; a refusal has a printable reason;
  *   - RFC 3339: a time that parses is within 1970..9999, formats to 24 characters that parse back
  *     to the same ms in both profiles; the rounded-up reading is the floor or the next ms; what
  *     the configuration's strict profile takes, the clients' profile takes with the same value;
@@ -40,6 +44,7 @@
 #include "snowflake/encoding.h"
 #include "snowflake/id128.h"
 #include "snowflake/layout.h"
+#include "snowflake/typeid.h"
 #include "util/rfc3339.h"
 
 #define FIXED_NOW_MS UINT64_C(1767225600000) /* 2026-01-01T00:00:00Z */
@@ -237,6 +242,45 @@ static void check_ulid_text(const char *s, size_t size)
                    (int)size, s, (int)size, text);
     FUZZ_CHECK(sf_ulid_parse(text, sizeof text, &back, &why) == 0 && same128(back, id),
                "ulid: %.*s does not parse back", (int)sizeof text, text);
+}
+
+static bool printable(const char *why);
+
+static void check_typeid_text(const char *s, size_t size)
+{
+    sf_typeid t;
+    const char *why = NULL;
+    if (sf_typeid_parse(s, size, &t, &why) != 0) {
+        FUZZ_CHECK(printable(why), "typeid: %.*s refused without a printable reason", (int)size,
+                   s);
+        return;
+    }
+    FUZZ_CHECK(t.prefix == s && t.prefix_len <= SF_TYPEID_PREFIX_MAX, "typeid: prefix");
+    FUZZ_CHECK(sf_typeid_prefix_check(t.prefix, t.prefix_len, &why) == 0,
+               "typeid: %.*s parses with a prefix the rules refuse", (int)size, s);
+    char text[SF_TYPEID_TEXT_MAX];
+    size_t n = sf_typeid_format(t.prefix, t.prefix_len, t.id, text);
+    FUZZ_CHECK(n == size && memcmp(text, s, n) == 0, "typeid: %.*s parses but formats as %.*s",
+               (int)size, s, (int)n, text);
+    char ulid[SF_ULID_TEXT_LEN];
+    sf_ulid_format(t.id, ulid);
+    for (size_t i = 0; i < SF_ULID_TEXT_LEN; i++)
+        FUZZ_CHECK(to_upper(s[size - SF_ULID_TEXT_LEN + i]) == ulid[i],
+                   "typeid: %.*s: suffix is not the ULID text in lowercase", (int)size, s);
+}
+
+static void check_typeid_value(sf_id128 id)
+{
+    static const char *const prefixes[] = {"", "a", "user", "my__type_x"};
+    for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++) {
+        char text[SF_TYPEID_TEXT_MAX];
+        size_t n = sf_typeid_format(prefixes[k], strlen(prefixes[k]), id, text);
+        sf_typeid t;
+        const char *why = NULL;
+        FUZZ_CHECK(sf_typeid_parse(text, n, &t, &why) == 0 && same128(t.id, id) &&
+                       t.prefix_len == strlen(prefixes[k]),
+                   "typeid: %.*s does not parse back (%s)", (int)n, text, why ? why : "");
+    }
 }
 
 /* ---- RFC 3339 ---------------------------------------------------------------------------------- */
@@ -545,9 +589,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_value(x);
         check_value(y);
         check_order(x, y);
+        check_typeid_value((sf_id128){x, y});
     }
     check_uuid_text(s, size);
     check_ulid_text(s, size);
+    check_typeid_text(s, size);
     check_time_text(s, size);
     if (size >= 40) {
         check_bounds_layout(data);

@@ -72,6 +72,22 @@ def http_seeds():
                        + req("GET", "/bounds?from=2&to=1&type=uuid4")
                        + req("GET", "/bounds?from=1&to=2&type=ulid&encoding=hex")
                        + req("GET", "/bounds?from=2019-01-01T00:00:00Z&to=99999999999999999"))
+    s["typeid"] = (UPTO16, req("GET", "/typeid?prefix=user") + req("GET", "/typeid")
+                   + req("GET", "/typeids?prefix=my__type&count=3&format=text")
+                   + req("HEAD", "/typeids?count=2&prefix=a")
+                   + req("GET", "/typeid/user_01h455vb4pex5vsknk084sn02q?prefix=user")
+                   + req("GET", "/typeid/prefix_0123456789abcdefghjkmnpqrs")
+                   + req("GET", "/bounds?from=1767225600000&to=1767225600001&type=typeid"
+                                "&prefix=user"))
+    s["typeid_bad"] = (UPTO64, req("GET", "/typeid?prefix=User") + req("GET", "/typeid?prefix=_a")
+                       + req("GET", "/typeids?count=0&prefix=a_")
+                       + req("GET", "/typeid/user_01h455vb4pex5vsknk084sn02q?prefix=team")
+                       + req("GET", "/typeid/pr%C3%A9fix_00000000000000000000000000")
+                       + req("GET", "/typeid/user_%zz") + req("GET", "/typeid/" + "%61" * 100)
+                       + req("GET", "/typeid/prefix_8zzzzzzzzzzzzzzzzzzzzzzzzz")
+                       + req("GET", "/bounds?from=1&to=2&type=uuid7&prefix=user"))
+    s["typeids_max_slow_reader"] = (WHOLE | SLOW, req(
+        "GET", "/typeids?count=4096&prefix=" + "a_" * 31 + "b") * 2)
     s["ids_bad_counts"] = (WHOLE, req("GET", "/ids?count=0") + req("GET", "/ids?count=99999")
                            + req("GET", "/ids?count=12a") + req("GET", "/ids"))
     s["id_parse_each_encoding"] = (UPTO64, req("GET", f"/id/{SOME_ID}")
@@ -356,6 +372,17 @@ def id_seeds():
         "ulid_overflow": b"80000000000000000000000000",
         "ulid_aliases": b"0IL0O1LIOOOOOOOOOOOOOOOOOO",
         "ulid_u": b"01ARZ3NDEKTSV4RRFFQ69G5FAU",
+        # TypeIDs (snowflake/typeid.h), from the spec's valid.yml / invalid.yml
+        "typeid_v7": b"prefix_01h455vb4pex5vsknk084sn02q",
+        "typeid_bare_max": b"7zzzzzzzzzzzzzzzzzzzzzzzzz",
+        "typeid_underscores": b"pre_fix_00000000000000000000000000",
+        "typeid_prefix_63": b"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk"
+                            b"_01h455vb4pex5vsknk084sn02q",
+        "typeid_prefix_end_underscore": b"prefix__00000000000000000000000000",
+        "typeid_separator_only": b"_00000000000000000000000000",
+        "typeid_upper_suffix": b"prefix_0123456789ABCDEFGHJKMNPQRS",
+        "typeid_crockford_alias": b"prefix_i23456789ol23456789oi23456",
+        "typeid_overflow": b"prefix_8zzzzzzzzzzzzzzzzzzzzzzzzz",
         # times (util/rfc3339.h): forms, fractions to round, offsets, every refusal
         "time_z": b"2026-01-01T00:00:00Z",
         "time_lower": b"2026-01-01t00:00:00.250z",
