@@ -59,7 +59,9 @@ class SteadyStateAllocations(unittest.TestCase):
             conns = [srv.connect() for _ in range(CONNS)]
             readers = [Reader(s) for s in conns]
             mix = [get("/id"), get("/ids?count=16"), get("/healthz"), get("/nope"),
-                   get("/id?format=text&encoding=base62"), get("/id/914999261932814336")]
+                   get("/id?format=text&encoding=base62"), get("/id/914999261932814336"),
+                   get("/typeid?prefix=user"), get("/typeids?count=16&prefix=user"),
+                   get("/typeid/user_01h455vb4pex5vsknk084sn02q")]
 
             def run(total):
                 batch = b"".join(mix) * 20  # 120 pipelined requests per write
