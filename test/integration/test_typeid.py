@@ -114,7 +114,7 @@ class TypeId(unittest.TestCase):
         self.assertIn(rule, body["error"], path)
         return body["error"]
 
-    # ---- the spec's vectors through /typeid/{typeid} --------------------------------------------
+    # ---- the spec's vectors through /typeid/{typeid} -----------------------------------------
 
     def test_spec_vectors(self):
         vectors = load_vectors()
@@ -180,7 +180,7 @@ class TypeId(unittest.TestCase):
         self.bad("/typeid/" + "%61" * 100, "at most 90 characters")
         self.bad("/typeid/" + "a" * 300, "the suffix (after the last underscore) is 26 characters")
 
-    # ---- issuing ----------------------------------------------------------------------------------
+    # ---- issuing -------------------------------------------------------------------------
 
     def test_prefix_rules(self):
         cases = [("User", "lowercase letters a-z and underscores only"),
@@ -271,7 +271,8 @@ class TypeId(unittest.TestCase):
             c.close()
 
     def test_concurrent_unique(self):
-        """4 connections (both loops) x 100 batches of 20: all unique, each connection's in order."""
+        """4 connections (both loops) x 100 batches of 20: all unique, each connection's in
+        order."""
         seen, errors = [], []
 
         def client():
@@ -301,7 +302,7 @@ class TypeId(unittest.TestCase):
         self.assertEqual(len(seen), 4 * 100 * 20)
         self.assertEqual(len(set(seen)), len(seen))
 
-    # ---- /bounds ----------------------------------------------------------------------------------
+    # ---- /bounds -------------------------------------------------------------------------
 
     def test_bounds(self):
         q = "/bounds?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z"

@@ -64,7 +64,7 @@ stamp_file="$HERE/node_modules/.judges-stamp"
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
     say "reusing test/judges/node_modules ($stamp)"
 else
-    say "npm ci: the pinned uuid, ulid, typeid-js and OpenAPI validator into test/judges/node_modules"
+    say "npm ci: the pinned uuid, ulid, typeid-js and OpenAPI validator into node_modules"
     t=$(date +%s)
     (cd "$HERE" && timeout 300 npm ci --no-audit --no-fund --prefer-offline --loglevel=error) \
         >"$TMP/npm.log" 2>&1 ||

@@ -93,8 +93,8 @@ START_TEST(test_spec_valid)
         char out[SF_TYPEID_TEXT_MAX + 1];
         size_t len = sf_typeid_format(v[i].prefix, strlen(v[i].prefix), uuid(v[i].uuid), out);
         out[len] = '\0';
-        ck_assert_msg(strcmp(out, v[i].typeid) == 0, "%s: encodes as %s, want %s", v[i].name,
-                      out, v[i].typeid);
+        ck_assert_msg(strcmp(out, v[i].typeid) == 0, "%s: encodes as %s, want %s", v[i].name, out,
+                      v[i].typeid);
     }
     ck_assert_uint_eq(valid, 9); /* every case of valid.yml */
 }
@@ -144,8 +144,8 @@ START_TEST(test_spec_invalid)
             if (strcmp(rules[k].name, v[i].name) == 0)
                 rule = rules[k].rule;
         ck_assert_msg(rule != NULL, "no expected rule for %s", v[i].name);
-        ck_assert_msg(why && strstr(why, rule), "%s: \"%s\", want the rule \"%s\"", v[i].name,
-                      why, rule);
+        ck_assert_msg(why && strstr(why, rule), "%s: \"%s\", want the rule \"%s\"", v[i].name, why,
+                      rule);
     }
     ck_assert_uint_eq(invalid, sizeof rules / sizeof *rules); /* every case of invalid.yml */
 }
@@ -155,7 +155,12 @@ END_TEST
 START_TEST(test_readme_examples)
 {
     static const char *const prefixes[] = {
-        "", "user", "my_type", "a_b_c", "my__type", "a",
+        "",
+        "user",
+        "my_type",
+        "a_b_c",
+        "my__type",
+        "a",
         "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk"};
     sf_id128 id = uuid("01890a5d-ac96-774b-bcce-b302099a8057");
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {

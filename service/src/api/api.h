@@ -1,9 +1,9 @@
 /* The HTTP API: ID routes (/id, /ids, /id/{id}; /uuid, /uuids, /uuid/{uuid}; /ulid, /ulids,
- * /ulid/{ulid}; /typeid, /typeids, /typeid/{typeid}; /bounds) and administration (/healthz, /readyz,
- * /metrics). Handlers run on loop threads; the only shared state they touch on the request path
- * is the generator (in its configured sync mode) and per-loop counters. What they need to know
- * of the configuration comes in api_options, filled once by app/wiring.c: the API does not
- * depend on config/.
+ * /ulid/{ulid}; /typeid, /typeids, /typeid/{typeid}; /bounds) and administration (/healthz,
+ * /readyz, /metrics). Handlers run on loop threads; the only shared state they touch on the
+ * request path is the generator (in its configured sync mode) and per-loop counters. What they
+ * need to know of the configuration comes in api_options, filled once by app/wiring.c: the API
+ * does not depend on config/.
  */
 #ifndef SF_API_API_H
 #define SF_API_API_H

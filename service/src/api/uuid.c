@@ -232,7 +232,8 @@ void api_typeid_parse(http_request *r, void *ctx)
     char msg[224], decoded[3 * SF_TYPEID_TEXT_MAX];
     if (memchr(text, '%', len)) {
         /* A character takes at most 3 bytes escaped: longer text decodes to over 90. */
-        long n = len > sizeof decoded ? -1 : http_percent_decode(text, len, decoded, sizeof decoded);
+        long n =
+            len > sizeof decoded ? -1 : http_percent_decode(text, len, decoded, sizeof decoded);
         if (n < 0) {
             http_respond_error(r, 400,
                                len > sizeof decoded ? "not a valid TypeID: at most 90 characters"
