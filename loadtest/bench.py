@@ -33,8 +33,9 @@ Sections:
   openloop  sfload -R stepping the offered rate up to ~1.25x the closed-loop capacity: latency vs
          offered load per server; the knee (capacity) is the highest offered rate served at
          >= 95 % with p99 under --knee-p99-ms.
-  formats  GET /id, /uuid, /ulid (and /ids, /uuids, /ulids at count=20) on one server thread
-         pinned to core 0, sfload on core 1: req/s and server CPU-us per request against /id.
+  formats  GET /id, /uuid, /ulid, /typeid?prefix=user (and /ids, /uuids, /ulids, /typeids at
+         count=20) on one server thread pinned to core 0, sfload on core 1: req/s and server
+         CPU-us per request against /id.
   memcache_ids  Snowflake IDs over the memcached protocol (a reserved key, katsubushi-style:
          `get id`, and the key 20 times in one get) against HTTP GET /id and /ids?count=20, the
          same pinning: req/s, IDs/s and server CPU-us per ID.
@@ -780,16 +781,17 @@ def section_sync(b):
 
 
 def section_formats(b):
-    """UUIDv7 and ULIDs against Snowflake IDs on the same server: same client, same load, rows
-    alternating within each repeat; the ratio column is against GET /id (or /ids)."""
+    """UUIDv7, ULIDs and TypeIDs against Snowflake IDs on the same server: same client, same load,
+    rows alternating within each repeat; the ratio column is against GET /id (or /ids)."""
     print("\n== ID formats: 1 server thread on core 0, sfload on core 1, keep-alive -c 50, "
           "median of %d ==" % b.args.repeat)
-    print("%-26s %10s %7s | %8s | %8s %7s" % ("request", "req/s", "ratio", "p99 us",
+    print("%-34s %10s %7s | %8s | %8s %7s" % ("request", "req/s", "ratio", "p99 us",
                                              "CPU-us", "ratio"))
     # Batches of 20: at 1000 per request all three run into the generator's cap of 4096 IDs per
     # ms (4,096 requests/s), and the server's CPU then measures waiting for the next ms.
-    groups = [["/id", "/uuid", "/ulid"],
-              ["/ids?count=20", "/uuids?count=20", "/ulids?count=20"]]
+    groups = [["/id", "/uuid", "/ulid", "/typeid?prefix=user"],
+              ["/ids?count=20", "/uuids?count=20", "/ulids?count=20",
+               "/typeids?count=20&prefix=user"]]
     for paths in groups:
         runs = {p: [] for p in paths}
         for _ in range(b.args.repeat):
@@ -803,7 +805,7 @@ def section_formats(b):
         base = median_figures(runs[paths[0]])
         for path in paths:
             f = median_figures(runs[path])
-            print("%-26s %10.0f %7s | %8.0f | %8.2f %7s" % (
+            print("%-34s %10.0f %7s | %8.0f | %8.2f %7s" % (
                 "GET " + path, f[0], ratio(f[0], base[0]), f[1], f[2], ratio(f[2], base[2])),
                 flush=True)
 
