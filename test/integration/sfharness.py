@@ -262,6 +262,26 @@ class KeepAlive:
         return r.json()
 
 
+def run_clients(client, n=4, timeout=60):
+    """Runs client() in n threads at once and waits (at most timeout s each); returns the
+    exceptions they raised, as repr strings (a test asserts the list is empty)."""
+    errors = []
+
+    def guarded():
+        try:
+            client()
+        except Exception as e:  # reported to the caller
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=guarded) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    errors.extend("a client still running after %d s" % timeout for t in threads if t.is_alive())
+    return errors
+
+
 def request(server, raw, head_only=False):
     """Sends raw bytes on a new connection and returns the first response."""
     with server.connect() as s:

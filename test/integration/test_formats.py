@@ -9,7 +9,7 @@ import time
 import unittest
 import uuid
 
-from sfharness import Reader, Server, get, request
+from sfharness import Reader, Server, get, request, run_clients
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -125,28 +125,21 @@ class Formats(unittest.TestCase):
         seen, errors = [], []
 
         def client():
-            try:
-                with self.srv.connect() as s:
-                    rd = Reader(s)
-                    last = [0, 0]
-                    for i in range(100):
-                        s.sendall(get("/uuids?count=20" if i % 2 else "/ulids?count=20"))
-                        r = rd.response()
-                        ids = r.json()["ids"]
-                        vals = [uuid.UUID(x).int if "-" in x else ulid_int(x) for x in ids]
-                        k = i % 2
-                        if vals[0] <= last[k] or vals != sorted(vals):
-                            errors.append("out of order")
-                        last[k] = vals[-1]
-                        seen.extend(ids)
-            except Exception as e:  # reported below
-                errors.append(repr(e))
+            with self.srv.connect() as s:
+                rd = Reader(s)
+                last = [0, 0]
+                for i in range(100):
+                    s.sendall(get("/uuids?count=20" if i % 2 else "/ulids?count=20"))
+                    r = rd.response()
+                    ids = r.json()["ids"]
+                    vals = [uuid.UUID(x).int if "-" in x else ulid_int(x) for x in ids]
+                    k = i % 2
+                    if vals[0] <= last[k] or vals != sorted(vals):
+                        errors.append("out of order")
+                    last[k] = vals[-1]
+                    seen.extend(ids)
 
-        threads = [threading.Thread(target=client) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        errors += run_clients(client, 4)
         self.assertEqual(errors, [])
         self.assertEqual(len(seen), 4 * 100 * 20)
         self.assertEqual(len(set(seen)), len(seen))

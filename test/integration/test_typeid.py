@@ -15,13 +15,12 @@
 Run: SNOWFLAKED_BIN=path python3 -m unittest test_typeid (ctest does this)."""
 import os
 import re
-import threading
 import time
 import unittest
 import urllib.parse
 import uuid
 
-from sfharness import KeepAlive as Client, Server, get, request
+from sfharness import KeepAlive as Client, Server, get, request, run_clients
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTORS = os.path.join(HERE, "..", "unit", "typeid_spec_vectors.txt")
@@ -276,28 +275,21 @@ class TypeId(unittest.TestCase):
         seen, errors = [], []
 
         def client():
+            c = Client(self.srv)
             try:
-                c = Client(self.srv)
-                try:
-                    last = None
-                    for _ in range(100):
-                        ids = c.json("/typeids?count=20&prefix=load")["ids"]
-                        if last is not None and not last < ids[0]:
-                            errors.append("out of order: %s then %s" % (last, ids[0]))
-                        if ids != sorted(ids):
-                            errors.append("batch out of order")
-                        last = ids[-1]
-                        seen.extend(ids)
-                finally:
-                    c.close()
-            except Exception as e:  # reported below
-                errors.append(repr(e))
+                last = None
+                for _ in range(100):
+                    ids = c.json("/typeids?count=20&prefix=load")["ids"]
+                    if last is not None and not last < ids[0]:
+                        errors.append("out of order: %s then %s" % (last, ids[0]))
+                    if ids != sorted(ids):
+                        errors.append("batch out of order")
+                    last = ids[-1]
+                    seen.extend(ids)
+            finally:
+                c.close()
 
-        threads = [threading.Thread(target=client) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        errors += run_clients(client, 4)
         self.assertEqual(errors, [])
         self.assertEqual(len(seen), 4 * 100 * 20)
         self.assertEqual(len(set(seen)), len(seen))
