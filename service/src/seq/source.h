@@ -92,6 +92,12 @@ typedef struct seq_source {
      * fence_ms(ctx) (util/clock.h, Unix ms); SEQ_NO_FENCE when unfenced now. A node past its fence
      * issues nothing, also from blocks it already holds. */
     uint64_t (*fence_ms)(void *ctx);
+    /* Optional (NULL: nothing is given back). At a clean stop, main thread, synchronous, before
+     * stop: the numbers [from, hi) of namespace id were reserved and never issued. When the
+     * store's counter is still hi (nobody reserved after us) it is set back to from, so that a
+     * clean restart continues without a hole; when it moved on, nothing changes. Returns 0 (given
+     * back, or not possible), -1 with err (the numbers stay a hole; never a repeat). */
+    int (*release)(void *ctx, unsigned id, uint64_t from, uint64_t hi, char *err, size_t errlen);
     /* Finishes or cancels what is queued (each accepted call still gets its done, SEQ_FAILED
      * "stopping" when cancelled), joins the source's threads, releases everything. After the
      * loops are joined; the core calls nothing after it. */
