@@ -60,7 +60,12 @@ void app_http_limits(const cfg *c, http_limits *out)
                          .max_body_bytes = sv->max_body_bytes,
                          .max_requests_per_connection = sv->max_requests_per_connection,
                          .max_pipeline = sv->max_pipeline,
-                         .scratch_bytes = api_ids_scratch_bytes(c->snowflake.max_batch),
+                         /* with sequences, /metrics and /sequences write about 3 KiB per
+                          * namespace there */
+                         .scratch_bytes = api_ids_scratch_bytes(c->snowflake.max_batch) +
+                                          (c->sequences.nns ? (size_t)c->sequences.max_namespaces
+                                                                  * 3072
+                                                            : 0),
                          .pool_idle_max = sv->pool_idle_max};
 }
 

@@ -124,6 +124,7 @@ const char *http_status_text(int status)
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
     case 409: return "Conflict";
+    case 410: return "Gone";
     case 411: return "Length Required";
     case 412: return "Precondition Failed";
     case 413: return "Content Too Large";

@@ -309,6 +309,15 @@ seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
     return SEQ_R_OK;
 }
 
+uint64_t seq_peek(seq_ns *ns)
+{
+    spin_lock(&ns->lock);
+    uint64_t n = ns->cur != ns->cur_hi ? ns->cur : ns->next_lo != ns->next_hi ? ns->next_lo
+                                                                               : ns->cur;
+    spin_unlock(&ns->lock);
+    return n;
+}
+
 uint64_t seq_remaining(seq_ns *ns)
 {
     spin_lock(&ns->lock);

@@ -145,6 +145,8 @@ typedef enum seq_take_result {
  * consecutive within a block; across the boundary to the next block they may jump. Any thread,
  * never blocks on I/O (may start a background fetch). */
 seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count);
+/* The number the next take would start with (HEAD's placeholder; nothing taken). Any thread. */
+uint64_t seq_peek(seq_ns *ns);
 /* Numbers held and not yet issued (current + next block), for the gauge. Any thread. */
 uint64_t seq_remaining(seq_ns *ns);
 /* The last failure of the namespace's source ("" when none), copied into buf. Any thread. */

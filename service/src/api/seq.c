@@ -1,0 +1,256 @@
+/* Segment mode over HTTP: /seq/{name}, /seqs/{name}?count=N and /sequences (docs/sequences.md).
+ *
+ * /seq/{name} answers like /id: {"id":N} or the number and a newline as text; /seqs/{name} like
+ * /ids: {"ids":[...]} or one number per line. Numbers are JSON numbers unless ?json_ids=string.
+ * A namespace with its own token needs "Authorization: Bearer <that token>" (or auth.token);
+ * one without follows /id's rule (open unless auth.protect_reads). Refusals: 503 with
+ * Retry-After when the namespace has no number in hand (a burst beyond both blocks, a block
+ * reserve that failed, a fence), 410 when it is past its max, 400 for a count no two blocks can
+ * ever hold. Nothing here waits: the numbers are in memory, the blocks are reserved elsewhere. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "llhttp.h"
+#include "obs/prom.h"
+#include "seq/seq.h"
+#include "util/counter.h"
+#include "util/fmt.h"
+
+#define SEQ_PREFIX  "/seq/"
+#define SEQS_PREFIX "/seqs/"
+
+/* The namespace the path names, or NULL with 404 answered. */
+static seq_ns *ns_of(http_request *r, api_ctx *a, size_t prefix)
+{
+    const char *name = r->path.p + prefix;
+    size_t len = r->path.len - prefix;
+    seq_ns *ns = seq_find(a->seq, name, len);
+    if (!ns) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "no sequence namespace \"%.*s\"",
+                 seq_name_valid(name, len) ? (int)len : 0, name);
+        http_respond_error(r, 404, msg, NULL);
+    }
+    return ns;
+}
+
+/* The namespace's token, or the route's usual rule. false with 401 answered. */
+static bool allowed(http_request *r, api_ctx *a, const seq_ns *ns)
+{
+    if (!ns->token_len)
+        return api_auth(r, false, a);
+    return api_auth_token(r, a, ns->token, ns->token_len);
+}
+
+static void refuse(http_request *r, seq_ns *ns, seq_take_result res)
+{
+    char msg[320], why[160];
+    switch (res) {
+    case SEQ_R_OK: break;
+    case SEQ_R_EMPTY:
+        seq_last_error(ns, why, sizeof why);
+        snprintf(msg, sizeof msg, "namespace %s has no number in hand: %s", ns->def.name,
+                 why[0] ? why : "the next block is being reserved");
+        http_respond_error(r, 503, msg, "Retry-After: 1\r\n");
+        break;
+    case SEQ_R_FENCED:
+        snprintf(msg, sizeof msg, "namespace %s: this node is past its fence and issues nothing",
+                 ns->def.name);
+        http_respond_error(r, 503, msg, "Retry-After: 1\r\n");
+        break;
+    case SEQ_R_EXHAUSTED:
+        snprintf(msg, sizeof msg, "namespace %s is past its max %llu: no number is left",
+                 ns->def.name, (unsigned long long)ns->def.max);
+        http_respond_error(r, 410, msg, NULL);
+        break;
+    case SEQ_R_TOO_MANY:
+        snprintf(msg, sizeof msg, "count must be at most %llu for namespace %s (its block)",
+                 (unsigned long long)ns->def.block_min, ns->def.name);
+        http_respond_error(r, 400, msg, NULL);
+        break;
+    }
+}
+
+/* ?json_ids=number (the default) or string. Answers 400 and returns -1 on a bad value. */
+static int quoted_option(http_request *r, bool *quote)
+{
+    http_str v;
+    *quote = false;
+    if (!http_query_param(r, "json_ids", &v))
+        return 0;
+    if (v.len == 6 && memcmp(v.p, "string", 6) == 0)
+        *quote = true;
+    else if (!(v.len == 6 && memcmp(v.p, "number", 6) == 0)) {
+        http_respond_error(r, 400, "json_ids must be number or string", NULL);
+        return -1;
+    }
+    return 0;
+}
+
+void api_seq(http_request *r, void *ctx)
+{
+    api_ctx *a = ctx;
+    bool batch = r->path.len >= sizeof SEQS_PREFIX - 1 &&
+                 memcmp(r->path.p, SEQS_PREFIX, sizeof SEQS_PREFIX - 1) == 0;
+    seq_ns *ns = ns_of(r, a, batch ? sizeof SEQS_PREFIX - 1 : sizeof SEQ_PREFIX - 1);
+    bool text, quote;
+    uint32_t count = 1;
+    if (!ns || !allowed(r, a, ns) || api_text_wanted(r, &text) != 0 ||
+        quoted_option(r, &quote) != 0 ||
+        (batch && api_count_param(r, a->opt.max_batch, &count) != 0))
+        return;
+    api_batch b;
+    char one[API_ONE_BODY_MAX];
+    uint64_t first, *nums = &first;
+    if (batch) {
+        nums = api_batch_begin(r, &b, sizeof *nums, count, text, true, quote);
+        if (!nums)
+            return;
+    } else {
+        api_batch_open(&b, one, text, false, quote);
+    }
+    seq_take_result res;
+    if (r->head_only) { /* describes a GET without spending numbers: the next one, repeated */
+        uint64_t next = seq_peek(ns);
+        for (uint32_t i = 0; i < count; i++)
+            nums[i] = next + i;
+        res = SEQ_R_OK;
+    } else {
+        res = seq_take(ns, nums, count);
+    }
+    if (res != SEQ_R_OK) {
+        refuse(r, ns, res);
+        return;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        char *p = api_batch_item(&b);
+        api_batch_put(&b, fmt_u64(p, nums[i]));
+    }
+    api_batch_respond(r, &b);
+}
+
+/* GET /sequences: every namespace, its definition and what it holds (the operator's view). */
+void api_sequences(http_request *r, void *ctx)
+{
+    api_ctx *a = ctx;
+    size_t cap;
+    char *out = http_scratch(r, &cap);
+    size_t n = 0;
+    unsigned count = seq_count(a->seq);
+    n += (size_t)snprintf(out + n, cap - n, "{\"source\":\"%s\",\"namespaces\":[",
+                          a->seq->src.kind);
+    for (unsigned i = 0; i < count && n < cap; i++) {
+        seq_ns *ns = seq_at(a->seq, i);
+        char err[160];
+        seq_last_error(ns, err, sizeof err);
+        for (char *p = err; *p; p++)
+            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+                *p = '\'';
+        const seq_ns_def *d = &ns->def;
+        char max[24] = "null"; /* none */
+        if (d->max != UINT64_MAX - 1)
+            snprintf(max, sizeof max, "%llu", (unsigned long long)d->max);
+        n += (size_t)snprintf(
+            out + n, cap - n,
+            "%s{\"name\":\"%s\",\"start\":%llu,\"max\":%s,\"block\":%llu,\"adaptive\":%s,"
+            "\"block_min\":%llu,\"block_max\":%llu,\"token\":%s,\"remaining\":%llu,"
+            "\"issued\":%llu,\"blocks\":%llu,\"last_error\":\"%s\"}",
+            i ? "," : "", d->name, (unsigned long long)d->start, max,
+            (unsigned long long)d->block, d->adaptive ? "true" : "false",
+            (unsigned long long)d->block_min, (unsigned long long)d->block_max,
+            ns->token_len ? "true" : "false", (unsigned long long)seq_remaining(ns),
+            (unsigned long long)counter_get(&ns->stats.issued),
+            (unsigned long long)counter_get(&ns->stats.blocks), err);
+    }
+    if (n + 3 > cap) {
+        http_respond_error(r, 500, "the namespaces exceed the response buffer", NULL);
+        return;
+    }
+    n += (size_t)snprintf(out + n, cap - n, "]}");
+    http_respond(r, 200, "application/json", NULL, out, n);
+}
+
+void api_seq_metrics(prom_buf *b, api_ctx *a)
+{
+    seq_table *t = a->seq;
+    unsigned count = seq_count(t);
+    char labels[160];
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } counters[] = {
+        {"snowflaked_seq_issued_total", "Sequence numbers issued, by namespace.",
+         offsetof(seq_ns_stats, issued)},
+        {"snowflaked_seq_blocks_total", "Blocks reserved from the block source, by namespace.",
+         offsetof(seq_ns_stats, blocks)},
+        {"snowflaked_seq_block_numbers_total",
+         "Numbers in the blocks reserved (issued plus held plus lost to crashes), by namespace.",
+         offsetof(seq_ns_stats, block_numbers)},
+        {"snowflaked_seq_block_failures_total",
+         "Block reserves that failed (full disk, store unreachable) or were refused, by namespace.",
+         offsetof(seq_ns_stats, fetch_failures)},
+        {"snowflaked_seq_refused_total",
+         "Requests answered 503 because the namespace had no number in hand, by namespace.",
+         offsetof(seq_ns_stats, refused)},
+        {"snowflaked_seq_fenced_total",
+         "Requests answered 503 because this node was past the source's fence, by namespace.",
+         offsetof(seq_ns_stats, fenced)},
+        {"snowflaked_seq_store_ops_total",
+         "Round trips (etcd) or fsync'd writes (file) the block reserves cost, by namespace.",
+         offsetof(seq_ns_stats, store_ops)},
+    };
+    for (size_t c = 0; c < sizeof counters / sizeof *counters; c++) {
+        prom_family(b, counters[c].name, "counter", counters[c].help);
+        for (unsigned i = 0; i < count; i++) {
+            seq_ns *ns = seq_at(t, i);
+            snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
+            prom_u64(b, counters[c].name, labels,
+                     counter_get((_Atomic uint64_t *)((char *)&ns->stats + counters[c].off)));
+        }
+    }
+    prom_family(b, "snowflaked_seq_remaining", "gauge",
+                "Numbers held in memory and not yet issued (current and next block), by "
+                "namespace.");
+    for (unsigned i = 0; i < count; i++) {
+        seq_ns *ns = seq_at(t, i);
+        snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
+        prom_u64(b, "snowflaked_seq_remaining", labels, seq_remaining(ns));
+    }
+    prom_family(b, "snowflaked_seq_block_fetch_seconds", "histogram",
+                "Time from asking the block source for a block to its answer, by namespace.");
+    for (unsigned i = 0; i < count; i++) {
+        seq_ns *ns = seq_at(t, i);
+        uint64_t cum = 0;
+        for (unsigned k = 0; k <= SEQ_LATENCY_BUCKETS; k++) {
+            cum += counter_get(&ns->stats.latency[k]);
+            if (k < SEQ_LATENCY_BUCKETS)
+                snprintf(labels, sizeof labels, "namespace=\"%s\",le=\"%g\"", ns->def.name,
+                         seq_latency_bounds[k]);
+            else
+                snprintf(labels, sizeof labels, "namespace=\"%s\",le=\"+Inf\"", ns->def.name);
+            prom_u64(b, "snowflaked_seq_block_fetch_seconds_bucket", labels, cum);
+        }
+        snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
+        prom_f64(b, "snowflaked_seq_block_fetch_seconds_sum", labels,
+                 (double)counter_get(&ns->stats.latency_sum_us) / 1e6);
+        prom_u64(b, "snowflaked_seq_block_fetch_seconds_count", labels, cum);
+    }
+}
+
+int api_seq_register(http_server *http, api_ctx *a)
+{
+    const uint32_t get = HTTP_M(HTTP_GET);
+    /* The guard is skipped (HTTP_AUTH_NONE): the handler applies the namespace's token or the
+     * read rule itself, once it knows the namespace. */
+    const http_route routes[] = {
+        {.path = SEQ_PREFIX, .prefix = true, .methods = get, .handler = api_seq, .ctx = a},
+        {.path = SEQS_PREFIX, .prefix = true, .methods = get, .handler = api_seq, .ctx = a},
+        {.path = "/sequences", .methods = get, .auth = HTTP_AUTH_READ, .handler = api_sequences,
+         .ctx = a},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (http_server_route(http, &routes[i]) != 0)
+            return -1;
+    return 0;
+}
