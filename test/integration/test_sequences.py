@@ -1,0 +1,388 @@
+"""Segment mode on a single node (docs/sequences.md) against the real binary: /seq/{name} and
+/seqs/{name} hand out dense, strictly increasing numbers from blocks reserved in
+data_dir/sequences; a clean restart continues without a hole, a kill -9 under load never
+reissues and leaves holes within the bound (the rest of the current block plus the next one,
+plus the responses in flight when the process died); a block reserve slower than the load gives
+503 with Retry-After, never a wait and never a duplicate; a full disk (a small tmpfs mounted on
+data_dir/sequences, root only) refuses instead of issuing numbers it did not save; a namespace's
+own token is required for it.
+
+Run as ctest does, from test/integration: `python3 -m unittest -v test_sequences`."""
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from sfharness import BINARY, Reader, Server, get, request, wait_ready
+
+TOKEN = "orders-Token_0123456789"
+ADMIN = "admin-Token_0123456789xyz"
+
+
+def namespaces(*defs):
+    return "sequences.namespaces=" + json.dumps(list(defs))
+
+
+def seq_file(data_dir, name):
+    """(next, fields) of data_dir/sequences/<name>.seq."""
+    with open(os.path.join(data_dir, "sequences", name + ".seq")) as f:
+        line = f.read()
+    fields = line.split()
+    return int(fields[2]), fields
+
+
+class Client:
+    """One keep-alive connection; take() returns (status, numbers, response)."""
+
+    def __init__(self, srv, auth=None):
+        self.sock = srv.connect()
+        self.reader = Reader(self.sock)
+        self.extra = "Authorization: Bearer %s\r\n" % auth if auth else ""
+
+    def take(self, name, count=None):
+        path = "/seq/%s" % name if count is None else "/seqs/%s?count=%d" % (name, count)
+        self.sock.sendall(get(path, self.extra))
+        r = self.reader.response()
+        if r.status != 200:
+            return r.status, [], r
+        body = r.json()
+        return 200, [body["id"]] if count is None else body["ids"], r
+
+    def close(self):
+        self.sock.close()
+
+
+def load(srv, name, threads, seconds, stop_after=None):
+    """threads keep-alive clients taking numbers for up to `seconds`; stop_after(received) may
+    end the run early. Returns (per-client number lists, statuses seen)."""
+    out = [[] for _ in range(threads)]
+    statuses = {}
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def run(i):
+        try:
+            c = Client(srv)
+        except OSError:
+            return
+        try:
+            while time.monotonic() < end:
+                st, nums, _ = c.take(name)
+                out[i].extend(nums)
+                with lock:
+                    statuses[st] = statuses.get(st, 0) + 1
+        except (OSError, EOFError, ValueError):
+            pass  # the server died under us (kill -9)
+        finally:
+            c.close()
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    if stop_after:
+        stop_after(out)
+    for t in ts:
+        t.join(seconds + 10)
+    return out, statuses
+
+
+class Basics(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server("--set", namespaces({"name": "orders", "start": 1000, "block": 50},
+                                             {"name": "inv", "token": TOKEN, "block": 20},
+                                             {"name": "small", "block": 4, "max": 9}),
+                         "--set", "auth.token=" + ADMIN)
+        wait_ready(cls.srv)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def test_dense_and_increasing_across_blocks(self):
+        c = Client(self.srv)
+        got = []
+        for _ in range(130):  # across two block boundaries
+            st, nums, _ = c.take("orders")
+            self.assertEqual(st, 200)
+            got += nums
+        st, batch, r = c.take("orders", 50)
+        self.assertEqual(st, 200, r.body)
+        got += batch
+        c.close()
+        self.assertEqual(got, list(range(got[0], got[0] + 180)))
+        self.assertGreaterEqual(got[0], 1000)
+
+    def test_text_and_json_shapes(self):
+        r = request(self.srv, get("/seq/orders?format=text"))
+        self.assertEqual(r.status, 200)
+        self.assertRegex(r.body.decode(), r"^\d+\n?$")
+        r = request(self.srv, get("/seqs/orders?count=3", "Accept: text/plain\r\n"))
+        lines = r.body.decode().split("\n")
+        self.assertEqual(len([x for x in lines if x]), 3)
+        r = request(self.srv, get("/seq/orders?json_ids=string"))
+        self.assertIsInstance(r.json()["id"], str)
+        r = request(self.srv, get("/seqs/orders?count=0"))
+        self.assertEqual(r.status, 400)
+        r = request(self.srv, get("/seqs/orders?count=51"))  # above the block: never possible
+        self.assertEqual(r.status, 400)
+        self.assertIn("at most 50", r.json()["error"])
+        r = request(self.srv, get("/seq/nope"))
+        self.assertEqual(r.status, 404)
+        r = request(self.srv, get("/seq/../etc"))
+        self.assertEqual(r.status, 404)
+
+    def test_head_spends_nothing(self):
+        a = request(self.srv, get("/seq/orders")).json()["id"]
+        r = request(self.srv, b"HEAD /seq/orders HTTP/1.1\r\nHost: t\r\n\r\n", head_only=True)
+        self.assertEqual(r.status, 200)
+        b = request(self.srv, get("/seq/orders")).json()["id"]
+        self.assertEqual(b, a + 1)
+
+    def test_namespace_token(self):
+        r = request(self.srv, get("/seq/inv"))
+        self.assertEqual(r.status, 401)
+        self.assertIn("Bearer", r.header("WWW-Authenticate"))
+        r = request(self.srv, get("/seq/inv", "Authorization: Bearer wrong-token-0123456\r\n"))
+        self.assertEqual(r.status, 401)
+        self.assertIn("invalid_token", r.header("WWW-Authenticate"))
+        r = request(self.srv, get("/seq/inv", "Authorization: Bearer %s\r\n" % TOKEN))
+        self.assertEqual(r.status, 200)
+        r = request(self.srv, get("/seq/inv", "Authorization: Bearer %s\r\n" % ADMIN))
+        self.assertEqual(r.status, 200)  # auth.token opens every namespace
+        # the namespace token opens only its namespace: not the others' when reads are protected
+        r = request(self.srv, get("/seq/orders", "Authorization: Bearer %s\r\n" % TOKEN))
+        self.assertEqual(r.status, 200)  # reads are open here
+
+    def test_max_then_gone(self):
+        got = []
+        for _ in range(12):
+            r = request(self.srv, get("/seq/small"))
+            if r.status == 200:
+                got.append(r.json()["id"])
+            else:
+                self.assertIn(r.status, (410, 503), r.body)
+                if r.status == 410:
+                    break
+                time.sleep(0.05)
+        self.assertEqual(got, list(range(1, 10)))
+        r = request(self.srv, get("/seq/small"))
+        self.assertEqual(r.status, 410)
+        self.assertIn("past its max 9", r.json()["error"])
+
+    def test_metrics_and_listing(self):
+        request(self.srv, get("/seq/orders"))
+        text = request(self.srv, get("/metrics")).body.decode()
+        for name in ("snowflaked_seq_issued_total", "snowflaked_seq_blocks_total",
+                     "snowflaked_seq_remaining", "snowflaked_seq_store_ops_total",
+                     "snowflaked_seq_block_fetch_seconds_bucket"):
+            self.assertRegex(text, r'(?m)^%s\{namespace="orders"[^}]*\} \d' % name)
+        m = re.search(r'(?m)^snowflaked_seq_block_fetch_seconds_count\{namespace="orders"\} (\d+)',
+                      text)
+        self.assertGreaterEqual(int(m.group(1)), 1)
+        listing = request(self.srv, get("/sequences")).json()
+        self.assertEqual(listing["source"], "file")
+        names = [n["name"] for n in listing["namespaces"]]
+        self.assertEqual(names, ["orders", "inv", "small"])
+        self.assertIs(listing["namespaces"][1]["token"], True)
+        self.assertNotIn(TOKEN, json.dumps(listing))
+        self.assertIsNone(listing["namespaces"][0]["max"])
+
+
+class Restarts(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="sf_seq_")
+        self.data = os.path.join(self.tmp.name, "data")
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
+            s.log.close()
+            s.dir.cleanup()
+        self.tmp.cleanup()
+
+    def start(self, *sets, block=100):
+        args = ["--set", namespaces({"name": "orders", "block": block})]
+        for s in sets:
+            args += ["--set", s]
+        srv = Server(*args, data_dir=self.data)
+        self.servers.append(srv)
+        wait_ready(srv)
+        return srv
+
+    def test_clean_restart_continues_without_a_hole(self):
+        srv = self.start()
+        c = Client(srv)
+        first = [c.take("orders")[1][0] for _ in range(30)]
+        c.close()
+        srv.stop()
+        self.servers.remove(srv)
+        self.assertEqual(seq_file(self.data, "orders")[0], first[-1] + 1)  # given back
+        srv = self.start()
+        c = Client(srv)
+        self.assertEqual(c.take("orders")[1][0], first[-1] + 1)
+        c.close()
+
+    def test_kill9_under_load_never_reissues(self):
+        """Three rounds of kill -9 under load: every number is unique over all runs, each run's
+        numbers are dense except the responses in flight at the kill, and the hole a crash
+        leaves is within 2 blocks plus those in flight."""
+        block, threads = 100, 4
+        seen, runs = set(), []
+        for _ in range(3):
+            srv = self.start(block=block)
+
+            def kill_later(out):
+                deadline = time.monotonic() + 5
+                while sum(map(len, out)) < 450 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                srv.proc.send_signal(signal.SIGKILL)
+                srv.proc.wait()
+
+            out, statuses = load(srv, "orders", threads, 8, stop_after=kill_later)
+            got = sorted(n for o in out for n in o)
+            self.assertGreaterEqual(len(got), 450, statuses)
+            for o in out:  # each connection sees its numbers strictly increasing
+                self.assertEqual(o, sorted(set(o)))
+            self.assertEqual(len(got), len(set(got)))
+            dup = seen & set(got)
+            self.assertEqual(dup, set(), "numbers reissued after kill -9")
+            seen |= set(got)
+            missing = (got[-1] - got[0] + 1) - len(got)
+            self.assertLessEqual(missing, threads, "holes inside one run: %d" % missing)
+            runs.append((got[0], got[-1]))
+            self.assertLessEqual(got[-1], seq_file(self.data, "orders")[0] - 1)
+        for (_, last), (first, _) in zip(runs, runs[1:]):
+            self.assertGreater(first, last)
+            self.assertLessEqual(first - last - 1, 2 * block + threads,
+                                 "a crash left a hole above the bound")
+
+
+class SlowBlockSource(unittest.TestCase):
+    def test_burst_beyond_both_blocks_gets_503_not_a_wait(self):
+        srv = Server("--set", namespaces({"name": "burst", "block": 10}),
+                     "--set", "sequences.reserve_delay_ms=400",
+                     "--set", "sequences.retry_ms=100")
+        try:
+            wait_ready(srv, timeout=20)
+            c = Client(srv)
+            got, refused, slowest = [], 0, 0.0
+            deadline = time.monotonic() + 10
+            while len(got) < 40 and time.monotonic() < deadline:
+                t0 = time.monotonic()
+                st, nums, r = c.take("burst")
+                slowest = max(slowest, time.monotonic() - t0)
+                if st == 503:
+                    refused += 1
+                    self.assertEqual(r.header("Retry-After"), "1")
+                    self.assertIn("no number in hand", r.json()["error"])
+                    time.sleep(0.02)
+                else:
+                    self.assertEqual(st, 200, r.body)
+                    got += nums
+            c.close()
+            self.assertGreater(refused, 0, "a 400 ms reserve never ran dry at this rate")
+            self.assertEqual(got, list(range(1, 41)))  # dense: refusals spend nothing
+            # the request path never waited for the store (a reserve takes 400 ms)
+            self.assertLess(slowest, 0.2)
+            text = request(srv, get("/metrics")).body.decode()
+            m = re.search(r'(?m)^snowflaked_seq_refused_total\{namespace="burst"\} (\d+)', text)
+            self.assertGreaterEqual(int(m.group(1)), refused)
+            m = re.search(r'(?m)^snowflaked_seq_block_fetch_seconds_bucket\{namespace="burst",'
+                          r'le="0\.25"\} (\d+)', text)
+            self.assertEqual(int(m.group(1)), 0)  # every fetch took the injected 400 ms
+        finally:
+            srv.stop()
+
+
+class DiskFull(unittest.TestCase):
+    """data_dir/sequences on a 256 KiB tmpfs (root only), filled while the daemon issues."""
+
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("mounting a tmpfs needs root")
+        self.tmp = tempfile.TemporaryDirectory(prefix="sf_seq_full_")
+        self.data = os.path.join(self.tmp.name, "data")
+        self.mnt = os.path.join(self.data, "sequences")
+        os.makedirs(self.mnt)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs",
+                            self.mnt], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=30)
+        if r.returncode != 0:
+            self.tmp.cleanup()
+            self.skipTest("cannot mount a tmpfs here: %s" % r.stdout.decode().strip())
+
+    def tearDown(self):
+        r = subprocess.run(["umount", self.mnt], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=30)
+        if r.returncode != 0:
+            subprocess.run(["umount", "-l", self.mnt], timeout=30)
+        self.tmp.cleanup()
+
+    def fill(self):
+        path = os.path.join(self.mnt, "fill")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 4096) > 0:
+                pass
+        except OSError:
+            pass  # ENOSPC: full
+        finally:
+            os.close(fd)
+        return path
+
+    def test_full_disk_refuses_then_recovers(self):
+        srv = Server("--set", namespaces({"name": "inv", "block": 20}),
+                     "--set", "sequences.retry_ms=100", data_dir=self.data)
+        try:
+            wait_ready(srv)
+            c = Client(srv)
+            got = [c.take("inv")[1][0] for _ in range(5)]
+            deadline = time.monotonic() + 5  # the prefetched block is on disk and in hand
+            while (request(srv, get("/sequences")).json()["namespaces"][0]["remaining"] < 35
+                   and time.monotonic() < deadline):
+                time.sleep(0.02)
+            filler = self.fill()
+            on_disk = seq_file(self.data, "inv")[0]
+            refusal = None
+            for _ in range(200):
+                st, nums, r = c.take("inv")
+                if st == 503:
+                    refusal = r.json()["error"]
+                    break
+                self.assertEqual(st, 200)
+                got += nums
+            self.assertIsNotNone(refusal, "numbers kept coming on a full disk")
+            self.assertIn("No space left on device", refusal)
+            self.assertLess(got[-1], on_disk)  # every number issued is covered by the file
+            self.assertEqual(seq_file(self.data, "inv")[0], on_disk)
+            self.assertFalse([n for n in os.listdir(self.mnt) if n.endswith(".tmp")])
+            deadline = time.monotonic() + 5  # the logger writes asynchronously
+            while "No space left" not in srv.output() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertRegex(srv.output(), r"WARN +sequences: namespace inv: no block reserved "
+                                           r"\(.*No space left on device\)")
+            os.unlink(filler)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                st, nums, _ = c.take("inv")
+                if st == 200:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(st, 200)
+            self.assertGreater(nums[0], got[-1])
+            c.close()
+        finally:
+            srv.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
