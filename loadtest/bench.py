@@ -35,6 +35,8 @@ Sections:
          >= 95 % with p99 under --knee-p99-ms.
   formats  GET /id, /uuid, /ulid (and /ids, /uuids, /ulids at count=20) on one server thread
          pinned to core 0, sfload on core 1: req/s and server CPU-us per request against /id.
+  sequences  GET /seq/{name} (segment mode) and /seqs/{name}?count=20 next to GET /id and
+         /ids?count=20, the same pinning: req/s and server CPU-us per request against /id.
   memcache_ids  Snowflake IDs over the memcached protocol (a reserved key, katsubushi-style:
          `get id`, and the key 20 times in one get) against HTTP GET /id and /ids?count=20, the
          same pinning: req/s, IDs/s and server CPU-us per ID.
@@ -808,6 +810,37 @@ def section_formats(b):
                 flush=True)
 
 
+def section_sequences(b):
+    """Segment mode's GET /seq/{name} (docs/sequences.md) next to GET /id on the same server:
+    one namespace with blocks of 100,000 (a block lasts over a second at these rates, so block
+    reserves, each an fsync'd write in data_dir, stay off the request path), rows alternating
+    within each repeat; the ratio column is against GET /id (or /ids?count=20). A 503 (no number
+    in hand) would show as an error note."""
+    print("\n== Sequences: 1 server thread on core 0, sfload on core 1, keep-alive -c 50, "
+          "median of %d ==" % b.args.repeat)
+    print("%-26s %10s %7s | %8s | %8s %7s" % ("request", "req/s", "ratio", "p99 us",
+                                             "CPU-us", "ratio"))
+    ns = 'sequences.namespaces=[{"name":"bench","block":100000}]'
+    groups = [["/id", "/seq/bench"], ["/ids?count=20", "/seqs/bench?count=20"]]
+    for paths in groups:
+        runs = {p: [] for p in paths}
+        for _ in range(b.args.repeat):
+            for path in paths:
+                srv = b.ours(extra=[ns])
+                try:
+                    rep = b.load(srv, ["-c", "50"], "http://127.0.0.1:%d%s" % (srv["http"], path))
+                    runs[path].append(figures(rep))
+                finally:
+                    b.stop(srv["proc"])
+        base = median_figures(runs[paths[0]])
+        for path in paths:
+            f = median_figures(runs[path])
+            b.results.setdefault("sequences", {})[path] = as_dict(f)
+            print("%-26s %10.0f %7s | %8.0f | %8.2f %7s" % (
+                "GET " + path, f[0], ratio(f[0], base[0]), f[1], f[2], ratio(f[2], base[2])),
+                flush=True)
+
+
 def section_memcache_ids(b):
     """IDs over the memcached protocol (cache.memcached_id_keys, katsubushi's `get <key>`) against
     HTTP on the same server: one ID per request (get id vs GET /id) and 20 (get with the key 20
@@ -900,8 +933,10 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="peers,tls,sweep,openloop,formats,memcache_ids,sync,alloc",
-                    help="sections: peers,tls,sweep,openloop,formats,memcache_ids,sync,alloc")
+    ap.add_argument("--only",
+                    default="peers,tls,sweep,openloop,formats,sequences,memcache_ids,sync,alloc",
+                    help="sections: peers,tls,sweep,openloop,formats,sequences,memcache_ids,sync,"
+                         "alloc")
     ap.add_argument("-t", "--time", type=int, default=5, help="seconds per run (default 5)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure, median (default 3)")
     ap.add_argument("--quick", action="store_true", help="-t 3 --repeat 1")
@@ -926,7 +961,7 @@ def main():
     sections = {"peers": section_peers, "tls": section_tls, "sweep": section_sweep,
                 "openloop": section_openloop,
                 "sync": section_sync, "alloc": section_alloc, "formats": section_formats,
-                "memcache_ids": section_memcache_ids}
+                "sequences": section_sequences, "memcache_ids": section_memcache_ids}
     for name in args.only.split(","):
         if name not in sections:
             sys.exit("unknown section %r (%s)" % (name, ", ".join(sections)))
