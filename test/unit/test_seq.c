@@ -479,6 +479,55 @@ START_TEST(test_file_write_failure_refuses)
 }
 END_TEST
 
+
+START_TEST(test_file_table_create)
+{
+    seq_ns *inv = file_table(NULL, 0);
+    (void)inv;
+    char err[256];
+    seq_ns *ns = NULL;
+    seq_ns_def d = {.name = "tickets", .start = 40, .block = 5};
+    ck_assert_int_eq(seq_table_create(t, &d, &ns, err, sizeof err), SEQ_C_ACCEPTED);
+    ck_assert_ptr_nonnull(ns);
+    for (int i = 0; i < 2000 && atomic_load(&ns->state) != SEQ_NS_LIVE; i++)
+        usleep(1000);
+    ck_assert_int_eq(atomic_load(&ns->state), SEQ_NS_LIVE);
+    ck_assert_ptr_eq(seq_find(t, "tickets", 7), ns);
+    for (uint64_t i = 40; i < 52; i++) /* across blocks of 5 */
+        ck_assert_uint_eq(take_wait(ns), i);
+    seq_ns *again = NULL;
+    ck_assert_int_eq(seq_table_create(t, &d, &again, err, sizeof err), SEQ_C_SAME);
+    ck_assert_ptr_eq(again, ns);
+    seq_ns_def other = {.name = "tickets", .start = 1, .block = 5};
+    ck_assert_int_eq(seq_table_create(t, &other, &again, err, sizeof err), SEQ_C_CONFLICT);
+    ck_assert_ptr_nonnull(strstr(err, "another definition"));
+    seq_ns_def bad = {.name = "bad/name", .block = 5};
+    ck_assert_int_eq(seq_table_create(t, &bad, &again, err, sizeof err), SEQ_C_BAD);
+    /* the table holds 8: six more fit, the ninth does not */
+    for (int i = 0; i < 6; i++) {
+        seq_ns_def n = {.block = 1};
+        snprintf(n.name, sizeof n.name, "n%d", i);
+        ck_assert_int_eq(seq_table_create(t, &n, &again, err, sizeof err), SEQ_C_ACCEPTED);
+    }
+    seq_ns_def full = {.name = "ninth", .block = 1};
+    ck_assert_int_eq(seq_table_create(t, &full, &again, err, sizeof err), SEQ_C_FULL);
+    file_done();
+    /* a restart lists it, and goes on where the clean stop left it */
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/" SEQ_FILE_DIR, dir);
+    fsrc = seq_file_source_new(sub, 0, err, sizeof err);
+    seq_source src;
+    seq_file_source_ops(fsrc, &src);
+    seq_options o = {.prefetch_pct = 50, .retry_ms = 50, .start_wait_ms = 5000};
+    t = seq_table_new(&src, &o, clk_system(), 16, err, sizeof err);
+    ck_assert_int_eq(seq_table_start(t, err, sizeof err), 0);
+    ck_assert_uint_eq(seq_count(t), 7); /* tickets and n0..n5; inv was declared, not created */
+    ck_assert_uint_eq(take_wait(seq_find(t, "tickets", 7)), 52);
+    ck_assert_ptr_null(seq_find(t, "inv", 3));
+    file_done();
+}
+END_TEST
+
 static seq_ns_def listed_defs[4];
 static unsigned nlisted;
 static void on_found(void *arg, const seq_ns_def *d)
@@ -552,6 +601,7 @@ int main(void)
     tcase_add_test(tf, test_file_corrupt_refused);
     tcase_add_test(tf, test_file_write_failure_refuses);
     tcase_add_test(tf, test_file_create_and_list);
+    tcase_add_test(tf, test_file_table_create);
     suite_add_tcase(s, tf);
     return sf_run_suite(s);
 }

@@ -55,6 +55,7 @@ typedef struct api_options {
     size_t token_len;                  /* 0 = no token */
     bool client_certificates;          /* auth.client_certificates: a listed one is a credential */
     bool token_and_certificate;        /* both needed, not either (auth.credentials) */
+    bool seq_api_create;               /* PUT /seq/{name} creates (sequences.api_create) */
 } api_options;
 
 typedef struct api_ctx {

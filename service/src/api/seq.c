@@ -7,6 +7,7 @@
  * Retry-After when the namespace has no number in hand (a burst beyond both blocks, a block
  * reserve that failed, a fence), 410 when it is past its max, 400 for a count no two blocks can
  * ever hold. Nothing here waits: the numbers are in memory, the blocks are reserved elsewhere. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,6 +49,15 @@ static void refuse(http_request *r, seq_ns *ns, seq_take_result res)
     char msg[320], why[160];
     switch (res) {
     case SEQ_R_OK: break;
+    case SEQ_R_CREATING:
+        snprintf(msg, sizeof msg, "namespace %s is being created", ns->def.name);
+        http_respond_error(r, 503, msg, "Retry-After: 1\r\n");
+        break;
+    case SEQ_R_FAILED:
+        seq_last_error(ns, why, sizeof why);
+        snprintf(msg, sizeof msg, "namespace %s was not created: %s", ns->def.name, why);
+        http_respond_error(r, 404, msg, NULL);
+        break;
     case SEQ_R_EMPTY:
         seq_last_error(ns, why, sizeof why);
         snprintf(msg, sizeof msg, "namespace %s has no number in hand: %s", ns->def.name,
@@ -88,9 +98,98 @@ static int quoted_option(http_request *r, bool *quote)
     return 0;
 }
 
+/* PUT /seq/{name}: creates a namespace (the admin token required). The body is a JSON object of
+ * the configuration's fields but name (start, block, max, adaptive, block_min, block_max). The
+ * source stores it on its own thread: 202 Accepted, live once stored (/sequences says; GET
+ * answers 503 "being created" until then). 200 when it exists with this definition, 409 with
+ * another, 400 a bad one, 507 a full table. */
+static void create(http_request *r, api_ctx *a)
+{
+    if (!a->opt.seq_api_create || !a->opt.token_len) {
+        http_respond_error(r, 403,
+                           "creating sequence namespaces is off (sequences.api_create, with "
+                           "auth.token)",
+                           NULL);
+        return;
+    }
+    if (!api_auth(r, true, a))
+        return;
+    const char *name = r->path.p + sizeof SEQ_PREFIX - 1;
+    size_t len = r->path.len - (sizeof SEQ_PREFIX - 1);
+    char body[4096], msg[320];
+    seq_ns_def d = {.start = 1, .block = 1000};
+    if (!seq_name_valid(name, len)) {
+        http_respond_error(r, 400,
+                           "a namespace name is 1 to 64 of A-Z a-z 0-9 _ . -, the first a letter "
+                           "or digit",
+                           NULL);
+        return;
+    }
+    memcpy(d.name, name, len);
+    if (r->body_len >= sizeof body) {
+        http_respond_error(r, 413, "a namespace definition is at most 4095 bytes", NULL);
+        return;
+    }
+    size_t n = 0;
+    for (const obuf_chunk *c = r->body ? r->body->head : NULL; c; c = c->next) {
+        memcpy(body + n, c->data + c->start, c->end - c->start);
+        n += c->end - c->start;
+    }
+    cJSON *o = cJSON_ParseWithLength(body, n);
+    const char *bad = !cJSON_IsObject(o) ? "the body must be a JSON object" : NULL;
+    for (const cJSON *it = o ? o->child : NULL; !bad && it; it = it->next) {
+        const char *f = it->string;
+        double v = it->valuedouble;
+        uint64_t *num = strcmp(f, "start") == 0       ? &d.start
+                        : strcmp(f, "max") == 0       ? &d.max
+                        : strcmp(f, "block") == 0     ? &d.block
+                        : strcmp(f, "block_min") == 0 ? &d.block_min
+                        : strcmp(f, "block_max") == 0 ? &d.block_max
+                                                      : NULL;
+        if (num && cJSON_IsNumber(it) && v >= 0 && v <= 9007199254740992.0 &&
+            v == (double)(uint64_t)v)
+            *num = (uint64_t)v;
+        else if (num)
+            bad = "start, max, block, block_min and block_max are integers 0..2^53";
+        else if (strcmp(f, "adaptive") == 0 && cJSON_IsBool(it))
+            d.adaptive = cJSON_IsTrue(it);
+        else
+            bad = "unknown or mistyped field: the fields are start, block, max, adaptive, "
+                  "block_min, block_max (a token only in the configuration, for now)";
+    }
+    cJSON_Delete(o);
+    if (bad) {
+        http_respond_error(r, 400, bad, NULL);
+        return;
+    }
+    if (d.adaptive && d.block_min == 0) /* the configuration's defaults */
+        d.block_min = d.block;
+    if (d.adaptive && d.block_max == 0)
+        d.block_max = d.block_min * 64;
+    seq_ns *ns = NULL;
+    switch (seq_table_create(a->seq, &d, &ns, msg, sizeof msg)) {
+    case SEQ_C_BAD: http_respond_error(r, 400, msg, NULL); return;
+    case SEQ_C_CONFLICT: http_respond_error(r, 409, msg, NULL); return;
+    case SEQ_C_FULL: http_respond_error(r, 507, msg, NULL); return;
+    case SEQ_C_REFUSED: http_respond_error(r, 503, msg, "Retry-After: 1\r\n"); return;
+    case SEQ_C_SAME:
+    case SEQ_C_ACCEPTED: break;
+    }
+    bool live = atomic_load(&ns->state) == SEQ_NS_LIVE;
+    char loc[96], out[160];
+    snprintf(loc, sizeof loc, "Location: /seq/%s\r\n", d.name);
+    int m = snprintf(out, sizeof out, "{\"name\":\"%s\",\"state\":\"%s\"}", d.name,
+                     live ? "live" : "creating");
+    http_respond(r, live ? 200 : 202, "application/json", loc, out, (size_t)m);
+}
+
 void api_seq(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
+    if (r->method == HTTP_PUT) { /* only /seq/ takes it */
+        create(r, a);
+        return;
+    }
     bool batch = r->path.len >= sizeof SEQS_PREFIX - 1 &&
                  memcmp(r->path.p, SEQS_PREFIX, sizeof SEQS_PREFIX - 1) == 0;
     seq_ns *ns = ns_of(r, a, batch ? sizeof SEQS_PREFIX - 1 : sizeof SEQ_PREFIX - 1);
@@ -142,6 +241,7 @@ void api_sequences(http_request *r, void *ctx)
                           a->seq->src.kind);
     for (unsigned i = 0; i < count && n < cap; i++) {
         seq_ns *ns = seq_at(a->seq, i);
+        int state = atomic_load(&ns->state);
         char err[160];
         seq_last_error(ns, err, sizeof err);
         for (char *p = err; *p; p++)
@@ -154,12 +254,14 @@ void api_sequences(http_request *r, void *ctx)
         n += (size_t)snprintf(
             out + n, cap - n,
             "%s{\"name\":\"%s\",\"start\":%llu,\"max\":%s,\"block\":%llu,\"adaptive\":%s,"
-            "\"block_min\":%llu,\"block_max\":%llu,\"token\":%s,\"remaining\":%llu,"
-            "\"issued\":%llu,\"blocks\":%llu,\"last_error\":\"%s\"}",
+            "\"block_min\":%llu,\"block_max\":%llu,\"token\":%s,\"state\":\"%s\","
+            "\"remaining\":%llu,\"issued\":%llu,\"blocks\":%llu,\"last_error\":\"%s\"}",
             i ? "," : "", d->name, (unsigned long long)d->start, max,
             (unsigned long long)d->block, d->adaptive ? "true" : "false",
             (unsigned long long)d->block_min, (unsigned long long)d->block_max,
-            ns->token_len ? "true" : "false", (unsigned long long)seq_remaining(ns),
+            ns->token_len ? "true" : "false",
+            state == SEQ_NS_LIVE ? "live" : state == SEQ_NS_CREATING ? "creating" : "failed",
+            (unsigned long long)seq_remaining(ns),
             (unsigned long long)counter_get(&ns->stats.issued),
             (unsigned long long)counter_get(&ns->stats.blocks), err);
     }
@@ -204,6 +306,8 @@ void api_seq_metrics(prom_buf *b, api_ctx *a)
         prom_family(b, counters[c].name, "counter", counters[c].help);
         for (unsigned i = 0; i < count; i++) {
             seq_ns *ns = seq_at(t, i);
+            if (atomic_load(&ns->state) != SEQ_NS_LIVE)
+                continue;
             snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
             prom_u64(b, counters[c].name, labels,
                      counter_get((_Atomic uint64_t *)((char *)&ns->stats + counters[c].off)));
@@ -214,6 +318,8 @@ void api_seq_metrics(prom_buf *b, api_ctx *a)
                 "namespace.");
     for (unsigned i = 0; i < count; i++) {
         seq_ns *ns = seq_at(t, i);
+        if (atomic_load(&ns->state) != SEQ_NS_LIVE)
+            continue;
         snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
         prom_u64(b, "snowflaked_seq_remaining", labels, seq_remaining(ns));
     }
@@ -221,6 +327,8 @@ void api_seq_metrics(prom_buf *b, api_ctx *a)
                 "Time from asking the block source for a block to its answer, by namespace.");
     for (unsigned i = 0; i < count; i++) {
         seq_ns *ns = seq_at(t, i);
+        if (atomic_load(&ns->state) != SEQ_NS_LIVE)
+            continue;
         uint64_t cum = 0;
         for (unsigned k = 0; k <= SEQ_LATENCY_BUCKETS; k++) {
             cum += counter_get(&ns->stats.latency[k]);
@@ -244,7 +352,12 @@ int api_seq_register(http_server *http, api_ctx *a)
     /* The guard is skipped (HTTP_AUTH_NONE): the handler applies the namespace's token or the
      * read rule itself, once it knows the namespace. */
     const http_route routes[] = {
-        {.path = SEQ_PREFIX, .prefix = true, .methods = get, .handler = api_seq, .ctx = a},
+        {.path = SEQ_PREFIX,
+         .prefix = true,
+         .wants_body = true, /* PUT: the definition */
+         .methods = get | HTTP_M(HTTP_PUT),
+         .handler = api_seq,
+         .ctx = a},
         {.path = SEQS_PREFIX, .prefix = true, .methods = get, .handler = api_seq, .ctx = a},
         {.path = "/sequences", .methods = get, .auth = HTTP_AUTH_READ, .handler = api_sequences,
          .ctx = a},

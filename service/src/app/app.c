@@ -1247,7 +1247,7 @@ static int start_sequences(app *a, char *err, size_t errlen)
                  "build cannot reserve yet (a file would not be unique across the fleet)");
         return EXIT_CONFIG;
     }
-    if (sq->nns == 0 && stat(dir, &st) != 0)
+    if (!app_sequences_possible(c) && stat(dir, &st) != 0)
         return 0;
     a->seq_file = seq_file_source_new(dir, sq->reserve_delay_ms, err, errlen);
     if (!a->seq_file)

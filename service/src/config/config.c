@@ -619,6 +619,9 @@ static const cfg_key cfg_keys[] = {
           "503 until theirs arrives)"),
     K_U32("sequences.max_namespaces", sequences.max_namespaces, 1, 1024,
           "namespaces of the configuration and created over the API together"),
+    K_BOOL("sequences.api_create", sequences.api_create,
+           "`PUT /seq/{name}` with `auth.token` creates namespaces at run time, kept in "
+           "`data_dir` across restarts (needs `auth.token` or `token_file`, else exit 2)"),
     K_U32("sequences.reserve_delay_ms", sequences.reserve_delay_ms, 0, 60000,
           "fault injection for tests: every block reserve waits this long first; 0 in "
           "production"),
@@ -1516,6 +1519,12 @@ static int cfg_check_sequences(cfg_ctx *ctx)
     char src[CFG_PATH_MAX + 32];
     cfg_cross_label(ctx, src, sizeof src, "sequences.max_namespaces", "sequences.namespaces",
                     (const char *)NULL);
+    if (sq->api_create && !ctx->c->auth.token[0] && !ctx->c->auth.token_file[0]) {
+        cfg_cross_label(ctx, src, sizeof src, "sequences.api_create", (const char *)NULL);
+        return cfg_fail(ctx, src, "sequences.api_create",
+                        "needs auth.token (or auth.token_file): creating namespaces is the "
+                        "admin's");
+    }
     if (sq->nns > sq->max_namespaces)
         return cfg_fail(ctx, src, "sequences.max_namespaces",
                         "%u is below the %u namespaces sequences.namespaces declares",

@@ -268,6 +268,9 @@ static void on_reserved(void *arg, const seq_result *res)
 seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
 {
     seq_table *t = ns->table;
+    int state = atomic_load_explicit(&ns->state, memory_order_acquire);
+    if (state != SEQ_NS_LIVE)
+        return state == SEQ_NS_CREATING ? SEQ_R_CREATING : SEQ_R_FAILED;
     if (t->src.fence_ms && clk_now(t->clock) >= t->src.fence_ms(t->src.ctx)) {
         atomic_fetch_add_explicit(&ns->stats.fenced, 1, memory_order_relaxed);
         return SEQ_R_FENCED;
@@ -331,6 +334,105 @@ void seq_last_error(seq_ns *ns, char *buf, size_t cap)
     spin_lock(&ns->lock);
     snprintf(buf, cap, "%s", ns->err);
     spin_unlock(&ns->lock);
+}
+
+/* ---- created at run time ---------------------------------------------------------------- */
+
+static bool same_def(const seq_ns_def *a, const seq_ns_def *b)
+{
+    return strcmp(a->name, b->name) == 0 && a->start == b->start && a->max == b->max &&
+           a->block == b->block && a->adaptive == b->adaptive && a->block_min == b->block_min &&
+           a->block_max == b->block_max;
+}
+
+static void on_created(void *arg, const seq_result *res)
+{
+    seq_ns *ns = arg;
+    seq_table *t = ns->table;
+    bool live = res->status == SEQ_OK ||
+                (res->status == SEQ_EXISTS && res->def && same_def(res->def, &ns->def));
+    spin_lock(&ns->lock);
+    counter_add(&ns->stats.store_ops, res->store_ops);
+    if (!live && res->status == SEQ_EXISTS)
+        snprintf(ns->err, sizeof ns->err,
+                 "the %s source holds namespace %s with another definition", t->src.kind,
+                 ns->def.name);
+    else if (!live)
+        snprintf(ns->err, sizeof ns->err, "%s", res->err ? res->err : "creation failed");
+    else
+        ns->err[0] = '\0';
+    uint64_t want = 0;
+    bool fetch = live && fetch_due(ns, &want);
+    spin_unlock(&ns->lock);
+    atomic_store_explicit(&ns->state, live ? SEQ_NS_LIVE : SEQ_NS_FAILED, memory_order_release);
+    if (live)
+        LOG_INFO("sequences: namespace %s created (start %llu, block %llu)", ns->def.name,
+                 (unsigned long long)ns->def.start, (unsigned long long)ns->def.block);
+    else
+        LOG_WARN("sequences: namespace %s not created: %s", ns->def.name,
+                 res->err ? res->err : "another definition in the store");
+    if (fetch)
+        start_fetch(ns, want);
+}
+
+seq_create_result seq_table_create(seq_table *t, const seq_ns_def *def, seq_ns **out, char *err,
+                                   size_t errlen)
+{
+    seq_ns_def d = *def;
+    if (seq_def_check(&d, err, errlen) != 0)
+        return SEQ_C_BAD;
+    size_t len = strlen(d.name);
+    pthread_mutex_lock(&t->mu);
+    seq_ns *ns = seq_find(t, d.name, len);
+    if (ns) {
+        *out = ns;
+        int state = atomic_load_explicit(&ns->state, memory_order_acquire);
+        bool same = same_def(&ns->def, &d);
+        if (state != SEQ_NS_FAILED || !same) {
+            /* A failed one is tried again in its slot, with the same definition only: its
+             * fields are read without a lock (metrics, listing). */
+            pthread_mutex_unlock(&t->mu);
+            if (!same)
+                snprintf(err, errlen, "namespace %s exists with another definition%s", d.name,
+                         state == SEQ_NS_FAILED ? " (its creation failed; it goes at restart)"
+                                                : "");
+            return same ? SEQ_C_SAME : SEQ_C_CONFLICT;
+        }
+    } else {
+        unsigned id = atomic_load_explicit(&t->count, memory_order_relaxed);
+        if (id == t->cap) {
+            pthread_mutex_unlock(&t->mu);
+            snprintf(err, errlen, "namespace %s: the table is full (sequences.max_namespaces %u)",
+                     d.name, t->cap);
+            return SEQ_C_FULL;
+        }
+        ns = &t->ns[id];
+        memset(ns, 0, sizeof *ns);
+        ns->id = id;
+        ns->table = t;
+        ns->def = d;
+        ns->block = d.block;
+        atomic_store_explicit(&ns->state, SEQ_NS_CREATING, memory_order_relaxed);
+        uint32_t i = name_hash(d.name, len) & t->index_mask;
+        while (atomic_load_explicit(&t->index[i], memory_order_relaxed) != 0)
+            i = (i + 1) & t->index_mask;
+        atomic_store_explicit(&t->index[i], (int)id + 1, memory_order_release);
+        atomic_store_explicit(&t->count, id + 1, memory_order_release);
+        *out = ns;
+    }
+    atomic_store_explicit(&ns->state, SEQ_NS_CREATING, memory_order_release);
+    pthread_mutex_unlock(&t->mu);
+    if (!t->src.create || t->src.create(t->src.ctx, ns->id, &ns->def, on_created, ns) != 0) {
+        spin_lock(&ns->lock);
+        snprintf(ns->err, sizeof ns->err, "the %s block source refused to create it",
+                 t->src.kind);
+        spin_unlock(&ns->lock);
+        atomic_store_explicit(&ns->state, SEQ_NS_FAILED, memory_order_release);
+        snprintf(err, errlen, "namespace %s: the %s block source refused to create it", d.name,
+                 t->src.kind);
+        return SEQ_C_REFUSED;
+    }
+    return SEQ_C_ACCEPTED;
 }
 
 /* ---- start and stop ---------------------------------------------------------------------- */

@@ -63,6 +63,10 @@ typedef struct seq_ns_stats {
 
 typedef struct seq_table seq_table;
 
+/* A namespace's life: declared ones are live from the start; one created over the API is
+ * creating until the source has stored it, then live, or failed (a PUT may try again). */
+enum { SEQ_NS_LIVE = 0, SEQ_NS_CREATING, SEQ_NS_FAILED };
+
 typedef struct seq_ns {
     _Atomic int lock;
     /* --- under lock --- */
@@ -77,7 +81,8 @@ typedef struct seq_ns {
     uint64_t block;             /* the size the next reserve asks for */
     uint64_t last_fetch_ms;     /* when the last reserve started (adaptive sizing) */
     char err[160];              /* the last failure, for logs and the refusal's message */
-    /* --- fixed once declared --- */
+    _Atomic int state; /* SEQ_NS_*: release-stored once the fields below are set */
+    /* --- fixed once declared (created: once live) --- */
     unsigned id;
     seq_table *table;
     seq_ns_def def;
@@ -95,7 +100,7 @@ struct seq_table {
     _Atomic unsigned count; /* published namespaces: ns[0..count) */
     _Atomic int *index;     /* open addressing by name: id + 1, 0 = empty; 2 x cap slots */
     unsigned index_mask;
-    pthread_mutex_t mu; /* start's wait for the first blocks */
+    pthread_mutex_t mu; /* start's wait for the first blocks; creations, one at a time */
     pthread_cond_t cv;
     unsigned first_pending;
     bool started, stopped;
@@ -122,6 +127,22 @@ int seq_table_start(seq_table *t, char *err, size_t errlen);
 void seq_table_stop(seq_table *t);
 void seq_table_free(seq_table *t);
 
+/* What seq_table_create did. */
+typedef enum seq_create_result {
+    SEQ_C_ACCEPTED, /* the source is storing it: live once done (or failed, seq_last_error) */
+    SEQ_C_SAME,     /* it exists with this definition (live or still being created): nothing */
+    SEQ_C_CONFLICT, /* it exists with another definition (err says which) */
+    SEQ_C_BAD,      /* the definition breaks a rule (err) */
+    SEQ_C_FULL,     /* the table holds max_namespaces already */
+    SEQ_C_REFUSED,  /* the source refused at once (stopping, queue full) */
+} seq_create_result;
+/* A namespace created at run time (the API, with the admin token): stored durably by the source
+ * (seq_source.create) on its thread, live once stored, its first block reserved then. A failed
+ * one may be created again. Any thread, never waits for I/O. *ns gets the namespace (for its
+ * state) unless SEQ_C_BAD or SEQ_C_FULL. */
+seq_create_result seq_table_create(seq_table *t, const seq_ns_def *def, seq_ns **ns, char *err,
+                                   size_t errlen);
+
 /* The namespace of that name, or NULL. Any thread, no lock. */
 seq_ns *seq_find(seq_table *t, const char *name, size_t len);
 static inline unsigned seq_count(seq_table *t)
@@ -135,6 +156,8 @@ static inline seq_ns *seq_at(seq_table *t, unsigned i)
 
 typedef enum seq_take_result {
     SEQ_R_OK = 0,
+    SEQ_R_CREATING,  /* created over the API, not stored yet: retry shortly */
+    SEQ_R_FAILED,    /* its creation failed (seq_last_error): nothing to issue */
     SEQ_R_EMPTY,     /* both blocks used up (or not there yet): refuse with 503, retry later */
     SEQ_R_EXHAUSTED, /* past the namespace's max: nothing ever again */
     SEQ_R_FENCED,    /* the source's fence passed: this node issues nothing */

@@ -11,7 +11,8 @@
  * created over the API come back through list (a namespace removed from the configuration keeps
  * its file, and its counter if it is declared again, but is not served).
  *
- * One worker thread serves every namespace, in order of arrival; a corrupt file stops the start
+ * One worker thread serves every namespace, in order of arrival, and finishes what it accepted
+ * before stop returns; a corrupt file stops the start
  * (the daemon refuses to guess which numbers were issued), as the lease file does.
  * delay_ms (a test knob, sequences.reserve_delay_ms): every reserve waits that long first.
  */
