@@ -781,22 +781,19 @@ def section_sync(b):
                 print("%-26s %8d %12s %10.0f %12.2f" % (model, conns, mode, rps, us), flush=True)
 
 
-def section_formats(b):
-    """UUIDv7 and ULIDs against Snowflake IDs on the same server: same client, same load, rows
-    alternating within each repeat; the ratio column is against GET /id (or /ids)."""
-    print("\n== ID formats: 1 server thread on core 0, sfload on core 1, keep-alive -c 50, "
-          "median of %d ==" % b.args.repeat)
+def side_by_side(b, title, groups, extra=(), key=None):
+    """Paths on the same server setup (b.ours(extra=...)), same client, rows alternating within
+    each repeat; the ratio columns are against each group's first path. key: where the figures
+    go in results.json (none: printed only)."""
+    print("\n== %s: 1 server thread on core 0, sfload on core 1, keep-alive -c 50, "
+          "median of %d ==" % (title, b.args.repeat))
     print("%-26s %10s %7s | %8s | %8s %7s" % ("request", "req/s", "ratio", "p99 us",
                                              "CPU-us", "ratio"))
-    # Batches of 20: at 1000 per request all three run into the generator's cap of 4096 IDs per
-    # ms (4,096 requests/s), and the server's CPU then measures waiting for the next ms.
-    groups = [["/id", "/uuid", "/ulid"],
-              ["/ids?count=20", "/uuids?count=20", "/ulids?count=20"]]
     for paths in groups:
         runs = {p: [] for p in paths}
         for _ in range(b.args.repeat):
             for path in paths:
-                srv = b.ours()
+                srv = b.ours(extra=extra)
                 try:
                     rep = b.load(srv, ["-c", "50"], "http://127.0.0.1:%d%s" % (srv["http"], path))
                     runs[path].append(figures(rep))
@@ -805,40 +802,29 @@ def section_formats(b):
         base = median_figures(runs[paths[0]])
         for path in paths:
             f = median_figures(runs[path])
+            if key:
+                b.results.setdefault(key, {})[path] = as_dict(f)
             print("%-26s %10.0f %7s | %8.0f | %8.2f %7s" % (
                 "GET " + path, f[0], ratio(f[0], base[0]), f[1], f[2], ratio(f[2], base[2])),
                 flush=True)
+
+
+def section_formats(b):
+    """UUIDv7 and ULIDs against Snowflake IDs on the same server; the ratio column is against
+    GET /id (or /ids)."""
+    # Batches of 20: at 1000 per request all three run into the generator's cap of 4096 IDs per
+    # ms (4,096 requests/s), and the server's CPU then measures waiting for the next ms.
+    side_by_side(b, "ID formats", [["/id", "/uuid", "/ulid"],
+                                   ["/ids?count=20", "/uuids?count=20", "/ulids?count=20"]])
 
 
 def section_sequences(b):
     """Segment mode's GET /seq/{name} (docs/sequences.md) next to GET /id on the same server:
     one namespace with blocks of 100,000 (a block lasts over a second at these rates, so block
-    reserves, each an fsync'd write in data_dir, stay off the request path), rows alternating
-    within each repeat; the ratio column is against GET /id (or /ids?count=20). A 503 (no number
-    in hand) would show as an error note."""
-    print("\n== Sequences: 1 server thread on core 0, sfload on core 1, keep-alive -c 50, "
-          "median of %d ==" % b.args.repeat)
-    print("%-26s %10s %7s | %8s | %8s %7s" % ("request", "req/s", "ratio", "p99 us",
-                                             "CPU-us", "ratio"))
-    ns = 'sequences.namespaces=[{"name":"bench","block":100000}]'
-    groups = [["/id", "/seq/bench"], ["/ids?count=20", "/seqs/bench?count=20"]]
-    for paths in groups:
-        runs = {p: [] for p in paths}
-        for _ in range(b.args.repeat):
-            for path in paths:
-                srv = b.ours(extra=[ns])
-                try:
-                    rep = b.load(srv, ["-c", "50"], "http://127.0.0.1:%d%s" % (srv["http"], path))
-                    runs[path].append(figures(rep))
-                finally:
-                    b.stop(srv["proc"])
-        base = median_figures(runs[paths[0]])
-        for path in paths:
-            f = median_figures(runs[path])
-            b.results.setdefault("sequences", {})[path] = as_dict(f)
-            print("%-26s %10.0f %7s | %8.0f | %8.2f %7s" % (
-                "GET " + path, f[0], ratio(f[0], base[0]), f[1], f[2], ratio(f[2], base[2])),
-                flush=True)
+    reserves, each an fsync'd write in data_dir, stay off the request path); the ratio column is
+    against GET /id (or /ids?count=20). A 503 (no number in hand) would show as an error note."""
+    side_by_side(b, "Sequences", [["/id", "/seq/bench"], ["/ids?count=20", "/seqs/bench?count=20"]],
+                 extra=['sequences.namespaces=[{"name":"bench","block":100000}]'], key="sequences")
 
 
 def section_memcache_ids(b):

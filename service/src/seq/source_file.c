@@ -83,22 +83,11 @@ static int write_state(const char *path, uint64_t next, const seq_ns_def *d, boo
 int seq_file_read(const char *path, const char *name, seq_file_state *st, char *err,
                   size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
     char buf[400];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    int saved = errno;
-    close(fd);
-    if (n < 0) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(saved));
-        return -1;
-    }
-    buf[n] = '\0';
+    size_t n;
+    int got = fsio_read_small(path, buf, sizeof buf, &n, err, errlen);
+    if (got <= 0)
+        return got;
     /* fields after the magic: 8 words, then the crc of everything before it */
     const char *f[10];
     size_t flen[10];
