@@ -8,6 +8,7 @@ data_dir/sequences, root only) refuses instead of issuing numbers it did not sav
 own token is required for it.
 
 Run as ctest does, from test/integration: `python3 -m unittest -v test_sequences`."""
+import hashlib
 import json
 import os
 import re
@@ -469,7 +470,7 @@ class CreatedOverTheApi(unittest.TestCase):
             for bad, why in ((b"[]", "JSON object"), (b'{"block": 0}', "block must be at least 1"),
                              (b'{"blok": 5}', "unknown or mistyped"),
                              (b'{"start": -1}', "integers"),
-                             (b'{"token": "0123456789abcdefXYZ"}', "unknown or mistyped")):
+                             (b'{"token": "short"}', "16 to 255 bytes")):
                 r = request(srv, put("/seq/x1", bad, ADMIN))
                 self.assertEqual(r.status, 400, (bad, r.body))
                 self.assertIn(why, r.json()["error"])
@@ -480,6 +481,7 @@ class CreatedOverTheApi(unittest.TestCase):
         finally:
             srv.stop()
         self.assertEqual(seq_file(self.data, "tickets")[1][-2], "api")
+        self.assertEqual(seq_file(self.data, "tickets")[1][-3], "-")  # no token
         srv = self.start()  # a restart finds it in data_dir and goes on without a hole
         try:
             n = self.wait_live(srv, "tickets")
@@ -489,6 +491,36 @@ class CreatedOverTheApi(unittest.TestCase):
             c.close()
         finally:
             srv.stop()
+
+    def test_token_of_a_created_namespace(self):
+        """A token given at creation is kept as its SHA-256 only (in the file too) and guards the
+        namespace across a restart; auth.token opens it as well."""
+        own = "tickets-own-Token-42xyz"
+        body = json.dumps({"block": 10, "token": own}).encode()
+        for round_ in range(2):
+            srv = self.start()
+            try:
+                if round_ == 0:
+                    self.assertIn(request(srv, put("/seq/guarded", body, ADMIN)).status,
+                                  (200, 202))
+                self.wait_live(srv, "guarded")
+                r = request(srv, get("/seq/guarded"))
+                self.assertEqual(r.status, 401)
+                r = request(srv, get("/seq/guarded", "Authorization: Bearer %s\r\n" % TOKEN))
+                self.assertEqual(r.status, 401)
+                self.assertIn("invalid_token", r.header("WWW-Authenticate"))
+                for tok in (own, ADMIN):
+                    r = request_ok(srv, "/seq/guarded", "Authorization: Bearer %s\r\n" % tok)
+                    self.assertEqual(r.status, 200, r.body)
+                listing = request(srv, get("/sequences")).body.decode()
+                self.assertIn('"token":true', listing)
+                self.assertNotIn(own, listing)
+            finally:
+                srv.stop()
+            _, fields = seq_file(self.data, "guarded")
+            self.assertEqual(fields[9], hashlib.sha256(own.encode()).hexdigest())
+            with open(os.path.join(self.data, "sequences", "guarded.seq")) as f:
+                self.assertNotIn(own, f.read())
 
     def test_off_without_api_create(self):
         srv = Server("--set", "auth.token=" + ADMIN,

@@ -266,6 +266,9 @@ START_TEST(test_definitions_checked)
     char err[256];
     ck_assert_int_eq(seq_def_check(&d, err, sizeof err), 0);
     ck_assert_uint_eq(d.max, UINT64_MAX - 1);
+    seq_ns_def h = {.name = "h", .block = 1, .token_sha256 = "ABC"};
+    ck_assert_int_eq(seq_def_check(&h, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "token_sha256"));
     const char *bad[] = {"", ".hidden", "-x", "a/b", "a b", "é"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         seq_ns_def b = {.block = 1};
@@ -550,6 +553,7 @@ START_TEST(test_file_create_and_list)
     ck_assert_int_eq(src.start(src.ctx, err, sizeof err), 0);
     seq_ns_def d = {.name = "users", .start = 7, .block = 3, .block_min = 3, .block_max = 3,
                     .max = 1000};
+    sha256_hex("users-token-0123456", 19, d.token_sha256);
     _Atomic int st = -1;
     ck_assert_int_eq(src.create(src.ctx, 2, &d, on_created, (void *)&st), 0);
     for (int i = 0; i < 2000 && st == -1; i++)
@@ -572,6 +576,7 @@ START_TEST(test_file_create_and_list)
     ck_assert_str_eq(listed_defs[0].name, "users");
     ck_assert_uint_eq(listed_defs[0].start, 7);
     ck_assert_uint_eq(listed_defs[0].max, 1000);
+    ck_assert_str_eq(listed_defs[0].token_sha256, d.token_sha256); /* kept, the token is not */
     const char *declared[] = {"users"};
     nlisted = 0;
     ck_assert_int_eq(src.list(src.ctx, declared, 1, on_found, NULL, err, sizeof err), 0);

@@ -116,8 +116,10 @@ int api_seq_register(http_server *http, api_ctx *a);
 bool api_auth(http_request *r, bool write, void *ctx);
 /* The same for a resource with a token of its own (a sequence namespace's): "Authorization:
  * Bearer" with that token or auth.token lets it through (a listed client certificate too, as
- * for auth.token); else 401 with WWW-Authenticate answered, counted, false. */
-bool api_auth_token(http_request *r, api_ctx *a, const char *token, size_t token_len);
+ * for auth.token); else 401 with WWW-Authenticate answered, counted, false. token_sha256 (64
+ * hex digits) instead of token: the token is known by its SHA-256 only. */
+bool api_auth_token(http_request *r, api_ctx *a, const char *token, size_t token_len,
+                    const char *token_sha256);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);

@@ -17,6 +17,7 @@
 #include "seq/seq.h"
 #include "util/counter.h"
 #include "util/fmt.h"
+#include "util/sha256.h"
 
 #define SEQ_PREFIX  "/seq/"
 #define SEQS_PREFIX "/seqs/"
@@ -40,9 +41,11 @@ static seq_ns *ns_of(http_request *r, api_ctx *a, size_t prefix)
 /* The namespace's token, or the route's usual rule. false with 401 answered. */
 static bool allowed(http_request *r, api_ctx *a, const seq_ns *ns)
 {
-    if (!ns->token_len)
-        return api_auth(r, false, a);
-    return api_auth_token(r, a, ns->token, ns->token_len);
+    if (ns->token_len)
+        return api_auth_token(r, a, ns->token, ns->token_len, NULL);
+    if (ns->def.token_sha256[0])
+        return api_auth_token(r, a, NULL, 0, ns->def.token_sha256);
+    return api_auth(r, false, a);
 }
 
 static void refuse(http_request *r, seq_ns *ns, seq_take_result res)
@@ -100,7 +103,8 @@ static int quoted_option(http_request *r, bool *quote)
 }
 
 /* PUT /seq/{name}: creates a namespace (the admin token required). The body is a JSON object of
- * the configuration's fields but name (start, block, max, adaptive, block_min, block_max). The
+ * the configuration's fields but name (start, block, max, adaptive, block_min, block_max,
+ * token: kept as its SHA-256 only, in memory and in the store). The
  * source stores it on its own thread: 202 Accepted, live once stored (/sequences says; GET
  * answers 503 "being created" until then). 200 when it exists with this definition, 409 with
  * another, 400 a bad one, 507 a full table. */
@@ -154,9 +158,14 @@ static void create(http_request *r, api_ctx *a)
             bad = "start, max, block, block_min and block_max are integers 0..2^53";
         else if (strcmp(f, "adaptive") == 0 && cJSON_IsBool(it))
             d.adaptive = cJSON_IsTrue(it);
+        else if (strcmp(f, "token") == 0 && cJSON_IsString(it) &&
+                 strlen(it->valuestring) >= 16 && strlen(it->valuestring) <= 255)
+            sha256_hex(it->valuestring, strlen(it->valuestring), d.token_sha256); /* kept so */
+        else if (strcmp(f, "token") == 0)
+            bad = "token must be a string of 16 to 255 bytes";
         else
             bad = "unknown or mistyped field: the fields are start, block, max, adaptive, "
-                  "block_min, block_max (a token only in the configuration, for now)";
+                  "block_min, block_max, token";
     }
     cJSON_Delete(o);
     if (bad) {
@@ -260,7 +269,7 @@ void api_sequences(http_request *r, void *ctx)
             i ? "," : "", d->name, (unsigned long long)d->start, max,
             (unsigned long long)d->block, d->adaptive ? "true" : "false",
             (unsigned long long)d->block_min, (unsigned long long)d->block_max,
-            ns->token_len ? "true" : "false",
+            ns->token_len || ns->def.token_sha256[0] ? "true" : "false",
             state == SEQ_NS_LIVE ? "live" : state == SEQ_NS_CREATING ? "creating" : "failed",
             (unsigned long long)seq_remaining(ns),
             (unsigned long long)counter_get(&ns->stats.issued),

@@ -39,6 +39,15 @@ int seq_def_check(seq_ns_def *d, char *err, size_t errlen)
                  (int)(len > SEQ_NAME_MAX ? SEQ_NAME_MAX : len), d->name, SEQ_NAME_MAX);
         return -1;
     }
+    size_t th = strnlen(d->token_sha256, sizeof d->token_sha256);
+    bool hex = th == 0 || th == SHA256_HEX_LEN;
+    for (size_t i = 0; hex && i < th; i++)
+        hex = (d->token_sha256[i] >= '0' && d->token_sha256[i] <= '9') ||
+              (d->token_sha256[i] >= 'a' && d->token_sha256[i] <= 'f');
+    if (!hex) {
+        snprintf(err, errlen, "namespace %s: token_sha256 is 64 lowercase hex digits", d->name);
+        return -1;
+    }
     if (d->max == 0)
         d->max = UINT64_MAX - 1;
     if (d->max == UINT64_MAX) {
@@ -342,7 +351,7 @@ static bool same_def(const seq_ns_def *a, const seq_ns_def *b)
 {
     return strcmp(a->name, b->name) == 0 && a->start == b->start && a->max == b->max &&
            a->block == b->block && a->adaptive == b->adaptive && a->block_min == b->block_min &&
-           a->block_max == b->block_max;
+           a->block_max == b->block_max && strcmp(a->token_sha256, b->token_sha256) == 0;
 }
 
 static void on_created(void *arg, const seq_result *res)

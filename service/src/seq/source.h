@@ -30,13 +30,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/sha256.h"
+
 #define SEQ_NAME_MAX       64 /* [A-Za-z0-9][A-Za-z0-9_.-]{0,63}: a file name and an etcd key part */
 #define SEQ_MAX_NAMESPACES 1024
 #define SEQ_NO_FENCE       UINT64_MAX
 
-/* What defines a namespace (config sequences.namespaces[], or POST /seq/{name} by the admin).
+/* What defines a namespace (config sequences.namespaces[], or PUT /seq/{name} by the admin).
  * The source persists the fields it needs to rebuild the definition for `list` (a namespace
- * created over the API survives a restart); the token is never given to a source. */
+ * created over the API survives a restart), token_sha256 included; a token itself is never
+ * given to a source (a configured one stays in the configuration). */
 typedef struct seq_ns_def {
     char name[SEQ_NAME_MAX + 1];
     uint64_t start; /* the first number the namespace ever issues */
@@ -44,6 +47,9 @@ typedef struct seq_ns_def {
     uint64_t block; /* numbers per block: fixed, or the first size when adaptive */
     bool adaptive;  /* the core sizes blocks between block_min and block_max (seq.h) */
     uint64_t block_min, block_max;
+    /* created over the API with a token: its SHA-256 in lowercase hex ("" = none), which the
+     * request path compares the bearer token's hash with (util/sha256.h) */
+    char token_sha256[SHA256_HEX_LEN + 1];
 } seq_ns_def;
 
 typedef enum seq_status {

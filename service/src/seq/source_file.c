@@ -61,7 +61,7 @@ static bool same_def(const seq_ns_def *a, const seq_ns_def *b)
 {
     return strcmp(a->name, b->name) == 0 && a->start == b->start && a->max == b->max &&
            a->block == b->block && a->adaptive == b->adaptive && a->block_min == b->block_min &&
-           a->block_max == b->block_max;
+           a->block_max == b->block_max && strcmp(a->token_sha256, b->token_sha256) == 0;
 }
 
 /* ---- the file --------------------------------------------------------------------------------- */
@@ -69,12 +69,13 @@ static bool same_def(const seq_ns_def *a, const seq_ns_def *b)
 static int write_state(const char *path, uint64_t next, const seq_ns_def *d, bool api, char *err,
                        size_t errlen)
 {
-    char line[320];
+    char line[400];
     int len = snprintf(line, sizeof line,
                        MAGIC "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %d %" PRIu64
-                             " %" PRIu64 " %s",
+                             " %" PRIu64 " %s %s",
                        next, d->start, d->max, d->block, d->adaptive ? 1 : 0, d->block_min,
-                       d->block_max, api ? "api" : "config");
+                       d->block_max, d->token_sha256[0] ? d->token_sha256 : "-",
+                       api ? "api" : "config");
     len += snprintf(line + len, sizeof line - (size_t)len, " %08" PRIx32 "\n",
                     crc32_update(0, line, (size_t)len));
     return fsio_write_atomic(path, line, (size_t)len, err, errlen);
@@ -83,12 +84,12 @@ static int write_state(const char *path, uint64_t next, const seq_ns_def *d, boo
 int seq_file_read(const char *path, const char *name, seq_file_state *st, char *err,
                   size_t errlen)
 {
-    char buf[400];
+    char buf[480];
     size_t n;
     int got = fsio_read_small(path, buf, sizeof buf, &n, err, errlen);
     if (got <= 0)
         return got;
-    /* fields after the magic: 8 words, then the crc of everything before it */
+    /* fields after the magic: 9 words, then the crc of everything before it */
     const char *f[10];
     size_t flen[10];
     unsigned nf = 0;
@@ -107,18 +108,20 @@ int seq_file_read(const char *path, const char *name, seq_file_state *st, char *
         p = *e == ' ' ? e + 1 : e;
     }
     uint64_t v[7] = {0}, crc = 0;
-    ok = ok && nf == 9;
+    ok = ok && nf == 10;
     for (unsigned i = 0; ok && i < 7; i++)
         ok = dec_parse_u64(f[i], flen[i], UINT64_MAX, &v[i]);
-    bool api = ok && flen[7] == 3 && memcmp(f[7], "api", 3) == 0;
-    ok = ok && (api || (flen[7] == 6 && memcmp(f[7], "config", 6) == 0));
-    if (ok && flen[8] == 8) {
+    bool token = ok && flen[7] == SHA256_HEX_LEN; /* else "-" */
+    ok = ok && (token || (flen[7] == 1 && f[7][0] == '-'));
+    bool api = ok && flen[8] == 3 && memcmp(f[8], "api", 3) == 0;
+    ok = ok && (api || (flen[8] == 6 && memcmp(f[8], "config", 6) == 0));
+    if (ok && flen[9] == 8) {
         char hex[9];
-        memcpy(hex, f[8], 8);
+        memcpy(hex, f[9], 8);
         hex[8] = '\0';
         char *end;
         crc = strtoull(hex, &end, 16);
-        ok = *end == '\0' && crc == crc32_update(0, buf, (size_t)(f[8] - 1 - buf));
+        ok = *end == '\0' && crc == crc32_update(0, buf, (size_t)(f[9] - 1 - buf));
     } else {
         ok = false;
     }
@@ -126,8 +129,9 @@ int seq_file_read(const char *path, const char *name, seq_file_state *st, char *
     if (!ok) {
         snprintf(err, errlen,
                  "%s: corrupt sequence file (expected \"" MAGIC
-                 "<next> <start> <max> <block> <adaptive> <block_min> <block_max> <origin> "
-                 "<crc32>\"); refusing to guess which numbers were issued",
+                 "<next> <start> <max> <block> <adaptive> <block_min> <block_max> "
+                 "<token_sha256|-> <origin> <crc32>\"); refusing to guess which numbers were "
+                 "issued",
                  path);
         return -1;
     }
@@ -140,6 +144,8 @@ int seq_file_read(const char *path, const char *name, seq_file_state *st, char *
     st->def.adaptive = v[4] == 1;
     st->def.block_min = v[5];
     st->def.block_max = v[6];
+    if (token)
+        memcpy(st->def.token_sha256, f[7], SHA256_HEX_LEN);
     st->api = api;
     return 1;
 }

@@ -1,8 +1,8 @@
 /* The file block source: one fsync'd high-water mark per namespace in data_dir (single node).
  *
  * <dir>/<name>.seq holds one line:
- *   "snowflaked-seq 1 <next> <start> <max> <block> <adaptive> <block_min> <block_max> <origin>
- *    <crc32 of the text before it, 8 hex digits>\n"
+ *   "snowflaked-seq 1 <next> <start> <max> <block> <adaptive> <block_min> <block_max>
+ *    <token_sha256 or -> <origin> <crc32 of the text before it, 8 hex digits>\n"
  * next is the first number never granted: every number below it may have been issued. A reserve
  * writes next + n with util/fsio.h's atomic replacement (tmp, fsync, rename, fsync of the
  * directory) on the source's worker thread and reports the block only once that returned 0, so a
