@@ -80,6 +80,44 @@ class SteadyStateAllocations(unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_sequences_do_not_allocate(self):
+        """Segment mode's routes (docs/sequences.md): numbers from the blocks in memory, a batch,
+        text, an unknown namespace, a namespace with a token, the listing. The blocks are large
+        enough that none is reserved while counting (a reserve writes a file, off the request
+        path, with stdio's buffers)."""
+        if not SHIM:
+            self.skipTest("SF_MALLOC_SHIM not set")
+        token = "alloc-namespace-token-01"
+        srv = CountingServer(
+            "--set", "server.max_requests_per_connection=1000000", "--set",
+            'sequences.namespaces=[{"name":"alloc","block":10000000},'
+            '{"name":"guarded","block":10000000,"token":"%s"}]' % token, threads=2)
+        try:
+            conns = [srv.connect() for _ in range(CONNS)]
+            readers = [Reader(s) for s in conns]
+            mix = [get("/seq/alloc"), get("/seqs/alloc?count=16"), get("/seq/alloc?format=text"),
+                   get("/seq/nope"), get("/seq/guarded", "Authorization: Bearer %s\r\n" % token),
+                   get("/seq/guarded"), get("/sequences")]
+
+            def run(total):
+                batch = b"".join(mix) * 20
+                per = len(mix) * 20
+                done = 0
+                while done < total:
+                    for s, rd in zip(conns, readers):
+                        s.sendall(batch)
+                        for _ in range(per):
+                            r = rd.response()
+                            self.assertIn(r.status, (200, 401, 404))
+                        done += per
+                return done
+
+            self.assert_no_allocation(srv, run, 20000, 100000, "sequence requests")
+            for s in conns:
+                s.close()
+        finally:
+            srv.stop()
+
     def test_tls_keep_alive_allocates_only_in_openssl_records(self):
         """The same over TLS (server.tls): our side allocates nothing per request (OpenSSL's
         16 KiB buffers are per connection and kept while it is busy: net/transport_tls.c), but
