@@ -407,6 +407,10 @@ class DiskFull(unittest.TestCase):
             self.assertEqual(st, 200)
             self.assertGreater(nums[0], got[-1])
             c.close()
+            deadline = time.monotonic() + 5
+            while "blocks reserved again" not in srv.output() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertIn("sequences: namespace inv: blocks reserved again", srv.output())
         finally:
             srv.stop()
 

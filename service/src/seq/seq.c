@@ -232,7 +232,8 @@ static void on_reserved(void *arg, const seq_result *res)
     unsigned b = 0;
     while (b < SEQ_LATENCY_BUCKETS && s > seq_latency_bounds[b])
         b++;
-    bool failed = false;
+    bool failed = false, recovered = false, log_it = false;
+    uint64_t unlogged = 0;
     spin_lock(&ns->lock);
     ns->fetching = false;
     counter_add(&ns->stats.latency[b], 1);
@@ -242,6 +243,10 @@ static void on_reserved(void *arg, const seq_result *res)
         counter_add(&ns->stats.blocks, 1);
         counter_add(&ns->stats.block_numbers, res->hi - res->lo);
         ns->err[0] = '\0';
+        recovered = ns->fail_logged_ms != 0;
+        unlogged = ns->fails_unlogged;
+        ns->fail_logged_ms = 0;
+        ns->fails_unlogged = 0;
         if (ns->cur == ns->cur_hi) { /* nothing left: the new block is current at once */
             ns->cur = res->lo;
             ns->cur_hi = res->hi;
@@ -255,16 +260,31 @@ static void on_reserved(void *arg, const seq_result *res)
     } else {
         failed = true;
         counter_add(&ns->stats.fetch_failures, 1);
-        ns->retry_at_ms = clk_now(t->clock) + t->opt.retry_ms;
+        uint64_t now = clk_now(t->clock);
+        ns->retry_at_ms = now + t->opt.retry_ms;
+        /* one line per failure would be one a second per namespace while a disk stays full:
+         * the first, then one a minute with the count in between */
+        log_it = ns->fail_logged_ms == 0 || now - ns->fail_logged_ms >= 60000;
+        if (log_it) {
+            unlogged = ns->fails_unlogged;
+            ns->fails_unlogged = 0;
+            ns->fail_logged_ms = now;
+        } else {
+            ns->fails_unlogged++;
+        }
         snprintf(ns->err, sizeof ns->err, "%s", res->err ? res->err : "block reserve failed");
     }
     bool first = ns->awaited;
     ns->awaited = false;
     spin_unlock(&ns->lock);
-    if (failed)
+    if (failed && log_it)
         LOG_WARN("sequences: namespace %s: no block reserved (%s): its numbers run out, then "
-                 "requests get 503 until a reserve succeeds",
-                 ns->def.name, res->err ? res->err : "failed");
+                 "requests get 503 until a reserve succeeds (%llu more failures since the last "
+                 "line)",
+                 ns->def.name, res->err ? res->err : "failed", (unsigned long long)unlogged);
+    else if (recovered)
+        LOG_INFO("sequences: namespace %s: blocks reserved again (%llu failures unlogged)",
+                 ns->def.name, (unsigned long long)unlogged);
     if (first)
         first_done(t);
     else {

@@ -81,6 +81,8 @@ typedef struct seq_ns {
     uint64_t block;             /* the size the next reserve asks for */
     uint64_t last_fetch_ms;     /* when the last reserve started (adaptive sizing) */
     char err[160];              /* the last failure, for logs and the refusal's message */
+    uint64_t fail_logged_ms;    /* the last failure logged (0: none since the last success) */
+    uint64_t fails_unlogged;    /* failures since then, said in the next line */
     _Atomic int state; /* SEQ_NS_*: release-stored once the fields below are set */
     /* --- fixed once declared (created: once live) --- */
     unsigned id;
