@@ -145,6 +145,17 @@ class Basics(unittest.TestCase):
         self.assertEqual(got, list(range(got[0], got[0] + 180)))
         self.assertGreaterEqual(got[0], 1000)
 
+    def test_increasing_across_connections_and_loops(self):
+        """One client hopping over 8 connections (the kernel spreads them over both loops):
+        each request sent after the previous answer gets a larger number, whatever loop it
+        lands on (one state per namespace, not per loop)."""
+        conns = [Client(self.srv) for _ in range(8)]
+        got = [conns[i % 8].take_one("orders") for i in range(400)]
+        for c in conns:
+            c.close()
+        self.assertEqual(got, sorted(set(got)))
+        self.assertLessEqual(got[-1] - got[0] + 1 - len(got), 0)  # dense: one node, one client
+
     def test_text_and_json_shapes(self):
         r = request_ok(self.srv, "/seq/orders?format=text")
         self.assertEqual(r.status, 200)
