@@ -20,9 +20,9 @@
  * SEQ_R_EMPTY, which the API answers with 503 and Retry-After; the loop never waits for the
  * store. The refusal triggers a fetch if none is running.
  *
- * Threads: seq_table_new, _declare, _start, _stop, _free on the main thread; seq_find, seq_take
- * and the readers of the statistics on any thread (loop threads). The source's completions run on
- * its thread and install the block under the namespace's lock.
+ * Threads: seq_table_new, _declare, _start, _stop, _free on the main thread; seq_find, seq_take,
+ * seq_table_create and the readers of the statistics on any thread (loop threads). The source's
+ * completions run on its thread and install the block under the namespace's lock.
  */
 #ifndef SF_SEQ_SEQ_H
 #define SF_SEQ_SEQ_H
