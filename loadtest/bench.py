@@ -36,6 +36,8 @@ Sections:
   formats  GET /id, /uuid, /ulid, /typeid?prefix=user (and /ids, /uuids, /ulids, /typeids at
          count=20) on one server thread pinned to core 0, sfload on core 1: req/s and server
          CPU-us per request against /id.
+  sequences  GET /seq/{name} (segment mode) and /seqs/{name}?count=20 next to GET /id and
+         /ids?count=20, the same pinning: req/s and server CPU-us per request against /id.
   memcache_ids  Snowflake IDs over the memcached protocol (a reserved key, katsubushi-style:
          `get id`, and the key 20 times in one get) against HTTP GET /id and /ids?count=20, the
          same pinning: req/s, IDs/s and server CPU-us per ID.
@@ -780,23 +782,19 @@ def section_sync(b):
                 print("%-26s %8d %12s %10.0f %12.2f" % (model, conns, mode, rps, us), flush=True)
 
 
-def section_formats(b):
-    """UUIDv7, ULIDs and TypeIDs against Snowflake IDs on the same server: same client, same load,
-    rows alternating within each repeat; the ratio column is against GET /id (or /ids)."""
-    print("\n== ID formats: 1 server thread on core 0, sfload on core 1, keep-alive -c 50, "
-          "median of %d ==" % b.args.repeat)
+def side_by_side(b, title, groups, extra=(), key=None):
+    """Paths on the same server setup (b.ours(extra=...)), same client, rows alternating within
+    each repeat; the ratio columns are against each group's first path. key: where the figures
+    go in results.json (none: printed only)."""
+    print("\n== %s: 1 server thread on core 0, sfload on core 1, keep-alive -c 50, "
+          "median of %d ==" % (title, b.args.repeat))
     print("%-34s %10s %7s | %8s | %8s %7s" % ("request", "req/s", "ratio", "p99 us",
                                              "CPU-us", "ratio"))
-    # Batches of 20: at 1000 per request all three run into the generator's cap of 4096 IDs per
-    # ms (4,096 requests/s), and the server's CPU then measures waiting for the next ms.
-    groups = [["/id", "/uuid", "/ulid", "/typeid?prefix=user"],
-              ["/ids?count=20", "/uuids?count=20", "/ulids?count=20",
-               "/typeids?count=20&prefix=user"]]
     for paths in groups:
         runs = {p: [] for p in paths}
         for _ in range(b.args.repeat):
             for path in paths:
-                srv = b.ours()
+                srv = b.ours(extra=extra)
                 try:
                     rep = b.load(srv, ["-c", "50"], "http://127.0.0.1:%d%s" % (srv["http"], path))
                     runs[path].append(figures(rep))
@@ -805,9 +803,30 @@ def section_formats(b):
         base = median_figures(runs[paths[0]])
         for path in paths:
             f = median_figures(runs[path])
+            if key:
+                b.results.setdefault(key, {})[path] = as_dict(f)
             print("%-34s %10.0f %7s | %8.0f | %8.2f %7s" % (
                 "GET " + path, f[0], ratio(f[0], base[0]), f[1], f[2], ratio(f[2], base[2])),
                 flush=True)
+
+
+def section_formats(b):
+    """UUIDv7, ULIDs and TypeIDs against Snowflake IDs on the same server; the ratio column is
+    against GET /id (or /ids)."""
+    # Batches of 20: at 1000 per request all three run into the generator's cap of 4096 IDs per
+    # ms (4,096 requests/s), and the server's CPU then measures waiting for the next ms.
+    side_by_side(b, "ID formats", [["/id", "/uuid", "/ulid", "/typeid?prefix=user"],
+                                   ["/ids?count=20", "/uuids?count=20", "/ulids?count=20",
+                                    "/typeids?count=20&prefix=user"]])
+
+
+def section_sequences(b):
+    """Segment mode's GET /seq/{name} (docs/sequences.md) next to GET /id on the same server:
+    one namespace with blocks of 100,000 (a block lasts over a second at these rates, so block
+    reserves, each an fsync'd write in data_dir, stay off the request path); the ratio column is
+    against GET /id (or /ids?count=20). A 503 (no number in hand) would show as an error note."""
+    side_by_side(b, "Sequences", [["/id", "/seq/bench"], ["/ids?count=20", "/seqs/bench?count=20"]],
+                 extra=['sequences.namespaces=[{"name":"bench","block":100000}]'], key="sequences")
 
 
 def section_memcache_ids(b):
@@ -902,8 +921,10 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="peers,tls,sweep,openloop,formats,memcache_ids,sync,alloc",
-                    help="sections: peers,tls,sweep,openloop,formats,memcache_ids,sync,alloc")
+    ap.add_argument("--only",
+                    default="peers,tls,sweep,openloop,formats,sequences,memcache_ids,sync,alloc",
+                    help="sections: peers,tls,sweep,openloop,formats,sequences,memcache_ids,sync,"
+                         "alloc")
     ap.add_argument("-t", "--time", type=int, default=5, help="seconds per run (default 5)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure, median (default 3)")
     ap.add_argument("--quick", action="store_true", help="-t 3 --repeat 1")
@@ -928,7 +949,7 @@ def main():
     sections = {"peers": section_peers, "tls": section_tls, "sweep": section_sweep,
                 "openloop": section_openloop,
                 "sync": section_sync, "alloc": section_alloc, "formats": section_formats,
-                "memcache_ids": section_memcache_ids}
+                "sequences": section_sequences, "memcache_ids": section_memcache_ids}
     for name in args.only.split(","):
         if name not in sections:
             sys.exit("unknown section %r (%s)" % (name, ", ".join(sections)))

@@ -5,7 +5,7 @@ whatever else the machine does, so a change to a hot path can be compared withou
     python3 loadtest/bench_instructions.py BUILD_DIR [BUILD_DIR ...] [-t 3] [-w REGEX]
 
 For each build and workload (GET /id keep-alive, GET /id one request per connection, GET /uuid
-and /ulid keep-alive, memcached
+and /ulid keep-alive, GET /seq/{name} keep-alive (segment mode), memcached
 get/set, memcached sets that evict, TCP echo; -w picks workloads by name): the daemon runs under callgrind with instrumentation off; after a warm-up,
 it is switched on (callgrind_control -i on) for a run of sfload (from the first build
 directory), then off; the instructions counted (all threads) divided by the requests sfload
@@ -30,6 +30,9 @@ WORKLOADS = [
     ("GET /id conn-per-request -c 8", "http", ["-c", "8", "--close"], "/id"),
     ("GET /uuid keep-alive -c 8", "http", ["-c", "8"], "/uuid"),
     ("GET /ulid keep-alive -c 8", "http", ["-c", "8"], "/ulid"),
+    # segment mode: a block of 10^7, so no block is reserved while counting
+    ("GET /seq/bench keep-alive -c 8", "http", ["-c", "8"], "/seq/bench",
+     {"SNOWFLAKED_SEQUENCES_NAMESPACES": '[{"name":"bench","block":10000000}]'}),
     ("memcached 90:10 get:set -c 8", "memcache",
      ["--mode", "memcache", "-c", "8", "--keys", "1000", "--value-size", "100"], None),
     ("TCP echo 32 B -c 8", "echo", ["--mode", "echo", "-c", "8", "--msg-size", "32"], None),

@@ -21,7 +21,8 @@ END = "<!-- END generated -->"
 UNITS = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
 TYPES = {"u32": "integer", "u64": "integer", "bool": "boolean", "string": "string",
          "enum": "string", "epoch": "string or integer", "worker": "integer or string",
-         "u32_or_max": "integer or `\"max\"`", "list": "array of strings"}
+         "u32_or_max": "integer or `\"max\"`", "list": "array of strings",
+         "namespaces": "array of objects"}
 
 
 def schema(binary):
@@ -51,6 +52,8 @@ def values(k):
         return "%d–%d bytes" % (k["min"], k["max"])
     if t == "list":
         return "%d–%d bytes together" % (k["min"], k["max"])
+    if t == "namespaces":
+        return "at most %d bytes of JSON" % k["max"]
     if t == "epoch":
         return "RFC 3339 UTC time or integer ms, 1970 to 9999"
     rng = "%s–%s" % (_number(k["key"], k["min"]), _number(k["key"], k["max"]))

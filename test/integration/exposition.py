@@ -81,6 +81,9 @@ def exercise(http_port, memcached_port=None, echo_port=None):
     ok.append(_http(http_port, "DELETE", "/cache/expo")[0] in (200, 204))
     ok.append(_http(http_port, "GET", "/cache/expo")[0] == 404)
     ok.append(_http(http_port, "POST", "/echo", b"hello")[0] == 200)
+    # segment mode (the snowflaked_seq_* families): a namespace where the daemon has one
+    ok.append(_http(http_port, "GET", "/seq/expo")[0] in (200, 404))
+    ok.append(_http(http_port, "GET", "/seqs/expo?count=2")[0] in (200, 404))
     ok.append(_http(http_port, "GET", "/no/such/route")[0] == 404)
     ok.append(_http(http_port, "DELETE", "/id")[0] == 405)
     ok.append(_http(http_port, "GET", "/ids?count=banana")[0] == 400)
@@ -116,6 +119,10 @@ def exercised_server(*extra_args, ready_timeout=5, **kw):
     (server, text). extra_args and kw go to sfharness.Server."""
     import tlscerts
     mc, echo, https = sfharness.free_port(), sfharness.free_port(), sfharness.free_port()
+    # a sequence namespace on the file block source (with worker_id "etcd" the daemon refuses
+    # namespaces until blocks come from etcd)
+    seq_args = [] if "snowflake.worker_id=etcd" in extra_args else [
+        "--set", 'sequences.namespaces=[{"name":"expo","block":10}]']
     certs = tlscerts.Certs()  # HTTPS too: the snowflaked_tls_* families exist only with TLS
     try:
         server = sfharness.Server("--set", "cache.memcached_port=%d" % mc,
@@ -129,7 +136,7 @@ def exercised_server(*extra_args, ready_timeout=5, **kw):
                                   "--set", "server.tls.client_ca_file=" + certs.ca,
                                   "--set", 'auth.client_certificates=["CN=sf-client"]',
                                   "--set", "auth.token=" + TOKEN,
-                                  *extra_args, **kw)
+                                  *seq_args, *extra_args, **kw)
         try:
             sfharness.wait_ready(server, ready_timeout)
             exercise(server.port, mc, echo)

@@ -51,6 +51,22 @@ class SteadyStateAllocations(unittest.TestCase):
                                                             (after - before) / n))
         self.assertLessEqual(after - before, ALLOWANCE)
 
+    def pipelined(self, conns, readers, mix, statuses):
+        """run(total) for assert_no_allocation: the mix 20 times over per write on each
+        connection, every answer one of statuses; returns the requests answered."""
+        def run(total):
+            batch = b"".join(mix) * 20
+            per = len(mix) * 20
+            done = 0
+            while done < total:
+                for s, rd in zip(conns, readers):
+                    s.sendall(batch)
+                    for _ in range(per):
+                        self.assertIn(rd.response().status, statuses)
+                    done += per
+            return done
+        return run
+
     def test_100k_requests_do_not_allocate(self):
         if not SHIM:
             self.skipTest("SF_MALLOC_SHIM not set")
@@ -63,20 +79,34 @@ class SteadyStateAllocations(unittest.TestCase):
                    get("/typeid?prefix=user"), get("/typeids?count=16&prefix=user"),
                    get("/typeid/user_01h455vb4pex5vsknk084sn02q")]
 
-            def run(total):
-                batch = b"".join(mix) * 20  # 120 pipelined requests per write
-                per = len(mix) * 20
-                done = 0
-                while done < total:
-                    for s, rd in zip(conns, readers):
-                        s.sendall(batch)
-                        for _ in range(per):
-                            r = rd.response()
-                            self.assertIn(r.status, (200, 404))
-                        done += per
-                return done
-
+            run = self.pipelined(conns, readers, mix, (200, 404))  # 120 requests per write
             self.assert_no_allocation(srv, run, 20000, 100000, "requests")
+            for s in conns:
+                s.close()
+        finally:
+            srv.stop()
+
+    def test_sequences_do_not_allocate(self):
+        """Segment mode's routes (docs/sequences.md): numbers from the blocks in memory, a batch,
+        text, an unknown namespace, a namespace with a token, the listing. The blocks are large
+        enough that none is reserved while counting (a reserve writes a file, off the request
+        path, with stdio's buffers)."""
+        if not SHIM:
+            self.skipTest("SF_MALLOC_SHIM not set")
+        token = "alloc-namespace-token-01"
+        srv = CountingServer(
+            "--set", "server.max_requests_per_connection=1000000", "--set",
+            'sequences.namespaces=[{"name":"alloc","block":10000000},'
+            '{"name":"guarded","block":10000000,"token":"%s"}]' % token, threads=2)
+        try:
+            conns = [srv.connect() for _ in range(CONNS)]
+            readers = [Reader(s) for s in conns]
+            mix = [get("/seq/alloc"), get("/seqs/alloc?count=16"), get("/seq/alloc?format=text"),
+                   get("/seq/nope"), get("/seq/guarded", "Authorization: Bearer %s\r\n" % token),
+                   get("/seq/guarded"), get("/sequences")]
+
+            run = self.pipelined(conns, readers, mix, (200, 401, 404))
+            self.assert_no_allocation(srv, run, 20000, 100000, "sequence requests")
             for s in conns:
                 s.close()
         finally:

@@ -24,6 +24,7 @@ import unittest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SPEC = os.path.join(ROOT, "service", "openapi.yaml")
 ADMIN = os.path.join(ROOT, "service", "src", "api", "admin.c")
+SEQ = os.path.join(ROOT, "service", "src", "api", "seq.c")  # api_seq_register, from api_register
 JUDGES = os.path.join(ROOT, "test", "judges")
 VALIDATOR = os.path.join(JUDGES, "node_modules", "@seriousme", "openapi-schema-validator", "bin",
                          "validate-api-cli.js")
@@ -81,13 +82,17 @@ def spec_paths():
 
 
 def registered_routes():
-    """Paths of api_register's route table; a prefix route "/x/" becomes "/x/{...}"."""
-    with open(ADMIN, encoding="utf-8") as f:
-        src = f.read()
-    m = re.search(r"\bint\s+api_register\s*\([^)]*\)\s*\{(.*?)\n\}", src, re.S)
-    assert m, "api_register not found in admin.c"
+    """Paths of api_register's route table and of api_seq_register's (segment mode, which
+    api_register calls); a prefix route "/x/" becomes "/x/{...}"."""
+    bodies = []
+    for path, fn in ((ADMIN, "api_register"), (SEQ, "api_seq_register")):
+        with open(path, encoding="utf-8") as f:
+            src = f.read()
+        m = re.search(r"\bint\s+%s\s*\([^)]*\)\s*\{(.*?)\n\}" % fn, src, re.S)
+        assert m, "%s not found in %s" % (fn, path)
+        bodies.append(m.group(1))
     routes = []
-    for entry in re.findall(r"\{([^{}]*\.path\s*=[^{}]*)\}", m.group(1)):
+    for entry in re.findall(r"\{([^{}]*\.path\s*=[^{}]*)\}", "\n".join(bodies)):
         path = re.search(r'\.path\s*=\s*"([^"]*)"', entry).group(1)
         prefix = re.search(r"\.prefix\s*=\s*true", entry) is not None
         routes.append((path, prefix))

@@ -208,6 +208,20 @@ def probes():
         Probe("POST", "/echo", b"5\r\nhello\r\n0\r\n\r\n",
               "Transfer-Encoding: gzip, chunked\r\n", want=501, protocol=True),
         Probe("GET", "/no/such/route", want=404), Probe("PUT", "/no/such/route", b"x", want=404),
+        # segment mode: the daemons have the namespaces "present" and "once" (one number)
+        Probe("GET", "/seq/present", want=200), Probe("GET", "/seq/present?format=text", want=200),
+        Probe("GET", "/seq/present?json_ids=string", want=200),
+        Probe("GET", "/seq/present?json_ids=bogus", want=400),
+        Probe("HEAD", "/seq/present", want=200), Probe("GET", "/seq/absent", want=404),
+        Probe("HEAD", "/seq/absent", want=404), Probe("GET", "/seq/once", want=None),
+        Probe("GET", "/seq/once", want=410), Probe("HEAD", "/seq/once", want=None),
+        Probe("GET", "/seqs/present?count=3", want=200),
+        Probe("GET", "/seqs/present?count=3&format=text", want=200),
+        Probe("GET", "/seqs/present?count=0", want=400),
+        Probe("GET", "/seqs/present?count=101", want=400),  # above the block
+        Probe("HEAD", "/seqs/present?count=2", want=200),
+        Probe("GET", "/sequences", want=200), Probe("HEAD", "/sequences", want=200),
+        Probe("PUT", "/seq/made", b"{}", "Content-Type: application/json\r\n", want=403),
     ]
     return setup, checked
 
@@ -220,8 +234,10 @@ class OpenApiLive(unittest.TestCase):
         cls.spec = load_spec()
 
     def start(self, *sets, env=None):
-        server = Server(*sfharness.set_args("cache.max_item_bytes=1024",
-                                            "server.max_body_bytes=4096", *sets), env=env)
+        server = Server(*sfharness.set_args(
+            "cache.max_item_bytes=1024", "server.max_body_bytes=4096",
+            'sequences.namespaces=[{"name":"present","block":100},'
+            '{"name":"once","start":7,"max":7,"block":1}]', *sets), env=env)
         self.addCleanup(server.stop)
         sfharness.wait_ready(server)
         return server

@@ -1623,6 +1623,66 @@ END_TEST
  * "token_and_certificate" needs both credentials. */
 #define TLS_ON "\"server\":{\"tls\":{\"port\":8443,\"cert_file\":\"c\",\"key_file\":\"k\"," \
                "\"client_ca_file\":\"ca\",\"verify_client\":\"optional\"}}"
+/* sequences.namespaces, the one list of objects: defaults filled, every rule checked, the token
+ * hidden when printed (and refused when loaded back as the mask). */
+START_TEST(test_sequences_namespaces)
+{
+    cfg c;
+    char err[512];
+    int rc = load_json("{\"sequences\":{\"namespaces\":[{\"name\":\"orders\"},{\"name\":\"inv-2.a\","
+                       "\"start\":1000,\"block\":50,\"max\":99999,\"token\":\"0123456789abcdef\"},"
+                       "{\"name\":\"u\",\"adaptive\":true,\"block\":10}]}}",
+                       &c, err, sizeof err);
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.sequences.nns, 3);
+    ck_assert_str_eq(c.sequences.ns[0].name, "orders");
+    ck_assert_uint_eq(c.sequences.ns[0].start, 1);
+    ck_assert_uint_eq(c.sequences.ns[0].block, 1000);
+    ck_assert_uint_eq(c.sequences.ns[1].start, 1000);
+    ck_assert_uint_eq(c.sequences.ns[1].max, 99999);
+    ck_assert_str_eq(c.sequences.ns[1].token, "0123456789abcdef");
+    ck_assert(c.sequences.ns[2].adaptive);
+    ck_assert_uint_eq(c.sequences.ns[2].block_min, 10);
+    ck_assert_uint_eq(c.sequences.ns[2].block_max, 640);
+    char *out = print_to_string(&c);
+    ck_assert_msg(strstr(out, "\"token\": \"***\"") && !strstr(out, "0123456789abcdef"), "%s",
+                  out);
+    rc = load_json(out, &c, err, sizeof err);
+    EXPECT_ERR(rc, err, last_path, "sequences.namespaces: \"inv-2.a\": \"***\" is the token");
+    free(out);
+    ck_assert_int_eq(setenv("SNOWFLAKED_SEQUENCES_NAMESPACES", "[{\"name\":\"e\",\"block\":3}]", 1),
+                     0);
+    rc = load_argv(&c, err, sizeof err, (char *)NULL);
+    unsetenv("SNOWFLAKED_SEQUENCES_NAMESPACES");
+    EXPECT_OK(rc, err);
+    ck_assert_uint_eq(c.sequences.nns, 1);
+    ck_assert_uint_eq(c.sequences.ns[0].block, 3);
+
+    const struct {
+        const char *set, *want;
+    } bad[] = {
+        {"sequences.namespaces={}", "must be a JSON array of namespace objects"},
+        {"sequences.namespaces=[7]", "namespace 1: must be an object with a \"name\""},
+        {"sequences.namespaces=[{\"name\":\"a/b\"}]", "namespace name \"a/b\""},
+        {"sequences.namespaces=[{\"name\":\"a\",\"x\":1}]", "\"a\": unknown key x"},
+        {"sequences.namespaces=[{\"name\":\"a\",\"block\":0}]", "block must be at least 1"},
+        {"sequences.namespaces=[{\"name\":\"a\",\"block\":1.5}]", "block must be an integer"},
+        {"sequences.namespaces=[{\"name\":\"a\",\"start\":9,\"max\":8}]", "start 9 is above max 8"},
+        {"sequences.namespaces=[{\"name\":\"a\",\"token\":\"short\"}]", "token must be 16"},
+        {"sequences.namespaces=[{\"name\":\"a\",\"adaptive\":1}]", "adaptive must be true or false"},
+        {"sequences.namespaces=[{\"name\":\"a\"},{\"name\":\"a\"}]", "declared twice"},
+        {"sequences.namespaces=[{\"name\":\"a\",\"name\":\"b\"}]", "duplicate key name"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        rc = load_argv(&c, err, sizeof err, "--set", (char *)bad[i].set, (char *)NULL);
+        EXPECT_ERR(rc, err, "flag --set: sequences.namespaces: ", bad[i].want);
+    }
+    rc = load_argv(&c, err, sizeof err, "--set", "sequences.namespaces=[{\"name\":\"a\"},"
+                   "{\"name\":\"b\"}]", "--set", "sequences.max_namespaces=1", (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: sequences.max_namespaces: 1 is below the 2 namespaces");
+}
+END_TEST
+
 START_TEST(test_client_certificates)
 {
     cfg c;
@@ -1745,6 +1805,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_layout_print_round_trip);
     tcase_add_test(tc, test_lifetime_warning);
     tcase_add_test(tc, test_client_certificates);
+    tcase_add_test(tc, test_sequences_namespaces);
     suite_add_tcase(s, tc);
     return s;
 }

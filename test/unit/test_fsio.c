@@ -222,6 +222,20 @@ START_TEST(test_abort)
 }
 END_TEST
 
+START_TEST(test_read_small)
+{
+    char buf[8], err[256];
+    size_t n = 99;
+    ck_assert_int_eq(fsio_read_small(path, buf, sizeof buf, &n, err, sizeof err), 0); /* absent */
+    ck_assert_int_eq(fsio_write_atomic(path, "0123456789", 10, err, sizeof err), 0);
+    ck_assert_int_eq(fsio_read_small(path, buf, sizeof buf, &n, err, sizeof err), 1);
+    ck_assert_uint_eq(n, 7); /* cut to cap - 1, NUL-terminated */
+    ck_assert_str_eq(buf, "0123456");
+    ck_assert_int_eq(fsio_read_small(dir, buf, sizeof buf, &n, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot read"));
+}
+END_TEST
+
 START_TEST(test_fsync_parent)
 {
     ck_assert_int_eq(fsio_fsync_parent(path), 0); /* the directory, not the (absent) file */
@@ -239,6 +253,7 @@ int main(void)
     TCase *tc = tcase_create("atomic");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_creates);
+    tcase_add_test(tc, test_read_small);
     tcase_add_test(tc, test_replaces);
     tcase_add_test(tc, test_streams_and_commits);
     tcase_add_test(tc, test_missing_directory);

@@ -576,6 +576,8 @@ void api_metrics(http_request *r, void *ctx)
     }
     if (a->persist)
         metrics_persist(&b, a->persist);
+    if (a->seq)
+        api_seq_metrics(&b, a);
     if (b.truncated) {
         http_respond_error(r, 500, "metrics output exceeds its buffer", NULL);
         return;
@@ -651,6 +653,8 @@ int api_register(http_server *http, api_ctx *a)
         if (http_server_route(http, &echo) != 0)
             return -1;
     }
+    if (a->seq && api_seq_register(http, a) != 0)
+        return -1;
     http_server_set_guard(http, api_auth, a);
     return 0;
 }

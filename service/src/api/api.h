@@ -16,7 +16,9 @@
 #include "cache/store.h"
 #include "cluster/identity.h"
 #include "proto/http.h"
+#include "obs/prom.h"
 #include "proto/memcache.h"
+#include "seq/seq.h"
 #include "snowflake/encoding.h"
 #include "snowflake/generator.h"
 #include "snowflake/issue128.h"
@@ -55,6 +57,7 @@ typedef struct api_options {
     size_t token_len;                  /* 0 = no token */
     bool client_certificates;          /* auth.client_certificates: a listed one is a credential */
     bool token_and_certificate;        /* both needed, not either (auth.credentials) */
+    bool seq_api_create;               /* PUT /seq/{name} creates (sequences.api_create) */
 } api_options;
 
 typedef struct api_ctx {
@@ -74,6 +77,7 @@ typedef struct api_ctx {
     memcache_server *mc;    /* the memcached listener's (metrics), or NULL */
     cache_persist *persist; /* NULL unless cache.persist */
     const byte_budget *inflight; /* bytes held for requests being received (metrics), or NULL */
+    seq_table *seq;              /* segment mode's namespaces (api/seq.c), or NULL: no routes */
 } api_ctx;
 
 /* Registers every route on the HTTP server. Returns 0 or -1. */
@@ -99,6 +103,12 @@ void api_cache(http_request *r, void *ctx);
  * DELETE otherwise (the route's allow hook: its methods differ by path). */
 const char *api_cache_allow(http_str path);
 void api_echo(http_request *r, void *ctx);
+/* Segment mode (api/seq.c): /seq/{name}, /seqs/{name}, /sequences and their metrics; registered
+ * by api_register when ctx->seq is set. */
+void api_seq(http_request *r, void *ctx);
+void api_sequences(http_request *r, void *ctx);
+void api_seq_metrics(prom_buf *b, api_ctx *a);
+int api_seq_register(http_server *http, api_ctx *a);
 
 /* Access control, the HTTP server's guard (an api_ctx as ctx) for the routes api_register marks:
  * with a token or client certificates configured, writes (and with protect_reads, reads) need
@@ -108,6 +118,12 @@ void api_echo(http_request *r, void *ctx);
  * could still let the request in, else 403, counts the failure and returns false. Health and
  * readiness are open. */
 bool api_auth(http_request *r, bool write, void *ctx);
+/* The same for a resource with a token of its own (a sequence namespace's): "Authorization:
+ * Bearer" with that token or auth.token lets it through (a listed client certificate too, as
+ * for auth.token); else 401 with WWW-Authenticate answered, counted, false. token_sha256 (64
+ * hex digits) instead of token: the token is known by its SHA-256 only. */
+bool api_auth_token(http_request *r, api_ctx *a, const char *token, size_t token_len,
+                    const char *token_sha256);
 
 /* Why this instance should not get traffic now, or NULL (for /readyz). */
 const char *api_not_ready_reason(api_ctx *a);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/counter.h"
+#include "util/sha256.h"
 
 /* Compares every byte of the longer length whatever matches: the time taken tells nothing
  * about the token. */
@@ -81,6 +82,41 @@ bool api_auth(http_request *r, bool write, void *ctx)
                        : o->client_certificates ? "a bearer token or a listed client certificate "
                                                   "is required"
                                                 : "a bearer token is required",
+                       given ? "WWW-Authenticate: Bearer realm=\"snowflaked\", "
+                               "error=\"invalid_token\"\r\n"
+                             : "WWW-Authenticate: Bearer realm=\"snowflaked\"\r\n");
+    return false;
+}
+
+bool api_auth_token(http_request *r, api_ctx *a, const char *token, size_t token_len,
+                    const char *token_sha256)
+{
+    const api_options *o = &a->opt;
+    api_loop *l = perloop_at(&a->loops, r->loop_index);
+    if (conn_peer_listed(r->conn) && !o->token_and_certificate) {
+        counter_add(&l->auth_granted[API_BY_CERTIFICATE], 1);
+        return true;
+    }
+    const char *tok;
+    size_t len;
+    bool given = bearer(&r->headers[HTTP_H_AUTHORIZATION], &tok, &len);
+    /* both compared, whatever the first gave: the time taken tells nothing */
+    bool own;
+    if (token_sha256) { /* stored as its hash: the bearer's hash is compared */
+        char hex[SHA256_HEX_LEN + 1] = "";
+        if (given)
+            sha256_hex(tok, len, hex);
+        own = given && same_secret(hex, SHA256_HEX_LEN, token_sha256, SHA256_HEX_LEN);
+    } else {
+        own = given && same_secret(tok, len, token, token_len);
+    }
+    bool admin = given && o->token_len && same_secret(tok, len, o->token, o->token_len);
+    if (own || admin) {
+        counter_add(&l->auth_granted[API_BY_TOKEN], 1);
+        return true;
+    }
+    counter_add(&l->auth_failures, 1);
+    http_respond_error(r, 401, given ? "invalid bearer token" : "a bearer token is required",
                        given ? "WWW-Authenticate: Bearer realm=\"snowflaked\", "
                                "error=\"invalid_token\"\r\n"
                              : "WWW-Authenticate: Bearer realm=\"snowflaked\"\r\n");

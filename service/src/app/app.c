@@ -27,6 +27,7 @@
 #include "cluster/peers.h"
 #include "obs/log.h"
 #include "proto/echo.h"
+#include "seq/source_file.h"
 #include "snowflake/rng.h"
 #include "util/version.h"
 
@@ -1166,6 +1167,8 @@ static void warn_exposed(const app *a)
                  c->cache.memcached_flush_all ? "read, change and flush" : "read and change");
 }
 
+static int start_sequences(app *a, char *err, size_t errlen);
+
 int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
@@ -1184,6 +1187,9 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
     if (make_tls(a, err, errlen) != 0)
         return EXIT_CONFIG;
     int rc = start_ids(a, cli, err, errlen);
+    if (rc != 0)
+        return rc;
+    rc = start_sequences(a, err, errlen);
     if (rc != 0)
         return rc;
     net_config nc;
@@ -1219,6 +1225,59 @@ int app_start(app *a, const cfg *c, const cfg_cli *cli, char *err, size_t errlen
     log_listening(a);
     warn_exposed(a);
     watch_tls_files(a);
+    return 0;
+}
+
+/* Segment mode (seq/seq.h): the namespaces of the configuration and those created over the API
+ * before (their files in data_dir/sequences), over the file block source; every first block
+ * reserved (up to sequences.start_wait_ms) before the listeners open. Nothing when no namespace
+ * is declared and none was ever created. */
+static int start_sequences(app *a, char *err, size_t errlen)
+{
+    const cfg *c = a->config;
+    const cfg_sequences *sq = &c->sequences;
+    char dir[CFG_PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/" SEQ_FILE_DIR, c->data_dir);
+    struct stat st;
+    if (c->snowflake.worker_source == CFG_WORKER_ETCD) {
+        if (sq->nns == 0)
+            return 0;
+        snprintf(err, errlen,
+                 "sequences.namespaces with worker_id \"etcd\" need blocks from etcd, which this "
+                 "build cannot reserve yet (a file would not be unique across the fleet)");
+        return EXIT_CONFIG;
+    }
+    if (!app_sequences_possible(c) && stat(dir, &st) != 0)
+        return 0;
+    a->seq_file = seq_file_source_new(dir, sq->reserve_delay_ms, err, errlen);
+    if (!a->seq_file)
+        return EXIT_FAILURE;
+    seq_source src;
+    seq_file_source_ops(a->seq_file, &src);
+    seq_options o = {.prefetch_pct = sq->prefetch_percent,
+                     .retry_ms = sq->retry_ms,
+                     .adaptive_block_ms = sq->adaptive_block_ms,
+                     .start_wait_ms = sq->start_wait_ms};
+    a->seq = seq_table_new(&src, &o, clk_system(), sq->max_namespaces, err, errlen);
+    if (!a->seq)
+        return EXIT_FAILURE;
+    for (unsigned i = 0; i < sq->nns; i++) {
+        const cfg_seq_ns *n = &sq->ns[i];
+        seq_ns_def d = {.start = n->start,
+                        .max = n->max,
+                        .block = n->block,
+                        .adaptive = n->adaptive,
+                        .block_min = n->block_min,
+                        .block_max = n->block_max};
+        snprintf(d.name, sizeof d.name, "%s", n->name);
+        if (seq_table_declare(a->seq, &d, n->token[0] ? n->token : NULL, err, errlen) != 0)
+            return EXIT_CONFIG;
+    }
+    if (seq_table_start(a->seq, err, errlen) != 0)
+        return EXIT_FAILURE;
+    a->api.seq = a->seq;
+    LOG_INFO("sequences: %u namespace(s) (%u declared), blocks from %s", seq_count(a->seq),
+             sq->nns, dir);
     return 0;
 }
 
@@ -1277,6 +1336,7 @@ int app_stop(app *a)
     if (cache_persist_stop(a->persist) != 0)
         code = EXIT_FAILURE;
     a->persist = NULL;
+    seq_table_stop(a->seq); /* the unissued numbers given back, the source's thread joined */
     char err[512];
     if (sf_lease_keeper_stop(&a->keeper, err, sizeof err) != 0) {
         LOG_ERROR("final lease not written: %s", err);
@@ -1314,6 +1374,11 @@ void app_free(app *a)
 {
     http_server_free(a->http);
     perloop_free(&a->api.loops);
+    seq_table_free(a->seq);
+    seq_file_source_free(a->seq_file);
+    a->seq = NULL;
+    a->seq_file = NULL;
+    a->api.seq = NULL;
     memcache_server_free(a->mc);
     cache_store_free(a->cache);
     for (unsigned i = 0; a->gen_ptrs && i < perloop_count(&a->gens); i++)

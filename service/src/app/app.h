@@ -38,6 +38,8 @@
 #include "net/loop.h"
 #include "proto/http.h"
 #include "proto/memcache.h"
+#include "seq/seq.h"
+#include "seq/source_file.h"
 #include "util/clock.h"
 #include "snowflake/generator.h"
 #include "snowflake/lease.h"
@@ -89,6 +91,8 @@ typedef struct app {
     certname_list http_peers; /* auth.client_certificates, server.tls's access list (net_tls.peers) */
     uint64_t peer_unlisted_seen, peer_unlisted_logged_ms; /* their refusals, logged once a minute */
     net_server own_net;   /* the daemon's */
+    seq_table *seq;            /* segment mode's namespaces, or NULL (none declared or created) */
+    seq_file_source *seq_file; /* their block source on a single node */
 } app;
 
 /* The daemon, from a loaded configuration: everything up and listening, "listening on" logged.

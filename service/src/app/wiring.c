@@ -60,8 +60,19 @@ void app_http_limits(const cfg *c, http_limits *out)
                          .max_body_bytes = sv->max_body_bytes,
                          .max_requests_per_connection = sv->max_requests_per_connection,
                          .max_pipeline = sv->max_pipeline,
-                         .scratch_bytes = api_ids_scratch_bytes(c->snowflake.max_batch),
+                         /* with sequences, /metrics and /sequences write about 3 KiB per
+                          * namespace there */
+                         .scratch_bytes = api_ids_scratch_bytes(c->snowflake.max_batch) +
+                                          (app_sequences_possible(c)
+                                               ? (size_t)c->sequences.max_namespaces * 3072
+                                               : 0),
                          .pool_idle_max = sv->pool_idle_max};
+}
+
+bool app_sequences_possible(const cfg *c)
+{
+    return c->snowflake.worker_source != CFG_WORKER_ETCD &&
+           (c->sequences.nns > 0 || c->sequences.api_create);
 }
 
 void app_cache_config(const cfg *c, cache_store_config *out)
@@ -153,7 +164,8 @@ void app_api_options(const cfg *c, api_options *out)
                          .token = NULL,
                          .token_len = 0,
                          .client_certificates = c->auth.client_certificates[0] != '\0',
-                         .token_and_certificate = c->auth.token_and_certificate};
+                         .token_and_certificate = c->auth.token_and_certificate,
+                         .seq_api_create = c->sequences.api_create};
 }
 
 void app_snapshot_path(const cfg *c, char *out, size_t cap)

@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "seq/seq.h"
 #include "snowflake/typeid.h"
 #include "util/certname.h"
 #include "util/decimal.h"
@@ -41,6 +42,7 @@
 #define CFG_TIB          (CFG_GIB * 1024)
 #define CFG_DAY_MS       UINT64_C(86400000)
 #define CFG_EPOCH_MAX_MS UINT64_C(253402300799999) /* 9999-12-31T23:59:59.999Z */
+#define CFG_U53          UINT64_C(9007199254740992) /* 2^53: JSON numbers stay exact below */
 #define CFG_FILE_MAX     (1024 * 1024)             /* a config file larger than this is a mistake */
 #define CFG_SHOW_MAX     72                        /* echoed user values are cut to this */
 #define CFG_HIDDEN       "***" /* how --check-config prints a secret; loads as "given elsewhere" */
@@ -60,6 +62,8 @@ typedef enum {
     CFG_T_LIST, /* a JSON array of strings, stored joined by '\n' in char[max + 1] (entries of
                  * util/certname.h: the one list key); as text (--set, environment) the array's
                  * JSON, or one entry */
+    CFG_T_SEQS, /* sequences.namespaces: a JSON array of objects, stored as given in char[max + 1]
+                 * and parsed into cfg_sequences.ns; as text the array's JSON */
 } cfg_type;
 
 enum {
@@ -228,6 +232,10 @@ static const char *cfg_ktls_name(const void *field)
 #define K_LIST(p, f, doc)                                                                          \
     {                                                                                              \
         p, CFG_T_LIST, offsetof(cfg, f), 0, CFG_FSIZE(f) - 1, 0, NULL, NULL, NULL, doc             \
+    }
+#define K_SEQS(p, f, doc)                                                                          \
+    {                                                                                              \
+        p, CFG_T_SEQS, offsetof(cfg, f), 0, CFG_FSIZE(f) - 1, 0, NULL, NULL, NULL, doc             \
     }
 #define K_ENUM(p, f, pa, na, ch, doc)                                                              \
     {                                                                                              \
@@ -593,6 +601,32 @@ static const cfg_key cfg_keys[] = {
            cfg_credentials_name, "token_or_certificate|token_and_certificate",
            "how the token and `client_certificates` combine: either one suffices, or a request "
            "needs a listed certificate and the token (then both must be set, else exit 2)"),
+    K_SEQS("sequences.namespaces", sequences.namespaces,
+           "segment mode's namespaces, each an object: `name` (1–64 of `A-Za-z0-9_.-`, the first "
+           "a letter or digit), `start` (first number, default 1), `block` (numbers per block, "
+           "default 1000), `max` (last number, 0 = none), `adaptive` with `block_min` and "
+           "`block_max` (the block follows the load), `token` (this namespace's bearer token, "
+           "16–255 bytes, printed as `\"***\"`); at most 64. "
+           "[sequences.md](sequences.md)"),
+    K_U32("sequences.prefetch_percent", sequences.prefetch_percent, 0, 100,
+          "the next block is reserved in the background once this share of the current one is "
+          "issued (0: as soon as a block is in use)"),
+    K_U32("sequences.retry_ms", sequences.retry_ms, 1, 600000,
+          "after a failed block reserve (disk full, store down) the next one waits this long"),
+    K_U64("sequences.adaptive_block_ms", sequences.adaptive_block_ms, 1000, CFG_DAY_MS,
+          "adaptive namespaces: a block should last about this long (faster: the next doubles, "
+          "up to `block_max`; more than twice as long: it halves, down to `block_min`)"),
+    K_U32("sequences.start_wait_ms", sequences.start_wait_ms, 0, 600000,
+          "start waits this long at most for every namespace's first block (later ones answer "
+          "503 until theirs arrives)"),
+    K_U32("sequences.max_namespaces", sequences.max_namespaces, 1, 1024,
+          "namespaces of the configuration and created over the API together"),
+    K_BOOL("sequences.api_create", sequences.api_create,
+           "`PUT /seq/{name}` with `auth.token` creates namespaces at run time, kept in "
+           "`data_dir` across restarts (needs `auth.token` or `token_file`, else exit 2)"),
+    K_U32("sequences.reserve_delay_ms", sequences.reserve_delay_ms, 0, 60000,
+          "fault injection for tests: every block reserve waits this long first; 0 in "
+          "production"),
 };
 
 #define CFG_NKEYS (sizeof cfg_keys / sizeof cfg_keys[0])
@@ -829,6 +863,7 @@ static void cfg_expect(const cfg_key *k, char *out, size_t outlen)
         snprintf(out, outlen, "an integer, \"ordinal\", \"env:NAME\" or \"etcd\"");
         break;
     case CFG_T_LIST: snprintf(out, outlen, "an array of strings"); break;
+    case CFG_T_SEQS: snprintf(out, outlen, "an array of namespace objects"); break;
     }
 }
 
@@ -996,6 +1031,127 @@ static int cfg_store_worker(cfg_ctx *ctx, const cfg_key *k, const char *text, co
     return 0;
 }
 
+static bool cfg_has_earlier_twin(const cJSON *item);
+
+/* One number of a namespace object: an integer 0..max (JSON doubles are exact up to 2^53). */
+static int cfg_seq_number(cfg_ctx *ctx, const char *src, const char *name, const cJSON *it,
+                          uint64_t max, uint64_t *out)
+{
+    double d = it->valuedouble;
+    if (!cJSON_IsNumber(it) || d < 0 || d > (double)max || d != (double)(uint64_t)d)
+        return cfg_fail(ctx, src, "sequences.namespaces", "%s: %s must be an integer 0..%llu",
+                        name, it->string, (unsigned long long)max);
+    *out = (uint64_t)d;
+    return 0;
+}
+
+/* sequences.namespaces: text is the array's JSON. Every object is checked (unknown keys, types,
+ * seq_def_check's rules, duplicate names) and the list replaces the one of a lower layer. */
+static int cfg_store_seqs(cfg_ctx *ctx, const cfg_key *k, const char *text, const char *src)
+{
+    static cfg_sequences parsed; /* the main thread's, one load at a time: too big for a stack */
+    cfg_sequences *sq = &parsed;
+    const char *P = k->path;
+    size_t len = strlen(text);
+    if (len > k->max)
+        return cfg_fail(ctx, src, P, "must be at most %llu bytes of JSON, got %zu",
+                        (unsigned long long)k->max, len);
+    cJSON *arr = cJSON_Parse(text);
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(arr);
+        return cfg_fail(ctx, src, P, "must be a JSON array of namespace objects");
+    }
+    memset(sq->ns, 0, sizeof sq->ns);
+    sq->nns = 0;
+    int rc = 0;
+    char name[96];
+    for (const cJSON *o = arr->child; o && rc == 0; o = o->next) {
+        if (sq->nns == CFG_SEQ_MAX) {
+            rc = cfg_fail(ctx, src, P, "at most %d namespaces (more over the API)", CFG_SEQ_MAX);
+            break;
+        }
+        cfg_seq_ns *n = &sq->ns[sq->nns];
+        snprintf(name, sizeof name, "namespace %u", sq->nns + 1);
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+        if (!cJSON_IsObject(o) || !cJSON_IsString(nm)) {
+            rc = cfg_fail(ctx, src, P, "%s: must be an object with a \"name\"", name);
+            break;
+        }
+        cfg_show(name, sizeof name, nm->valuestring, false);
+        n->start = 1;
+        n->block = 1000;
+        for (const cJSON *it = o->child; it && rc == 0; it = it->next) {
+            const char *f = it->string;
+            if (cfg_has_earlier_twin(it))
+                rc = cfg_fail(ctx, src, P, "%s: duplicate key %s", name, f);
+            else if (strcmp(f, "name") == 0)
+                snprintf(n->name, sizeof n->name, "%s", strlen(it->valuestring) < sizeof n->name
+                                                            ? it->valuestring
+                                                            : "");
+            else if (strcmp(f, "start") == 0)
+                rc = cfg_seq_number(ctx, src, name, it, CFG_U53, &n->start);
+            else if (strcmp(f, "max") == 0)
+                rc = cfg_seq_number(ctx, src, name, it, CFG_U53, &n->max);
+            else if (strcmp(f, "block") == 0)
+                rc = cfg_seq_number(ctx, src, name, it, CFG_U53, &n->block);
+            else if (strcmp(f, "block_min") == 0)
+                rc = cfg_seq_number(ctx, src, name, it, CFG_U53, &n->block_min);
+            else if (strcmp(f, "block_max") == 0)
+                rc = cfg_seq_number(ctx, src, name, it, CFG_U53, &n->block_max);
+            else if (strcmp(f, "adaptive") == 0 && cJSON_IsBool(it))
+                n->adaptive = cJSON_IsTrue(it);
+            else if (strcmp(f, "token") == 0 && cJSON_IsString(it)) {
+                size_t tl = strlen(it->valuestring);
+                if (strcmp(it->valuestring, CFG_HIDDEN) == 0)
+                    rc = cfg_fail(ctx, src, P,
+                                  "%s: \"" CFG_HIDDEN "\" is the token --check-config hides: "
+                                  "give the real one",
+                                  name);
+                else if (tl && (tl < CFG_TOKEN_MIN || tl >= sizeof n->token))
+                    rc = cfg_fail(ctx, src, P, "%s: token must be %d–%zu bytes (or \"\")", name,
+                                  CFG_TOKEN_MIN, sizeof n->token - 1);
+                else
+                    memcpy(n->token, it->valuestring, tl + 1);
+            } else if (strcmp(f, "adaptive") == 0 || strcmp(f, "token") == 0)
+                rc = cfg_fail(ctx, src, P, "%s: %s must be %s", name, f,
+                              f[0] == 'a' ? "true or false" : "a string");
+            else
+                rc = cfg_fail(ctx, src, P, "%s: unknown key %s (name, start, block, max, adaptive, "
+                              "block_min, block_max, token)", name, f);
+        }
+        if (rc != 0)
+            break;
+        if (n->adaptive && n->block_min == 0) /* defaults that print as what they mean */
+            n->block_min = n->block;
+        if (n->adaptive && n->block_max == 0)
+            n->block_max = n->block_min * 64;
+        seq_ns_def d = {.start = n->start, .max = n->max, .block = n->block,
+                        .adaptive = n->adaptive, .block_min = n->block_min,
+                        .block_max = n->block_max};
+        snprintf(d.name, sizeof d.name, "%s", n->name);
+        char why[256];
+        if (strlen(nm->valuestring) > SEQ_NAME_MAX || seq_def_check(&d, why, sizeof why) != 0) {
+            if (strlen(nm->valuestring) > SEQ_NAME_MAX)
+                snprintf(why, sizeof why, "namespace name %s: at most %d characters", name,
+                         SEQ_NAME_MAX);
+            rc = cfg_fail(ctx, src, P, "%s", why);
+            break;
+        }
+        for (unsigned j = 0; j < sq->nns; j++)
+            if (strcmp(sq->ns[j].name, n->name) == 0)
+                rc = cfg_fail(ctx, src, P, "%s is declared twice", name);
+        sq->nns++;
+    }
+    cJSON_Delete(arr);
+    if (rc != 0)
+        return rc;
+    cfg_sequences *c = &ctx->c->sequences;
+    memcpy(c->ns, sq->ns, sizeof c->ns);
+    c->nns = sq->nns;
+    memcpy(c->namespaces, text, len + 1);
+    return 0;
+}
+
 /* Parses text for key i and stores it, remembering which layer set it. bare: the text came from a
  * JSON number or boolean (echoed without quotes in errors). */
 static int cfg_set_text(cfg_ctx *ctx, size_t i, const char *text, bool bare, const char *src,
@@ -1031,6 +1187,7 @@ static int cfg_set_text(cfg_ctx *ctx, size_t i, const char *text, bool bare, con
     case CFG_T_EPOCH: rc = cfg_store_epoch(ctx, k, text, shown, src); break;
     case CFG_T_WORKER: rc = cfg_store_worker(ctx, k, text, shown, src); break;
     case CFG_T_LIST: rc = cfg_store_list(ctx, k, text, shown, src); break;
+    case CFG_T_SEQS: rc = cfg_store_seqs(ctx, k, text, src); break;
     }
     if (rc == 0) {
         ctx->layer[i] = layer;
@@ -1080,7 +1237,7 @@ static int cfg_apply_item(cfg_ctx *ctx, size_t i, const cJSON *item, const char 
         return cfg_set_text(ctx, i, cJSON_IsTrue(item) ? "true" : "false", true, src, layer, NULL);
     if (cJSON_IsString(item) && stringy)
         return cfg_set_text(ctx, i, item->valuestring, false, src, layer, NULL);
-    if (cJSON_IsArray(item) && k->type == CFG_T_LIST) {
+    if (cJSON_IsArray(item) && (k->type == CFG_T_LIST || k->type == CFG_T_SEQS)) {
         char *text = cJSON_PrintUnformatted(item);
         if (!text)
             return cfg_fail(ctx, src, k->path, "out of memory");
@@ -1356,6 +1513,25 @@ static int cfg_check_hidden(cfg_ctx *ctx)
                     "\"" CFG_HIDDEN "\" is the token --check-config hides: give the real one "
                     "(SNOWFLAKED_AUTH_TOKEN, --set auth.token=..., or auth.token_file), or \"\" "
                     "for no access control");
+}
+
+static int cfg_check_sequences(cfg_ctx *ctx)
+{
+    const cfg_sequences *sq = &ctx->c->sequences;
+    char src[CFG_PATH_MAX + 32];
+    cfg_cross_label(ctx, src, sizeof src, "sequences.max_namespaces", "sequences.namespaces",
+                    (const char *)NULL);
+    if (sq->api_create && !ctx->c->auth.token[0] && !ctx->c->auth.token_file[0]) {
+        cfg_cross_label(ctx, src, sizeof src, "sequences.api_create", (const char *)NULL);
+        return cfg_fail(ctx, src, "sequences.api_create",
+                        "needs auth.token (or auth.token_file): creating namespaces is the "
+                        "admin's");
+    }
+    if (sq->nns > sq->max_namespaces)
+        return cfg_fail(ctx, src, "sequences.max_namespaces",
+                        "%u is below the %u namespaces sequences.namespaces declares",
+                        sq->max_namespaces, sq->nns);
+    return 0;
 }
 
 static int cfg_check_limits(cfg_ctx *ctx)
@@ -2049,7 +2225,8 @@ int cfg_load(cfg *c, const cfg_cli *cli, uint64_t now_ms, char *err, size_t errl
     cfg_resolve_threads(c);
     if (cfg_check_hidden(&ctx) != 0 || cfg_check_limits(&ctx) != 0 ||
         cfg_check_layout(&ctx, now_ms) != 0 || cfg_check_ids(&ctx) != 0 ||
-        cfg_check_listeners(&ctx) != 0 || cfg_check_tls(&ctx) != 0)
+        cfg_check_listeners(&ctx) != 0 || cfg_check_tls(&ctx) != 0 ||
+        cfg_check_sequences(&ctx) != 0)
         return -1;
     cfg_copy(c->source, sizeof c->source, ctx.file ? ctx.file : "defaults");
     return 0;
@@ -2186,6 +2363,26 @@ static void cfg_print_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
+/* sequences.namespaces as it loads again, every field given, tokens hidden. */
+static void cfg_print_seqs(const cfg_sequences *sq, FILE *out)
+{
+    fputc('[', out);
+    for (unsigned i = 0; i < sq->nns; i++) {
+        const cfg_seq_ns *n = &sq->ns[i];
+        fputs(i ? ", {\"name\": " : "{\"name\": ", out);
+        cfg_print_str(out, n->name);
+        fprintf(out,
+                ", \"start\": %llu, \"block\": %llu, \"max\": %llu, \"adaptive\": %s, "
+                "\"block_min\": %llu, \"block_max\": %llu, \"token\": ",
+                (unsigned long long)n->start, (unsigned long long)n->block,
+                (unsigned long long)n->max, n->adaptive ? "true" : "false",
+                (unsigned long long)n->block_min, (unsigned long long)n->block_max);
+        cfg_print_str(out, n->token[0] ? CFG_HIDDEN : "");
+        fputc('}', out);
+    }
+    fputc(']', out);
+}
+
 static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
 {
     const void *field = (const char *)c + k->off;
@@ -2226,6 +2423,7 @@ static void cfg_print_value(const cfg *c, const cfg_key *k, FILE *out)
         else
             fprintf(out, "%u", c->snowflake.worker_id);
         break;
+    case CFG_T_SEQS: cfg_print_seqs(&c->sequences, out); break;
     case CFG_T_LIST: {
         const char *p = field;
         fputc('[', out);
@@ -2355,7 +2553,7 @@ int cfg_print_schema(FILE *out)
         [CFG_T_BOOL] = "bool",     [CFG_T_STR] = "string",
         [CFG_T_ENUM] = "enum",     [CFG_T_EPOCH] = "epoch",
         [CFG_T_WORKER] = "worker", [CFG_T_U32_OR_MAX] = "u32_or_max",
-        [CFG_T_LIST] = "list",
+        [CFG_T_LIST] = "list",     [CFG_T_SEQS] = "namespaces",
     };
     static cfg defaults;
     cfg_ctx ctx;

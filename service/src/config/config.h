@@ -200,6 +200,30 @@ typedef struct cfg_auth {
     bool token_and_certificate; /* auth.credentials "token_and_certificate" */
 } cfg_auth;
 
+/* Segment mode (seq/seq.h, docs/sequences.md): the namespaces the configuration declares. */
+#define CFG_SEQ_MAX      64    /* namespaces in sequences.namespaces (more come over the API) */
+#define CFG_SEQ_JSON_MAX 16384 /* their JSON, as given */
+typedef struct cfg_seq_ns {
+    char name[65];
+    uint64_t start, max; /* max 0 = none */
+    uint64_t block, block_min, block_max;
+    bool adaptive;
+    char token[256]; /* "" = the route's usual access; else this namespace's bearer token */
+} cfg_seq_ns;
+
+typedef struct cfg_sequences {
+    char namespaces[CFG_SEQ_JSON_MAX]; /* the JSON array (sequences.namespaces) */
+    cfg_seq_ns ns[CFG_SEQ_MAX];        /* parsed from it */
+    unsigned nns;
+    uint32_t prefetch_percent;  /* the next block is fetched once this share of one is issued */
+    uint32_t retry_ms;          /* after a failed block reserve */
+    uint64_t adaptive_block_ms; /* adaptive namespaces: how long a block should last */
+    uint32_t start_wait_ms;     /* start waits this long at most for the first blocks */
+    uint32_t max_namespaces;    /* declared and created over the API together */
+    uint32_t reserve_delay_ms;  /* test knob: every block reserve waits this long first */
+    bool api_create;            /* PUT /seq/{name} with auth.token creates namespaces */
+} cfg_sequences;
+
 typedef struct cfg {
     char data_dir[CFG_PATH_MAX];
     cfg_server server;
@@ -208,6 +232,7 @@ typedef struct cfg {
     cfg_echo echo;
     cfg_log log;
     cfg_auth auth;
+    cfg_sequences sequences;
     char source[CFG_PATH_MAX]; /* the file loaded, or "defaults" */
 } cfg;
 

@@ -115,6 +115,7 @@ const char *http_status_text(int status)
     case 100: return "Continue";
     case 200: return "OK";
     case 201: return "Created";
+    case 202: return "Accepted";
     case 204: return "No Content";
     case 304: return "Not Modified";
     case 400: return "Bad Request";
@@ -124,6 +125,7 @@ const char *http_status_text(int status)
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
     case 409: return "Conflict";
+    case 410: return "Gone";
     case 411: return "Length Required";
     case 412: return "Precondition Failed";
     case 413: return "Content Too Large";

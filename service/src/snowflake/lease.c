@@ -26,22 +26,11 @@ static uint32_t crc32_of(const char *s, size_t n)
 
 int sf_lease_read(const char *path, uint64_t *end_ms, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
     char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    int saved = errno;
-    close(fd);
-    if (n < 0) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(saved));
-        return -1;
-    }
-    buf[n] = '\0';
+    size_t n;
+    int got = fsio_read_small(path, buf, sizeof buf, &n, err, errlen);
+    if (got <= 0)
+        return got;
     size_t magic = sizeof LEASE_MAGIC - 1;
     char *space = NULL;
     if ((size_t)n > magic && memcmp(buf, LEASE_MAGIC, magic) == 0)

@@ -130,3 +130,25 @@ int fsio_fsync_parent(const char *path)
     close(fd);
     return rc;
 }
+
+int fsio_read_small(const char *path, char *buf, size_t cap, size_t *len, char *err,
+                    size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    ssize_t n = read(fd, buf, cap - 1);
+    int saved = errno;
+    close(fd);
+    if (n < 0) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(saved));
+        return -1;
+    }
+    buf[n] = '\0';
+    *len = (size_t)n;
+    return 1;
+}

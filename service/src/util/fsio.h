@@ -51,6 +51,12 @@ void fsio_atomic_abort(fsio_atomic *a);
 /* open + one write of len bytes + commit. Returns 0, or -1 with a reason in err. */
 int fsio_write_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
+/* Reads a small file whole (the lease, a sequence's high-water mark): at most cap - 1 bytes
+ * into buf, NUL-terminated, *len their count. Returns 1, 0 when the file does not exist, or -1
+ * with "<path>: cannot open|read: <strerror>" in err. */
+int fsio_read_small(const char *path, char *buf, size_t cap, size_t *len, char *err,
+                    size_t errlen);
+
 /* fsyncs the directory holding path, so that a rename into it survives a crash.
  * Returns 0, or -1 with errno set. */
 int fsio_fsync_parent(const char *path);
