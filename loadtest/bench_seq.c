@@ -142,7 +142,7 @@ static double measure(seq_table *t, unsigned threads, bool own, uint32_t batch, 
     run runs[4];
     pthread_t th[4];
     for (unsigned i = 0; i < threads; i++) {
-        char name[8];
+        char name[16]; /* "n" and a u32 in decimal */
         snprintf(name, sizeof name, "n%u", own ? i : 0);
         runs[i] = (run){.ns = seq_find(t, name, strlen(name)), .batch = batch, .go = &go,
                         .stop = &stop, .ready = &ready};
