@@ -44,10 +44,20 @@ def debian_import(module, debian_package):
                           % (module, sys.executable, DEBIAN_DIST_PACKAGES, debian_package)) from e
 
 
+_HANDED_OUT = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now and that this process has not handed out before: two calls
+    before either port is bound (a test's TLS port, then the Server's own) must not get the same
+    one, which the kernel may give twice once the probe socket is closed."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 # One identity per host (cluster/hostclaim.h): ctest runs suites in parallel, and every daemon

@@ -731,6 +731,9 @@ class WatchFiles(unittest.TestCase):
             with open(src, "rb") as f, open(os.path.join(self.dir, name), "wb") as g:
                 g.write(f.read())
         self.assertEqual(self.wait_serial(port, CERTS.server2), serial(CERTS.server2))
+        deadline = time.time() + 3  # the log is written by a thread of its own
+        while time.time() < deadline and "(files changed)" not in server.output():
+            time.sleep(0.05)
         self.assertIn("(files changed)", server.output())
         # a bad pair: refused, logged, the one in service stays
         copy_file(CERTS.server_key, os.path.join(self.dir, "tls.key"))
