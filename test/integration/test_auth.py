@@ -182,13 +182,18 @@ class TokenFile(unittest.TestCase):
         # auth.token below 16 bytes is
         with tempfile.TemporaryDirectory() as d:
             empty, short = os.path.join(d, "empty"), os.path.join(d, "short")
+            spaced = os.path.join(d, "spaced")
             open(empty, "w").close()
             with open(short, "w") as f:
                 f.write("fifteen-bytes!!\n")
+            with open(spaced, "w") as f:  # no Authorization header can carry it
+                f.write("fifteen-bytes!! and more\n")
             for path, code, text in ((os.path.join(d, "missing"), 1, "No such file"),
                                      (empty, 2, "first line must hold the token (16..255 bytes), "
                                                 "got 0"),
-                                     (short, 2, "(16..255 bytes), got 15")):
+                                     (short, 2, "(16..255 bytes), got 15"),
+                                     (spaced, 2, "visible ASCII without spaces (0x21-0x7E), "
+                                                 "byte 16 is not")):
                 env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}
                 env["SNOWFLAKED_DATA_DIR"] = os.path.join(d, "data")
                 env["SNOWFLAKED_SNOWFLAKE_DATACENTER_ID"] = "2"  # an identity of its own
@@ -207,6 +212,15 @@ class TokenFile(unittest.TestCase):
                                capture_output=True, text=True, timeout=20)
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn("auth.token: must be at least 16 bytes", p.stderr)
+        # from the environment too: a token a header cannot carry, named, never shown
+        p = subprocess.run([BINARY, "-p", str(free_port())], capture_output=True, text=True,
+                           env=dict(env, SNOWFLAKED_AUTH_TOKEN="secret-with\ttab-0123456789"),
+                           timeout=20)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("SNOWFLAKED_AUTH_TOKEN", p.stderr)
+        self.assertIn("auth.token: must be visible ASCII without spaces (0x21-0x7E), byte 12",
+                      p.stderr)
+        self.assertNotIn("secret-with", p.stderr)
 
     def test_check_config_does_not_print_the_token(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SNOWFLAKED_")}

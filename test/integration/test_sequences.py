@@ -489,10 +489,21 @@ class CreatedOverTheApi(unittest.TestCase):
             for bad, why in ((b"[]", "JSON object"), (b'{"block": 0}', "block must be at least 1"),
                              (b'{"blok": 5}', "unknown or mistyped"),
                              (b'{"start": -1}', "integers"),
-                             (b'{"token": "short"}', "16 to 255 bytes")):
+                             (b'{"token": "short"}', "16 to 255 bytes"),
+                             # strict JSON: nothing after the object, no field twice, no \u0000
+                             (b'{"start": 5}x', "text after the JSON value at byte 12"),
+                             (b'{"start": 5}{"start": 6}', "text after the JSON value"),
+                             (b'{"start": 5, "start": 6}', "field start is given twice"),
+                             (b'{"token": "abcdefgh\\u0000ijklmnopq"}', "\\u0000 in a string"),
+                             # a token no Authorization header can carry
+                             (b'{"token": "two words 0123456789"}', "0x21-0x7E"),
+                             (b'{"token": "tab\\there-0123456789"}', "0x21-0x7E"),
+                             (b'{"token": "caf\\u00e9-0123456789"}', "0x21-0x7E")):
                 r = request(srv, put("/seq/x1", bad, ADMIN))
                 self.assertEqual(r.status, 400, (bad, r.body))
                 self.assertIn(why, r.json()["error"])
+                self.assertNotIn("0123456789", r.json()["error"])  # never the token
+            self.assertEqual(request(srv, get("/seq/x1")).status, 404)  # none was created
             r = request(srv, put("/seq/a%2Fb", b"{}", ADMIN))
             self.assertEqual(r.status, 400)
             r = request(srv, put("/seqs/tickets", b"{}", ADMIN))

@@ -860,7 +860,21 @@ START_TEST(test_short_token_refused)
     rc = load_argv(&c, err, sizeof err, (char *)NULL);
     EXPECT_OK(rc, err);
     ck_assert_str_eq(c.auth.token, "");
+    /* a token a header cannot carry (a space, a control byte, non-ASCII): where, never what */
+    static const char *unsendable[] = {"secret token-0123456", "secret\ttoken-0123456",
+                                       "secret\xc3\xa9token-0123456", "secret\x7ftoken-0123456"};
+    for (size_t i = 0; i < sizeof unsendable / sizeof *unsendable; i++) {
+        setenv("SNOWFLAKED_AUTH_TOKEN", unsendable[i], 1);
+        rc = load_argv(&c, err, sizeof err, (char *)NULL);
+        EXPECT_ERR(rc, err, "environment SNOWFLAKED_AUTH_TOKEN: auth.token: ",
+                   "must be visible ASCII without spaces (0x21-0x7E), byte 7 is not");
+        ck_assert_msg(strstr(err, "secret") == NULL, "the token is quoted: %s", err);
+    }
     unsetenv("SNOWFLAKED_AUTH_TOKEN");
+    rc = load_json("{\"auth\":{\"token\":\"secret token-0123456\"}}", &c, err, sizeof err);
+    EXPECT_ERR(rc, err, last_path, ": auth.token: ", "byte 7 is not");
+    rc = load_argv(&c, err, sizeof err, "--set", "auth.token=secret token-0123456", (char *)NULL);
+    EXPECT_ERR(rc, err, "flag --set: auth.token: ", "byte 7 is not");
     /* auth.token_file is read at start (app.c), where the same minimum applies */
     rc = load_argv(&c, err, sizeof err, "--set", "auth.token_file=/nonexistent/token", (char *)NULL);
     EXPECT_OK(rc, err);
@@ -1672,10 +1686,20 @@ START_TEST(test_sequences_namespaces)
         {"sequences.namespaces=[{\"name\":\"a\",\"adaptive\":1}]", "adaptive must be true or false"},
         {"sequences.namespaces=[{\"name\":\"a\"},{\"name\":\"a\"}]", "declared twice"},
         {"sequences.namespaces=[{\"name\":\"a\",\"name\":\"b\"}]", "duplicate key name"},
+        /* one array and nothing after it; no \u0000 cutting a string short */
+        {"sequences.namespaces=[{\"name\":\"a\"}]x", "text after the JSON value at byte 14"},
+        {"sequences.namespaces=[{\"name\":\"a\"}] [{\"name\":\"b\"}]", "text after the JSON"},
+        {"sequences.namespaces=[{\"name\":\"a\\u0000b\"}]", "\\u0000 in a string"},
+        /* a token no Authorization header can carry: where, never what */
+        {"sequences.namespaces=[{\"name\":\"a\",\"token\":\"secret token-0123456\"}]",
+         "\"a\": token must be visible ASCII without spaces (0x21-0x7E), byte 7 is not"},
+        {"sequences.namespaces=[{\"name\":\"a\",\"token\":\"secret\\u00e9token-0123\"}]",
+         "byte 7 is not"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         rc = load_argv(&c, err, sizeof err, "--set", (char *)bad[i].set, (char *)NULL);
         EXPECT_ERR(rc, err, "flag --set: sequences.namespaces: ", bad[i].want);
+        ck_assert_msg(strstr(err, "secret") == NULL, "the token is quoted: %s", err);
     }
     rc = load_argv(&c, err, sizeof err, "--set", "sequences.namespaces=[{\"name\":\"a\"},"
                    "{\"name\":\"b\"}]", "--set", "sequences.max_namespaces=1", (char *)NULL);

@@ -15,8 +15,10 @@
 #include "llhttp.h"
 #include "obs/prom.h"
 #include "seq/seq.h"
+#include "util/bearer.h"
 #include "util/counter.h"
 #include "util/fmt.h"
+#include "util/jsonstrict.h"
 #include "util/sha256.h"
 
 #define SEQ_PREFIX  "/seq/"
@@ -140,8 +142,19 @@ static void create(http_request *r, api_ctx *a)
         memcpy(body + n, c->data + c->start, c->end - c->start);
         n += c->end - c->start;
     }
-    cJSON *o = cJSON_ParseWithLength(body, n);
-    const char *bad = !cJSON_IsObject(o) ? "the body must be a JSON object" : NULL;
+    const char *why, *bad = NULL;
+    size_t at;
+    cJSON *o = json_strict_parse(body, n, &why, &at); /* one object: nothing after, no \u0000 */
+    const cJSON *twin = json_strict_twin(o);
+    if (!o || twin) {
+        if (o)
+            snprintf(msg, sizeof msg, "field %.64s is given twice", twin->string);
+        else
+            snprintf(msg, sizeof msg, "the body must be a JSON object: %s at byte %zu", why, at);
+        bad = msg;
+    } else if (!cJSON_IsObject(o)) {
+        bad = "the body must be a JSON object";
+    }
     for (const cJSON *it = o ? o->child : NULL; !bad && it; it = it->next) {
         const char *f = it->string;
         double v = it->valuedouble;
@@ -159,10 +172,11 @@ static void create(http_request *r, api_ctx *a)
         else if (strcmp(f, "adaptive") == 0 && cJSON_IsBool(it))
             d.adaptive = cJSON_IsTrue(it);
         else if (strcmp(f, "token") == 0 && cJSON_IsString(it) &&
-                 strlen(it->valuestring) >= 16 && strlen(it->valuestring) <= 255)
+                 strlen(it->valuestring) >= 16 && strlen(it->valuestring) <= 255 &&
+                 bearer_token_ok(it->valuestring, strlen(it->valuestring)))
             sha256_hex(it->valuestring, strlen(it->valuestring), d.token_sha256); /* kept so */
         else if (strcmp(f, "token") == 0)
-            bad = "token must be a string of 16 to 255 bytes";
+            bad = "token must be a string of 16 to 255 bytes, " BEARER_RULE;
         else
             bad = "unknown or mistyped field: the fields are start, block, max, adaptive, "
                   "block_min, block_max, token";

@@ -29,6 +29,7 @@
 #include "proto/echo.h"
 #include "seq/source_file.h"
 #include "snowflake/rng.h"
+#include "util/bearer.h"
 #include "util/version.h"
 
 #ifndef SF_MALLOC_NAME
@@ -460,6 +461,12 @@ static int load_token(const cfg_auth *a, char *out, size_t cap, char *err, size_
         snprintf(err, errlen,
                  "auth.token_file %s: the first line must hold the token (%d..%zu bytes), got %zu",
                  a->token_file, CFG_TOKEN_MIN, cap - 1, n);
+        return EXIT_CONFIG;
+    }
+    if (!bearer_token_ok(line, n)) { /* the position only: the value is secret */
+        snprintf(err, errlen,
+                 "auth.token_file %s: the token must be " BEARER_RULE ", byte %zu is not",
+                 a->token_file, bearer_bad_at(line, n) + 1);
         return EXIT_CONFIG;
     }
     memcpy(out, line, n);

@@ -31,8 +31,10 @@
 
 #include "seq/seq.h"
 #include "snowflake/typeid.h"
+#include "util/bearer.h"
 #include "util/certname.h"
 #include "util/decimal.h"
+#include "util/jsonstrict.h"
 #include "util/rfc3339.h"
 #include "util/version.h"
 
@@ -1031,8 +1033,6 @@ static int cfg_store_worker(cfg_ctx *ctx, const cfg_key *k, const char *text, co
     return 0;
 }
 
-static bool cfg_has_earlier_twin(const cJSON *item);
-
 /* One number of a namespace object: an integer 0..max (JSON doubles are exact up to 2^53). */
 static int cfg_seq_number(cfg_ctx *ctx, const char *src, const char *name, const cJSON *it,
                           uint64_t max, uint64_t *out)
@@ -1056,9 +1056,14 @@ static int cfg_store_seqs(cfg_ctx *ctx, const cfg_key *k, const char *text, cons
     if (len > k->max)
         return cfg_fail(ctx, src, P, "must be at most %llu bytes of JSON, got %zu",
                         (unsigned long long)k->max, len);
-    cJSON *arr = cJSON_Parse(text);
+    const char *jwhy;
+    size_t at;
+    cJSON *arr = json_strict_parse(text, len, &jwhy, &at); /* "[...]x" is not an array */
     if (!cJSON_IsArray(arr)) {
         cJSON_Delete(arr);
+        if (!arr)
+            return cfg_fail(ctx, src, P, "must be a JSON array of namespace objects: %s at byte %zu",
+                            jwhy, at);
         return cfg_fail(ctx, src, P, "must be a JSON array of namespace objects");
     }
     memset(sq->ns, 0, sizeof sq->ns);
@@ -1082,7 +1087,7 @@ static int cfg_store_seqs(cfg_ctx *ctx, const cfg_key *k, const char *text, cons
         n->block = 1000;
         for (const cJSON *it = o->child; it && rc == 0; it = it->next) {
             const char *f = it->string;
-            if (cfg_has_earlier_twin(it))
+            if (json_strict_has_earlier_twin(it))
                 rc = cfg_fail(ctx, src, P, "%s: duplicate key %s", name, f);
             else if (strcmp(f, "name") == 0)
                 snprintf(n->name, sizeof n->name, "%s", strlen(it->valuestring) < sizeof n->name
@@ -1110,6 +1115,9 @@ static int cfg_store_seqs(cfg_ctx *ctx, const cfg_key *k, const char *text, cons
                 else if (tl && (tl < CFG_TOKEN_MIN || tl >= sizeof n->token))
                     rc = cfg_fail(ctx, src, P, "%s: token must be %d–%zu bytes (or \"\")", name,
                                   CFG_TOKEN_MIN, sizeof n->token - 1);
+                else if (!bearer_token_ok(it->valuestring, tl)) /* never shown: secret */
+                    rc = cfg_fail(ctx, src, P, "%s: token must be " BEARER_RULE ", byte %zu is not",
+                                  name, bearer_bad_at(it->valuestring, tl) + 1);
                 else
                     memcpy(n->token, it->valuestring, tl + 1);
             } else if (strcmp(f, "adaptive") == 0 || strcmp(f, "token") == 0)
@@ -1250,15 +1258,6 @@ static int cfg_apply_item(cfg_ctx *ctx, size_t i, const cJSON *item, const char 
     return cfg_fail(ctx, src, k->path, "expected %s, got %s", expect, got);
 }
 
-/* Duplicate keys are errors: cJSON keeps both and which one "wins" would be an accident. */
-static bool cfg_has_earlier_twin(const cJSON *item)
-{
-    for (const cJSON *p = item->prev; p && p->next; p = p->prev) /* head's prev is the tail */
-        if (strcmp(p->string, item->string) == 0)
-            return true;
-    return false;
-}
-
 /* The section sec_path ("server", "snowflake.etcd"): its keys, and sections nested in it. */
 static int cfg_apply_section(cfg_ctx *ctx, const cJSON *sec, const char *sec_path, const char *src,
                              cfg_layer layer)
@@ -1272,7 +1271,7 @@ static int cfg_apply_section(cfg_ctx *ctx, const cJSON *sec, const char *sec_pat
         size_t i;
         int n = snprintf(path, sizeof path, "%s.%s", sec_path, it->string);
         bool fits = n > 0 && (size_t)n < sizeof path && !strchr(it->string, '.');
-        if (fits && cfg_has_earlier_twin(it))
+        if (fits && json_strict_has_earlier_twin(it))
             return cfg_fail(ctx, src, path, "duplicate key");
         if (fits && cfg_key_find(path, (size_t)n, &i)) {
             if (cfg_apply_item(ctx, i, it, src, layer) != 0)
@@ -1299,7 +1298,7 @@ static int cfg_apply_tree(cfg_ctx *ctx, const cJSON *root, const char *src, cfg_
     memset(ctx->seen, 0, sizeof ctx->seen);
     for (const cJSON *it = root->child; it; it = it->next) {
         size_t i;
-        if (cfg_has_earlier_twin(it)) {
+        if (json_strict_has_earlier_twin(it)) {
             cfg_show(shown, sizeof shown, it->string, true);
             return cfg_fail(ctx, src, shown, "duplicate key");
         }
@@ -1342,55 +1341,31 @@ static void cfg_line_col(const char *text, size_t off, unsigned *line, unsigned 
     }
 }
 
-/* cJSON decodes "\u0000" into a NUL that silently truncates the string; refuse it instead. Only
- * called on text cJSON accepted, where quotes and backslashes occur in strings only. */
-static const char *cfg_find_nul_escape(const char *text)
-{
-    bool in_string = false;
-    for (const char *p = text; *p; p++) {
-        if (*p == '"') {
-            in_string = !in_string;
-        } else if (in_string && *p == '\\') {
-            if (p[1] == 'u' && strncmp(p + 2, "0000", 4) == 0)
-                return p;
-            if (p[1])
-                p++; /* skip the escaped character, so \" does not end the string */
-        }
-    }
-    return NULL;
-}
-
-/* text must be NUL-terminated at text[len]. */
+/* Duplicate keys are errors (cfg_apply_tree names their path): cJSON keeps both and which one
+ * "wins" would be an accident; so are text after the object, a NUL and a \u0000 (jsonstrict.h). */
 static int cfg_apply_json(cfg_ctx *ctx, const char *text, size_t len, const char *src,
                           cfg_layer layer)
 {
     unsigned line, col;
-    const char *nul = memchr(text, '\0', len), *end = NULL;
-    if (nul) {
-        cfg_line_col(text, (size_t)(nul - text), &line, &col);
-        return cfg_fail(ctx, src, NULL, "not valid JSON: NUL byte at line %u, column %u", line,
-                        col);
-    }
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    const char *why;
+    size_t at;
+    cJSON *root = json_strict_parse(text, len, &why, &at);
     if (!root) {
-        size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
         bool blank = strspn(text, " \t\r\n") == len;
-        cfg_line_col(text, off, &line, &col);
+        cfg_line_col(text, at, &line, &col);
         if (blank)
             return cfg_fail(ctx, src, NULL,
                             "not valid JSON: the file is empty, expected an object");
+        if (why[0] == 'a') /* a NUL byte */
+            return cfg_fail(ctx, src, NULL, "not valid JSON: NUL byte at line %u, column %u",
+                            line, col);
+        if (why[0] == '\\')
+            return cfg_fail(ctx, src, NULL,
+                            "\\u0000 in a string at line %u, column %u is not allowed", line, col);
         return cfg_fail(ctx, src, NULL, "not valid JSON: syntax error at line %u, column %u", line,
                         col);
     }
-    const char *esc = cfg_find_nul_escape(text);
-    int rc;
-    if (esc) {
-        cfg_line_col(text, (size_t)(esc - text), &line, &col);
-        rc = cfg_fail(ctx, src, NULL, "\\u0000 in a string at line %u, column %u is not allowed",
-                      line, col);
-    } else {
-        rc = cfg_apply_tree(ctx, root, src, layer);
-    }
+    int rc = cfg_apply_tree(ctx, root, src, layer);
     cJSON_Delete(root);
     return rc;
 }
@@ -1665,6 +1640,11 @@ static int cfg_check_limits(cfg_ctx *ctx)
         return cfg_fail(ctx, src, "auth.token",
                         "must be at least %d bytes (or empty: no access control), got %zu",
                         CFG_TOKEN_MIN, token_len);
+    }
+    if (!bearer_token_ok(c->auth.token, token_len)) { /* the position only: the value is secret */
+        cfg_cross_label(ctx, src, sizeof src, "auth.token", (const char *)NULL);
+        return cfg_fail(ctx, src, "auth.token", "must be " BEARER_RULE ", byte %zu is not",
+                        bearer_bad_at(c->auth.token, token_len) + 1);
     }
     return 0;
 }
