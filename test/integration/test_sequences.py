@@ -120,7 +120,8 @@ class Basics(unittest.TestCase):
     def setUpClass(cls):
         cls.srv = Server("--set", namespaces({"name": "orders", "start": 1000, "block": 50},
                                              {"name": "inv", "token": TOKEN, "block": 20},
-                                             {"name": "small", "block": 4, "max": 9}),
+                                             {"name": "small", "block": 4, "max": 9},
+                                             {"name": "tail", "block": 4, "max": 7}),
                          "--set", "auth.token=" + ADMIN)
         wait_ready(cls.srv)
 
@@ -181,6 +182,36 @@ class Basics(unittest.TestCase):
         self.assertEqual(r.status, 200)
         b = request_ok(self.srv, "/seq/orders").json()["id"]
         self.assertEqual(b, a + 1)
+        # HEAD answers the refusal GET would get, not 200
+        r = request(self.srv, b"HEAD /seqs/orders?count=51 HTTP/1.1\r\nHost: t\r\n\r\n",
+                    head_only=True)
+        self.assertEqual(r.status, 400)
+
+    def test_count_beyond_what_is_left_is_400_not_410(self):
+        """Once the store says max is near, a count above what is left is the client's error
+        (400 saying how many are left): 410 Gone, which tells a client to give the namespace
+        up, comes only when none is left. HEAD answers as GET would."""
+        got, deadline = [], time.monotonic() + 10
+        while True:
+            r = request(self.srv, get("/seqs/tail?count=3"))
+            if r.status == 200:
+                got += r.json()["ids"]
+            elif r.status != 503 or time.monotonic() > deadline:
+                break
+            else:
+                time.sleep(0.02)
+        self.assertEqual(r.status, 400, r.body)
+        self.assertEqual(r.json()["error"], "namespace tail has 1 number left before its max 7")
+        self.assertEqual(got, [1, 2, 3, 4, 5, 6])
+        head = b"HEAD %s HTTP/1.1\r\nHost: t\r\n\r\n"
+        self.assertEqual(request(self.srv, head % b"/seqs/tail?count=3", head_only=True).status,
+                         400)
+        self.assertEqual(request(self.srv, head % b"/seq/tail", head_only=True).status, 200)
+        self.assertEqual(request(self.srv, get("/seq/tail")).json()["id"], 7)
+        self.assertEqual(request(self.srv, head % b"/seq/tail", head_only=True).status, 410)
+        r = request(self.srv, get("/seqs/tail?count=3"))
+        self.assertEqual(r.status, 410)
+        self.assertIn("past its max 7", r.json()["error"])
 
     def test_namespace_token(self):
         r = request(self.srv, get("/seq/inv"))
@@ -226,7 +257,7 @@ class Basics(unittest.TestCase):
         listing = request(self.srv, get("/sequences")).json()
         self.assertEqual(listing["source"], "file")
         names = [n["name"] for n in listing["namespaces"]]
-        self.assertEqual(names, ["orders", "inv", "small"])
+        self.assertEqual(names, ["orders", "inv", "small", "tail"])
         self.assertIs(listing["namespaces"][1]["token"], True)
         self.assertNotIn(TOKEN, json.dumps(listing))
         self.assertIsNone(listing["namespaces"][0]["max"])

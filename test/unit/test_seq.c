@@ -223,6 +223,61 @@ START_TEST(test_exhausted_and_fenced)
 }
 END_TEST
 
+/* A count above what is left before max, once the source said exhausted: a client error (400),
+ * not Gone (410), while numbers remain; 410 only when none is left. */
+START_TEST(test_beyond_max_is_not_gone)
+{
+    seq_ns *ns = make(0, 4, 100, false);
+    fk_complete(SEQ_OK, 0);
+    uint64_t out[4];
+    take1(ns);
+    take1(ns);
+    ck_assert_int_eq(seq_take(ns, out, 3), SEQ_R_EMPTY); /* not known yet: a reserve starts */
+    ck_assert_uint_eq(fk.ncalls, 2);
+    fk_complete(SEQ_EXHAUSTED, 0);
+    ck_assert_int_eq(seq_take(ns, out, 3), SEQ_R_BEYOND_MAX);
+    ck_assert_uint_eq(seq_remaining(ns), 2); /* nothing taken */
+    ck_assert_int_eq(seq_take(ns, out, 2), SEQ_R_OK);
+    ck_assert_uint_eq(out[0], 2);
+    ck_assert_uint_eq(out[1], 3);
+    ck_assert_int_eq(seq_take(ns, out, 1), SEQ_R_EXHAUSTED);
+    ck_assert_int_eq(seq_take(ns, out, 3), SEQ_R_EXHAUSTED); /* none left: Gone whatever the count */
+    done_table();
+}
+END_TEST
+
+/* seq_peek answers what a take of count would get, and takes, counts and fetches nothing. */
+START_TEST(test_peek_tells_the_refusal)
+{
+    seq_ns *ns = make(10, 4, 100, true);
+    uint64_t next = 7;
+    ck_assert_int_eq(seq_peek(ns, 1, &next), SEQ_R_EMPTY); /* the first block not there yet */
+    ck_assert_uint_eq(counter_get(&ns->stats.refused), 0);
+    ck_assert_uint_eq(fk.ncalls, 1);
+    fk_complete(SEQ_OK, 0);
+    ck_assert_int_eq(seq_peek(ns, 1, &next), SEQ_R_OK);
+    ck_assert_uint_eq(next, 10);
+    ck_assert_int_eq(seq_peek(ns, 5, &next), SEQ_R_TOO_MANY);
+    ck_assert_int_eq(seq_peek(ns, 0, &next), SEQ_R_TOO_MANY);
+    ck_assert_uint_eq(take1(ns), 10);
+    ck_assert_int_eq(seq_peek(ns, 4, &next), SEQ_R_EMPTY); /* 3 held */
+    ck_assert_uint_eq(fk.ncalls, 1);                       /* a peek starts no reserve */
+    ck_assert_uint_eq(counter_get(&ns->stats.refused), 0);
+    take1(ns);
+    take1(ns);
+    take1(ns); /* 100%: the next reserve starts */
+    ck_assert_uint_eq(fk.ncalls, 2);
+    fk_complete(SEQ_EXHAUSTED, 0);
+    ck_assert_int_eq(seq_peek(ns, 1, &next), SEQ_R_EXHAUSTED);
+    ck_assert_uint_eq(seq_remaining(ns), 0);
+    fk.fence = 1000000; /* == now: past */
+    ck_assert_int_eq(seq_peek(ns, 1, &next), SEQ_R_FENCED);
+    ck_assert_uint_eq(counter_get(&ns->stats.fenced), 0);
+    ck_assert_uint_eq(counter_get(&ns->stats.issued), 4);
+    done_table();
+}
+END_TEST
+
 START_TEST(test_adaptive_block)
 {
     memset(&fk, 0, sizeof fk);
@@ -595,6 +650,8 @@ int main(void)
     tcase_add_test(tc, test_batch_all_or_nothing_and_limits);
     tcase_add_test(tc, test_failure_waits_then_retries);
     tcase_add_test(tc, test_exhausted_and_fenced);
+    tcase_add_test(tc, test_beyond_max_is_not_gone);
+    tcase_add_test(tc, test_peek_tells_the_refusal);
     tcase_add_test(tc, test_adaptive_block);
     tcase_add_test(tc, test_definitions_checked);
     suite_add_tcase(s, tc);

@@ -53,6 +53,7 @@ static bool allowed(http_request *r, api_ctx *a, const seq_ns *ns)
 static void refuse(http_request *r, seq_ns *ns, seq_take_result res)
 {
     char msg[320], why[160];
+    uint64_t left;
     switch (res) {
     case SEQ_R_OK: break;
     case SEQ_R_CREATING:
@@ -79,6 +80,13 @@ static void refuse(http_request *r, seq_ns *ns, seq_take_result res)
         snprintf(msg, sizeof msg, "namespace %s is past its max %llu: no number is left",
                  ns->def.name, (unsigned long long)ns->def.max);
         http_respond_error(r, 410, msg, NULL);
+        break;
+    case SEQ_R_BEYOND_MAX: /* numbers remain: 410 would tell the client to give up */
+        left = seq_remaining(ns);
+        snprintf(msg, sizeof msg, "namespace %s has %llu number%s left before its max %llu",
+                 ns->def.name, (unsigned long long)left, left == 1 ? "" : "s",
+                 (unsigned long long)ns->def.max);
+        http_respond_error(r, 400, msg, NULL);
         break;
     case SEQ_R_TOO_MANY:
         snprintf(msg, sizeof msg, "count must be at most %llu for namespace %s (its block)",
@@ -234,11 +242,11 @@ void api_seq(http_request *r, void *ctx)
         api_batch_open(&b, one, text, false, quote);
     }
     seq_take_result res;
-    if (r->head_only) { /* describes a GET without spending numbers: the next one, repeated */
-        uint64_t next = seq_peek(ns);
-        for (uint32_t i = 0; i < count; i++)
+    if (r->head_only) { /* describes a GET without spending numbers: its refusal, or the next */
+        uint64_t next = 0;
+        res = seq_peek(ns, count, &next);
+        for (uint32_t i = 0; res == SEQ_R_OK && i < count; i++)
             nums[i] = next + i;
-        res = SEQ_R_OK;
     } else {
         res = seq_take(ns, nums, count);
     }

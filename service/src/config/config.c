@@ -584,11 +584,12 @@ static const cfg_key cfg_keys[] = {
            "`json`: one JSON object per line, for log pipelines"),
     K_STR("auth.token", auth.token, 0, CFG_F_SECRET,
           "bearer token for cache writes (and every route but /healthz and /readyz with "
-          "`protect_reads`); empty = no access control, else at least 16 bytes (shorter: exit 2); "
+          "`protect_reads`); empty = no access control, else at least 16 bytes (shorter: exit 2) "
+          "of visible ASCII without spaces (0x21-0x7E, what a header carries; else exit 2); "
           "not with `token_file`. `--check-config` prints it as `\"***\"`; it is never logged"),
     K_STR("auth.token_file", auth.token_file, 0, 0,
-          "the token as the file's first line (a mounted Secret), 16–255 bytes; unreadable refuses "
-          "to start (exit 1), empty or shorter too (exit 2)"),
+          "the token as the file's first line (a mounted Secret), 16–255 bytes of 0x21-0x7E; "
+          "unreadable refuses to start (exit 1), empty, shorter or other bytes too (exit 2)"),
     K_BOOL("auth.protect_reads", auth.protect_reads,
            "also require the token for `/id*`, cache reads, `/echo`, `/metrics` (never `/healthz`, "
            "`/readyz`)"),
@@ -608,7 +609,8 @@ static const cfg_key cfg_keys[] = {
            "a letter or digit), `start` (first number, default 1), `block` (numbers per block, "
            "default 1000), `max` (last number, 0 = none), `adaptive` with `block_min` and "
            "`block_max` (the block follows the load), `token` (this namespace's bearer token, "
-           "16–255 bytes, printed as `\"***\"`); at most 64. "
+           "16–255 bytes of 0x21-0x7E, printed as `\"***\"`); one JSON array, nothing after it; "
+           "at most 64. "
            "[sequences.md](sequences.md)"),
     K_U32("sequences.prefetch_percent", sequences.prefetch_percent, 0, 100,
           "the next block is reserved in the background once this share of the current one is "

@@ -294,28 +294,48 @@ static void on_reserved(void *arg, const seq_result *res)
     }
 }
 
-seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
+/* The refusals a take meets before the namespace's lock: not live, past the fence, a count no
+ * two blocks hold. counted: a take's (the fenced counter), not a peek's. */
+static seq_take_result gate(seq_ns *ns, uint32_t count, bool counted)
 {
     seq_table *t = ns->table;
     int state = atomic_load_explicit(&ns->state, memory_order_acquire);
     if (state != SEQ_NS_LIVE)
         return state == SEQ_NS_CREATING ? SEQ_R_CREATING : SEQ_R_FAILED;
     if (t->src.fence_ms && clk_now(t->clock) >= t->src.fence_ms(t->src.ctx)) {
-        atomic_fetch_add_explicit(&ns->stats.fenced, 1, memory_order_relaxed);
+        if (counted)
+            atomic_fetch_add_explicit(&ns->stats.fenced, 1, memory_order_relaxed);
         return SEQ_R_FENCED;
     }
     if (count == 0 || count > ns->def.block_min)
         return SEQ_R_TOO_MANY;
+    return SEQ_R_OK;
+}
+
+/* Under the lock, fewer than count numbers held: once the source said exhausted (and no reserve
+ * runs), none ever comes again: Gone when nothing is left, else a count above what is left is
+ * the client's error, not the end of the namespace. */
+static seq_take_result short_of(const seq_ns *ns, uint64_t avail)
+{
+    if (!ns->exhausted || ns->fetching)
+        return SEQ_R_EMPTY;
+    return avail ? SEQ_R_BEYOND_MAX : SEQ_R_EXHAUSTED;
+}
+
+seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
+{
+    seq_table *t = ns->table;
+    seq_take_result g = gate(ns, count, true);
+    if (g != SEQ_R_OK)
+        return g;
     uint64_t want = 0;
     bool fetch;
     spin_lock(&ns->lock);
     uint64_t avail = (ns->cur_hi - ns->cur) + (ns->next_hi - ns->next_lo);
     if (avail < count) {
-        seq_take_result r = SEQ_R_EMPTY;
-        if (ns->exhausted && !ns->fetching) {
-            r = SEQ_R_EXHAUSTED;
-            fetch = false;
-        } else {
+        seq_take_result r = short_of(ns, avail);
+        fetch = false;
+        if (r == SEQ_R_EMPTY) {
             counter_add(&ns->stats.refused, 1);
             fetch = fetch_due(ns, &want);
         }
@@ -341,13 +361,18 @@ seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
     return SEQ_R_OK;
 }
 
-uint64_t seq_peek(seq_ns *ns)
+seq_take_result seq_peek(seq_ns *ns, uint32_t count, uint64_t *next)
 {
+    seq_take_result r = gate(ns, count, false);
+    if (r != SEQ_R_OK)
+        return r;
     spin_lock(&ns->lock);
-    uint64_t n = ns->cur != ns->cur_hi ? ns->cur : ns->next_lo != ns->next_hi ? ns->next_lo
-                                                                               : ns->cur;
+    uint64_t avail = (ns->cur_hi - ns->cur) + (ns->next_hi - ns->next_lo);
+    if (avail < count)
+        r = short_of(ns, avail);
+    *next = ns->cur != ns->cur_hi ? ns->cur : ns->next_lo != ns->next_hi ? ns->next_lo : ns->cur;
     spin_unlock(&ns->lock);
-    return n;
+    return r;
 }
 
 uint64_t seq_remaining(seq_ns *ns)

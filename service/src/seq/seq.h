@@ -158,20 +158,23 @@ static inline seq_ns *seq_at(seq_table *t, unsigned i)
 
 typedef enum seq_take_result {
     SEQ_R_OK = 0,
-    SEQ_R_CREATING,  /* created over the API, not stored yet: retry shortly */
-    SEQ_R_FAILED,    /* its creation failed (seq_last_error): nothing to issue */
-    SEQ_R_EMPTY,     /* both blocks used up (or not there yet): refuse with 503, retry later */
-    SEQ_R_EXHAUSTED, /* past the namespace's max: nothing ever again */
-    SEQ_R_FENCED,    /* the source's fence passed: this node issues nothing */
-    SEQ_R_TOO_MANY,  /* count above what two blocks always hold (block_min): never possible */
+    SEQ_R_CREATING,   /* created over the API, not stored yet: retry shortly */
+    SEQ_R_FAILED,     /* its creation failed (seq_last_error): nothing to issue */
+    SEQ_R_EMPTY,      /* both blocks used up (or not there yet): refuse with 503, retry later */
+    SEQ_R_EXHAUSTED,  /* past the namespace's max: nothing ever again */
+    SEQ_R_FENCED,     /* the source's fence passed: this node issues nothing */
+    SEQ_R_TOO_MANY,   /* count above what two blocks always hold (block_min): never possible */
+    SEQ_R_BEYOND_MAX, /* past max soon: fewer than count left (seq_remaining), more than none */
 } seq_take_result;
 
 /* Takes count (>= 1) numbers, strictly increasing, into out: all of them or none. They are
  * consecutive within a block; across the boundary to the next block they may jump. Any thread,
  * never blocks on I/O (may start a background fetch). */
 seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count);
-/* The number the next take would start with (HEAD's placeholder; nothing taken). Any thread. */
-uint64_t seq_peek(seq_ns *ns);
+/* What seq_take of count numbers would answer now, and in *next the number it would start with
+ * (HEAD: the refusal a GET would get, or the numbers it describes). Takes nothing, counts nothing,
+ * starts no reserve. Any thread. */
+seq_take_result seq_peek(seq_ns *ns, uint32_t count, uint64_t *next);
 /* Numbers held and not yet issued (current + next block), for the gauge. Any thread. */
 uint64_t seq_remaining(seq_ns *ns);
 /* The last failure of the namespace's source ("" when none), copied into buf. Any thread. */
