@@ -254,6 +254,13 @@ class Basics(unittest.TestCase):
         m = re.search(r'(?m)^snowflaked_seq_block_fetch_seconds_count\{namespace="orders"\} (\d+)',
                       text)
         self.assertGreaterEqual(int(m.group(1)), 1)
+        # the gauges the space alerts read: max (none without one), the furthest block held
+        self.assertRegex(text, r'(?m)^snowflaked_seq_max\{namespace="small"\} 9$')
+        self.assertNotRegex(text, r'(?m)^snowflaked_seq_max\{namespace="orders"\}')
+        m = re.search(r'(?m)^snowflaked_seq_block_end\{namespace="orders"\} (\d+)$', text)
+        held = int(re.search(r'(?m)^snowflaked_seq_remaining\{namespace="orders"\} (\d+)$',
+                             text).group(1))
+        self.assertGreater(int(m.group(1)), 1000 + held)  # past what was issued and is held
         listing = request(self.srv, get("/sequences")).json()
         self.assertEqual(listing["source"], "file")
         names = [n["name"] for n in listing["namespaces"]]

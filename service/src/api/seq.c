@@ -305,6 +305,27 @@ void api_sequences(http_request *r, void *ctx)
     http_respond(r, 200, "application/json", NULL, out, n);
 }
 
+static uint64_t max_of(seq_ns *ns)
+{
+    return ns->def.max == UINT64_MAX - 1 ? UINT64_MAX : ns->def.max; /* UINT64_MAX: none */
+}
+
+/* One gauge family: get's value per live namespace, none where it returns UINT64_MAX. */
+static void gauge(prom_buf *b, seq_table *t, const char *name, const char *help,
+                  uint64_t (*get)(seq_ns *))
+{
+    char labels[160];
+    prom_family(b, name, "gauge", help);
+    for (unsigned i = 0, count = seq_count(t); i < count; i++) {
+        seq_ns *ns = seq_at(t, i);
+        uint64_t v;
+        if (atomic_load(&ns->state) != SEQ_NS_LIVE || (v = get(ns)) == UINT64_MAX)
+            continue;
+        snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
+        prom_u64(b, name, labels, v);
+    }
+}
+
 void api_seq_metrics(prom_buf *b, api_ctx *a)
 {
     seq_table *t = a->seq;
@@ -345,16 +366,16 @@ void api_seq_metrics(prom_buf *b, api_ctx *a)
                      counter_get((_Atomic uint64_t *)((char *)&ns->stats + counters[c].off)));
         }
     }
-    prom_family(b, "snowflaked_seq_remaining", "gauge",
-                "Numbers held in memory and not yet issued (current and next block), by "
-                "namespace.");
-    for (unsigned i = 0; i < count; i++) {
-        seq_ns *ns = seq_at(t, i);
-        if (atomic_load(&ns->state) != SEQ_NS_LIVE)
-            continue;
-        snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
-        prom_u64(b, "snowflaked_seq_remaining", labels, seq_remaining(ns));
-    }
+    gauge(b, t, "snowflaked_seq_remaining",
+          "Numbers held in memory and not yet issued (current and next block), by namespace.",
+          seq_remaining);
+    gauge(b, t, "snowflaked_seq_max",
+          "The namespace's max, the last number it may issue (absent when it has none), by "
+          "namespace.",
+          max_of);
+    gauge(b, t, "snowflaked_seq_block_end",
+          "The end (exclusive) of the furthest block this node holds, by namespace.",
+          seq_block_end);
     prom_family(b, "snowflaked_seq_block_fetch_seconds", "histogram",
                 "Time from asking the block source for a block to its answer, by namespace.");
     for (unsigned i = 0; i < count; i++) {

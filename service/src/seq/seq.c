@@ -383,6 +383,14 @@ uint64_t seq_remaining(seq_ns *ns)
     return n;
 }
 
+uint64_t seq_block_end(seq_ns *ns)
+{
+    spin_lock(&ns->lock);
+    uint64_t end = ns->next_lo != ns->next_hi ? ns->next_hi : ns->cur_hi;
+    spin_unlock(&ns->lock);
+    return end;
+}
+
 void seq_last_error(seq_ns *ns, char *buf, size_t cap)
 {
     spin_lock(&ns->lock);

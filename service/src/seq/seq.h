@@ -177,6 +177,9 @@ seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count);
 seq_take_result seq_peek(seq_ns *ns, uint32_t count, uint64_t *next);
 /* Numbers held and not yet issued (current + next block), for the gauge. Any thread. */
 uint64_t seq_remaining(seq_ns *ns);
+/* The end (exclusive) of the furthest block held: the next block's, else the current one's; 0
+ * before the first block. max + 1 minus it is what the store has left to grant. Any thread. */
+uint64_t seq_block_end(seq_ns *ns);
 /* The last failure of the namespace's source ("" when none), copied into buf. Any thread. */
 void seq_last_error(seq_ns *ns, char *buf, size_t cap);
 
