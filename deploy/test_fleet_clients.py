@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from test_replicas import Net, datacenter_of, http_status, worker_of
+from test_replicas import Net, datacenter_of, finish, http_status, replica_command, worker_of
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 CONFIG = os.path.join(ROOT, "deploy/container/config.json")
@@ -89,23 +89,19 @@ class Replica:
         self.starts = 0
 
     def start(self):
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOSTNAME": self.name,
-               "POD_NAME": self.name}
-        argv = ["ip", "netns", "exec", self.ns, os.path.join(self.build, "snowflaked"), "-c",
-                CONFIG, "--set", "data_dir=" + self.data, "--set", "snowflake.peers=" + self.peers,
-                "--set", "log.level=info",
-                # a snapshot every second (the image: 300 s), so that a replica killed with
-                # kill -9 comes back with the cache it had a moment before (docs/fleet.md)
-                "--set", "cache.snapshot_interval_s=1"]
+        # a snapshot every second (the image: 300 s), so that a replica killed with kill -9
+        # comes back with the cache it had a moment before (docs/fleet.md)
+        extra = ["--set", "cache.snapshot_interval_s=1"]
         if self.ids:
-            argv += ["--set", "cache.memcached_id_keys.snowflake=" + ID_KEY,
-                     "--set", "cache.memcached_id_keys.uuidv7=" + UUID_KEY,
-                     "--set", "cache.memcached_id_keys.ulid=" + ULID_KEY]
+            extra += ["--set", "cache.memcached_id_keys.snowflake=" + ID_KEY,
+                      "--set", "cache.memcached_id_keys.uuidv7=" + UUID_KEY,
+                      "--set", "cache.memcached_id_keys.ulid=" + ULID_KEY]
+        argv, env = replica_command(self.build, self.ns, self.name, self.data, self.peers, extra)
         self.starts += 1
         out = open(self.logpath, "a")
         out.write("---- start %d\n" % self.starts)
         out.flush()
-        # `ip netns exec` execs the daemon: this PID is snowflaked's own (kill -9 hits it).
+        # replica_command: this PID is snowflaked's own (kill -9 hits it)
         self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
         out.close()
 
@@ -956,10 +952,7 @@ def main():
         if net:
             net.remove()
         shutil.rmtree(work, ignore_errors=True)
-    log("test_fleet_clients: %s in %.1f s" % ("FAIL" if failures else "PASS", time.time() - t0))
-    for f in failures:
-        log("  - " + f)
-    sys.exit(1 if failures else 0)
+    finish("test_fleet_clients", t0, failures, say=log)
 
 
 if __name__ == "__main__":

@@ -169,14 +169,32 @@ def mc_exchange(sock, request, until):
     return reply
 
 
-def start(build, ns, name, data, peers, extra=(), env_extra=None):
+def replica_command(build, ns, name, data, peers, extra=(), env_extra=None):
+    """(argv, env) of replica `name` in network namespace ns, as a pod of the StatefulSet runs
+    it: the image's config, its own data_dir, the peers, the pod's names in the environment
+    (test_fleet_clients.py starts its replicas so too). `ip netns exec` execs the daemon, so
+    the PID Popen gets is snowflaked's own."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOSTNAME": name, "POD_NAME": name,
            **(env_extra or {})}
     argv = ["ip", "netns", "exec", ns, os.path.join(build, "snowflaked"), "-c", CONFIG,
             "--set", "data_dir=" + data, "--set", "snowflake.peers=" + peers,
             "--set", "log.level=info", *extra]
+    return argv, env
+
+
+def start(build, ns, name, data, peers, extra=(), env_extra=None):
+    argv, env = replica_command(build, ns, name, data, peers, extra, env_extra)
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
+
+
+def finish(name, t0, failures, say=print):
+    """A deploy test's last lines: PASS or FAIL with the time taken, each failure, and the exit
+    status (1 on a failure)."""
+    say("%s: %s in %.1f s" % (name, "FAIL" if failures else "PASS", time.time() - t0))
+    for f in failures:
+        say("  - " + f)
+    sys.exit(1 if failures else 0)
 
 
 def https_status(tls, addr, path, timeout=1.0):
@@ -484,10 +502,7 @@ def main():
         if net:
             net.remove()
         shutil.rmtree(work, ignore_errors=True)
-    print("test_replicas: %s in %.1f s" % ("FAIL" if failures else "PASS", time.time() - t0))
-    for f in failures:
-        print("  - " + f)
-    sys.exit(1 if failures else 0)
+    finish("test_replicas", t0, failures)
 
 
 if __name__ == "__main__":

@@ -179,6 +179,17 @@ class Server:
             raise AssertionError("sanitizer report:\n" + out)
 
 
+    def discard(self):
+        """kill -9 if still running, then removes its directory: a tearDown's cleanup of a
+        server a test may have left running, killed or stopped (stop() checks the exit; this
+        does not)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        self.dir.cleanup()
+
+
 def set_args(*sets):
     """Server arguments for "key=value" settings: a --set before each."""
     return [a for kv in sets for a in ("--set", kv)]

@@ -278,11 +278,7 @@ class Restarts(unittest.TestCase):
 
     def tearDown(self):
         for s in self.servers:
-            if s.proc.poll() is None:
-                s.proc.kill()
-                s.proc.wait()
-            s.log.close()
-            s.dir.cleanup()
+            s.discard()
         self.tmp.cleanup()
 
     def start(self, *sets, block=100):

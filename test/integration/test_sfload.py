@@ -380,11 +380,7 @@ class Fleet(unittest.TestCase):
 
     def tearDown(self):
         for s in self.servers:
-            if s.proc.poll() is None:
-                s.proc.kill()
-                s.proc.wait()
-            s.log.close()
-            s.dir.cleanup()
+            s.discard()
         self.tmp.cleanup()
 
     def start(self, worker, port=None, data_dir=None):

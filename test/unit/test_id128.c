@@ -7,23 +7,8 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "id128_parse.h"
 #include "snowflake/id128.h"
-
-static sf_id128 uuid(const char *s)
-{
-    sf_id128 id;
-    const char *why = NULL;
-    ck_assert_msg(sf_uuid_parse(s, strlen(s), &id, &why) == 0, "%s: %s", s, why);
-    return id;
-}
-
-static sf_id128 ulid(const char *s)
-{
-    sf_id128 id;
-    const char *why = NULL;
-    ck_assert_msg(sf_ulid_parse(s, strlen(s), &id, &why) == 0, "%s: %s", s, why);
-    return id;
-}
 
 /* RFC 9562 A.6: 017F22E2-79B0-7CC3-98C4-DC0C0C07398F, Tuesday February 22, 2022 2:22:22 PM GMT
  * (1645557742000 ms), rand_a 0xCC3, rand_b 0x18C4DC0C0C07398F. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "id128_parse.h"
 #include "snowflake/typeid.h"
 
 #ifndef TYPEID_VECTORS
@@ -61,14 +62,6 @@ static size_t load(vector *v, size_t cap)
     }
     fclose(f);
     return n;
-}
-
-static sf_id128 uuid(const char *s)
-{
-    sf_id128 id;
-    const char *why = NULL;
-    ck_assert_msg(sf_uuid_parse(s, strlen(s), &id, &why) == 0, "%s: %s", s, why);
-    return id;
 }
 
 /* Decoding gives the prefix and UUID; encoding the UUID with the prefix gives the TypeID back. */
