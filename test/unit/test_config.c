@@ -1759,6 +1759,9 @@ START_TEST(test_client_certificates)
     rc = load_argv(&c, err, sizeof err, "--set", "auth.client_certificates=[\"CN=a\"",
                    (char *)NULL);
     EXPECT_ERR(rc, err, "flag --set: auth.client_certificates: ", "not a JSON array");
+    rc = load_argv(&c, err, sizeof err, "--set", "auth.client_certificates=[\"CN=a\"]x",
+                   (char *)NULL); /* one array, nothing after it */
+    EXPECT_ERR(rc, err, "flag --set: auth.client_certificates: ", "not a JSON array");
     /* '\n' separates the stored entries: one inside an entry is refused, never split */
     rc = load_json("{" TLS_ON ",\"auth\":{\"client_certificates\":[\"CN=a\\nCN=b\"]}}", &c, err,
                    sizeof err);

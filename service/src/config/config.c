@@ -933,7 +933,9 @@ static int cfg_store_list(cfg_ctx *ctx, const cfg_key *k, const char *text, cons
                             (unsigned long long)k->max, n);
         memcpy(joined, text, n);
     } else {
-        cJSON *arr = cJSON_Parse(text);
+        const char *jwhy;
+        size_t at;
+        cJSON *arr = json_strict_parse(text, strlen(text), &jwhy, &at); /* "[...]x" is none */
         if (!cJSON_IsArray(arr)) {
             cJSON_Delete(arr);
             return cfg_bad_value(ctx, k, src, shown, "not a JSON array");
