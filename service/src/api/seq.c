@@ -155,8 +155,11 @@ static void create(http_request *r, api_ctx *a)
     cJSON *o = json_strict_parse(body, n, &why, &at); /* one object: nothing after, no \u0000 */
     const cJSON *twin = json_strict_twin(o);
     if (!o || twin) {
-        if (o)
-            snprintf(msg, sizeof msg, "field %.64s is given twice", twin->string);
+        if (o) /* named when it is a name: the key is the client's bytes */
+            snprintf(msg, sizeof msg, "field %.16s is given twice",
+                     strspn(twin->string, "abcdefghijklmnopqrstuvwxyz_") == strlen(twin->string)
+                         ? twin->string
+                         : "(a key)");
         else
             snprintf(msg, sizeof msg, "the body must be a JSON object: %s at byte %zu", why, at);
         bad = msg;
