@@ -294,7 +294,19 @@ static void on_reserved(void *arg, const seq_result *res)
     }
 }
 
+static seq_take_result take(seq_ns *ns, uint64_t *out, uint32_t count, bool count_refusal);
+
 seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
+{
+    return take(ns, out, count, true);
+}
+
+seq_take_result seq_take_quiet(seq_ns *ns, uint64_t *out, uint32_t count)
+{
+    return take(ns, out, count, false);
+}
+
+static seq_take_result take(seq_ns *ns, uint64_t *out, uint32_t count, bool count_refusal)
 {
     seq_table *t = ns->table;
     int state = atomic_load_explicit(&ns->state, memory_order_acquire);
@@ -316,7 +328,8 @@ seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
             r = SEQ_R_EXHAUSTED;
             fetch = false;
         } else {
-            counter_add(&ns->stats.refused, 1);
+            if (count_refusal)
+                counter_add(&ns->stats.refused, 1);
             fetch = fetch_due(ns, &want);
         }
         spin_unlock(&ns->lock);

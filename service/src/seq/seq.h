@@ -170,6 +170,9 @@ typedef enum seq_take_result {
  * consecutive within a block; across the boundary to the next block they may jump. Any thread,
  * never blocks on I/O (may start a background fetch). */
 seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count);
+/* The same, but SEQ_R_EMPTY is not counted in stats.refused: for a caller that may retry (the
+ * HTTP park, api/seq.c) and counts the refusal itself when it finally answers one. */
+seq_take_result seq_take_quiet(seq_ns *ns, uint64_t *out, uint32_t count);
 /* The number the next take would start with (HEAD's placeholder; nothing taken). Any thread. */
 uint64_t seq_peek(seq_ns *ns);
 /* Numbers held and not yet issued (current + next block), for the gauge. Any thread. */
