@@ -37,15 +37,15 @@ typedef enum { API_BY_TOKEN, API_BY_CERTIFICATE, API_BY_BOTH, API_BY_COUNT } api
 #define API_SEQ_PARK_SLOTS 256
 typedef struct api_seq_parked {
     http_request *d;   /* the deferred request */
-    seq_ns *ns;
+    seq_ns *ns;        /* what it asks for */
     uint64_t deadline; /* loop ms: answered 503 then */
     uint32_t count;
     bool batch, text, quote;
 } api_seq_parked;
 typedef struct api_seq_park {
-    net_loop *loop;    /* set when first used */
-    wheel_timer tick;      /* scheduled only while n > 0 */
-    uint32_t n;            /* entries in use, oldest first */
+    net_loop *loop;           /* set when first used */
+    wheel_timer tick;         /* scheduled only while n > 0 */
+    uint32_t n;               /* entries in use, oldest first */
     _Atomic uint64_t parked;  /* the gauge: n, for readers on other threads */
     _Atomic uint64_t served;  /* parked, then answered with numbers */
     _Atomic uint64_t refused; /* parked, then answered 503 (deadline, drain, a failure) */

@@ -4,9 +4,10 @@
  * /ids: {"ids":[...]} or one number per line. Numbers are JSON numbers unless ?json_ids=string.
  * A namespace with its own token needs "Authorization: Bearer <that token>" (or auth.token);
  * one without follows /id's rule (open unless auth.protect_reads). Refusals: 503 with
- * Retry-After when the namespace has no number in hand (a burst beyond both blocks, a block
- * reserve that failed, a fence), 410 when it is past its max, 400 for a count no two blocks can
- * ever hold. Nothing here blocks: the numbers are in memory, the blocks are reserved elsewhere.
+ * Retry-After when the namespace has no number in hand (a burst beyond both blocks that waited
+ * in vain, a block reserve that failed, a fence), 410 when it is past its max, 400 for a count no
+ * two blocks can ever hold. Nothing here blocks: the numbers are in memory, the blocks are
+ * reserved elsewhere.
  *
  * A burst that finds both blocks used up waits briefly instead of being refused at once: the
  * request is parked (http_defer: its connection held, the loop free) in the loop's park

@@ -16,9 +16,10 @@
  * 2 x block numbers (adaptive: 2 x block_max). A clean stop gives the unissued numbers back when
  * the store allows (seq_source.release).
  *
- * When both blocks are used up (a burst faster than the store), the request is refused at once:
- * SEQ_R_EMPTY, which the API answers with 503 and Retry-After; the loop never waits for the
- * store. The refusal triggers a fetch if none is running.
+ * When both blocks are used up (a burst faster than the store), the take is refused at once:
+ * SEQ_R_EMPTY; the loop never waits for the store. The API parks the request and retries for
+ * up to sequences.burst_wait_ms (api/seq.c), then answers 503 and Retry-After. A refused take
+ * triggers a fetch if none is running.
  *
  * Threads: seq_table_new, _declare, _start, _stop, _free on the main thread; seq_find, seq_take,
  * seq_table_create and the readers of the statistics on any thread (loop threads). The source's
