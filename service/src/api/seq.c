@@ -204,7 +204,8 @@ static void create(http_request *r, api_ctx *a)
 /* One attempt: takes the numbers and answers them, or answers the refusal. SEQ_R_EMPTY with
  * may_wait leaves the request unanswered (the caller parks it, or keeps it parked); any other
  * result means it was answered (a 500 from a scratch too small included). */
-static seq_take_result serve(http_request *r, const api_seq_parked *w, bool may_wait)
+static inline __attribute__((always_inline)) seq_take_result
+serve(http_request *r, const api_seq_parked *w, bool may_wait)
 {
     api_batch b;
     char one[API_ONE_BODY_MAX];

@@ -294,19 +294,10 @@ static void on_reserved(void *arg, const seq_result *res)
     }
 }
 
-static seq_take_result take(seq_ns *ns, uint64_t *out, uint32_t count, bool count_refusal);
-
-seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
-{
-    return take(ns, out, count, true);
-}
-
-seq_take_result seq_take_quiet(seq_ns *ns, uint64_t *out, uint32_t count)
-{
-    return take(ns, out, count, false);
-}
-
-static seq_take_result take(seq_ns *ns, uint64_t *out, uint32_t count, bool count_refusal)
+/* seq_take's body, inlined into both: the quiet one is the HTTP path's. */
+static inline __attribute__((always_inline)) seq_take_result take(seq_ns *ns, uint64_t *out,
+                                                                   uint32_t count,
+                                                                   bool count_refusal)
 {
     seq_table *t = ns->table;
     int state = atomic_load_explicit(&ns->state, memory_order_acquire);
@@ -352,6 +343,16 @@ static seq_take_result take(seq_ns *ns, uint64_t *out, uint32_t count, bool coun
     if (fetch)
         start_fetch(ns, want);
     return SEQ_R_OK;
+}
+
+seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count)
+{
+    return take(ns, out, count, true);
+}
+
+seq_take_result seq_take_quiet(seq_ns *ns, uint64_t *out, uint32_t count)
+{
+    return take(ns, out, count, false);
 }
 
 uint64_t seq_peek(seq_ns *ns)
