@@ -12,11 +12,14 @@ Run as ctest does, from test/integration: `python3 -m unittest -v test_seq_burst
 import json
 import signal
 import socket
+import ssl
 import struct
 import threading
 import time
 import unittest
 
+import sfharness
+import tlscerts
 from sfharness import Reader, Server, get, metric, request, wait_ready
 
 
@@ -27,6 +30,21 @@ def namespaces(*defs):
 def counter(srv, name):
     v = metric(srv, name)
     return int(v) if v is not None else None
+
+
+def slow_server(name, block, delay_ms, wait_ms, *more):
+    """A ready daemon with one namespace whose every block reserve takes delay_ms."""
+    srv = Server(*more, "--set", namespaces({"name": name, "block": block}),
+                 "--set", "sequences.reserve_delay_ms=%d" % delay_ms,
+                 "--set", "sequences.burst_wait_ms=%d" % wait_ms,
+                 "--set", "sequences.start_wait_ms=10000",
+                 "--set", "sequences.retry_ms=100")
+    try:
+        wait_ready(srv, timeout=30)
+    except BaseException:
+        srv.stop()
+        raise
+    return srv
 
 
 def pipeline(srv, raws):
@@ -41,11 +59,7 @@ class BurstWaits(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.srv = Server("--set", namespaces({"name": "b", "block": 10}),
-                         "--set", "sequences.reserve_delay_ms=200",
-                         "--set", "sequences.burst_wait_ms=1000",
-                         "--set", "sequences.retry_ms=100")
-        wait_ready(cls.srv, timeout=30)
+        cls.srv = slow_server("b", 10, 200, 1000)
 
     @classmethod
     def tearDownClass(cls):
@@ -145,12 +159,8 @@ class BurstWaits(unittest.TestCase):
 
 class BurstRefusedAtZero(unittest.TestCase):
     def test_zero_refuses_at_once(self):
-        srv = Server("--set", namespaces({"name": "z", "block": 10}),
-                     "--set", "sequences.reserve_delay_ms=400",
-                     "--set", "sequences.burst_wait_ms=0",
-                     "--set", "sequences.retry_ms=100")
+        srv = slow_server("z", 10, 400, 0)
         try:
-            wait_ready(srv, timeout=30)
             s, rd = pipeline(srv, [get("/seq/z") for _ in range(30)])
             statuses = []
             for _ in range(30):
@@ -168,13 +178,8 @@ class BurstRefusedAtZero(unittest.TestCase):
 
     def test_deadline_answers_503(self):
         """A wait shorter than the reserve: parked, then 503 + Retry-After at its deadline."""
-        srv = Server("--set", namespaces({"name": "d", "block": 10}),
-                     "--set", "sequences.reserve_delay_ms=3000",
-                     "--set", "sequences.burst_wait_ms=100",
-                     "--set", "sequences.start_wait_ms=10000",
-                     "--set", "sequences.retry_ms=100")
+        srv = slow_server("d", 10, 3000, 100)
         try:
-            wait_ready(srv, timeout=30)
             s, rd = pipeline(srv, [get("/seq/d") for _ in range(22)])
             statuses = [rd.response().status for _ in range(22)]
             s.close()
@@ -186,13 +191,8 @@ class BurstRefusedAtZero(unittest.TestCase):
 
 class DrainAnswersParked(unittest.TestCase):
     def test_sigterm_answers_parked_requests(self):
-        srv = Server("--set", namespaces({"name": "t", "block": 5}),
-                     "--set", "sequences.reserve_delay_ms=2000",
-                     "--set", "sequences.burst_wait_ms=10000",
-                     "--set", "sequences.start_wait_ms=10000",
-                     "--set", "sequences.retry_ms=100")
+        srv = slow_server("t", 5, 2000, 10000)
         try:
-            wait_ready(srv, timeout=30)
             s, rd = pipeline(srv, [get("/seq/t") for _ in range(12)])
             deadline = time.monotonic() + 20
             while counter(srv, "snowflaked_seq_parked") == 0:
@@ -217,6 +217,39 @@ class DrainAnswersParked(unittest.TestCase):
             self.assertEqual(srv.wait(timeout=60), 0)  # the drain ends (the source's thread too)
         finally:
             srv.stop()
+
+
+class OverTls(unittest.TestCase):
+    """The hold stops TLS reads too: pipelined requests behind a parked one, over TLS, are
+    answered in order and none is lost in OpenSSL's buffer."""
+
+    def test_pipelined_over_tls(self):
+        certs = tlscerts.Certs()
+        port = sfharness.free_port()
+        srv = slow_server("s", 10, 200, 2000,
+                          *sfharness.set_args("server.tls.port=%d" % port,
+                                              "server.tls.cert_file=" + certs.server,
+                                              "server.tls.key_file=" + certs.server_key))
+        try:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.load_verify_locations(certs.ca)
+            raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+            s.sendall(b"".join(get("/seq/s") for _ in range(30)) + get("/healthz"))
+            rd = Reader(s)
+            nums = []
+            for _ in range(30):
+                r = rd.response()
+                self.assertEqual(r.status, 200, r.body)
+                nums.append(r.json()["id"])
+            self.assertEqual(nums, sorted(nums))
+            self.assertEqual(len(set(nums)), 30)
+            self.assertEqual(rd.response().status, 200)
+            s.close()
+            self.assertGreater(counter(srv, "snowflaked_seq_parked_served_total"), 0)
+        finally:
+            srv.stop()
+            certs.cleanup()
 
 
 if __name__ == "__main__":
