@@ -280,15 +280,19 @@ static void park_cancel(http_request *d, void *arg)
 }
 
 /* Every PARK_TICK_MS while the park holds something: each request, oldest first, is served if
- * numbers are there now, refused at its deadline, refused at once when the server drains. */
+ * numbers are there now, refused at its deadline, refused at once when the server drains. A
+ * namespace found dry for some count is not asked again in the same tick for as many or more
+ * (a full park of one namespace costs one take per tick, not 256). */
 static void park_tick(wheel_timer *t)
 {
     api_seq_park *p = (api_seq_park *)(void *)((char *)t - offsetof(api_seq_park, tick));
     uint64_t now = uv_now(&p->loop->uv);
     bool draining = p->loop->draining;
+    const seq_ns *dry = NULL;
+    uint32_t dry_count = 0;
     for (uint32_t i = 0; i < p->n; i++) {
         api_seq_parked w = p->e[i];
-        if (!w.d)
+        if (!w.d || (w.ns == dry && w.count >= dry_count && now < w.deadline && !draining))
             continue;
         seq_take_result res;
         if (draining) {
@@ -299,8 +303,11 @@ static void park_tick(wheel_timer *t)
             res = SEQ_R_EMPTY;
         } else {
             res = serve(w.d, &w, now < w.deadline);
-            if (res == SEQ_R_EMPTY && now < w.deadline)
-                continue; /* still waiting */
+            if (res == SEQ_R_EMPTY && now < w.deadline) { /* still waiting */
+                dry = w.ns;
+                dry_count = w.count;
+                continue;
+            }
         }
         p->e[i].d = NULL; /* answered: its cancel never comes */
         counter_add(res == SEQ_R_OK ? &p->served : &p->refused, 1);
