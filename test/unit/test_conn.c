@@ -9,6 +9,8 @@
  *   end       the connection ends after the queued output (conn_close_after_flush)
  *   quit      the same, as a peer's own request to close (conn_end_after_flush)
  *   close     PROTO_CLOSE
+ *   hold MS   holds the connection (conn_hold) and, MS ms later on the loop's wheel, writes
+ *             "released\n" and releases it (the lines after it wait)
  * It handles at most g_pipeline lines per on_data and stops when the output is full (conn_yield
  * both times), writes "timeout K\n" on a timeout, answers "too long\n" and ends on a line over
  * TP_LINE_MAX, and logs "id:line" for every line it ran.
@@ -39,6 +41,8 @@
 
 typedef struct tp_conn {
     unsigned id;
+    conn *c;
+    wheel_timer release; /* "hold MS": ends the hold */
 } tp_conn;
 
 static unsigned g_pipeline = 1000;
@@ -79,9 +83,19 @@ static long log_pos(const char *needle)
 #define TP_LINE_MAX  (48 * 1024) /* the protocol's own limit on a line */
 #define TP_INPUT_MAX (64 * 1024) /* what it may leave unconsumed: above its limit */
 
+static void tp_release(wheel_timer *w)
+{
+    tp_conn *t = (tp_conn *)(void *)((char *)w - offsetof(tp_conn, release));
+    log_line(t->id, "released", 8);
+    conn_write(t->c, "released\n", 9);
+    conn_release(t->c);
+}
+
 static void tp_open(conn *c)
 {
     tp_conn *t = conn_state(c);
+    t->c = c;
+    wheel_timer_init(&t->release, tp_release);
     t->id = atomic_fetch_add(&g_next_id, 1) + 1;
     atomic_fetch_add(&g_opened, 1);
     conn_set_input_max(c, TP_INPUT_MAX);
@@ -142,6 +156,14 @@ static ssize_t tp_data(conn *c, const char *data, size_t len)
             nanosleep(&(struct timespec){.tv_sec = (time_t)(ms / 1000),
                                          .tv_nsec = (long)(ms % 1000) * 1000000},
                       NULL);
+        } else if (is(line, n, "hold ")) {
+            uint64_t at = uv_now(&conn_loop(c)->uv) + strtoul(line + 5, NULL, 10);
+            conn_hold(c);
+            wheel_add(&conn_loop(c)->wheel, &t->release, at);
+            net_loop_arm_wheel(conn_loop(c), at);
+            conn_yield(c); /* the rest waits for the release */
+            yielded = true;
+            break;
         } else if (is(line, n, "end")) {
             conn_close_after_flush(c);
         } else if (is(line, n, "quit")) {
@@ -166,7 +188,8 @@ static void tp_timeout(conn *c, conn_timeout_kind kind)
 
 static void tp_close(conn *c)
 {
-    (void)c;
+    tp_conn *t = conn_state(c);
+    wheel_cancel(&t->release); /* a connection closed while held: nothing fires for it later */
     atomic_fetch_add(&g_closed, 1);
 }
 
@@ -760,6 +783,102 @@ START_TEST(test_proto_close_releases_everything)
 }
 END_TEST
 
+/* conn_hold: a held connection reads nothing and runs none of its pipelined lines until it is
+ * released; then they run in order, after what the release wrote. */
+START_TEST(test_hold_keeps_pipelined_input_in_order)
+{
+    net_config nc = config();
+    start(&nc);
+    int fd = dial(0);
+    send_str(fd, "echo a\nhold 300\necho b\necho c\n");
+    expect(fd, "a\n");
+    uint64_t t0 = ms_now();
+    send_str(fd, "echo d\n"); /* arrives while held: waits too */
+    expect(fd, "released\nb\nc\nd\n");
+    ck_assert_uint_ge(ms_now() - t0, 200);
+    ck_assert_int_lt(log_pos("1:released"), log_pos("1:echo b"));
+    ck_assert_int_lt(log_pos("1:echo c"), log_pos("1:echo d"));
+    send_str(fd, "echo e\n"); /* served as usual after */
+    expect(fd, "e\n");
+    close(fd);
+    stop();
+}
+END_TEST
+
+/* The peer's FIN while held does not close the connection as "all answered": the owed output is
+ * written first, then it closes. */
+START_TEST(test_hold_survives_peer_eof)
+{
+    net_config nc = config();
+    start(&nc);
+    int fd = dial(0);
+    send_str(fd, "hold 300\n");
+    WAIT_FOR(log_count("1:hold") == 1, 5000);
+    shutdown(fd, SHUT_WR);
+    expect(fd, "released\n");
+    expect_eof(fd);
+    wait_closed(1, 5000);
+    close(fd);
+    stop();
+}
+END_TEST
+
+/* Header and idle timers do not close a held connection under its request. */
+START_TEST(test_hold_outlasts_idle_timeout)
+{
+    net_config nc = config();
+    nc.idle_timeout_ms = 100;
+    nc.header_timeout_ms = 100;
+    start(&nc);
+    int fd = dial(0);
+    send_str(fd, "hold 600\n");
+    expect(fd, "released\n");
+    ck_assert_uint_eq(atomic_load(&g_closed), 0);
+    send_str(fd, "echo x\n");
+    expect(fd, "x\n");
+    close(fd);
+    stop();
+}
+END_TEST
+
+/* A peer gone while held: the connection is closed and released (on_close cancels the release
+ * timer), with no report after it. */
+START_TEST(test_hold_peer_reset_is_released)
+{
+    net_config nc = config();
+    start(&nc);
+    int fd = dial(0);
+    send_str(fd, "hold 200\n");
+    WAIT_FOR(log_count("1:hold") == 1, 5000);
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd); /* RST */
+    wait_closed(1, 5000);
+    int fd2 = dial(0);
+    send_str(fd2, "echo y\n");
+    expect(fd2, "y\n");
+    close(fd2);
+    stop();
+}
+END_TEST
+
+/* A drain does not close a held connection as idle: it is answered, then closed. */
+START_TEST(test_hold_drain_waits_for_release)
+{
+    net_config nc = config();
+    nc.shutdown_grace_ms = 5000;
+    start(&nc);
+    int fd = dial(0);
+    send_str(fd, "hold 300\n");
+    WAIT_FOR(log_count("1:hold") == 1, 5000);
+    net_server_drain(&g_srv);
+    expect(fd, "released\n");
+    expect_eof(fd);
+    net_server_join(&g_srv);
+    close(fd);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("conn");
@@ -783,6 +902,11 @@ static Suite *suite(void)
     tcase_add_test(t, test_proto_close_releases_everything);
     tcase_add_test(t, test_max_age_retires_connections_over_a_tenth_of_it);
     tcase_add_test(t, test_no_max_age_keeps_connections);
+    tcase_add_test(t, test_hold_keeps_pipelined_input_in_order);
+    tcase_add_test(t, test_hold_survives_peer_eof);
+    tcase_add_test(t, test_hold_outlasts_idle_timeout);
+    tcase_add_test(t, test_hold_peer_reset_is_released);
+    tcase_add_test(t, test_hold_drain_waits_for_release);
     suite_add_tcase(s, t);
     return s;
 }

@@ -30,6 +30,29 @@
 /* What let a request through the access check (snowflaked_auth_granted_total's label). */
 typedef enum { API_BY_TOKEN, API_BY_CERTIFICATE, API_BY_BOTH, API_BY_COUNT } api_credential;
 
+/* Segment mode's park (api/seq.c): /seq and /seqs requests that found both blocks used up,
+ * waiting (deferred, http_defer) for the next block up to sequences.burst_wait_ms. Fixed size,
+ * nothing allocated per request; polled on the loop's timing wheel every millisecond only while
+ * it holds something. Loop thread only, but the counters (util/counter.h) for any reader. */
+#define API_SEQ_PARK_SLOTS 256
+typedef struct api_seq_parked {
+    http_request *d;   /* the deferred request */
+    seq_ns *ns;        /* what it asks for */
+    uint64_t deadline; /* loop ms: answered 503 then */
+    uint32_t count;
+    bool batch, text, quote;
+} api_seq_parked;
+typedef struct api_seq_park {
+    net_loop *loop;           /* set when first used */
+    wheel_timer tick;         /* scheduled only while n > 0 */
+    uint32_t n;               /* entries in use, oldest first */
+    _Atomic uint64_t parked;  /* the gauge: n, for readers on other threads */
+    _Atomic uint64_t served;  /* parked, then answered with numbers */
+    _Atomic uint64_t refused; /* parked, then answered 503 (deadline, drain, a failure) */
+    _Atomic uint64_t full;    /* refused at once: every slot in use */
+    api_seq_parked e[API_SEQ_PARK_SLOTS];
+} api_seq_park;
+
 /* Counters of one loop, written by that loop only (util/counter.h); api_ctx.loops holds one per
  * net loop, each on its own cache lines (util/perloop.h). */
 typedef struct api_loop {
@@ -38,6 +61,7 @@ typedef struct api_loop {
     _Atomic uint64_t typeids_issued;   /* TypeIDs (from the UUIDv7 generators) */
     _Atomic uint64_t auth_failures;
     _Atomic uint64_t auth_granted[API_BY_COUNT]; /* by api_credential */
+    api_seq_park seq_park;                       /* api/seq.c */
 } api_loop;
 const char *api_credential_name(api_credential c); /* "token", "certificate", "token_and_certificate" */
 
@@ -58,6 +82,7 @@ typedef struct api_options {
     bool client_certificates;          /* auth.client_certificates: a listed one is a credential */
     bool token_and_certificate;        /* both needed, not either (auth.credentials) */
     bool seq_api_create;               /* PUT /seq/{name} creates (sequences.api_create) */
+    uint32_t seq_burst_wait_ms;        /* a /seq burst parks this long at most (0: refused) */
 } api_options;
 
 typedef struct api_ctx {

@@ -4,9 +4,16 @@
  * /ids: {"ids":[...]} or one number per line. Numbers are JSON numbers unless ?json_ids=string.
  * A namespace with its own token needs "Authorization: Bearer <that token>" (or auth.token);
  * one without follows /id's rule (open unless auth.protect_reads). Refusals: 503 with
- * Retry-After when the namespace has no number in hand (a burst beyond both blocks, a block
- * reserve that failed, a fence), 410 when it is past its max, 400 for a count no two blocks can
- * ever hold. Nothing here waits: the numbers are in memory, the blocks are reserved elsewhere. */
+ * Retry-After when the namespace has no number in hand (a burst beyond both blocks that waited
+ * in vain, a block reserve that failed, a fence), 410 when it is past its max, 400 for a count no
+ * two blocks can ever hold. Nothing here blocks: the numbers are in memory, the blocks are
+ * reserved elsewhere.
+ *
+ * A burst that finds both blocks used up waits briefly instead of being refused at once: the
+ * request is parked (http_defer: its connection held, the loop free) in the loop's park
+ * (api_seq_park, 256 slots), retried every millisecond on the loop's timing wheel, answered as
+ * soon as numbers are there, or with the 503 it would have had once sequences.burst_wait_ms has
+ * passed (at once when the park is full, when the wait is 0, or when the server drains). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,6 +73,7 @@ static void refuse(http_request *r, seq_ns *ns, seq_take_result res)
         http_respond_error(r, 404, msg, NULL);
         break;
     case SEQ_R_EMPTY:
+        counter_add(&ns->stats.refused, 1); /* counted once per answer: takes are quiet */
         seq_last_error(ns, why, sizeof why);
         snprintf(msg, sizeof msg, "namespace %s has no number in hand: %s", ns->def.name,
                  why[0] ? why : "the next block is being reserved");
@@ -218,6 +226,148 @@ static void create(http_request *r, api_ctx *a)
     http_respond(r, live ? 200 : 202, "application/json", loc, out, (size_t)m);
 }
 
+/* One attempt: takes the numbers and answers them, or answers the refusal. SEQ_R_EMPTY with
+ * may_wait leaves the request unanswered (the caller parks it, or keeps it parked); any other
+ * result means it was answered (a 500 from a scratch too small included). */
+static inline __attribute__((always_inline)) seq_take_result
+serve(http_request *r, const api_seq_parked *w, bool may_wait)
+{
+    api_batch b;
+    char one[API_ONE_BODY_MAX];
+    uint64_t first, *nums = &first;
+    if (w->batch) {
+        nums = api_batch_begin(r, &b, sizeof *nums, w->count, w->text, true, w->quote);
+        if (!nums)
+            return SEQ_R_OK; /* answered (500) */
+    } else {
+        api_batch_open(&b, one, w->text, false, w->quote);
+    }
+    seq_take_result res;
+    if (r->head_only) { /* describes a GET without spending numbers: its refusal, or the next */
+        uint64_t next = 0;
+        res = seq_peek(w->ns, w->count, &next);
+        for (uint32_t i = 0; res == SEQ_R_OK && i < w->count; i++)
+            nums[i] = next + i;
+    } else {
+        res = seq_take_quiet(w->ns, nums, w->count);
+    }
+    if (res == SEQ_R_EMPTY && may_wait)
+        return res;
+    if (res != SEQ_R_OK) {
+        refuse(r, w->ns, res);
+        return res;
+    }
+    for (uint32_t i = 0; i < w->count; i++) {
+        char *p = api_batch_item(&b);
+        api_batch_put(&b, fmt_u64(p, nums[i]));
+    }
+    api_batch_respond(r, &b);
+    return SEQ_R_OK;
+}
+
+/* ---- the park ------------------------------------------------------------------------------ */
+
+#define PARK_TICK_MS 1
+
+static api_seq_park *park_of(api_ctx *a, unsigned loop_index)
+{
+    return &((api_loop *)perloop_at(&a->loops, loop_index))->seq_park;
+}
+
+/* Drops the entries whose request is gone (answered, or cancelled), keeping arrival order. */
+static void park_compact(api_seq_park *p)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < p->n; i++)
+        if (p->e[i].d)
+            p->e[k++] = p->e[i];
+    p->n = k;
+    atomic_store_explicit(&p->parked, k, memory_order_relaxed);
+}
+
+static void park_arm(api_seq_park *p)
+{
+    uint64_t at = uv_now(&p->loop->uv) + PARK_TICK_MS;
+    wheel_add(&p->loop->wheel, &p->tick, at);
+    net_loop_arm_wheel(p->loop, at);
+}
+
+/* The connection of a parked request closed (http_defer's cancel, from its close callback):
+ * the entry is only marked, the tick drops it, so that the park never changes under a tick. */
+static void park_cancel(http_request *d, void *arg)
+{
+    api_seq_park *p = arg;
+    for (uint32_t i = 0; i < p->n; i++)
+        if (p->e[i].d == d) {
+            p->e[i].d = NULL;
+            break;
+        }
+}
+
+/* Every PARK_TICK_MS while the park holds something: each request, oldest first, is served if
+ * numbers are there now, refused at its deadline, refused at once when the server drains. A
+ * namespace found dry for some count is not asked again in the same tick for as many or more
+ * (a full park of one namespace costs one take per tick, not 256). */
+static void park_tick(wheel_timer *t)
+{
+    api_seq_park *p = (api_seq_park *)(void *)((char *)t - offsetof(api_seq_park, tick));
+    uint64_t now = uv_now(&p->loop->uv);
+    bool draining = p->loop->draining;
+    const seq_ns *dry = NULL;
+    uint32_t dry_count = 0;
+    for (uint32_t i = 0; i < p->n; i++) {
+        api_seq_parked w = p->e[i];
+        if (!w.d || (w.ns == dry && w.count >= dry_count && now < w.deadline && !draining))
+            continue;
+        seq_take_result res;
+        if (draining) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "namespace %s has no number in hand and the server is "
+                     "shutting down", w.ns->def.name);
+            http_respond_error(w.d, 503, msg, "Retry-After: 1\r\n");
+            res = SEQ_R_EMPTY;
+        } else {
+            res = serve(w.d, &w, now < w.deadline);
+            if (res == SEQ_R_EMPTY && now < w.deadline) { /* still waiting */
+                dry = w.ns;
+                dry_count = w.count;
+                continue;
+            }
+        }
+        p->e[i].d = NULL; /* answered: its cancel never comes */
+        counter_add(res == SEQ_R_OK ? &p->served : &p->refused, 1);
+    }
+    park_compact(p);
+    if (p->n)
+        park_arm(p);
+}
+
+/* SEQ_R_EMPTY: the request waits in the loop's park, or is refused at once (no slot left). */
+static void park(http_request *r, api_ctx *a, const api_seq_parked *w)
+{
+    api_seq_park *p = park_of(a, r->loop_index);
+    if (!p->loop) {
+        p->loop = conn_loop(r->conn);
+        wheel_timer_init(&p->tick, park_tick);
+    }
+    if (p->n == API_SEQ_PARK_SLOTS)
+        park_compact(p);
+    http_request *d = p->n < API_SEQ_PARK_SLOTS ? http_defer(r, park_cancel, p) : NULL;
+    if (!d) {
+        if (p->n == API_SEQ_PARK_SLOTS)
+            counter_add(&p->full, 1);
+        refuse(r, w->ns, SEQ_R_EMPTY);
+        return;
+    }
+    api_seq_parked *e = &p->e[p->n++];
+    *e = *w;
+    e->d = d;
+    e->deadline = uv_now(&p->loop->uv) + a->opt.seq_burst_wait_ms;
+    atomic_store_explicit(&p->parked, p->n, memory_order_relaxed);
+    if (!wheel_is_scheduled(&p->tick))
+        park_arm(p);
+}
+
 void api_seq(http_request *r, void *ctx)
 {
     api_ctx *a = ctx;
@@ -234,34 +384,10 @@ void api_seq(http_request *r, void *ctx)
         quoted_option(r, &quote) != 0 ||
         (batch && api_count_param(r, a->opt.max_batch, &count) != 0))
         return;
-    api_batch b;
-    char one[API_ONE_BODY_MAX];
-    uint64_t first, *nums = &first;
-    if (batch) {
-        nums = api_batch_begin(r, &b, sizeof *nums, count, text, true, quote);
-        if (!nums)
-            return;
-    } else {
-        api_batch_open(&b, one, text, false, quote);
-    }
-    seq_take_result res;
-    if (r->head_only) { /* describes a GET without spending numbers: its refusal, or the next */
-        uint64_t next = 0;
-        res = seq_peek(ns, count, &next);
-        for (uint32_t i = 0; res == SEQ_R_OK && i < count; i++)
-            nums[i] = next + i;
-    } else {
-        res = seq_take(ns, nums, count);
-    }
-    if (res != SEQ_R_OK) {
-        refuse(r, ns, res);
-        return;
-    }
-    for (uint32_t i = 0; i < count; i++) {
-        char *p = api_batch_item(&b);
-        api_batch_put(&b, fmt_u64(p, nums[i]));
-    }
-    api_batch_respond(r, &b);
+    api_seq_parked w = {.ns = ns, .count = count, .batch = batch, .text = text, .quote = quote};
+    /* HEAD spends nothing and starts no fetch: it answers what a GET would get now */
+    if (serve(r, &w, a->opt.seq_burst_wait_ms != 0 && !r->head_only) == SEQ_R_EMPTY)
+        park(r, a, &w);
 }
 
 /* GET /sequences: every namespace, its definition and what it holds (the operator's view). */
@@ -369,16 +495,38 @@ void api_seq_metrics(prom_buf *b, api_ctx *a)
                      counter_get((_Atomic uint64_t *)((char *)&ns->stats + counters[c].off)));
         }
     }
-    gauge(b, t, "snowflaked_seq_remaining",
-          "Numbers held in memory and not yet issued (current and next block), by namespace.",
-          seq_remaining);
-    gauge(b, t, "snowflaked_seq_max",
-          "The namespace's max, the last number it may issue (absent when it has none), by "
-          "namespace.",
-          max_of);
-    gauge(b, t, "snowflaked_seq_block_end",
-          "The end (exclusive) of the furthest block this node holds, by namespace.",
-          seq_block_end);
+    uint64_t park[4] = {0};
+    for (unsigned i = 0; i < perloop_count(&a->loops); i++) {
+        const api_seq_park *p = &((const api_loop *)perloop_at(&a->loops, i))->seq_park;
+        park[0] += counter_get(&p->parked);
+        park[1] += counter_get(&p->served);
+        park[2] += counter_get(&p->refused);
+        park[3] += counter_get(&p->full);
+    }
+    prom_family(b, "snowflaked_seq_parked", "gauge",
+                "Requests waiting for a block now (parked for at most sequences.burst_wait_ms).");
+    prom_u64(b, "snowflaked_seq_parked", NULL, park[0]);
+    prom_family(b, "snowflaked_seq_parked_served_total", "counter",
+                "Parked requests answered with numbers once a block arrived.");
+    prom_u64(b, "snowflaked_seq_parked_served_total", NULL, park[1]);
+    prom_family(b, "snowflaked_seq_parked_refused_total", "counter",
+                "Parked requests answered 503: no block within sequences.burst_wait_ms, or a "
+                "drain.");
+    prom_u64(b, "snowflaked_seq_parked_refused_total", NULL, park[2]);
+    prom_family(b, "snowflaked_seq_park_full_total", "counter",
+                "Requests refused at once (503) because all 256 park slots of their loop were in "
+                "use.");
+    prom_u64(b, "snowflaked_seq_park_full_total", NULL, park[3]);
+    prom_family(b, "snowflaked_seq_remaining", "gauge",
+                "Numbers held in memory and not yet issued (current and next block), by "
+                "namespace.");
+    for (unsigned i = 0; i < count; i++) {
+        seq_ns *ns = seq_at(t, i);
+        if (atomic_load(&ns->state) != SEQ_NS_LIVE)
+            continue;
+        snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
+        prom_u64(b, "snowflaked_seq_remaining", labels, seq_remaining(ns));
+    }
     prom_family(b, "snowflaked_seq_block_fetch_seconds", "histogram",
                 "Time from asking the block source for a block to its answer, by namespace.");
     for (unsigned i = 0; i < count; i++) {

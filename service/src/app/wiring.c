@@ -165,7 +165,8 @@ void app_api_options(const cfg *c, api_options *out)
                          .token_len = 0,
                          .client_certificates = c->auth.client_certificates[0] != '\0',
                          .token_and_certificate = c->auth.token_and_certificate,
-                         .seq_api_create = c->sequences.api_create};
+                         .seq_api_create = c->sequences.api_create,
+                         .seq_burst_wait_ms = c->sequences.burst_wait_ms};
 }
 
 void app_snapshot_path(const cfg *c, char *out, size_t cap)

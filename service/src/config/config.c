@@ -631,6 +631,10 @@ static const cfg_key cfg_keys[] = {
     K_U32("sequences.reserve_delay_ms", sequences.reserve_delay_ms, 0, 60000,
           "fault injection for tests: every block reserve waits this long first; 0 in "
           "production"),
+    K_U32("sequences.burst_wait_ms", sequences.burst_wait_ms, 0, 10000,
+          "a `/seq` or `/seqs` request that finds both blocks used up waits this long at most "
+          "for the next block (parked, the loop is not blocked) before its `503`; 0: refused at "
+          "once ([sequences.md](sequences.md#bursts-wait-briefly))"),
 };
 
 #define CFG_NKEYS (sizeof cfg_keys / sizeof cfg_keys[0])

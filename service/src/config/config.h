@@ -221,6 +221,7 @@ typedef struct cfg_sequences {
     uint32_t start_wait_ms;     /* start waits this long at most for the first blocks */
     uint32_t max_namespaces;    /* declared and created over the API together */
     uint32_t reserve_delay_ms;  /* test knob: every block reserve waits this long first */
+    uint32_t burst_wait_ms;     /* a request finding both blocks empty waits this long at most */
     bool api_create;            /* PUT /seq/{name} with auth.token creates namespaces */
 } cfg_sequences;
 

@@ -135,6 +135,10 @@ void conn_expire(conn *c)
         conn_close(c);
         return;
     }
+    if (kind != CONN_TIMEOUT_WRITE && (c->flags & CONN_HELD)) {
+        conn_set_timeout(c, kind); /* a request is being answered later: not idle, not late */
+        return;
+    }
     if (kind == CONN_TIMEOUT_IDLE && (c->in_len || (c->flags & CONN_PENDING))) {
         conn_set_timeout(c, CONN_TIMEOUT_IDLE); /* requests are waiting: not idle */
         return;
@@ -177,7 +181,7 @@ static void set_reading(conn *c, bool on)
 /* Whether the connection should be reading now. */
 static bool wants_input(const conn *c)
 {
-    if (c->flags & CONN_PEER_EOF)
+    if (c->flags & (CONN_PEER_EOF | CONN_HELD))
         return false;
     switch ((conn_phase)c->phase) {
     case CONN_OPEN:
@@ -310,6 +314,16 @@ void conn_io_read(conn *c, const char *data, size_t n)
     c->flags |= CONN_GOT_DATA;
     if (c->phase != CONN_OPEN)
         return; /* ending or lingering: discarded */
+    if (c->flags & CONN_HELD) { /* read before the hold stopped the transport: kept for later */
+        if (c->in && data == c->in + c->in_len)
+            c->in_len += (uint32_t)n;
+        else if (reserve_input(c, (size_t)c->in_len + n) == 0) {
+            memcpy(c->in + c->in_len, data, n);
+            c->in_len += (uint32_t)n;
+        } else
+            conn_close(c);
+        return;
+    }
     if (c->in && data == c->in + c->in_len) { /* read behind the unfinished message */
         c->in_len += (uint32_t)n;
         process(c, c->in, c->in_len);
@@ -464,6 +478,10 @@ static void advance(conn *c)
             c->flags |= CONN_OUT_PAUSED;
         else if (c->out.pending <= config_of(c)->out_high_water / 2)
             c->flags &= ~CONN_OUT_PAUSED;
+        if (c->flags & CONN_HELD) { /* a response is owed: no close, no turn, no input */
+            set_reading(c, false);
+            return;
+        }
         if (!c->out.pending && !c->inflight && !c->in_len &&
             ((c->flags & CONN_PEER_EOF) ||
              (c->loop->draining && c->wait_kind == CONN_TIMEOUT_IDLE))) {
@@ -517,7 +535,9 @@ void conn_run_pending(net_loop *loop)
         conn *next = c == last ? NULL : c->pending_next;
         c->flags &= ~CONN_PENDING;
         c->pending_next = NULL;
-        if (c->phase == CONN_OPEN && c->in_len)
+        if (c->flags & CONN_HELD)
+            ; /* its turn comes again with conn_release */
+        else if (c->phase == CONN_OPEN && c->in_len)
             process(c, c->in, c->in_len);
         else
             advance(c);
@@ -651,6 +671,32 @@ void conn_io_ready(conn *c)
     advance(c);
 }
 
+void conn_hold(conn *c)
+{
+    assert(!(c->flags & CONN_HELD));
+    if (c->phase == CONN_CLOSING)
+        return;
+    c->flags |= CONN_HELD;
+    if (c->phase != CONN_PROCESSING) /* inside on_data, process() advances when it returns */
+        advance(c);
+}
+
+void conn_release(conn *c)
+{
+    if (!(c->flags & CONN_HELD))
+        return;
+    c->flags &= ~CONN_HELD;
+    if (c->phase == CONN_PROCESSING || c->phase == CONN_CLOSING)
+        return;
+    /* Input kept while held (pipelined requests) gets its turn on the next loop turn, as
+     * yielded input does: never processed from inside the caller's callback. */
+    if (c->phase == CONN_OPEN && c->in_len)
+        c->flags |= CONN_YIELDED;
+    advance(c);
+    if (c->phase == CONN_OPEN && !c->inflight && !c->out.pending)
+        restore_wait_timer(c);
+}
+
 void conn_close(conn *c)
 {
     if (c->phase == CONN_CLOSING)
@@ -688,7 +734,7 @@ void conn_close_idle(net_loop *loop)
         bool between_requests = c->wait_kind == CONN_TIMEOUT_IDLE ||
                                 (c->wait_kind == CONN_TIMEOUT_HEADER && !(c->flags & CONN_GOT_DATA));
         if (c->phase == CONN_OPEN && between_requests && !c->out.pending && !c->inflight &&
-            !c->in_len)
+            !c->in_len && !(c->flags & CONN_HELD))
             conn_close(c);
     }
 }

@@ -63,6 +63,7 @@ enum {
     CONN_GOT_DATA = 1u << 6,   /* at least one byte arrived */
     CONN_END_AFTER = 1u << 7,  /* PROCESSING: the protocol asked to end after this response */
     CONN_ENDED = 1u << 8,      /* ENDING completed: the last response was all written */
+    CONN_HELD = 1u << 9,       /* conn_hold: a response is owed later; input and turns wait */
 };
 
 struct conn {
@@ -156,6 +157,24 @@ void conn_flush_out(conn *c);
 
 /* (Re)arms the connection's single timer for this wait with the configured duration. */
 void conn_set_timeout(conn *c, conn_timeout_kind kind);
+
+/* Holding (a protocol that answers a request later, e.g. a parked /seq burst): while held the
+ * connection reads nothing (the transport stops reading, TLS included), takes no run-queue turn,
+ * and is neither closed as "all answered" (the peer's EOF, a drain) nor by its header or idle
+ * timer (re-armed instead; the write timer of output in flight still applies). Input already
+ * buffered stays buffered and is handed to the protocol, in order, after conn_release. Output
+ * written meanwhile (an earlier pipelined response) is still flushed. conn_close, a transport
+ * error and a server's grace timer still close a held connection: the protocol's on_close runs
+ * as always, and must forget the held request there. Loop thread; conn_hold is normally called
+ * from inside on_data, conn_release from a timer or any callback outside it (it flushes what the
+ * protocol wrote and resumes as after any event; inside on_data it only clears the hold).
+ * Neither nests: one hold at a time. */
+void conn_hold(conn *c);
+void conn_release(conn *c);
+static inline bool conn_held(const conn *c)
+{
+    return (c->flags & CONN_HELD) != 0;
+}
 
 /* Closes at once; queued output is dropped. */
 void conn_close(conn *c);

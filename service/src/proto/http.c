@@ -89,6 +89,12 @@ typedef struct http_conn {
     uint8_t te_matched;     /* bytes of "chunked" matched so far in the current value */
     uint64_t start_ns;
     uint64_t sent_body_len; /* the response's body bytes, for the access log */
+    bool deferred;          /* dreq is owed a response (http_defer) */
+    bool close_aged;        /* the owed response ends the connection for its age */
+    bool client_keeps;      /* the client asked to keep the connection (for the deferred close) */
+    http_defer_cancel defer_cancel;
+    void *defer_arg;
+    http_request dreq; /* the deferred request, as its handler saw it */
     bool remote_known;      /* remote holds the client's address (access log only) */
     char remote[56];        /* "[ffff:...:ffff]:65535", or "" when the socket does not say */
 } http_conn;
@@ -288,10 +294,64 @@ static void respond(http_conn *h, bool head_only, int status, const char *ctype,
     }
 }
 
+static void end_message(http_conn *h);
+
+/* The deferred response is queued: the request ends as on_message_complete would have ended it,
+ * then the connection goes on (its pipelined input gets a turn, or it ends). */
+static void finish_deferred(http_conn *h)
+{
+    conn *c = h->c;
+    h->deferred = false;
+    record(h, h->dreq.status);
+    end_message(h);
+    if (!h->keep_alive) {
+        if (h->close_aged)
+            conn_close_aged(c);
+        else if (h->client_keeps)
+            conn_close_after_flush(c);
+        else
+            conn_end_after_flush(c);
+    } else {
+        conn_set_timeout(c, CONN_TIMEOUT_IDLE);
+    }
+    conn_release(c);
+}
+
+http_request *http_defer(http_request *r, http_defer_cancel cancel, void *arg)
+{
+    http_conn *h = conn_state(r->conn);
+    if (h->deferred || r->status != 0 || conn_closing(r->conn) || !cancel)
+        return NULL;
+    h->dreq = *r;
+    h->deferred = true;
+    h->defer_cancel = cancel;
+    h->defer_arg = arg;
+    return &h->dreq;
+}
+
+/* The answer to the connection's deferred request (r == &h->dreq). A drain begun since it was
+ * deferred makes it the connection's last. Out of line: the immediate answer's path (GET /id)
+ * pays one load and one branch for the deferral. */
+static __attribute__((noinline, cold)) void respond_deferred(http_conn *h, http_request *r,
+                                                             int status, const char *ctype,
+                                                             const char *extra, const void *body,
+                                                             size_t len, obuf *chunks)
+{
+    if (h->keep_alive && conn_draining(h->c))
+        h->keep_alive = false;
+    r->status = status;
+    respond(h, r->head_only, status, ctype, extra, body, len, chunks);
+    finish_deferred(h);
+}
+
 void http_respond(http_request *r, int status, const char *ctype, const char *extra,
                   const void *body, size_t len)
 {
     http_conn *h = conn_state(r->conn);
+    if (__builtin_expect(h->deferred, 0) && r == &h->dreq) {
+        respond_deferred(h, r, status, ctype, extra, body, len, NULL);
+        return;
+    }
     r->status = status;
     respond(h, r->head_only, status, ctype, extra, body, len, NULL);
 }
@@ -299,8 +359,13 @@ void http_respond(http_request *r, int status, const char *ctype, const char *ex
 void http_respond_request_body(http_request *r, int status, const char *ctype, const char *extra)
 {
     http_conn *h = conn_state(r->conn);
+    size_t len = r->body ? r->body_len : 0;
+    if (__builtin_expect(h->deferred, 0) && r == &h->dreq) {
+        respond_deferred(h, r, status, ctype, extra, NULL, len, r->body);
+        return;
+    }
     r->status = status;
-    respond(h, r->head_only, status, ctype, extra, NULL, r->body ? r->body_len : 0, r->body);
+    respond(h, r->head_only, status, ctype, extra, NULL, len, r->body);
 }
 
 /* {"error":"<message>"} with the message JSON-escaped. */
@@ -769,6 +834,8 @@ static void dispatch(http_conn *h)
     if (h->admitted || admit(h, &r)) {
         const http_route *rt = &h->srv->routes[h->route];
         rt->handler(&r, rt->ctx);
+        if (__builtin_expect(h->deferred, 0))
+            return; /* answered later (http_defer): recorded then */
     }
     if (r.status == 0) /* a handler that did not answer is a bug: still answer */
         http_respond_error(&r, 500, "no response", NULL);
@@ -789,6 +856,13 @@ static int on_message_complete(llhttp_t *p)
     bool aged = we_keep && client_keeps && conn_aged(c);
     h->keep_alive = client_keeps && we_keep && !aged;
     dispatch(h);
+    if (__builtin_expect(h->deferred, 0)) { /* the handler answers later: nothing after this request is read now */
+        h->close_aged = aged;
+        h->client_keeps = client_keeps;
+        h->handled++;
+        conn_hold(c);
+        return HPE_PAUSED;
+    }
     end_message(h);
     h->handled++;
     if (!h->keep_alive) {
@@ -893,6 +967,10 @@ static void http_timeout(conn *c, conn_timeout_kind kind)
 static void http_close(conn *c)
 {
     http_conn *h = conn_state(c);
+    if (h->deferred) { /* closed before its answer: its owner forgets it */
+        h->deferred = false;
+        h->defer_cancel(&h->dreq, h->defer_arg);
+    }
     end_message(h);
 }
 

@@ -130,6 +130,20 @@ void http_respond_error(http_request *r, int status, const char *message,
  * a copy when large. */
 void http_respond_request_body(http_request *r, int status, const char *content_type,
                                const char *extra_headers);
+/* Deferred responses: a handler that cannot answer now (a /seq burst waiting for a block)
+ * calls http_defer(r, cancel, arg) instead of responding, and keeps the handle it returns (r
+ * itself is only valid during the handler). The connection is held (conn_hold): pipelined
+ * requests after this one wait, in order, and no timer closes it meanwhile. The handle is
+ * answered later, on the same loop thread and outside any handler of this connection, with
+ * http_respond / http_respond_error as any request: keep-alive or close, HTTP/1.0, HEAD, the
+ * route's metrics (latency from the request's arrival) and the access log as for an immediate
+ * answer (a drain begun meanwhile closes after it). The answer ends the deferral and the handle.
+ * If the connection closes first (the peer reset it, the server's grace ran out), cancel(d, arg)
+ * runs from its close (never from inside an http_* call of the owner), and d is invalid after
+ * it returns. Returns NULL if this request cannot be deferred (then answer it now). */
+typedef void (*http_defer_cancel)(http_request *d, void *arg);
+http_request *http_defer(http_request *r, http_defer_cancel cancel, void *arg);
+
 #define HTTP_CTYPE_MAX 127 /* longer Content-Type values are cut in responses */
 /* Scratch space of the loop for building a body (limits.scratch_bytes, at least
  * HTTP_SCRATCH_MIN); valid until the next http_respond on this loop. */

@@ -16,9 +16,10 @@
  * 2 x block numbers (adaptive: 2 x block_max). A clean stop gives the unissued numbers back when
  * the store allows (seq_source.release).
  *
- * When both blocks are used up (a burst faster than the store), the request is refused at once:
- * SEQ_R_EMPTY, which the API answers with 503 and Retry-After; the loop never waits for the
- * store. The refusal triggers a fetch if none is running.
+ * When both blocks are used up (a burst faster than the store), the take is refused at once:
+ * SEQ_R_EMPTY; the loop never waits for the store. The API parks the request and retries for
+ * up to sequences.burst_wait_ms (api/seq.c), then answers 503 and Retry-After. A refused take
+ * triggers a fetch if none is running.
  *
  * Threads: seq_table_new, _declare, _start, _stop, _free on the main thread; seq_find, seq_take,
  * seq_table_create and the readers of the statistics on any thread (loop threads). The source's
@@ -171,6 +172,9 @@ typedef enum seq_take_result {
  * consecutive within a block; across the boundary to the next block they may jump. Any thread,
  * never blocks on I/O (may start a background fetch). */
 seq_take_result seq_take(seq_ns *ns, uint64_t *out, uint32_t count);
+/* The same, but SEQ_R_EMPTY is not counted in stats.refused: for a caller that may retry (the
+ * HTTP park, api/seq.c) and counts the refusal itself when it finally answers one. */
+seq_take_result seq_take_quiet(seq_ns *ns, uint64_t *out, uint32_t count);
 /* What seq_take of count numbers would answer now, and in *next the number it would start with
  * (HEAD: the refusal a GET would get, or the numbers it describes). Takes nothing, counts nothing,
  * starts no reserve. Any thread. */
