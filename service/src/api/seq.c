@@ -517,16 +517,16 @@ void api_seq_metrics(prom_buf *b, api_ctx *a)
                 "Requests refused at once (503) because all 256 park slots of their loop were in "
                 "use.");
     prom_u64(b, "snowflaked_seq_park_full_total", NULL, park[3]);
-    prom_family(b, "snowflaked_seq_remaining", "gauge",
-                "Numbers held in memory and not yet issued (current and next block), by "
-                "namespace.");
-    for (unsigned i = 0; i < count; i++) {
-        seq_ns *ns = seq_at(t, i);
-        if (atomic_load(&ns->state) != SEQ_NS_LIVE)
-            continue;
-        snprintf(labels, sizeof labels, "namespace=\"%s\"", ns->def.name);
-        prom_u64(b, "snowflaked_seq_remaining", labels, seq_remaining(ns));
-    }
+    gauge(b, t, "snowflaked_seq_remaining",
+          "Numbers held in memory and not yet issued (current and next block), by namespace.",
+          seq_remaining);
+    gauge(b, t, "snowflaked_seq_max",
+          "The namespace's max, the last number it may issue (absent when it has none), by "
+          "namespace.",
+          max_of);
+    gauge(b, t, "snowflaked_seq_block_end",
+          "The end (exclusive) of the furthest block this node holds, by namespace.",
+          seq_block_end);
     prom_family(b, "snowflaked_seq_block_fetch_seconds", "histogram",
                 "Time from asking the block source for a block to its answer, by namespace.");
     for (unsigned i = 0; i < count; i++) {
