@@ -155,6 +155,8 @@ class SequenceKeys(unittest.TestCase):
             (b"mg seq v\r\n", b"CLIENT_ERROR a sequence is read as seq:<namespace>\r\n"),
             (b"get " + b"seq:small " * 5 + b"\r\n",
              b"CLIENT_ERROR count must be at most 4 for namespace small (its block)\r\n"),
+            (b"get" + b" seq:items" * 129 + b"\r\n",
+             b"CLIENT_ERROR more than 128 sequence keys in a get\r\n"),
             (b"get tid:User\r\n", None),
             (b"get seq:orders tid:_x\r\n", None),
             (b"mg tid:a__ v\r\n", None),
