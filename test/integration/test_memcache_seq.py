@@ -147,7 +147,8 @@ class SequenceKeys(unittest.TestCase):
         c = self.raw()
         cases = (
             (b"get seq\r\n", b"CLIENT_ERROR a sequence is read as seq:<namespace>\r\n"),
-            (b"get id seq:orders seq\r\n", b"CLIENT_ERROR a sequence is read as seq:<namespace>\r\n"),
+            (b"get id seq:orders seq\r\n",
+             b"CLIENT_ERROR a sequence is read as seq:<namespace>\r\n"),
             (b"get seq:nope\r\n", b'CLIENT_ERROR no sequence namespace "nope"\r\n'),
             (b"get id seq:orders seq:nope\r\n", b'CLIENT_ERROR no sequence namespace "nope"\r\n'),
             (b"get seq:inv\r\n", b"CLIENT_ERROR namespace inv has a token: use HTTP\r\n"),

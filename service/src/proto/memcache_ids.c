@@ -190,8 +190,7 @@ static bool seq_reserve(mc_conn *m, const char *p, size_t n, mc_id_spans *sp)
         while (d < sp->ndraw && sp->draw[d].ns != ns)
             d++;
         if (d == MC_SEQ_NS_MAX) {
-            snprintf(msg, sizeof msg, "more than %u sequence namespaces in a get",
-                     MC_SEQ_NS_MAX);
+            snprintf(msg, sizeof msg, "more than %u sequence namespaces in a get", MC_SEQ_NS_MAX);
             error_line(m, "CLIENT_ERROR", msg);
             return false;
         }
@@ -267,8 +266,8 @@ bool mc_ids_reserve(mc_conn *m, const char *p, size_t n, mc_id_spans *sp)
 
 /* ID k of a reservation as text into out; 0 when the random source failed. key: the TypeID's
  * (its type, checked). */
-static size_t format_slot(const mc_conn *m, const sf_gen *g, int f, const sf_span *span,
-                          uint32_t k, const char *key, size_t klen, char *out)
+static size_t format_slot(const mc_conn *m, const sf_gen *g, int f, const sf_span *span, uint32_t k,
+                          const char *key, size_t klen, char *out)
 {
     const sf_layout *l = &g->layout;
     uint64_t index = span->first_seq + (uint64_t)k;
@@ -297,9 +296,8 @@ bool mc_ids_value(mc_conn *m, mc_id_spans *sp, int f, const char *key, size_t kl
         const char *name;
         size_t len = key_suffix(m, f, key, klen, &name);
         unsigned d = 0;
-        while (d + 1 < sp->ndraw &&
-               !(strlen(sp->draw[d].ns->def.name) == len &&
-                 memcmp(sp->draw[d].ns->def.name, name, len) == 0))
+        while (d + 1 < sp->ndraw && !(strlen(sp->draw[d].ns->def.name) == len &&
+                                      memcmp(sp->draw[d].ns->def.name, name, len) == 0))
             d++;
         idn = fmt_u64(id, sp->nums[sp->draw[d].at + sp->draw[d].used++]);
         sp->used[f]++;
