@@ -230,6 +230,10 @@ bool mc_ids_reserve(mc_conn *m, const char *p, size_t n, mc_id_spans *sp)
         size_t s = i;
         while (i < n && p[i] != ' ')
             i++;
+        if (i - s > CACHE_KEY_MAX) { /* get_keys stops there (CLIENT_ERROR): none after it */
+            n = s;
+            break;
+        }
         int f = i > s ? mc_id_key(m->srv, p + s, i - s) : -1;
         if (f == MC_ID_TYPEID && !typeid_ok(m, p + s, i - s))
             return false; /* checked before anything is reserved */
