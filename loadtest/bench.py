@@ -39,8 +39,9 @@ Sections:
   sequences  GET /seq/{name} (segment mode) and /seqs/{name}?count=20 next to GET /id and
          /ids?count=20, the same pinning: req/s and server CPU-us per request against /id.
   memcache_ids  Snowflake IDs over the memcached protocol (a reserved key, katsubushi-style:
-         `get id`, and the key 20 times in one get) against HTTP GET /id and /ids?count=20, the
-         same pinning: req/s, IDs/s and server CPU-us per ID.
+         `get id`, and the key 20 times in one get) against HTTP GET /id and /ids?count=20, and
+         a sequence key (`get seq:bench`) against GET /seq/bench, the same pinning: req/s, IDs/s
+         and server CPU-us per ID.
 
 Every figure also goes to OUT/results.json (default BUILD/bench), and loadtest/plots.py draws
 it with gnuplot into OUT (.dat files and .svg images; `plots.py results.json OUTDIR` redraws).
@@ -840,21 +841,25 @@ def section_memcache_ids(b):
     print("%-34s %10s %10s | %8s | %8s %8s %7s" % ("request", "req/s", "IDs/s", "p99 us",
                                                    "CPU-us", "us/ID", "ratio"))
     rows = [("memcached get id", "memcache", ["--mc-id-key", "id"], 1),
-            ("HTTP GET /id", "http", [], 1),
+            ("HTTP GET /id", "http", "/id", 1),
             ("memcached get id x%d" % n, "memcache", ["--mc-id-key", "id", "--mc-id-count", str(n)],
              n),
-            ("HTTP GET /ids?count=%d" % n, "http", [], n)]
+            ("HTTP GET /ids?count=%d" % n, "http", "/ids?count=%d" % n, n),
+            # segment mode (cache.memcached_id_keys.sequence): a block of 10^7, never refilled
+            ("memcached get seq:bench", "memcache", ["--mc-id-key", "seq:bench"], 1),
+            ("HTTP GET /seq/bench", "http", "/seq/bench", 1)]
+    keys = ("cache.memcached_id_keys.snowflake=id", "cache.memcached_id_keys.sequence=seq",
+            'sequences.namespaces=[{"name":"bench","block":10000000}]')
     runs = {r[0]: [] for r in rows}
     for _ in range(b.args.repeat):
         for name, kind, extra, ids in rows:
-            srv = b.ours(extra=("cache.memcached_id_keys.snowflake=id",))
+            srv = b.ours(extra=keys)
             try:
                 if kind == "memcache":
                     rep = b.load(srv, ["--mode", "memcache", "-c", "50"] + extra,
                                  "127.0.0.1:%d" % srv["memcache"])
-                else:
-                    path = "/id" if ids == 1 else "/ids?count=%d" % ids
-                    rep = b.load(srv, ["-c", "50"], "http://127.0.0.1:%d%s" % (srv["http"], path))
+                else:  # extra: the path
+                    rep = b.load(srv, ["-c", "50"], "http://127.0.0.1:%d%s" % (srv["http"], extra))
                 runs[name].append(figures(rep))
             finally:
                 b.stop(srv["proc"])

@@ -5,8 +5,9 @@ whatever else the machine does, so a change to a hot path can be compared withou
     python3 loadtest/bench_instructions.py BUILD_DIR [BUILD_DIR ...] [-t 3] [-w REGEX]
 
 For each build and workload (GET /id keep-alive, GET /id one request per connection, GET /uuid
-and /ulid keep-alive, GET /seq/{name} keep-alive (segment mode), memcached
-get/set, memcached sets that evict, TCP echo; -w picks workloads by name): the daemon runs under callgrind with instrumentation off; after a warm-up,
+and /ulid keep-alive, GET /seq/{name} keep-alive (segment mode), memcached get of an ID key and
+of a sequence key, memcached get/set, memcached sets that evict, TCP echo; -w picks workloads by
+name): the daemon runs under callgrind with instrumentation off; after a warm-up,
 it is switched on (callgrind_control -i on) for a run of sfload (from the first build
 directory), then off; the instructions counted (all threads) divided by the requests sfload
 completed. One server thread; figures, not a test.
@@ -33,6 +34,13 @@ WORKLOADS = [
     # segment mode: a block of 10^7, so no block is reserved while counting
     ("GET /seq/bench keep-alive -c 8", "http", ["-c", "8"], "/seq/bench",
      {"SNOWFLAKED_SEQUENCES_NAMESPACES": '[{"name":"bench","block":10000000}]'}),
+    # IDs and sequence numbers over the memcached protocol (cache.memcached_id_keys)
+    ("memcached get id -c 8", "memcache", ["--mode", "memcache", "-c", "8", "--mc-id-key", "id"],
+     None, {"SNOWFLAKED_CACHE_MEMCACHED_ID_KEYS_SNOWFLAKE": "id"}),
+    ("memcached get seq:bench -c 8", "memcache",
+     ["--mode", "memcache", "-c", "8", "--mc-id-key", "seq:bench"], None,
+     {"SNOWFLAKED_CACHE_MEMCACHED_ID_KEYS_SEQUENCE": "seq",
+      "SNOWFLAKED_SEQUENCES_NAMESPACES": '[{"name":"bench","block":10000000}]'}),
     ("memcached 90:10 get:set -c 8", "memcache",
      ["--mode", "memcache", "-c", "8", "--keys", "1000", "--value-size", "100"], None),
     ("TCP echo 32 B -c 8", "echo", ["--mode", "echo", "-c", "8", "--msg-size", "32"], None),

@@ -252,6 +252,46 @@ class SteadyStateAllocations(unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_memcached_sequences_and_typeids_do_not_allocate(self):
+        """Sequence and TypeID keys over memcached (cache.memcached_id_keys.sequence, .typeid):
+        one and several namespaces on a line, mg, typed and untyped TypeIDs, and the refusals
+        (unknown namespace, a token's namespace, a bad type, the bare key, a refused write). The
+        blocks are large enough that none is reserved while counting."""
+        if not SHIM:
+            self.skipTest("SF_MALLOC_SHIM not set")
+        import socket
+        from sfharness import free_port
+        mc_port = free_port()
+        srv = CountingServer(
+            "--set", "cache.memcached_port=%d" % mc_port,
+            "--set", "cache.memcached_id_keys.sequence=seq",
+            "--set", "cache.memcached_id_keys.typeid=tid", "--set",
+            'sequences.namespaces=[{"name":"a","block":10000000},{"name":"b","block":10000000},'
+            '{"name":"guarded","block":10000000,"token":"alloc-namespace-token-01"}]', threads=2)
+        try:
+            mc = socket.create_connection(("127.0.0.1", mc_port), timeout=5)
+            batch = [b"get seq:a\r\n", b"get seq:a seq:b seq:a seq:a seq:b tid:user\r\n",
+                     b"gets seq:b tid\r\n", b"mg seq:a v k s\r\n", b"mg tid:order v\r\n",
+                     b"get seq:nope\r\n", b"get seq:guarded\r\n", b"get tid:Bad\r\n",
+                     b"get seq\r\n", b"set seq:a 0 0 3\r\nabc\r\n"] * 10
+            payload = b"".join(batch) + b"mn\r\n"
+
+            def run(rounds):
+                for _ in range(rounds):
+                    mc.sendall(payload)
+                    got = b""
+                    while not got.endswith(b"MN\r\n"):
+                        chunk = mc.recv(1 << 16)
+                        self.assertTrue(chunk, "memcached connection closed")
+                        got += chunk
+                    self.assertNotIn(b"SERVER_ERROR", got)
+                return rounds * len(batch)
+
+            self.assert_no_allocation(srv, run, 100, 1000, "memcached sequence and TypeID commands")
+            mc.close()
+        finally:
+            srv.stop()
+
 
 if __name__ == "__main__":
     unittest.main()

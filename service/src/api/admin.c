@@ -382,6 +382,7 @@ static void metrics_ids(prom_buf *b, const api_ctx *a)
     issued += mc_ids[MC_ID_SNOWFLAKE];
     issued128[SF_FORMAT_UUID7] += mc_ids[MC_ID_UUID7];
     issued128[SF_FORMAT_ULID] += mc_ids[MC_ID_ULID];
+    typeids += mc_ids[MC_ID_TYPEID]; /* sequence numbers are not IDs: snowflaked_seq_issued_total */
     sf_gen_stats total = {0};
     for (unsigned i = 0; i < a->nall_gens; i++) {
         sf_gen_stats s;
@@ -491,7 +492,8 @@ static void metrics_cache(prom_buf *b, cache_store *store)
  * snowflaked_ids_issued_by_format_total, which counts every protocol. */
 static void metrics_memcached_ids(prom_buf *b, const memcache_server *mc)
 {
-    static const char *const names[MC_ID_FORMATS] = {"snowflake", "uuid7", "ulid"};
+    static const char *const names[MC_ID_FORMATS] = {"snowflake", "uuid7", "ulid", "sequence",
+                                                     "typeid"};
     uint64_t n[MC_ID_FORMATS];
     memcache_server_ids_issued(mc, n);
     prom_family(b, "snowflaked_memcached_ids_issued_total", "counter",

@@ -57,51 +57,14 @@ static bool allowed(http_request *r, api_ctx *a, const seq_ns *ns)
     return api_auth(r, false, a);
 }
 
+/* The refusal's words are seq_refusal's, which the memcached ID keys answer with too. */
 static void refuse(http_request *r, seq_ns *ns, seq_take_result res)
 {
-    char msg[320], why[160];
-    uint64_t left;
-    switch (res) {
-    case SEQ_R_OK: break;
-    case SEQ_R_CREATING:
-        snprintf(msg, sizeof msg, "namespace %s is being created", ns->def.name);
-        http_respond_error(r, 503, msg, "Retry-After: 1\r\n");
-        break;
-    case SEQ_R_FAILED:
-        seq_last_error(ns, why, sizeof why);
-        snprintf(msg, sizeof msg, "namespace %s was not created: %s", ns->def.name, why);
-        http_respond_error(r, 404, msg, NULL);
-        break;
-    case SEQ_R_EMPTY:
-        counter_add(&ns->stats.refused, 1); /* counted once per answer: takes are quiet */
-        seq_last_error(ns, why, sizeof why);
-        snprintf(msg, sizeof msg, "namespace %s has no number in hand: %s", ns->def.name,
-                 why[0] ? why : "the next block is being reserved");
-        http_respond_error(r, 503, msg, "Retry-After: 1\r\n");
-        break;
-    case SEQ_R_FENCED:
-        snprintf(msg, sizeof msg, "namespace %s: this node is past its fence and issues nothing",
-                 ns->def.name);
-        http_respond_error(r, 503, msg, "Retry-After: 1\r\n");
-        break;
-    case SEQ_R_EXHAUSTED:
-        snprintf(msg, sizeof msg, "namespace %s is past its max %llu: no number is left",
-                 ns->def.name, (unsigned long long)ns->def.max);
-        http_respond_error(r, 410, msg, NULL);
-        break;
-    case SEQ_R_BEYOND_MAX: /* numbers remain: 410 would tell the client to give up */
-        left = seq_remaining(ns);
-        snprintf(msg, sizeof msg, "namespace %s has %llu number%s left before its max %llu",
-                 ns->def.name, (unsigned long long)left, left == 1 ? "" : "s",
-                 (unsigned long long)ns->def.max);
-        http_respond_error(r, 400, msg, NULL);
-        break;
-    case SEQ_R_TOO_MANY:
-        snprintf(msg, sizeof msg, "count must be at most %llu for namespace %s (its block)",
-                 (unsigned long long)ns->def.block_min, ns->def.name);
-        http_respond_error(r, 400, msg, NULL);
-        break;
-    }
+    if (res == SEQ_R_EMPTY) /* counted once per answer: the park's takes are quiet */
+        counter_add(&ns->stats.refused, 1);
+    char msg[320];
+    int status = seq_refusal(ns, res, msg, sizeof msg);
+    http_respond_error(r, status, msg, status == 503 ? "Retry-After: 1\r\n" : NULL);
 }
 
 /* ?json_ids=number (the default) or string. Answers 400 and returns -1 on a bad value. */

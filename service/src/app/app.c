@@ -588,7 +588,8 @@ static void drop_reserved_keys(app *a)
 {
     const cfg_cache *cc = &a->config->cache;
     if (!a->mc || !(cc->memcached_id_keys.snowflake[0] || cc->memcached_id_keys.uuidv7[0] ||
-                    cc->memcached_id_keys.ulid[0]))
+                    cc->memcached_id_keys.ulid[0] || cc->memcached_id_keys.sequence[0] ||
+                    cc->memcached_id_keys.typeid[0]))
         return;
     reserved_drop d = {.a = a, .now_ms = clk_now(clk_system())};
     cache_store_foreach(a->cache, d.now_ms, drop_if_reserved, &d);
@@ -641,13 +642,17 @@ static int make_serving(app *a, uint64_t cache_seed, bool memcache, char *err, s
             }
             memcache_server_set_options(a->mc, &mo);
             memcache_server_set_budget(a->mc, &a->inflight);
-            /* the reserved ID keys answer from the generators HTTP's /id, /uuid, /ulid use */
+            /* the reserved ID keys answer from the generators HTTP's /id, /uuid, /ulid use
+             * (/typeid: /uuid's), the sequence keys from /seq's namespaces */
             const memcache_ids ids = {
                 .keys = {c->cache.memcached_id_keys.snowflake, c->cache.memcached_id_keys.uuidv7,
-                         c->cache.memcached_id_keys.ulid},
+                         c->cache.memcached_id_keys.ulid, c->cache.memcached_id_keys.sequence,
+                         c->cache.memcached_id_keys.typeid},
                 .gens = {a->gen_ptrs, a->gen_ptrs + a->gens_per_format,
-                         a->gen_ptrs + 2 * a->gens_per_format},
-                .ngens = a->gens_per_format};
+                         a->gen_ptrs + 2 * a->gens_per_format, NULL,
+                         a->gen_ptrs + a->gens_per_format},
+                .ngens = a->gens_per_format,
+                .seq = a->seq};
             if (memcache_server_set_ids(a->mc, &ids) != 0) { /* the configuration checked them */
                 snprintf(err, errlen, "cache.memcached_id_keys: not valid memcached keys");
                 return EXIT_FAILURE;

@@ -567,6 +567,18 @@ static const cfg_key cfg_keys[] = {
     K_STR("cache.memcached_id_keys.ulid", cache.memcached_id_keys.ulid, 0, 0,
           "as `cache.memcached_id_keys.snowflake`, for a ULID (26 characters, `/ulid`'s "
           "generator); `\"\"` = off"),
+    K_STR("cache.memcached_id_keys.sequence", cache.memcached_id_keys.sequence, 0, 0,
+          "as `cache.memcached_id_keys.snowflake`, for segment mode (docs/sequences.md): "
+          "`get K:<namespace>` answers the namespace's next number (`/seq/<namespace>`'s), several "
+          "keys on a line consecutive numbers per namespace in key order, all or none; the bare K "
+          "is a `CLIENT_ERROR`; a namespace with a token is refused (use HTTP); a refusal HTTP "
+          "answers with 503 is `SERVER_ERROR <text> (retry)`, a 4xx `CLIENT_ERROR <text>`; "
+          "`\"\"` = off"),
+    K_STR("cache.memcached_id_keys.typeid", cache.memcached_id_keys.typeid, 0, 0,
+          "as `cache.memcached_id_keys.snowflake`, for a TypeID (`/typeid`'s): `get K:<type>` "
+          "answers `<type>_<suffix>` from the UUIDv7 generator, the type checked by the TypeID "
+          "spec's prefix rules (`CLIENT_ERROR` naming the rule); the bare K a TypeID without "
+          "prefix (the suffix alone); `\"\"` = off"),
     K_BOOL("echo.http_enabled", echo.http_enabled, "`POST /echo`, `GET /echo?msg=`"),
     K_STR("echo.tcp_host", echo.tcp_host, 1, CFG_F_IPADDR,
           "raw TCP echo address; host names are not resolved"),
@@ -1581,13 +1593,15 @@ static int cfg_check_limits(cfg_ctx *ctx)
         return cfg_fail(ctx, src, "cache.memcached_port",
                         "the memcached listener needs cache.enabled=true (or port 0 = off)");
     }
-    const char *const id_keys[] = {c->cache.memcached_id_keys.snowflake,
-                                   c->cache.memcached_id_keys.uuidv7,
-                                   c->cache.memcached_id_keys.ulid};
-    const char *const id_paths[] = {"cache.memcached_id_keys.snowflake",
-                                    "cache.memcached_id_keys.uuidv7",
-                                    "cache.memcached_id_keys.ulid"};
-    for (int f = 0; f < 3; f++) {
+    const char *const id_keys[] = {
+        c->cache.memcached_id_keys.snowflake, c->cache.memcached_id_keys.uuidv7,
+        c->cache.memcached_id_keys.ulid, c->cache.memcached_id_keys.sequence,
+        c->cache.memcached_id_keys.typeid};
+    const char *const id_paths[] = {
+        "cache.memcached_id_keys.snowflake", "cache.memcached_id_keys.uuidv7",
+        "cache.memcached_id_keys.ulid", "cache.memcached_id_keys.sequence",
+        "cache.memcached_id_keys.typeid"};
+    for (int f = 0; f < (int)(sizeof id_keys / sizeof *id_keys); f++) {
         const char *k = id_keys[f];
         for (const char *q = k; *q; q++)
             if (*q <= ' ' || *q == 0x7f) {

@@ -169,6 +169,7 @@ typedef struct cfg_cache {
     cfg_tls memcached_tls;              /* memcached over TLS on memcached_host (memcached -Z) */
     struct { /* memcached-protocol keys whose get answers a new ID (katsubushi); "" = off */
         char snowflake[251], uuidv7[251], ulid[251]; /* a memcached key: at most 250 bytes */
+        char sequence[251], typeid[251];              /* "K:<namespace>", "K:<type>" */
     } memcached_id_keys;
 } cfg_cache;
 

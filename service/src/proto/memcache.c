@@ -212,6 +212,7 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
 {
     cache_store *store = m->srv->store;
     mc_id_spans ids;
+    ids.want[MC_ID_SEQUENCE] = ids.used[MC_ID_SEQUENCE] = 0;
     if (m->srv->ids_on && !mc_ids_reserve(m, p, n, &ids))
         return GET_FAILED; /* the refusal is the whole answer (nothing written before it) */
     size_t i = 0;
@@ -235,7 +236,7 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         if (idf >= 0) { /* an ID key: never looked up in the store (gat touches nothing) */
             if (!mc_ids_value(m, &ids, idf, key, klen, m->get_cas) || conn_closing(m->c))
                 return GET_FAILED;
-            if (get_pause(m, p, n, i, stop))
+            if (!mc_ids_pending(&ids) && get_pause(m, p, n, i, stop))
                 return GET_PAUSED;
             continue;
         }
@@ -251,7 +252,7 @@ static get_result get_keys(mc_conn *m, const char *p, size_t n, uint64_t now, si
         cache_item_release(it);
         if (conn_closing(m->c))
             return GET_FAILED;
-        if (get_pause(m, p, n, i, stop))
+        if (!mc_ids_pending(&ids) && get_pause(m, p, n, i, stop))
             return GET_PAUSED;
     }
     return GET_DONE;

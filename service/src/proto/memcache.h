@@ -132,13 +132,28 @@ unsigned memcache_server_auth_entries(memcache_server *s);
  * increasing in the order of the keys. The IDs come from the same generators as HTTP's /id,
  * /uuid and /ulid (lease, clock-behind and fencing alike): a refusal answers
  * "SERVER_ERROR <sf_gen_strerror>" and nothing else of that get. Every command that would write
- * or delete a reserved key is refused (MC_ID_KEY_REFUSED); the keys never enter the store. */
-typedef enum { MC_ID_SNOWFLAKE = 0, MC_ID_UUID7 = 1, MC_ID_ULID = 2, MC_ID_FORMATS } mc_id_format;
+ * or delete a reserved key is refused (MC_ID_KEY_REFUSED); the keys never enter the store.
+ * Two formats give the suffix of "K:<suffix>" a meaning: MC_ID_SEQUENCE's is the namespace
+ * (segment mode, seq/seq.h: "get seq:orders" draws /seq/orders' next number; the bare K is a
+ * CLIENT_ERROR), MC_ID_TYPEID's the TypeID's type (the bare K: a TypeID without prefix). Their
+ * refusals are HTTP's words: "SERVER_ERROR <text> (retry)" where HTTP answers 503,
+ * "CLIENT_ERROR <text>" where it answers 4xx. */
+typedef enum {
+    MC_ID_SNOWFLAKE = 0,
+    MC_ID_UUID7 = 1,
+    MC_ID_ULID = 2,
+    MC_ID_SEQUENCE = 3,
+    MC_ID_TYPEID = 4,
+    MC_ID_FORMATS
+} mc_id_format;
 #define MC_ID_KEY_REFUSED "CLIENT_ERROR key is reserved for IDs: read it with get, gets or mg"
+typedef struct seq_table seq_table;
 typedef struct memcache_ids {
     const char *keys[MC_ID_FORMATS];    /* by mc_id_format; NULL or "" = that format is off */
-    sf_gen *const *gens[MC_ID_FORMATS]; /* ngens each: one, or one per net loop */
+    sf_gen *const *gens[MC_ID_FORMATS]; /* ngens each: one, or one per net loop (TypeID: the
+                                           UUIDv7 ones; MC_ID_SEQUENCE: none, NULL) */
     unsigned ngens;
+    seq_table *seq; /* MC_ID_SEQUENCE's namespaces; NULL: none (every namespace is unknown) */
 } memcache_ids;
 /* Before the loops start. A key K reserves K and every "K:<suffix>" (suffix 1+ bytes; see
  * mc_id_key). The keys must be valid text keys (cache_key_valid) whose families do not overlap:

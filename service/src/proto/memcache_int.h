@@ -32,6 +32,7 @@
 #include "proto/memcache.h"
 #include "proto/memcache_auth.h"
 #include "proto/memcache_watch.h"
+#include "seq/seq.h"
 #include "util/clock.h"
 #include "util/budget.h"
 #include "util/counter.h"
@@ -106,6 +107,7 @@ struct memcache_server {
     char id_key[MC_ID_FORMATS][CACHE_KEY_MAX];
     sf_gen *const *id_gens[MC_ID_FORMATS];
     unsigned id_ngens;
+    seq_table *id_seq; /* MC_ID_SEQUENCE's namespaces, or NULL */
 };
 
 /* What the bytes of a connection are, in mc_conn.state. */
@@ -326,26 +328,47 @@ static inline int mc_id_key(const memcache_server *s, const char *key, size_t kl
     return -1;
 }
 
+/* A get line's sequence keys: at most this many keys, of at most this many namespaces (the
+ * numbers are taken before anything is written, into the caller's stack). */
+#define MC_SEQ_KEYS_MAX 128
+#define MC_SEQ_NS_MAX   16
+typedef struct mc_seq_draw {
+    seq_ns *ns;
+    uint32_t want, used; /* keys of this namespace on the line, answered so far */
+    uint32_t at;         /* its numbers: mc_id_spans.nums[at .. at + want) */
+} mc_seq_draw;
+
 /* The IDs a get line's keys take, reserved before anything is written: per format the slots
- * (one reservation of the generator for all of that format's keys) and how many are used. */
+ * (one reservation of the generator for all of that format's keys) and how many are used; the
+ * sequence numbers per namespace (one seq_take each). */
 typedef struct mc_id_spans {
     sf_gen *g[MC_ID_FORMATS];
     sf_span span[MC_ID_FORMATS];
     uint32_t want[MC_ID_FORMATS], used[MC_ID_FORMATS];
+    mc_seq_draw draw[MC_SEQ_NS_MAX];
+    unsigned ndraw;
+    uint64_t nums[MC_SEQ_KEYS_MAX];
 } mc_id_spans;
 
 /* Counts the reserved keys among the blank-separated keys of p[0..n) and reserves that many IDs
  * of each format, all or none: true (sp->want[f] may all be 0), or false with the error line
  * written: "SERVER_ERROR <why>" for a refusal of a generator, CLIENT_ERROR for more keys of a
- * format than snowflake.max_batch. */
+ * format than snowflake.max_batch, a bad TypeID type, a bad or unknown sequence namespace;
+ * a namespace's refusal in seq_refusal's words. */
 bool mc_ids_reserve(mc_conn *m, const char *p, size_t n, mc_id_spans *sp);
+/* Whether sequence numbers taken for the line are still unanswered: the get must not pause
+ * (its resumed rest would take them again, a hole). */
+static inline bool mc_ids_pending(const mc_id_spans *sp)
+{
+    return sp->want[MC_ID_SEQUENCE] != sp->used[MC_ID_SEQUENCE];
+}
 /* The VALUE block of the next reserved ID of format f, for key (gets: cas 0). false with the
- * error line written when the random source fails (UUIDv7, ULID). */
+ * error line written when the random source fails (UUIDv7, ULID, TypeID). */
 bool mc_ids_value(mc_conn *m, mc_id_spans *sp, int f, const char *key, size_t klen, bool with_cas);
-#define MC_ID_TEXT_MAX 40 /* a UUID's 36 characters, a Snowflake ID's 20 digits */
-/* One new ID of format f as text into out (MC_ID_TEXT_MAX): its length, or 0 with the error
- * line written (mg). Counted. */
-size_t mc_ids_one(mc_conn *m, int f, char *out);
+#define MC_ID_TEXT_MAX 96 /* a TypeID's 90 characters, a UUID's 36, a Snowflake ID's 20 digits */
+/* One new ID of format f for key as text into out (MC_ID_TEXT_MAX): its length, or 0 with the
+ * error line written (mg). Counted. */
+size_t mc_ids_one(mc_conn *m, int f, const char *key, size_t klen, char *out);
 
 /* ---- stats (memcache_stats.c) ------------------------------------------------------------- */
 

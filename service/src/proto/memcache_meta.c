@@ -399,7 +399,7 @@ static void mg_id(mc_conn *m, const mc_meta *mm, const mc_tok *t, size_t nt, int
         }
     counter_add(&m->ml->cmd_get, 1);
     char id[MC_ID_TEXT_MAX];
-    size_t idn = mc_ids_one(m, f, id);
+    size_t idn = mc_ids_one(m, f, mm->key, mm->klen, id);
     if (!idn)
         return; /* "SERVER_ERROR <why>" written */
     char hdr[MC_META_HDR_MAX + MC_ID_TEXT_MAX + 2]; /* the line, then the ID */

@@ -413,6 +413,47 @@ void seq_last_error(seq_ns *ns, char *buf, size_t cap)
     spin_unlock(&ns->lock);
 }
 
+int seq_refusal(seq_ns *ns, seq_take_result res, char *msg, size_t cap)
+{
+    char why[160];
+    switch (res) {
+    case SEQ_R_OK: break;
+    case SEQ_R_CREATING:
+        snprintf(msg, cap, "namespace %s is being created", ns->def.name);
+        return 503;
+    case SEQ_R_FAILED:
+        seq_last_error(ns, why, sizeof why);
+        snprintf(msg, cap, "namespace %s was not created: %s", ns->def.name, why);
+        return 404;
+    case SEQ_R_EMPTY:
+        seq_last_error(ns, why, sizeof why);
+        snprintf(msg, cap, "namespace %s has no number in hand: %s", ns->def.name,
+                 why[0] ? why : "the next block is being reserved");
+        return 503;
+    case SEQ_R_FENCED:
+        snprintf(msg, cap, "namespace %s: this node is past its fence and issues nothing",
+                 ns->def.name);
+        return 503;
+    case SEQ_R_EXHAUSTED:
+        snprintf(msg, cap, "namespace %s is past its max %llu: no number is left", ns->def.name,
+                 (unsigned long long)ns->def.max);
+        return 410;
+    case SEQ_R_BEYOND_MAX: { /* numbers remain: 410 would tell the client to give up */
+        uint64_t left = seq_remaining(ns);
+        snprintf(msg, cap, "namespace %s has %llu number%s left before its max %llu",
+                 ns->def.name, (unsigned long long)left, left == 1 ? "" : "s",
+                 (unsigned long long)ns->def.max);
+        return 400;
+    }
+    case SEQ_R_TOO_MANY:
+        snprintf(msg, cap, "count must be at most %llu for namespace %s (its block)",
+                 (unsigned long long)ns->def.block_min, ns->def.name);
+        return 400;
+    }
+    snprintf(msg, cap, "namespace %s: no refusal", ns->def.name);
+    return 200;
+}
+
 /* ---- created at run time ---------------------------------------------------------------- */
 
 static bool same_def(const seq_ns_def *a, const seq_ns_def *b)

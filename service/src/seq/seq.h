@@ -186,5 +186,10 @@ uint64_t seq_remaining(seq_ns *ns);
 uint64_t seq_block_end(seq_ns *ns);
 /* The last failure of the namespace's source ("" when none), copied into buf. Any thread. */
 void seq_last_error(seq_ns *ns, char *buf, size_t cap);
+/* A refused take (res != SEQ_R_OK) in words, shared by every protocol so that they say the same:
+ * the message into msg (cap >= 320 holds any) and the HTTP status it is answered with: 503 (retry
+ * later: creating, no number in hand, fenced), 404 (creation failed), 410 (past max), 400 (count
+ * above block_min). Any thread. */
+int seq_refusal(seq_ns *ns, seq_take_result res, char *msg, size_t cap);
 
 #endif
