@@ -461,8 +461,17 @@ static void do_create(seq_etcd_source *s, const se_job *j)
             tr.n_responses == 1 && tr.responses[0].kind == ETCD_RESP_RANGE ? &tr.responses[0].range
                                                                            : NULL;
         if (got && got->n_kvs == 1 &&
-            seq_etcd_def_parse(got->kvs[0].value, got->kvs[0].value_len, j->def.name, &stored))
+            seq_etcd_def_parse(got->kvs[0].value, got->kvs[0].value_len, j->def.name, &stored)) {
             r.def = &stored;
+            /* another daemon created it: with the same definition the core serves it, and its
+             * counter is read at the first reserve */
+            ns->known = true;
+            ns->def = stored;
+            snprintf(ns->key, sizeof ns->key, "%s", nk);
+            ns->cached = false;
+            ns->last_ours = false;
+            ns->pending = false;
+        }
         r.err = r.def ? "a namespace of that name exists"
                       : "a counter of that name exists in etcd (a namespace of a configuration)";
     }
@@ -825,7 +834,9 @@ seq_etcd_source *seq_etcd_source_new(const seq_etcd_config *c, char *err, size_t
                           .auth_user = s->auth_user[0] ? s->auth_user : NULL,
                           .auth_password = c->auth_password,
                           .auth_password_file = s->auth_file[0] ? s->auth_file : NULL,
-                          .at_most_once = true};
+                          .at_most_once = true,
+                          /* the identity's token: one authentication per daemon */
+                          .shared_auth = sf_identity_etcd_auth(c->identity)};
     etcd_error e;
     if (!(s->client = etcd_client_new(&o, &e))) {
         snprintf(err, errlen, "sequences: etcd source: %s", e.message);
