@@ -453,6 +453,9 @@ class SeqEtcdAuth(unittest.TestCase):
         d = Daemon(self.ec.endpoints(), prefix,
                    "--set", nsconf({"name": "g", "block": 20}),
                    "--set", "sequences.prefetch_percent=0",
+                   # authentications (bcrypt, RS256) are slow on a loaded machine
+                   "--set", "snowflake.etcd.ttl_s=5",
+                   "--set", "snowflake.etcd.request_timeout_ms=1000",
                    "--set", "snowflake.etcd.auth.username=" + self.ec.auth.USER,
                    "--set", "snowflake.etcd.auth.password_file=" + self.ec.auth.password_file)
         self.addCleanup(d.close)

@@ -38,6 +38,7 @@ struct etcd_tls;
 typedef struct seq_etcd_config {
     const char *endpoints, *prefix; /* the identity's (snowflake.etcd.*) */
     unsigned request_timeout_ms;
+    unsigned start_timeout_ms; /* declare and list retry while etcd does not answer (identity's) */
     struct etcd_tls *tls; /* https:// endpoints; NULL: http:// */
     const char *auth_user, *auth_password, *auth_password_file;
     sf_identity *identity; /* etcd backend: the owner key compared by every claim, the fence, the
