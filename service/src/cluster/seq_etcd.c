@@ -729,10 +729,9 @@ static int op_list(void *ctx, const char *const *declared, size_t ndeclared,
     size_t pl = strlen(pre);
     for (size_t i = 0; i < r.n_kvs && rc == 0; i++) {
         const etcd_kv *kv = &r.kvs[i];
+        if (kv->key_len <= pl || !seq_name_valid(kv->key + pl, kv->key_len - pl))
+            continue; /* not a namespace's key */
         const char *name = kv->key + pl;
-        size_t nl = kv->key_len - pl;
-        if (kv->key_len <= pl || !seq_name_valid(name, nl))
-            continue;
         bool known = false;
         for (size_t k = 0; k < ndeclared && !known; k++)
             known = strcmp(declared[k], name) == 0;
