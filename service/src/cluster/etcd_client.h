@@ -36,7 +36,8 @@
  * Everything within the one request_timeout_ms of the call. A refusal that stays (credentials,
  * permission) is ETCD_E_SERVER with err->auth set.
  *
- * Threads: an etcd_client and its txns are used by one thread at a time. */
+ * Threads: an etcd_client and its txns are used by one thread at a time; two clients of two
+ * threads may share one etcd_auth (opts.shared_auth). */
 #ifndef SF_CLUSTER_ETCD_CLIENT_H
 #define SF_CLUSTER_ETCD_CLIENT_H
 
@@ -78,6 +79,9 @@ typedef struct etcd_error {
     char endpoint[80];
     char message[256];
     bool auth; /* refused for its credentials or permissions (etcd_auth.h), not repeated */
+    /* A request of the call (or its authentication) was written to a connection: etcd may have
+     * it. false: nothing left this process (connect or TLS handshake failed, bad arguments). */
+    bool sent;
 } etcd_error;
 
 struct etcd_tls;
@@ -90,6 +94,15 @@ typedef struct etcd_client_opts {
     /* RBAC: a user with exactly one of a password or a password file (etcd_auth.h); no user =
      * no authentication */
     const char *auth_user, *auth_password, *auth_password_file;
+    /* Never re-send a request, not even on a fresh connection after a reused one closed before
+     * any byte of the answer (a request may have reached etcd then: a proxy or a member that
+     * applied it and died): the call fails ETCD_E_UNAVAILABLE and the caller reads back what
+     * happened (cluster/seq_etcd.c: a block claim reaches etcd at most once). */
+    bool at_most_once;
+    /* Another client's credentials and token (etcd_client_auth of it), shared instead of the
+     * auth_* fields: one authentication serves both (etcd_auth.h "Threads"); that client must
+     * outlive this one. NULL: auth_user decides. */
+    struct etcd_auth *shared_auth;
 } etcd_client_opts;
 
 typedef struct etcd_client etcd_client;
