@@ -142,6 +142,7 @@ class NsHistory:
         self.claims = []       # Claim, revision order
         self.givebacks = []    # GiveBack, revision order
         self.problems = []     # inconsistencies of the counter itself
+        self.notes = []
         self.start = None
         self.next = None       # the counter's last value
         self.revisions = 0
@@ -159,6 +160,9 @@ class NsHistory:
             self.start = nxt if not lo < hi == nxt else lo
             if lo < hi == nxt:  # created by a claim
                 self.claims.append(Claim(rev, lo, hi, v.get("worker"), lease, v.get("nonce")))
+        elif nxt > self.next and lo == hi == nxt:
+            self.notes.append("revision %d: start raised %d -> %d (nothing granted)"
+                              % (rev, self.next, nxt))
         elif nxt > self.next:
             if (lo, hi) != (self.next, nxt):
                 self.problems.append("revision %d: counter %d -> %d but the value says block "
@@ -169,7 +173,8 @@ class NsHistory:
             if last is None or nxt < last.lo:
                 self.problems.append("revision %d: counter set back to %d, below the last "
                                      "claim %r" % (rev, nxt, last))
-            self.givebacks.append(GiveBack(rev, nxt, self.next, last.lease if last else 0))
+            self.givebacks.append(GiveBack(rev, nxt, self.next,
+                                           lease or (last.lease if last else 0)))
         self.next = nxt
         self._granted = None
 

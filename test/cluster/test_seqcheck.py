@@ -39,7 +39,7 @@ def recs(who, numbers, ms0, conn, step=10):
 class SeqCheckSelfTest(unittest.TestCase):
     def history(self, extra=()):
         k = P + "/seq/next/orders"
-        ev = [kv_event(k, {"v": 1, "next": "1"}, 4),                   # declare: start 1
+        ev = [kv_event(k, counter(1, 1, 1, "A", "n0"), 4),             # declare: start 1
               kv_event(k, counter(51, 1, 51, "A", "n1"), 5),           # A [1, 51)
               kv_event(k, counter(101, 51, 101, "B", "n2"), 6),        # B [51, 101)
               kv_event(k, counter(151, 101, 151, "A", "n3"), 7),       # A [101, 151)
@@ -146,6 +146,13 @@ class SeqCheckSelfTest(unittest.TestCase):
         self.assertCaught(rep, "counter: revision 10: counter 170 -> 200 but the value says "
                                "block [160, 200)")
         self.assertCaught(rep, "counter: nonce n1 claimed twice")
+        # a raised start is no claim: the numbers it skips are nobody's
+        hist = self.history([kv_event(k, counter(300, 300, 300, "A", "n6"), 10),
+                             kv_event(k, counter(350, 300, 350, "B", "n7"), 11)])
+        self.assertEqual(self.check(self.good_records() + recs("B", range(300, 350), 2000, 3),
+                                    hist=hist).problems(), [])
+        self.assertCaught(self.check(self.good_records() + recs("B", [250], 900, 3), hist=hist),
+                          "number 250 (target 1, 900 ms) is in no granted block")
 
 
 if __name__ == "__main__":
