@@ -418,3 +418,41 @@ def check_namespace(name, recs, hist, holder_of, inc_of_lease, incs, block_max,
         rep.bounds[iname] = (2 * block_max * (ended + lost) + block_max * inc.unknown_unrecovered
                              + inc.inflight)
     return rep
+
+
+# -- attribution helpers (test_seq_fleet.py, chaos.py --sequences) --------------------------------
+
+def holder_by_time(spans, to_ms):
+    """holder_of(rec) for daemons restarted on the same target: spans = [(target, name,
+    t_spawn, t_end or None)] (monotonic times), to_ms(t) -> the load's record ms. One target's
+    incarnations are split at the middle of the gap between one's exit and the next's spawn."""
+    bounds = collections.defaultdict(list)
+    for target, name, t_spawn, t_end in sorted(spans, key=lambda s: s[2]):
+        lst = bounds[target]
+        if not lst:
+            lst.append((float("-inf"), name, t_end))
+        else:
+            prev_end = lst[-1][2] if lst[-1][2] is not None else t_spawn
+            lst.append(((to_ms(prev_end) + to_ms(t_spawn)) / 2, name, t_end))
+
+    def holder_of(r):
+        name = None
+        for start, n, _ in bounds.get(r.target, ()):
+            if r.ms >= start:
+                name = n
+        return name
+    return holder_of
+
+
+def lease_owner_fn(owners, incs):
+    """inc_of_lease(lease) from owner_leases() and incs = [(name, pid, wall_spawn_s)]: the
+    latest incarnation of that pid spawned before the owner's started_ms (pids may be reused)."""
+    by_pid = collections.defaultdict(list)
+    for name, pid, wall in incs:
+        by_pid[pid].append((wall, name))
+    out = {}
+    for lease, o in owners.items():
+        cands = [(w, n) for w, n in by_pid.get(o.pid, ()) if w * 1000 - 2000 <= (o.started_ms or 0)]
+        if cands:
+            out[lease] = max(cands)[1]
+    return out.get
