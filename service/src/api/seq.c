@@ -354,6 +354,8 @@ void api_seq_metrics(prom_buf *b, api_ctx *a)
                  (double)counter_get(&ns->stats.latency_sum_us) / 1e6);
         prom_u64(b, "snowflaked_seq_block_fetch_seconds_count", labels, cum);
     }
+    if (t->src.metrics) /* the source's own (etcd: claims by result) */
+        t->src.metrics(t->src.ctx, b);
 }
 
 int api_seq_register(http_server *http, api_ctx *a)

@@ -24,6 +24,7 @@
 
 #include "app/wiring.h"
 #include "cluster/etcd_tls.h"
+#include "cluster/seq_etcd.h"
 #include "cluster/peers.h"
 #include "obs/log.h"
 #include "proto/echo.h"
@@ -1239,21 +1240,33 @@ static int start_sequences(app *a, char *err, size_t errlen)
     char dir[CFG_PATH_MAX + 32];
     snprintf(dir, sizeof dir, "%s/" SEQ_FILE_DIR, c->data_dir);
     struct stat st;
-    if (c->snowflake.worker_source == CFG_WORKER_ETCD) {
-        if (sq->nns == 0)
-            return 0;
-        snprintf(err, errlen,
-                 "sequences.namespaces with worker_id \"etcd\" need blocks from etcd, which this "
-                 "build cannot reserve yet (a file would not be unique across the fleet)");
-        return EXIT_CONFIG;
-    }
-    if (!app_sequences_possible(c) && stat(dir, &st) != 0)
-        return 0;
-    a->seq_file = seq_file_source_new(dir, sq->reserve_delay_ms, err, errlen);
-    if (!a->seq_file)
-        return EXIT_FAILURE;
     seq_source src;
-    seq_file_source_ops(a->seq_file, &src);
+    if (c->snowflake.worker_source == CFG_WORKER_ETCD) {
+        /* A fleet: blocks by compare-and-swap on etcd counters under the identity's prefix,
+         * fenced by its slot (a file would not be unique across the fleet) */
+        if (!app_sequences_possible(c))
+            return 0;
+        const cfg_etcd *e = &c->snowflake.etcd;
+        seq_etcd_config ec = {.endpoints = e->endpoints,
+                              .prefix = e->prefix,
+                              .request_timeout_ms = e->request_timeout_ms,
+                              .tls = a->etcd_tls,
+                              .auth_user = e->auth_username,
+                              .auth_password_file = e->auth_password_file,
+                              .identity = &a->identity};
+        snprintf(dir, sizeof dir, "etcd %s/seq/", e->prefix);
+        a->seq_etcd = seq_etcd_source_new(&ec, err, errlen);
+        if (!a->seq_etcd)
+            return EXIT_FAILURE;
+        seq_etcd_source_ops(a->seq_etcd, &src);
+    } else {
+        if (!app_sequences_possible(c) && stat(dir, &st) != 0)
+            return 0;
+        a->seq_file = seq_file_source_new(dir, sq->reserve_delay_ms, err, errlen);
+        if (!a->seq_file)
+            return EXIT_FAILURE;
+        seq_file_source_ops(a->seq_file, &src);
+    }
     seq_options o = {.prefetch_pct = sq->prefetch_percent,
                      .retry_ms = sq->retry_ms,
                      .adaptive_block_ms = sq->adaptive_block_ms,
@@ -1376,8 +1389,10 @@ void app_free(app *a)
     perloop_free(&a->api.loops);
     seq_table_free(a->seq);
     seq_file_source_free(a->seq_file);
+    seq_etcd_source_free(a->seq_etcd);
     a->seq = NULL;
     a->seq_file = NULL;
+    a->seq_etcd = NULL;
     a->api.seq = NULL;
     memcache_server_free(a->mc);
     cache_store_free(a->cache);

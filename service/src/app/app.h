@@ -93,6 +93,7 @@ typedef struct app {
     net_server own_net;   /* the daemon's */
     seq_table *seq;            /* segment mode's namespaces, or NULL (none declared or created) */
     seq_file_source *seq_file; /* their block source on a single node */
+    struct seq_etcd_source *seq_etcd; /* theirs on a fleet (worker_id "etcd") */
 } app;
 
 /* The daemon, from a loaded configuration: everything up and listening, "listening on" logged.

@@ -49,6 +49,7 @@
 
 #define SF_IDENTITY_MAX_SLOTS 256 /* one per event loop at most (config's CFG_MAX_THREADS) */
 #define SF_IDENTITY_NO_FENCE  UINT64_MAX
+#define PREFIX_KEY_MAX        (256 + 64) /* an etcd key under snowflake.etcd.prefix */
 
 typedef struct sf_identity_slots {
     uint32_t datacenter;
@@ -196,5 +197,20 @@ typedef struct sf_identity_etcd_config {
 
 int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, char *err,
                           size_t errlen);
+
+/* For the sequences' etcd source (cluster/seq_etcd.h): the owner key of the first slot held,
+ * with the lease and create revision of its claim, which a block claim compares exactly as a
+ * renewal does (a process that lost its slot claims nothing). false while no slot is held (not
+ * claimed yet, lapsed, lost, released) or when the backend is not etcd. Any thread; a stale
+ * answer only makes etcd refuse the compare. */
+typedef struct sf_identity_owner {
+    char key[PREFIX_KEY_MAX];
+    int64_t lease, create_revision;
+    uint32_t worker;
+} sf_identity_owner;
+bool sf_identity_etcd_owner(sf_identity *id, sf_identity_owner *out);
+/* The etcd backend's credentials (cluster/etcd_auth.h) for a client that shares them; NULL
+ * without a user or with another backend. */
+struct etcd_auth *sf_identity_etcd_auth(sf_identity *id);
 
 #endif

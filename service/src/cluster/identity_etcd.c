@@ -48,6 +48,8 @@ typedef struct etcd_backend {
     unsigned n;
     uint32_t worker[SF_IDENTITY_MAX_SLOTS];
     char workers_text[64]; /* "3" or "3,4,..." for labels and logs (cut when long) */
+    /* also under shown_lock: what sf_identity_etcd_owner hands the sequences (0: none held) */
+    int64_t shown_lease, shown_rev;
     uint64_t started_ms;
     uint64_t last_ok_ms; /* when the last successful renewal (or the claim's grant) was sent */
     bool fenced_logged;
@@ -293,9 +295,19 @@ static int64_t scan_slots(etcd_backend *b, uint8_t *busy, bool *bad_logged, char
     return free_n;
 }
 
+/* The owner record the sequences' claims compare (sf_identity_etcd_owner); lease 0: none. */
+static void show_owner(etcd_backend *b, int64_t lease, int64_t rev)
+{
+    spin_lock(&b->shown_lock);
+    b->shown_lease = lease;
+    b->shown_rev = rev;
+    spin_unlock(&b->shown_lock);
+}
+
 /* Revokes our lease, best effort (it deletes whatever it holds); a new one next time. */
 static void drop_lease(etcd_backend *b)
 {
+    show_owner(b, 0, 0);
     if (b->lease) {
         etcd_error e;
         etcd_lease_revoke(b->client, b->lease, NULL, &e);
@@ -417,6 +429,8 @@ static try_result claim_workers(etcd_backend *b, const uint32_t *chosen, unsigne
     b->n = n;
     memcpy(b->worker, chosen, n * sizeof chosen[0]);
     memcpy(b->workers_text, text, sizeof text);
+    b->shown_lease = b->lease;
+    b->shown_rev = b->owner_rev;
     spin_unlock(&b->shown_lock);
     /* ttl is 1..c.ttl_s (etcd_lease_grant never passes on more than was asked): no overflow */
     uint64_t fence = sent + (uint64_t)ttl * 1000u - b->c.fence_margin_ms;
@@ -545,6 +559,7 @@ static int mark_lapsed(etcd_backend *b, const char *how, sf_identity_renewal *ou
                   b->c.datacenter, b->n > 1 ? "s" : "", b->workers_text, how);
     }
     b->lease = 0; /* gone with whatever it held */
+    show_owner(b, 0, 0);
     atomic_store(&b->held, false);
     atomic_store(&b->open_until_ms, 0);
     out->lapsed = true;
@@ -658,6 +673,7 @@ static int etcd_reclaim(void *vb, uint64_t want_end_ms, sf_identity_renewal *out
     if (tr == TRY_RACE) { /* another process holds one of them (or wrote a bad floor) */
         counter_add(&b->reclaims_taken, 1);
         atomic_store(&b->lost, true);
+        show_owner(b, 0, 0);
         LOG_ERROR("etcd identity: datacenter %u worker%s %s are held by another process now; "
                   "giving them up",
                   b->c.datacenter, b->n > 1 ? "s" : "", b->workers_text);
@@ -732,6 +748,7 @@ static int etcd_release(void *vb, uint64_t final_end_ms, char *err, size_t errle
                  why);
     }
     b->lease = 0;
+    show_owner(b, 0, 0);
     atomic_store(&b->held, false);
     if (rc <= 0 || !revoked)
         return -1;
@@ -969,4 +986,28 @@ int sf_identity_etcd_init(sf_identity *id, const sf_identity_etcd_config *c, cha
     id->ops = &etcd_ops;
     id->backend = b;
     return 0;
+}
+
+bool sf_identity_etcd_owner(sf_identity *id, sf_identity_owner *out)
+{
+    if (!id->ops || id->ops != &etcd_ops)
+        return false;
+    etcd_backend *b = id->backend;
+    spin_lock(&b->shown_lock);
+    bool held = b->shown_lease != 0 && b->n > 0;
+    if (held) {
+        key_of(b, "owner", b->worker[0], out->key, sizeof out->key);
+        out->lease = b->shown_lease;
+        out->create_revision = b->shown_rev;
+        out->worker = b->worker[0];
+    }
+    spin_unlock(&b->shown_lock);
+    return held;
+}
+
+struct etcd_auth *sf_identity_etcd_auth(sf_identity *id)
+{
+    if (!id->ops || id->ops != &etcd_ops)
+        return NULL;
+    return etcd_client_auth(((etcd_backend *)id->backend)->client);
 }

@@ -32,6 +32,8 @@
 
 #include "util/sha256.h"
 
+struct prom_buf;
+
 #define SEQ_NAME_MAX       64 /* [A-Za-z0-9][A-Za-z0-9_.-]{0,63}: a file name and an etcd key part */
 #define SEQ_MAX_NAMESPACES 1024
 #define SEQ_NO_FENCE       UINT64_MAX
@@ -108,6 +110,9 @@ typedef struct seq_source {
      * "stopping" when cancelled), joins the source's threads, releases everything. After the
      * loops are joined; the core calls nothing after it. */
     void (*stop)(void *ctx);
+    /* Optional (NULL: none): appends the source's own Prometheus families (api/ prints them
+     * after the sequences' families, so that api/ needs no source's header). Any thread. */
+    void (*metrics)(void *ctx, struct prom_buf *p);
     void *ctx;
 } seq_source;
 
