@@ -71,8 +71,7 @@ void app_http_limits(const cfg *c, http_limits *out)
 
 bool app_sequences_possible(const cfg *c)
 {
-    return c->snowflake.worker_source != CFG_WORKER_ETCD &&
-           (c->sequences.nns > 0 || c->sequences.api_create);
+    return c->sequences.nns > 0 || c->sequences.api_create;
 }
 
 void app_cache_config(const cfg *c, cache_store_config *out)
