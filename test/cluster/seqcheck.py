@@ -43,9 +43,11 @@ Checks, per namespace:
   incarnation and for the namespace.
 """
 import base64
+import calendar
 import collections
 import http.client
 import json
+import re
 import time
 
 Claim = collections.namedtuple("Claim", "rev lo hi worker lease nonce")
@@ -459,3 +461,18 @@ def lease_owner_fn(owners, incs):
         if cands:
             out[lease] = max(cands)[1]
     return out.get
+
+
+# The identity's log lines after which a daemon issues again (identity_etcd.c): a new claim, or a
+# renewal that ended a fence with the lease alive. The text log format starts with the time.
+RESUMED_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d{3})Z .*etcd identity: (claimed "
+                        r"datacenter|renewed after \d+ ms fenced)", re.M)
+
+
+def resumed_after(log_text, wall):
+    """Wall time (s) of the first line of RESUMED_RE after wall, or None."""
+    for m in RESUMED_RE.finditer(log_text):
+        t = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")) + float(m.group(2))
+        if t > wall:
+            return t
+    return None

@@ -16,7 +16,6 @@ and their bound per namespace.
 
 Run: cd test/cluster && SNOWFLAKED_BIN=../../build/snowflaked SFLOAD_BIN=../../build/sfload \
      python3 -m unittest -v test_seq_fleet"""
-import calendar
 import json
 import os
 import re
@@ -29,7 +28,7 @@ from etcdcluster import EtcdCluster, ensure_etcd
 from fleet import BINARY, SFLOAD, Daemon, Load, etcd_sets, figure, low_port, wait_until
 from idrecords import read_records
 from seqcheck import (Freeze, SeqInc, check_namespace, counter_history, holder_by_time,
-                      lease_owner_fn, owner_leases, watch_events)
+                      lease_owner_fn, owner_leases, resumed_after, watch_events)
 
 PREFIX = "/sfseq"
 DC = 1
@@ -45,8 +44,6 @@ NAMESPACES = [{"name": "fixed", "block": 50},
               {"name": "adapt", "adaptive": True, "block": 50, "block_min": 50,
                "block_max": 800}]
 BLOCK_MAX = {"fixed": 50, "adapt": 800}
-CLAIMED_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z .*etcd identity: claimed "
-                        r"datacenter", re.M)
 BAD_LOG = ("runtime error:", "Sanitizer", "Assertion", "assertion failed")
 
 
@@ -55,15 +52,6 @@ def seq_sets(endpoints):
              "sequences.namespaces=" + json.dumps(NAMESPACES),
              "sequences.adaptive_block_ms=2000"]
             + etcd_sets(endpoints, PREFIX, TTL_S, MARGIN_MS))
-
-
-def claimed_walls(text):
-    """Wall times (s) of the identity's "claimed" log lines."""
-    out = []
-    for m in CLAIMED_RE.finditer(text):
-        t = time.strptime(m.group(1)[:19], "%Y-%m-%dT%H:%M:%S")
-        out.append(calendar.timegm(t) + float(m.group(1)[19:]))
-    return out
 
 
 class Inc:
@@ -237,10 +225,10 @@ class SeqFleetTest(unittest.TestCase):
                                           inflight=inflight)
             fz = []
             for f, t_cont, wall_cont in freezes:
-                claims = [w for w in claimed_walls(f.d.output()) if w > wall_cont]
-                self.assertTrue(claims, "%s never took a new lease after SIGCONT:\n%s"
-                                % (f.name, f.d.output()[-2000:]))
-                until = ld.ms(t_cont) + (claims[0] - wall_cont) * 1000 - 100
+                back = resumed_after(f.d.output(), wall_cont)
+                self.assertIsNotNone(back, "%s never issued again after SIGCONT:\n%s"
+                                     % (f.name, f.d.output()[-2000:]))
+                until = ld.ms(t_cont) + (back - wall_cont) * 1000 - 100
                 fz.append(Freeze(f.name, ld.ms(t_cont), until, CONNS * COUNT))
             faults = sum(rep.get("faults", {}).values())
             r = check_namespace(name, recs, hist[name], holder_by_time(spans, ld.ms),

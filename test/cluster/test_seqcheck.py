@@ -7,7 +7,8 @@ import json
 import unittest
 
 from idrecords import Rec
-from seqcheck import (Freeze, SeqInc, check_namespace, counter_history, owner_leases)
+from seqcheck import (Freeze, SeqInc, check_namespace, counter_history, holder_by_time,
+                      lease_owner_fn, owner_leases, resumed_after)
 
 P = "/sfseq"
 LEASE = {"A": 0xA1, "B": 0xB2}
@@ -153,6 +154,33 @@ class SeqCheckSelfTest(unittest.TestCase):
                                     hist=hist).problems(), [])
         self.assertCaught(self.check(self.good_records() + recs("B", [250], 900, 3), hist=hist),
                           "number 250 (target 1, 900 ms) is in no granted block")
+
+
+class HelpersTest(unittest.TestCase):
+    def test_resumed_after(self):
+        log = ("2026-12-03T20:32:07.846Z INFO  etcd identity: claimed datacenter 1 worker 0 ...\n"
+               "2026-12-03T20:32:08.500Z ERROR etcd identity: fenced: no successful renewal ...\n"
+               "2026-12-03T20:32:09.100Z WARN  etcd identity: renewed after 600 ms fenced; "
+               "issuing again\n")
+        t0 = 1796329927.0  # 2026-12-03T20:32:07Z
+        self.assertAlmostEqual(resumed_after(log, t0), t0 + 0.846, places=3)
+        self.assertAlmostEqual(resumed_after(log, t0 + 1), t0 + 2.1, places=3)
+        self.assertIsNone(resumed_after(log, t0 + 3))
+
+    def test_attribution(self):
+        # port 0: a.0 until 10.0 s, a.1 from 11.0 s (split at 10.5 s); port 1: b.0 throughout
+        holder = holder_by_time([(0, "a.0", 0.0, 10.0), (0, "a.1", 11.0, None),
+                                 (1, "b.0", 0.0, None)], lambda t: t * 1000)
+        self.assertEqual([holder(Rec(1, 0, ms, 0, False)) for ms in (5000, 10400, 10600)],
+                         ["a.0", "a.0", "a.1"])
+        self.assertEqual(holder(Rec(1, 1, 99999, 0, False)), "b.0")
+        owners = owner_leases([
+            kv_event(P + "/owner/0000001/0000001", {"pid": 7, "started_ms": 1000}, 2, 0x11),
+            kv_event(P + "/owner/0000001/0000001", {"pid": 7, "started_ms": 1000}, 3, 0x11, 2),
+            kv_event(P + "/owner/0000001/0000002", {"pid": 7, "started_ms": 60000}, 9, 0x22)], P)
+        self.assertEqual(sorted(owners), [0x11, 0x22])  # a rewrite is not a new owner
+        of = lease_owner_fn(owners, [("old", 7, 0.5), ("new", 7, 59.0)])  # pid 7 reused
+        self.assertEqual((of(0x11), of(0x22), of(0x33)), ("old", "new", None))
 
 
 if __name__ == "__main__":
