@@ -119,10 +119,9 @@ def exercised_server(*extra_args, ready_timeout=5, **kw):
     (server, text). extra_args and kw go to sfharness.Server."""
     import tlscerts
     mc, echo, https = sfharness.free_port(), sfharness.free_port(), sfharness.free_port()
-    # a sequence namespace on the file block source (with worker_id "etcd" the daemon refuses
-    # namespaces until blocks come from etcd)
-    seq_args = [] if "snowflake.worker_id=etcd" in extra_args else [
-        "--set", 'sequences.namespaces=[{"name":"expo","block":10}]']
+    # a sequence namespace: on the file block source, or with worker_id "etcd" on the etcd one
+    # (its snowflaked_seq_etcd_* families)
+    seq_args = ["--set", 'sequences.namespaces=[{"name":"expo","block":10}]']
     certs = tlscerts.Certs()  # HTTPS too: the snowflaked_tls_* families exist only with TLS
     try:
         server = sfharness.Server("--set", "cache.memcached_port=%d" % mc,

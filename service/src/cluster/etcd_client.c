@@ -45,6 +45,7 @@ struct etcd_client {
     size_t body_max;
     uint64_t cluster_id;
     etcd_auth *auth; /* NULL: no RBAC user */
+    bool at_most_once; /* never the re-send on a fresh connection (etcd_client_opts) */
     hresp_parser parser;
     /* the answer the parser completed */
     bool got_response;
@@ -267,6 +268,7 @@ etcd_client *etcd_client_new(const etcd_client_opts *opts, etcd_error *err)
     }
     c->timeout_ms = opts->request_timeout_ms ? opts->request_timeout_ms : 1000;
     c->body_max = opts->body_max ? opts->body_max : ETCD_DEFAULT_BODY_MAX;
+    c->at_most_once = opts->at_most_once;
     hresp_init(&c->parser, false, true, c->body_max, on_response, c);
     return c;
 }
@@ -393,7 +395,7 @@ static int post(etcd_client *c, const char *path, const char *body, bool with_to
             if (err && err->kind == ETCD_E_USAGE)
                 break;
             ep_close(c, e);
-            if (was_reused && nothing_back && !resent && err &&
+            if (was_reused && nothing_back && !resent && !c->at_most_once && err &&
                 err->kind == ETCD_E_UNAVAILABLE && netio_mono_ms() < deadline &&
                 strstr(err->message, "timeout") == NULL) {
                 resent = true; /* the server closed an idle connection: nothing was done */

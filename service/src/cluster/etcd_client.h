@@ -90,6 +90,11 @@ typedef struct etcd_client_opts {
     /* RBAC: a user with exactly one of a password or a password file (etcd_auth.h); no user =
      * no authentication */
     const char *auth_user, *auth_password, *auth_password_file;
+    /* Never re-send a request, not even on a fresh connection after a reused one closed before
+     * any byte of the answer (a request may have reached etcd then: a proxy or a member that
+     * applied it and died): the call fails ETCD_E_UNAVAILABLE and the caller reads back what
+     * happened (cluster/seq_etcd.c: a block claim reaches etcd at most once). */
+    bool at_most_once;
 } etcd_client_opts;
 
 typedef struct etcd_client etcd_client;

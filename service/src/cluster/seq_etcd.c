@@ -285,9 +285,11 @@ static tx_result claim_once(seq_etcd_source *s, se_ns *ns, const sf_identity_own
                 ns->cached = true;
                 ns->mod_rev = cur->kvs[0].mod_revision;
                 ns->next = now.next;
-                ns->last_ours = false;
+                /* our own nonce: this very claim applied already (a transport below us sent it
+                 * twice); the block is ours */
+                ns->last_ours = now.nonce == nonce && now.lo == lo && now.hi == hi;
             }
-            tr = TX_CONFLICT;
+            tr = ns->last_ours ? TX_OK : TX_CONFLICT;
         } else {
             snprintf(why, cap,
                      "worker %" PRIu32 " is no longer this process's (its owner key changed): "
@@ -822,7 +824,8 @@ seq_etcd_source *seq_etcd_source_new(const seq_etcd_config *c, char *err, size_t
                           .tls = c->tls,
                           .auth_user = s->auth_user[0] ? s->auth_user : NULL,
                           .auth_password = c->auth_password,
-                          .auth_password_file = s->auth_file[0] ? s->auth_file : NULL};
+                          .auth_password_file = s->auth_file[0] ? s->auth_file : NULL,
+                          .at_most_once = true};
     etcd_error e;
     if (!(s->client = etcd_client_new(&o, &e))) {
         snprintf(err, errlen, "sequences: etcd source: %s", e.message);
