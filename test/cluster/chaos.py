@@ -763,8 +763,12 @@ class Chaos:
         self.say("%d daemons ready; load starts" % SLOTS)
         urls = [self.url(p) for p in range(a.daemons)]
         if a.inject_static_worker is not None:  # self-test: a second holder etcd knows nothing of
+            # with --sequences it serves the namespaces too, from its own file: numbers etcd
+            # never granted, and some the fleet issues as well
             self.injected = Daemon(["snowflake.worker_bits=3", "snowflake.datacenter_id=%d" % DC,
-                                    "snowflake.worker_id=%d" % a.inject_static_worker],
+                                    "snowflake.worker_id=%d" % a.inject_static_worker] + (
+                                        ["sequences.namespaces=" + json.dumps(SEQ_NAMESPACES)]
+                                        if a.sequences else []),
                                    name="static")
             self.say("self-test: a static daemon with worker %d on port %d: must fail"
                      % (a.inject_static_worker, self.injected.port))
@@ -777,7 +781,7 @@ class Chaos:
             name = ns["name"]
             self.seq_loads[name] = Load(
                 ["http://127.0.0.1:%d/seqs/%s?count=%d" % (p, name, SEQ_COUNT)
-                 for p in self.ports], seconds=a.seconds + HEAL_BUDGET_S, rate=a.seq_rate,
+                 for p in self.ports + ([self.injected.port] if self.injected else [])], seconds=a.seconds + HEAL_BUDGET_S, rate=a.seq_rate,
                 out=os.path.join(self.dir, "seq-%s.v2" % name), connections_per_target=1,
                 min_ids=1000, timeout_ms=SEQ_TIMEOUT_MS)
         t_chaos_end = time.monotonic() + a.seconds
