@@ -404,7 +404,7 @@ def check_namespace(name, recs, hist, holder_of, inc_of_lease, incs, block_max,
         count = sum(1 for r in per_inc.get(f.inc, ()) if f.after_ms < r.ms < f.until_ms)
         rep.notes.append("freeze of %s: %d numbers received in the %.0f ms from SIGCONT to its "
                          "new lease (allowed %d in flight)"
-                         % (f.inc, count, f.until_ms - f.after_ms, f.allowed))
+                         % (f.inc, count, max(0.0, f.until_ms - f.after_ms), f.allowed))
         if count > f.allowed:
             rep.frozen.append((f, count))
     # holes
