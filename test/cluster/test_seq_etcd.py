@@ -12,7 +12,9 @@ fleet") against a real one-member etcd (etcdcluster.py). Each test uses its own 
 - a daemon SIGSTOPped past its fence (etcd unreachable meanwhile) issues nothing after SIGCONT
   until its identity is renewed, then goes on above everything before;
 - every answer of etcd delayed 300 ms: /seqs latency stays low (blocks are fetched off the request
-  path) and nothing is refused.
+  path) and nothing is refused;
+- etcd with RBAC (JWTs living 3 s): the source shares the identity's token (one authentication
+  at start, one per expiry, not one per client) and numbers flow across the expiries.
 """
 import base64
 import json
@@ -24,7 +26,7 @@ import threading
 import time
 import unittest
 
-from etcdcluster import EtcdCluster, ensure_etcd, post
+from etcdcluster import EtcdCluster, ensure_etcd, ensure_etcdctl, post
 from test_etcd_identity_faults import TTL_S, Daemon
 
 
@@ -426,6 +428,62 @@ class SeqEtcd(unittest.TestCase):
         blocks = self.blocks("f")
         self.assertGreaterEqual(len(blocks), 2, "the run crossed no block boundary")
         self.assert_inside(numbers, blocks)
+
+
+class SeqEtcdAuth(unittest.TestCase):
+    JWT_TTL_S = 3
+    take = staticmethod(SeqEtcd.take)
+    wait_take = SeqEtcd.wait_take
+    metric = SeqEtcd.metric
+
+    @classmethod
+    def setUpClass(cls):
+        reason = ensure_etcd() or ensure_etcdctl()  # etcdctl: auth enable
+        if reason:
+            raise AssertionError(reason)
+        cls.ec = EtcdCluster(members=1, auth="jwt", auth_prefixes=("/sa/",),
+                             jwt_ttl="%ds" % cls.JWT_TTL_S).__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ec.close()
+
+    def test_shared_token(self):
+        prefix = "/sa/%d" % os.getpid()
+        d = Daemon(self.ec.endpoints(), prefix,
+                   "--set", nsconf({"name": "g", "block": 20}),
+                   "--set", "sequences.prefetch_percent=0",
+                   # authentications (bcrypt, RS256) are slow on a loaded machine
+                   "--set", "snowflake.etcd.ttl_s=5",
+                   "--set", "snowflake.etcd.request_timeout_ms=1000",
+                   "--set", "snowflake.etcd.auth.username=" + self.ec.auth.USER,
+                   "--set", "snowflake.etcd.auth.password_file=" + self.ec.auth.password_file)
+        self.addCleanup(d.close)
+        d.wait_listening(20)
+        t0 = time.monotonic()
+        got = self.wait_take(d, "g", 5)
+        auth = "snowflaked_etcd_authentications_total"
+        first = self.metric(d, auth, 'result="ok"')
+        if time.monotonic() - t0 < 1.0:  # the claim's token has not expired yet: just one
+            self.assertEqual(first, 1, "the source authenticated on its own")
+        t_end = time.monotonic() + 2.5 * self.JWT_TTL_S
+        refused = 0
+        while time.monotonic() < t_end:  # a claim every 4 requests: across 2 expiries
+            r = self.take(d, "g", 5)
+            if isinstance(r, list):
+                got.extend(r)
+            else:
+                refused += 1
+                time.sleep(0.05)
+        elapsed = time.monotonic() - t0 + 1
+        oks = self.metric(d, auth, 'result="ok"')
+        figure("seq_etcd_auth_ok", oks)
+        figure("seq_etcd_auth_refused_requests", refused)
+        self.assertEqual(got, sorted(set(got)))
+        self.assertGreater(len(got), 100)
+        # one client would authenticate at start + once per expiry; two unshared about twice that
+        self.assertLessEqual(oks, 2 + int(elapsed / self.JWT_TTL_S), d.output()[-2000:])
+        self.assertEqual(self.metric(d, auth, 'result="refused"'), 0)
 
 
 if __name__ == "__main__":

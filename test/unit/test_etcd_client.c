@@ -677,12 +677,64 @@ START_TEST(test_auth_classify_and_options)
 }
 END_TEST
 
+/* Credentials shared by two clients (etcd_auth.h "Threads"): the sharer does not free them, the
+ * header is copied with the generation of its token, and every change of the token moves it. */
+static void *hammer_tokens(void *arg)
+{
+    etcd_auth *a = arg;
+    for (int i = 0; i < 2000; i++) {
+        etcd_auth_set_token(a, (i & 1) ? "tok.odd" : "tok.even");
+        if (i % 7 == 0)
+            etcd_auth_forget(a);
+    }
+    return NULL;
+}
+
+START_TEST(test_auth_shared)
+{
+    etcd_error err;
+    etcd_client_opts o = {.endpoints = "http://127.0.0.1:2379", .auth_user = "sf",
+                          .auth_password = "pw"};
+    etcd_client *owner = etcd_client_new(&o, &err);
+    ck_assert_ptr_nonnull(owner);
+    etcd_auth *a = etcd_client_auth(owner);
+    etcd_client_opts so = {.endpoints = "http://127.0.0.1:2379", .shared_auth = a};
+    etcd_client *sharer = etcd_client_new(&so, &err);
+    ck_assert_ptr_nonnull(sharer);
+    ck_assert_ptr_eq(etcd_client_auth(sharer), a);
+    char hdr[ETCD_AUTH_HEADER_MAX];
+    uint64_t g0 = etcd_auth_header_copy(a, hdr, sizeof hdr);
+    ck_assert_str_eq(hdr, "");
+    ck_assert(etcd_auth_set_token(a, "abc.def"));
+    uint64_t g1 = etcd_auth_header_copy(a, hdr, sizeof hdr);
+    ck_assert_str_eq(hdr, "Authorization: abc.def\r\n");
+    ck_assert(g1 != g0 && g1 == etcd_auth_generation(a));
+    ck_assert(!etcd_auth_set_token(a, "bad token")); /* refused: nothing changes */
+    ck_assert_uint_eq(etcd_auth_generation(a), g1);
+    etcd_auth_forget(a);
+    ck_assert(etcd_auth_generation(a) != g1 && !etcd_auth_has_token(a));
+    /* copies taken while another thread changes the token are whole (TSan: no race) */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, hammer_tokens, a), 0);
+    for (int i = 0; i < 2000; i++) {
+        etcd_auth_header_copy(a, hdr, sizeof hdr);
+        ck_assert(hdr[0] == '\0' || strcmp(hdr, "Authorization: tok.odd\r\n") == 0 ||
+                  strcmp(hdr, "Authorization: tok.even\r\n") == 0);
+    }
+    pthread_join(t, NULL);
+    etcd_client_free(sharer); /* leaves the credentials to their owner */
+    ck_assert(etcd_auth_set_token(a, "still.here"));
+    etcd_client_free(owner);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("etcd_client");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_keepalive_chunked);
+    tcase_add_test(tc, test_auth_shared);
     tcase_add_test(tc, test_error_shapes);
     tcase_add_test(tc, test_garbage);
     tcase_add_test(tc, test_hostile_ttls);

@@ -1250,6 +1250,7 @@ static int start_sequences(app *a, char *err, size_t errlen)
         seq_etcd_config ec = {.endpoints = e->endpoints,
                               .prefix = e->prefix,
                               .request_timeout_ms = e->request_timeout_ms,
+                              .start_timeout_ms = e->start_timeout_ms,
                               .tls = a->etcd_tls,
                               .auth_user = e->auth_username,
                               .auth_password_file = e->auth_password_file,

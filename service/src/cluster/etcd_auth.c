@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,19 @@ struct etcd_auth {
     /* "Authorization: <token>\r\n" kept whole, so that each request adds it with one %s */
     char header[sizeof AUTH_HEADER + ETCD_AUTH_TOKEN_MAX + 2];
     bool has_token, disabled;
+    uint64_t gen; /* +1 whenever the token changes (set, forgotten) */
+    /* mu: header, has_token, disabled, gen (clients of two threads may share the credentials);
+     * login: one authentication at a time (etcd_auth_login_lock) */
+    pthread_mutex_t mu, login;
     _Atomic uint64_t counters[ETCD_AUTH_EV_COUNT];
 };
+
+#define LOCKED(a, stmt)                                                                            \
+    do {                                                                                           \
+        pthread_mutex_lock((pthread_mutex_t *)&(a)->mu);                                           \
+        stmt;                                                                                      \
+        pthread_mutex_unlock((pthread_mutex_t *)&(a)->mu);                                         \
+    } while (0)
 
 static void wipe(void *p, size_t n)
 {
@@ -89,6 +101,8 @@ etcd_auth *etcd_auth_new(const char *user, const char *password, const char *pas
         snprintf(a->password_file, sizeof a->password_file, "%s", password_file);
     else
         snprintf(a->password, sizeof a->password, "%s", password);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_mutex_init(&a->login, NULL);
     return a;
 }
 
@@ -96,6 +110,8 @@ void etcd_auth_free(etcd_auth *a)
 {
     if (!a)
         return;
+    pthread_mutex_destroy(&a->mu);
+    pthread_mutex_destroy(&a->login);
     wipe(a, sizeof *a);
     free(a);
 }
@@ -171,6 +187,13 @@ void etcd_auth_wipe_free(char *s)
     free(s);
 }
 
+static void forget_locked(etcd_auth *a)
+{
+    wipe(a->header, sizeof a->header);
+    a->has_token = false;
+    a->gen++;
+}
+
 bool etcd_auth_set_token(etcd_auth *a, const char *token)
 {
     size_t n = token ? strlen(token) : 0;
@@ -179,21 +202,24 @@ bool etcd_auth_set_token(etcd_auth *a, const char *token)
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)token[i] <= 0x20 || (unsigned char)token[i] >= 0x7f)
             return false; /* it goes into a header line as it is */
-    etcd_auth_forget(a);
-    snprintf(a->header, sizeof a->header, AUTH_HEADER "%s\r\n", token);
-    a->has_token = true;
+    LOCKED(a, {
+        forget_locked(a);
+        snprintf(a->header, sizeof a->header, AUTH_HEADER "%s\r\n", token);
+        a->has_token = true;
+    });
     return true;
 }
 
 void etcd_auth_forget(etcd_auth *a)
 {
-    wipe(a->header, sizeof a->header);
-    a->has_token = false;
+    LOCKED(a, forget_locked(a));
 }
 
 bool etcd_auth_has_token(const etcd_auth *a)
 {
-    return a->has_token;
+    bool v;
+    LOCKED(a, v = a->has_token);
+    return v;
 }
 
 const char *etcd_auth_header(const etcd_auth *a)
@@ -201,14 +227,43 @@ const char *etcd_auth_header(const etcd_auth *a)
     return a && a->has_token ? a->header : "";
 }
 
+uint64_t etcd_auth_header_copy(const etcd_auth *a, char *out, size_t cap)
+{
+    uint64_t g;
+    LOCKED(a, {
+        snprintf(out, cap, "%s", a->has_token ? a->header : "");
+        g = a->gen;
+    });
+    return g;
+}
+
+uint64_t etcd_auth_generation(const etcd_auth *a)
+{
+    uint64_t g;
+    LOCKED(a, g = a->gen);
+    return g;
+}
+
+void etcd_auth_login_lock(etcd_auth *a)
+{
+    pthread_mutex_lock(&a->login);
+}
+
+void etcd_auth_login_unlock(etcd_auth *a)
+{
+    pthread_mutex_unlock(&a->login);
+}
+
 void etcd_auth_set_disabled(etcd_auth *a, bool off)
 {
-    a->disabled = off;
+    LOCKED(a, a->disabled = off);
 }
 
 bool etcd_auth_disabled(const etcd_auth *a)
 {
-    return a->disabled;
+    bool v;
+    LOCKED(a, v = a->disabled);
+    return v;
 }
 
 void etcd_auth_count(etcd_auth *a, etcd_auth_event ev)

@@ -20,8 +20,13 @@
  * permission refusal is final (another token would not change the role). Anything else,
  * including a transport error after the request was sent, is not repeated.
  *
- * Threads: used by the one thread that owns the etcd client; the counters are atomics read by
- * any thread. */
+ * Threads: the clients of more than one thread may share one etcd_auth (cluster/seq_etcd.c shares
+ * the identity's: one authentication per daemon, not one per client). The token, its generation
+ * and the disabled flag are under a mutex: a client copies the header it sends
+ * (etcd_auth_header_copy) with the token's generation; authentications are serialized
+ * (etcd_auth_login_lock), and a client whose token was refused re-authenticates only when the
+ * generation is still the one it sent (else another client already did: it just repeats with the
+ * new token). The counters are atomics read by any thread. */
 #ifndef SF_CLUSTER_ETCD_AUTH_H
 #define SF_CLUSTER_ETCD_AUTH_H
 
@@ -65,8 +70,17 @@ void etcd_auth_wipe_free(char *s);
 bool etcd_auth_set_token(etcd_auth *a, const char *token);
 void etcd_auth_forget(etcd_auth *a);
 bool etcd_auth_has_token(const etcd_auth *a);
-/* "Authorization: <token>\r\n", or "" without a token. */
+/* "Authorization: <token>\r\n", or "" without a token (one thread only: the pointer is the
+ * buffer a sharer may rewrite; shared credentials use etcd_auth_header_copy). */
 const char *etcd_auth_header(const etcd_auth *a);
+#define ETCD_AUTH_HEADER_MAX (sizeof "Authorization: " + ETCD_AUTH_TOKEN_MAX + 2)
+/* The header into out (cap >= ETCD_AUTH_HEADER_MAX), and the generation of that token: +1 each
+ * time a token is set or forgotten. */
+uint64_t etcd_auth_header_copy(const etcd_auth *a, char *out, size_t cap);
+uint64_t etcd_auth_generation(const etcd_auth *a);
+/* Around an authentication, so that clients sharing a etcd_auth authenticate one at a time. */
+void etcd_auth_login_lock(etcd_auth *a);
+void etcd_auth_login_unlock(etcd_auth *a);
 
 /* etcd answered that auth is not enabled: calls go without a token until a call is refused for
  * the lack of one (auth enabled later), which re-authenticates. */

@@ -46,6 +46,9 @@ struct etcd_client {
     uint64_t cluster_id;
     etcd_auth *auth; /* NULL: no RBAC user */
     bool at_most_once; /* never the re-send on a fresh connection (etcd_client_opts) */
+    bool auth_shared;  /* auth is another client's (etcd_client_opts.shared_auth): not freed */
+    uint64_t sent_gen; /* the generation of the token the last request carried */
+    char auth_hdr[ETCD_AUTH_HEADER_MAX]; /* its copy (wiped after each request) */
     hresp_parser parser;
     /* the answer the parser completed */
     bool got_response;
@@ -256,7 +259,10 @@ etcd_client *etcd_client_new(const etcd_client_opts *opts, etcd_error *err)
         free(c);
         return NULL;
     }
-    if (opts->auth_user && *opts->auth_user) {
+    if (opts->shared_auth) {
+        c->auth = opts->shared_auth;
+        c->auth_shared = true;
+    } else if (opts->auth_user && *opts->auth_user) {
         char why[256];
         c->auth = etcd_auth_new(opts->auth_user, opts->auth_password, opts->auth_password_file,
                                 why, sizeof why);
@@ -286,7 +292,8 @@ void etcd_client_free(etcd_client *c)
     if (c->auth && c->body)
         memset(c->body, 0, c->body_len); /* may hold a token */
     free(c->body);
-    etcd_auth_free(c->auth);
+    if (!c->auth_shared)
+        etcd_auth_free(c->auth);
     free(c);
 }
 
@@ -363,7 +370,11 @@ static int exchange(etcd_client *c, etcd_endpoint *e, const char *req, size_t re
 static int post(etcd_client *c, const char *path, const char *body, bool with_token,
                 uint64_t deadline, etcd_error *err)
 {
-    const char *auth = with_token ? etcd_auth_header(c->auth) : "";
+    const char *auth = "";
+    if (with_token && c->auth) { /* a copy: a client sharing the credentials may renew them */
+        c->sent_gen = etcd_auth_header_copy(c->auth, c->auth_hdr, sizeof c->auth_hdr);
+        auth = c->auth_hdr;
+    }
     size_t blen = strlen(body);
     char *req = NULL;
     size_t tried = 0;
@@ -413,6 +424,8 @@ static int post(etcd_client *c, const char *path, const char *body, bool with_to
         break;
     }
     etcd_auth_wipe_free(req);
+    if (auth == c->auth_hdr)
+        memset(c->auth_hdr, 0, sizeof c->auth_hdr);
     c->last_tls = result != 0 && err && err->kind == ETCD_E_TLS;
     return result;
 }
@@ -625,6 +638,18 @@ static int authenticate(etcd_client *c, uint64_t deadline, etcd_error *err)
     return 0;
 }
 
+/* Authenticates, one client at a time, unless another client sharing the credentials changed the
+ * token since generation seen (then its token, or its finding that auth is off, is used). */
+static int login(etcd_client *c, uint64_t seen, uint64_t deadline, etcd_error *err)
+{
+    etcd_auth_login_lock(c->auth);
+    bool fresh = etcd_auth_generation(c->auth) != seen &&
+                 (etcd_auth_has_token(c->auth) || etcd_auth_disabled(c->auth));
+    int rc = fresh ? 0 : authenticate(c, deadline, err);
+    etcd_auth_login_unlock(c->auth);
+    return rc;
+}
+
 /* One call: authenticates first when a user holds no token; a call refused for its token
  * (etcd_auth.h: refused before anything of it was executed) is repeated once after a fresh
  * authentication; a lasting refusal is marked err->auth. All within one request timeout. */
@@ -642,8 +667,11 @@ static int call(etcd_client *c, const char *path, cJSON *req, cJSON **root, etcd
         return -1;
     }
     int rc = 0;
-    if (c->auth && !etcd_auth_has_token(c->auth) && !etcd_auth_disabled(c->auth))
-        rc = authenticate(c, deadline, err);
+    if (c->auth) {
+        uint64_t seen = etcd_auth_generation(c->auth);
+        if (!etcd_auth_has_token(c->auth) && !etcd_auth_disabled(c->auth))
+            rc = login(c, seen, deadline, err);
+    }
     if (rc == 0)
         rc = call_once(c, path, body, true, deadline, root, err);
     etcd_auth_refusal r = rc != 0 && err->kind == ETCD_E_SERVER
@@ -652,7 +680,7 @@ static int call(etcd_client *c, const char *path, cJSON *req, cJSON **root, etcd
     if (r == ETCD_AUTH_TOKEN && c->auth) {
         etcd_auth_count(c->auth, ETCD_AUTH_EV_TOKEN_REFUSED);
         etcd_auth_set_disabled(c->auth, false);
-        rc = authenticate(c, deadline, err);
+        rc = login(c, c->sent_gen, deadline, err);
         if (rc == 0)
             rc = call_once(c, path, body, true, deadline, root, err);
         r = rc != 0 && err->kind == ETCD_E_SERVER

@@ -36,7 +36,8 @@
  * Everything within the one request_timeout_ms of the call. A refusal that stays (credentials,
  * permission) is ETCD_E_SERVER with err->auth set.
  *
- * Threads: an etcd_client and its txns are used by one thread at a time. */
+ * Threads: an etcd_client and its txns are used by one thread at a time; two clients of two
+ * threads may share one etcd_auth (opts.shared_auth). */
 #ifndef SF_CLUSTER_ETCD_CLIENT_H
 #define SF_CLUSTER_ETCD_CLIENT_H
 
@@ -95,6 +96,10 @@ typedef struct etcd_client_opts {
      * applied it and died): the call fails ETCD_E_UNAVAILABLE and the caller reads back what
      * happened (cluster/seq_etcd.c: a block claim reaches etcd at most once). */
     bool at_most_once;
+    /* Another client's credentials and token (etcd_client_auth of it), shared instead of the
+     * auth_* fields: one authentication serves both (etcd_auth.h "Threads"); that client must
+     * outlive this one. NULL: auth_user decides. */
+    struct etcd_auth *shared_auth;
 } etcd_client_opts;
 
 typedef struct etcd_client etcd_client;

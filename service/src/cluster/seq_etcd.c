@@ -20,7 +20,7 @@
 #define KEY_MAX       (PREFIX_KEY_MAX + SEQ_NAME_MAX + 16)
 #define QUEUE_CAP     (2 * SEQ_MAX_NAMESPACES) /* a reserve and a create per namespace at most */
 #define CLAIM_TRIES   8 /* counter compares lost in a row before a reserve fails (retried later) */
-#define DECLARE_TRIES 8
+#define START_NAP_MS  100 /* between start-up attempts (declare, list) while etcd does not answer */
 #define DEF_VALUE_MAX 512
 
 enum { JOB_RESERVE, JOB_CREATE, JOB_RELEASE };
@@ -180,6 +180,23 @@ static uint64_t fresh_nonce(void)
     return r;
 }
 
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* At start, after an attempt etcd did not answer: naps, true while start_timeout_ms lasts. */
+static bool start_retry(const seq_etcd_source *s, uint64_t started)
+{
+    if (mono_ms() + START_NAP_MS >= started + s->c.start_timeout_ms)
+        return false;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = START_NAP_MS * 1000000L};
+    nanosleep(&ts, NULL);
+    return true;
+}
+
 static void describe(const etcd_error *e, char *why, size_t cap)
 {
     snprintf(why, cap, "etcd %s: %s", e->endpoint[0] ? e->endpoint : "(none)", e->message);
@@ -203,7 +220,8 @@ static int claim_value(seq_etcd_source *s, uint64_t next, uint64_t lo, uint64_t 
     return seq_etcd_claim_encode(&c, out, cap);
 }
 
-/* Reads namespace ns's counter into its cache: 1 read (*claim filled), 0 absent, -1 error. */
+/* Reads namespace ns's counter into its cache: 1 read (*claim filled), 0 absent, -1 no answer,
+ * -2 a value that cannot be read (never retried: the numbers it covers are unknown). */
 static int read_counter(seq_etcd_source *s, se_ns *ns, seq_etcd_claim *claim, uint64_t *ops,
                         char *why, size_t cap)
 {
@@ -219,7 +237,7 @@ static int read_counter(seq_etcd_source *s, se_ns *ns, seq_etcd_claim *claim, ui
     if (r.n_kvs == 1) {
         if (!seq_etcd_claim_parse(r.kvs[0].value, r.kvs[0].value_len, claim)) {
             snprintf(why, cap, "%s: unreadable counter value (refusing to guess)", ns->key);
-            rc = -1;
+            rc = -2;
         } else {
             ns->cached = true;
             ns->mod_rev = r.kvs[0].mod_revision;
@@ -229,6 +247,22 @@ static int read_counter(seq_etcd_source *s, se_ns *ns, seq_etcd_claim *claim, ui
         }
     }
     etcd_range_result_free(&r);
+    return rc;
+}
+
+/* Commits t and frees it (one round trip counted). 0, or -1 with why and *kind the error's. */
+static int commit(seq_etcd_source *s, etcd_txn *t, etcd_txn_result *r, etcd_error_kind *kind,
+                  char *why, size_t cap)
+{
+    etcd_error e;
+    counter_add(&s->round_trips, 1);
+    int rc = etcd_txn_commit(s->client, t, r, &e);
+    etcd_txn_free(t);
+    if (rc != 0) {
+        describe(&e, why, cap);
+        if (kind)
+            *kind = e.kind;
+    }
     return rc;
 }
 
@@ -254,15 +288,9 @@ static tx_result claim_once(seq_etcd_source *s, se_ns *ns, const sf_identity_own
     etcd_txn_put(t, ETCD_SUCCESS, ns->key, value, strlen(value), ETCD_NO_LEASE);
     etcd_txn_range(t, ETCD_FAILURE, ns->key, NULL);
     etcd_txn_result r;
-    etcd_error e;
-    counter_add(&s->round_trips, 1);
-    int rc = etcd_txn_commit(s->client, t, &r, &e);
-    etcd_txn_free(t);
-    if (rc != 0) {
-        describe(&e, why, cap);
-        /* a usage error never left this process; anything else may have reached etcd */
-        return e.kind == ETCD_E_USAGE ? TX_ERROR : TX_UNKNOWN;
-    }
+    etcd_error_kind kind;
+    if (commit(s, t, &r, &kind, why, cap) != 0) /* a usage error never left this process; */
+        return kind == ETCD_E_USAGE ? TX_ERROR : TX_UNKNOWN; /* else it may have reached etcd */
     tx_result tr;
     if (r.succeeded) {
         ns->cached = true;
@@ -437,13 +465,8 @@ static void do_create(seq_etcd_source *s, const se_job *j)
     etcd_txn_put(t, ETCD_SUCCESS, nk, cv, strlen(cv), ETCD_NO_LEASE);
     etcd_txn_range(t, ETCD_FAILURE, dk, NULL);
     etcd_txn_result tr;
-    etcd_error e;
     r.store_ops = 1;
-    counter_add(&s->round_trips, 1);
-    int rc = etcd_txn_commit(s->client, t, &tr, &e);
-    etcd_txn_free(t);
-    if (rc != 0) {
-        describe(&e, why, sizeof why);
+    if (commit(s, t, &tr, NULL, why, sizeof why) != 0) {
         r.err = why;
     } else if (tr.succeeded) {
         ns->known = true;
@@ -461,8 +484,17 @@ static void do_create(seq_etcd_source *s, const se_job *j)
             tr.n_responses == 1 && tr.responses[0].kind == ETCD_RESP_RANGE ? &tr.responses[0].range
                                                                            : NULL;
         if (got && got->n_kvs == 1 &&
-            seq_etcd_def_parse(got->kvs[0].value, got->kvs[0].value_len, j->def.name, &stored))
+            seq_etcd_def_parse(got->kvs[0].value, got->kvs[0].value_len, j->def.name, &stored)) {
             r.def = &stored;
+            /* another daemon created it: with the same definition the core serves it, and its
+             * counter is read at the first reserve */
+            ns->known = true;
+            ns->def = stored;
+            snprintf(ns->key, sizeof ns->key, "%s", nk);
+            ns->cached = false;
+            ns->last_ours = false;
+            ns->pending = false;
+        }
         r.err = r.def ? "a namespace of that name exists"
                       : "a counter of that name exists in etcd (a namespace of a configuration)";
     }
@@ -492,14 +524,8 @@ static int do_release(seq_etcd_source *s, const se_job *j)
         etcd_txn_compare_int(t, ns->key, ETCD_CMP_MOD, ETCD_CMP_EQUAL, ns->mod_rev);
         etcd_txn_put(t, ETCD_SUCCESS, ns->key, value, strlen(value), ETCD_NO_LEASE);
         etcd_txn_result r;
-        etcd_error e;
-        counter_add(&s->round_trips, 1);
-        int rc = etcd_txn_commit(s->client, t, &r, &e);
-        etcd_txn_free(t);
-        if (rc != 0) {
-            describe(&e, why, sizeof why);
+        if (commit(s, t, &r, NULL, why, sizeof why) != 0)
             continue;
-        }
         bool ok = r.succeeded;
         int64_t rev = r.header.revision;
         etcd_txn_result_free(&r);
@@ -605,10 +631,13 @@ static int op_declare(void *ctx, unsigned id, const seq_ns_def *def, char *err, 
     ns->def = *def;
     snprintf(ns->key, sizeof ns->key, "%s/seq/next/%s", s->prefix, def->name);
     char why[512] = "", value[SEQ_ETCD_VALUE_MAX];
-    for (unsigned attempt = 0; attempt < DECLARE_TRIES; attempt++) {
+    uint64_t started = mono_ms();
+    for (unsigned lost = 0; lost < CLAIM_TRIES;) {
         seq_etcd_claim cur;
         uint64_t ops = 0;
         int got = read_counter(s, ns, &cur, &ops, why, sizeof why);
+        if (got == -1 && start_retry(s, started))
+            continue;
         if (got < 0)
             break;
         if (got == 1 && cur.next >= def->start) {
@@ -628,12 +657,10 @@ static int op_declare(void *ctx, unsigned id, const seq_ns_def *def, char *err, 
             etcd_txn_compare_int(t, ns->key, ETCD_CMP_MOD, ETCD_CMP_EQUAL, ns->mod_rev);
         etcd_txn_put(t, ETCD_SUCCESS, ns->key, value, strlen(value), ETCD_NO_LEASE);
         etcd_txn_result r;
-        etcd_error e;
-        int rc = etcd_txn_commit(s->client, t, &r, &e);
-        etcd_txn_free(t);
-        if (rc != 0) { /* idempotent (compared): read again and see */
-            describe(&e, why, sizeof why);
-            continue;
+        if (commit(s, t, &r, NULL, why, sizeof why) != 0) {
+            if (!start_retry(s, started))
+                break;
+            continue; /* idempotent (compared): read again and see */
         }
         bool ok = r.succeeded;
         int64_t rev = r.header.revision;
@@ -646,6 +673,7 @@ static int op_declare(void *ctx, unsigned id, const seq_ns_def *def, char *err, 
             return 0;
         }
         snprintf(why, sizeof why, "the counter changed while it was declared");
+        lost++;
     }
     snprintf(err, errlen, "sequences: namespace %s: counter %s not ready in etcd: %s", def->name,
              ns->key, why);
@@ -665,7 +693,11 @@ static int op_list(void *ctx, const char *const *declared, size_t ndeclared,
     }
     etcd_range_result r;
     etcd_error e;
-    if (etcd_range(s->client, pre, end, &r, &e) != 0) {
+    uint64_t started = mono_ms();
+    int got;
+    while ((got = etcd_range(s->client, pre, end, &r, &e)) != 0 && start_retry(s, started)) {
+    }
+    if (got != 0) {
         char why[400];
         describe(&e, why, sizeof why);
         snprintf(err, errlen, "sequences: cannot list the namespaces in etcd: %s", why);
@@ -825,7 +857,9 @@ seq_etcd_source *seq_etcd_source_new(const seq_etcd_config *c, char *err, size_t
                           .auth_user = s->auth_user[0] ? s->auth_user : NULL,
                           .auth_password = c->auth_password,
                           .auth_password_file = s->auth_file[0] ? s->auth_file : NULL,
-                          .at_most_once = true};
+                          .at_most_once = true,
+                          /* the identity's token: one authentication per daemon */
+                          .shared_auth = sf_identity_etcd_auth(c->identity)};
     etcd_error e;
     if (!(s->client = etcd_client_new(&o, &e))) {
         snprintf(err, errlen, "sequences: etcd source: %s", e.message);

@@ -20,7 +20,8 @@
  * at most that one block). release: the rest back when the counter is still our write.
  *
  * Threads: its own thread with a bounded queue serves create, reserve and release, with its own
- * etcd_client; declare and list run on the main thread before any job (seq/source.h);
+ * etcd_client (the identity's endpoints, TLS and timeout; its credentials and token shared with
+ * the identity's client: one authentication per daemon, etcd_auth.h); declare and list run on the main thread before any job (seq/source.h);
  * fence_ms and the metrics on any thread. */
 #ifndef SF_CLUSTER_SEQ_ETCD_H
 #define SF_CLUSTER_SEQ_ETCD_H
@@ -37,9 +38,11 @@ struct etcd_tls;
 typedef struct seq_etcd_config {
     const char *endpoints, *prefix; /* the identity's (snowflake.etcd.*) */
     unsigned request_timeout_ms;
+    unsigned start_timeout_ms; /* declare and list retry while etcd does not answer (identity's) */
     struct etcd_tls *tls; /* https:// endpoints; NULL: http:// */
     const char *auth_user, *auth_password, *auth_password_file;
-    sf_identity *identity; /* etcd backend: the owner key compared by every claim, the fence */
+    sf_identity *identity; /* etcd backend: the owner key compared by every claim, the fence, the
+                              credentials (shared); must outlive the source */
 } seq_etcd_config;
 
 typedef struct seq_etcd_source seq_etcd_source;
