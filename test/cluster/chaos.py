@@ -461,8 +461,9 @@ class Chaos:
             "%s e%d" % (h, m) for m, h in zip(ms, hows)), dur))
         for m in ms:
             self.at(dur, "etcd e%d back" % m, lambda m=m: self.etcd_heal(m))
-        if self.a.sequences and dur > TTL_S + 1:
-            # every daemon is past its fence by TTL - margin after the loss began
+        if self.a.sequences and dur > TTL_S - MARGIN_MS / 1000.0 + 1:
+            # every daemon is past its fence by TTL - margin after the loss began (its last
+            # renewal was sent before it); checked 0.4 s before the end, 0.6 s after that
             self.at(dur - 0.4, "/seq during the quorum loss", self.check_seq_refused)
         return True
 
