@@ -45,7 +45,6 @@ skipped (a start then fails closed with exit 1, by design).
 import argparse
 import base64
 import collections
-import http.client
 import json
 import os
 import random
@@ -303,35 +302,10 @@ class Chaos:
     def owner_history(self):
         """{slot: [(pid, started_ms), ...]} of every owner key ever created, in revision order
         (a watch from revision 1 replays etcd's history; auto-compaction is off)."""
-        conn = self.ec.connection(0, timeout=3)
-        body = json.dumps({"create_request": {"key": b64(PREFIX + "/owner/"),
-                                              "range_end": b64(PREFIX + "/owner0"),
-                                              "start_revision": "1"}})
-        conn.request("POST", "/v3/watch", body, self.ec.headers())
-        resp = conn.getresponse()
-        if resp.status != 200:
-            self.fail("etcd watch answered %d" % resp.status)
-        dec = json.JSONDecoder()
-        buf, events = "", []
-        deadline = time.monotonic() + 30
-        conn.sock.settimeout(1.5)
-        while time.monotonic() < deadline:
-            try:
-                chunk = resp.read1(65536)
-            except (OSError, http.client.HTTPException):
-                break  # no more history for 1.5 s
-            if not chunk:
-                break
-            buf += chunk.decode()
-            while True:
-                buf = buf.lstrip()
-                try:
-                    obj, end = dec.raw_decode(buf)
-                except ValueError:
-                    break
-                buf = buf[end:]
-                events += obj.get("result", {}).get("events", [])
-        conn.close()
+        try:
+            events = watch_events(self.ec, PREFIX + "/owner/")
+        except (RuntimeError, OSError) as e:
+            self.fail(str(e))
         hist = collections.defaultdict(list)
         for ev in events:
             kv = ev["kv"]

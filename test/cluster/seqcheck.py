@@ -77,7 +77,7 @@ def watch_events(ec, key_prefix, member=0, quiet_s=1.5, limit_s=30):
     conn = ec.connection(member, timeout=3)
     body = json.dumps({"create_request": {"key": _b64(key_prefix), "range_end": _b64(end),
                                           "start_revision": "1"}})
-    conn.request("POST", "/v3/watch", body, ec.headers())
+    conn.request("POST", "/v3/watch", body, ec.headers(fresh=True))
     resp = conn.getresponse()
     if resp.status != 200:
         raise RuntimeError("etcd watch of %s answered %d" % (key_prefix, resp.status))
@@ -100,6 +100,8 @@ def watch_events(ec, key_prefix, member=0, quiet_s=1.5, limit_s=30):
             except ValueError:
                 break
             buf = buf[end_pos:]
+            if "error" in obj:  # e.g. an expired token: a partial history would mislead
+                raise RuntimeError("etcd watch of %s: %s" % (key_prefix, obj["error"]))
             events += obj.get("result", {}).get("events", [])
     conn.close()
     return events
