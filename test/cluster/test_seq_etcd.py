@@ -391,6 +391,47 @@ class SeqEtcd(unittest.TestCase):
         self.assertGreater(fenced, 0)
         self.assert_inside(before + after, self.blocks("e"))
 
+    def test_created_over_the_api(self):
+        """PUT /seq/{name}: the definition and the counter created together in etcd; another
+        daemon putting the same definition serves it too (from the same counter), a restart
+        lists it."""
+        import sfharness
+        admin = "admin-token-0123456789"
+        args = ("--set", "auth.token=" + admin, "--set", "sequences.api_create=true")
+        body = json.dumps({"start": 500, "block": 10}).encode()
+
+        def put(d):
+            with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+                s.sendall(("PUT /seq/tickets HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s"
+                           "\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                           "Connection: close\r\n\r\n" % (admin, len(body))).encode() + body)
+                return sfharness.Reader(s).response().status
+
+        a, b = self.daemon(*args), self.daemon(*args)
+        a.wait_listening(20)
+        b.wait_listening(20)
+        self.assertIn(put(a), (200, 202))
+        got_a = self.wait_take(a, "tickets", 3)
+        self.assertEqual(got_a, [500, 501, 502])
+        stored = self.history_def("tickets")
+        self.assertEqual((stored["start"], stored["block"]), ("500", "10"))
+        self.assertIn(put(b), (200, 202))  # exists with this definition: served
+        got_b = self.wait_take(b, "tickets", 3)
+        self.assertGreaterEqual(got_b[0], 510)
+        self.stop(a)
+        a2 = self.daemon(*args)
+        a2.wait_listening(20)
+        got_a2 = self.wait_take(a2, "tickets", 3)  # listed from etcd at start
+        every = got_a + got_b + got_a2
+        self.assertEqual(len(every), len(set(every)))
+        self.assert_inside(every, self.blocks("tickets"))
+
+    def history_def(self, name):
+        st, r = post(self.eport, "/v3/kv/range",
+                     {"key": b64("%s/seq/def/%s" % (self.prefix, name))})
+        self.assertEqual(st, 200, r)
+        return json.loads(base64.b64decode(r["kvs"][0]["value"]))
+
     def test_slow_etcd_p99(self):
         p = self.proxy()
         p.delay = 0.3

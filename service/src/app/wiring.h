@@ -67,10 +67,10 @@ void app_api_options(const cfg *c, api_options *out);
  * Truncated to cap - 1 bytes (cap > 0). */
 void app_snapshot_path(const cfg *c, char *out, size_t cap);
 
-/* Whether segment mode may be on (namespaces declared, or sequences.api_create;
- * the file source; not yet with worker_id "etcd"): the table is built, /seq routes exist, the
+/* Whether segment mode may be on (namespaces declared, or sequences.api_create; the file
+ * source, or the etcd one with worker_id "etcd"): the table is built, /seq routes exist, the
  * HTTP scratch is sized for max_namespaces in /metrics. app.c also builds it when
- * data_dir/sequences holds namespaces created before. */
+ * data_dir/sequences holds namespaces created before (file source). */
 bool app_sequences_possible(const cfg *c);
 
 #endif

@@ -402,6 +402,8 @@ static int post(etcd_client *c, const char *path, const char *body, bool with_to
             break;
         }
         bool nothing_back = true, was_reused = e->reused;
+        if (err)
+            err->sent = true; /* from here on etcd may have it */
         if (exchange(c, e, req, (size_t)n, deadline, &nothing_back, err) != 0) {
             if (err && err->kind == ETCD_E_USAGE)
                 break;

@@ -79,6 +79,9 @@ typedef struct etcd_error {
     char endpoint[80];
     char message[256];
     bool auth; /* refused for its credentials or permissions (etcd_auth.h), not repeated */
+    /* A request of the call (or its authentication) was written to a connection: etcd may have
+     * it. false: nothing left this process (connect or TLS handshake failed, bad arguments). */
+    bool sent;
 } etcd_error;
 
 struct etcd_tls;

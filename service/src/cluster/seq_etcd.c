@@ -250,9 +250,31 @@ static int read_counter(seq_etcd_source *s, se_ns *ns, seq_etcd_claim *claim, ui
     return rc;
 }
 
-/* Commits t and frees it (one round trip counted). 0, or -1 with why and *kind the error's. */
-static int commit(seq_etcd_source *s, etcd_txn *t, etcd_txn_result *r, etcd_error_kind *kind,
-                  char *why, size_t cap)
+/* An error answer of etcd that says the request was not applied: a refusal of its arguments,
+ * token or permissions. Not "request timed out" or "leader changed" (UNAVAILABLE and the like):
+ * such a proposal may still be applied. */
+static bool refused_unapplied(const etcd_error *e)
+{
+    if (e->kind == ETCD_E_USAGE)
+        return true;
+    if (e->kind != ETCD_E_SERVER)
+        return false;
+    switch (e->grpc_code) {
+    case ETCD_GRPC_INVALID_ARGUMENT:
+    case ETCD_GRPC_NOT_FOUND:
+    case ETCD_GRPC_PERMISSION_DENIED:
+    case ETCD_GRPC_FAILED_PRECONDITION:
+    case ETCD_GRPC_UNAUTHENTICATED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Commits t and frees it (one round trip counted). 0, or -1 with why and *sent: whether the
+ * transaction may have been applied (sent, and no answer came back). */
+static int commit(seq_etcd_source *s, etcd_txn *t, etcd_txn_result *r, bool *sent, char *why,
+                  size_t cap)
 {
     etcd_error e;
     counter_add(&s->round_trips, 1);
@@ -260,8 +282,8 @@ static int commit(seq_etcd_source *s, etcd_txn *t, etcd_txn_result *r, etcd_erro
     etcd_txn_free(t);
     if (rc != 0) {
         describe(&e, why, cap);
-        if (kind)
-            *kind = e.kind;
+        if (sent)
+            *sent = e.sent && !refused_unapplied(&e);
     }
     return rc;
 }
@@ -288,9 +310,9 @@ static tx_result claim_once(seq_etcd_source *s, se_ns *ns, const sf_identity_own
     etcd_txn_put(t, ETCD_SUCCESS, ns->key, value, strlen(value), ETCD_NO_LEASE);
     etcd_txn_range(t, ETCD_FAILURE, ns->key, NULL);
     etcd_txn_result r;
-    etcd_error_kind kind;
-    if (commit(s, t, &r, &kind, why, cap) != 0) /* a usage error never left this process; */
-        return kind == ETCD_E_USAGE ? TX_ERROR : TX_UNKNOWN; /* else it may have reached etcd */
+    bool sent;
+    if (commit(s, t, &r, &sent, why, cap) != 0) /* nothing sent: nothing happened */
+        return sent ? TX_UNKNOWN : TX_ERROR;
     tx_result tr;
     if (r.succeeded) {
         ns->cached = true;
@@ -707,10 +729,9 @@ static int op_list(void *ctx, const char *const *declared, size_t ndeclared,
     size_t pl = strlen(pre);
     for (size_t i = 0; i < r.n_kvs && rc == 0; i++) {
         const etcd_kv *kv = &r.kvs[i];
+        if (kv->key_len <= pl || !seq_name_valid(kv->key + pl, kv->key_len - pl))
+            continue; /* not a namespace's key */
         const char *name = kv->key + pl;
-        size_t nl = kv->key_len - pl;
-        if (kv->key_len <= pl || !seq_name_valid(name, nl))
-            continue;
         bool known = false;
         for (size_t k = 0; k < ndeclared && !known; k++)
             known = strcmp(declared[k], name) == 0;

@@ -623,10 +623,11 @@ static const cfg_key cfg_keys[] = {
           "namespaces of the configuration and created over the API together"),
     K_BOOL("sequences.api_create", sequences.api_create,
            "`PUT /seq/{name}` with `auth.token` creates namespaces at run time, kept in "
-           "`data_dir` across restarts (needs `auth.token` or `token_file`, else exit 2)"),
+           "`data_dir` (with `worker_id: \"etcd\"`: in etcd, for the whole fleet) across "
+           "restarts (needs `auth.token` or `token_file`, else exit 2)"),
     K_U32("sequences.reserve_delay_ms", sequences.reserve_delay_ms, 0, 60000,
-          "fault injection for tests: every block reserve waits this long first; 0 in "
-          "production"),
+          "fault injection for tests: every block reserve of the file source waits this long "
+          "first (not the etcd source); 0 in production"),
 };
 
 #define CFG_NKEYS (sizeof cfg_keys / sizeof cfg_keys[0])
