@@ -173,12 +173,15 @@ class NsHistory:
                                      "[%d, %d)" % (rev, self.next, nxt, lo, hi))
             self.claims.append(Claim(rev, self.next, nxt, v.get("worker"), lease, v.get("nonce")))
         elif nxt < self.next:
+            # a give-back may span the rest of the current block and the whole next one (both
+            # claimed by this lease back to back): every claim it reaches into must be its own
             last = self.claims[-1] if self.claims else None
-            if last is None or nxt < last.lo:
-                self.problems.append("revision %d: counter set back to %d, below the last "
-                                     "claim %r" % (rev, nxt, last))
-            self.givebacks.append(GiveBack(rev, nxt, self.next,
-                                           lease or (last.lease if last else 0)))
+            lease = lease or (last.lease if last else 0)
+            reached = [c for c in self.claims if c.hi > nxt]
+            if not reached or nxt < reached[0].lo or any(c.lease != lease for c in reached):
+                self.problems.append("revision %d: counter set back to %d by lease %x, into "
+                                     "claims not all its own: %r" % (rev, nxt, lease, reached))
+            self.givebacks.append(GiveBack(rev, nxt, self.next, lease))
         self.next = nxt
         self._granted = None
 

@@ -147,6 +147,18 @@ class SeqCheckSelfTest(unittest.TestCase):
         self.assertCaught(rep, "counter: revision 10: counter 170 -> 200 but the value says "
                                "block [160, 200)")
         self.assertCaught(rep, "counter: nonce n1 claimed twice")
+        # a give-back reaching into another lease's claim
+        hist = self.history([kv_event(k, counter(100, 100, 100, "B", "n8"), 10)])
+        self.assertCaught(self.check(self.good_records(), hist=hist),
+                          "counter set back to 100 by lease b2, into claims not all its own")
+        # one spanning two claims of its own lease, back to back, is a give-back
+        hist = self.history([kv_event(k, counter(220, 170, 220, "B", "n9"), 10),
+                             kv_event(k, counter(165, 165, 165, "B", "n10"), 11)])
+        rep = self.check(self.good_records()[:-5], hist=hist)  # B issued up to 164
+        self.assertEqual(rep.problems(), [])
+        self.assertEqual((rep.hist.next, rep.hole_total), (165, 0))
+        rep = self.check(self.good_records(), hist=hist)  # 165..169 issued, then given back
+        self.assertCaught(rep, "number 165 (target 1, 1050 ms) is in no granted block")
         # a raised start is no claim: the numbers it skips are nobody's
         hist = self.history([kv_event(k, counter(300, 300, 300, "A", "n6"), 10),
                              kv_event(k, counter(350, 300, 350, "B", "n7"), 11)])
