@@ -12,7 +12,8 @@ granted, claimed by the lease of the incarnation that answered, per-incarnation 
 frozen daemon silent between SIGCONT and its new lease (in-flight answers aside), holes within
 2 blocks per crash / stop without give-back / lost lease + 1 block per unrecovered unknown
 claim + what was lost in flight. FIGURE lines: numbers, etcd writes per 1,000 numbers, holes
-and their bound per namespace.
+and their bound per namespace; every etcd round trip of the sources (their metric, last seen,
+reads included) per 1,000 numbers of both namespaces.
 
 Run: cd test/cluster && SNOWFLAKED_BIN=../../build/snowflaked SFLOAD_BIN=../../build/sfload \
      python3 -m unittest -v test_seq_fleet"""
@@ -64,12 +65,15 @@ class Inc:
         self.ended = None
         self.unknown = self.recovered = 0.0
         self.claims_ok = 0.0
+        self.round_trips = 0.0  # snowflaked_seq_etcd_round_trips_total: claims, reads, give-backs
 
     def poll_metrics(self):
         text = self.d.metrics()
         if not text:
             return
         for line in text.splitlines():
+            if line.startswith("snowflaked_seq_etcd_round_trips_total "):
+                self.round_trips = float(line.split()[1])
             m = re.match(r'snowflaked_seq_etcd_claims_total\{result="(\w+)"\} (\S+)$', line)
             if m:
                 v = float(m.group(2))
@@ -245,6 +249,9 @@ class SeqFleetTest(unittest.TestCase):
                 if inc.ended == "stop":
                     self.assertGreater(r.issued.get(inc.name, 0), 0,
                                        "%s issued no %s number\n%s" % (inc.name, name, r.summary()))
+        numbers = sum(rep["verify"]["ids"] for rep in reports.values())
+        figure("seq_etcd_round_trips_per_1000_metrics", "%.1f" % (
+            1000.0 * sum(i.round_trips for i in self.incs) / max(1, numbers)))
         figure("seq_claims_unknown", sum(i.unknown for i in self.incs))
         figure("seq_claims_recovered", sum(i.recovered for i in self.incs))
         figure("load_seconds", "%.1f" % (time.monotonic() - t0))
