@@ -56,6 +56,7 @@ typedef struct se_ns {
     bool last_ours;    /* our write is the counter's mod_rev (release may give back) */
     bool pending;      /* a claim whose answer was lost, not resolved yet */
     uint64_t p_nonce, p_lo, p_hi;
+    int64_t p_base; /* the mod_revision that claim compared */
 } se_ns;
 
 struct seq_etcd_source {
@@ -366,6 +367,8 @@ static int resolve_pending(seq_etcd_source *s, se_ns *ns, uint64_t *ops, char *w
         ns->last_ours = true;
         return 1;
     }
+    if (got == 1 && ns->mod_rev == ns->p_base)
+        return 0; /* the counter is as the claim found it: it was not applied, no hole */
     LOG_WARN("sequences: namespace %s: a block claim's answer was lost and etcd does not show it "
              "(or a later claim): [%" PRIu64 ", %" PRIu64 ") is a hole at most, claiming afresh",
              ns->def.name, ns->p_lo, ns->p_hi);
@@ -439,6 +442,7 @@ static void do_reserve(seq_etcd_source *s, const se_job *j)
             ns->p_nonce = nonce;
             ns->p_lo = lo;
             ns->p_hi = hi;
+            ns->p_base = ns->mod_rev;
             ns->cached = false;
             char why2[512];
             int got = resolve_pending(s, ns, &r.store_ops, why2, sizeof why2);
