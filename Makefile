@@ -60,6 +60,8 @@ test-memcached-suite-tls: build
 # (default random, printed); every ID checked. Not part of make test. test/cluster/README.md.
 # CHAOS_ARGS="--etcd-tls --etcd-auth" runs it on an etcd with TLS client certificates and RBAC
 # (JWT, 3 s), adding client certificate rotation, password change and permission revocation.
+# CHAOS_ARGS="--sequences" adds segment-mode namespaces and their load, checked against etcd's
+# claim history (test/cluster/seqcheck.py).
 CHAOS_SECONDS ?= 300
 chaos: build
 	SNOWFLAKED_BIN=$(abspath $(BUILD))/snowflaked SFLOAD_BIN=$(abspath $(BUILD))/sfload \

@@ -14,7 +14,7 @@
 typedef struct http_path {
     char *req[SL_MAX_TARGETS]; /* the whole request, headers and body, per target */
     size_t req_len[SL_MAX_TARGETS];
-    bool verify;    /* an ID route: /id or /ids */
+    bool verify;    /* an ID route: /id, /ids, or a sequence's /seq/{name}, /seqs/{name} */
     uint32_t count; /* /ids?count=N: IDs expected per response (0: unchecked) */
     ids_enc enc;
 } http_path;
@@ -176,14 +176,26 @@ static int on_eof(sl_conn *c, void *st)
     return SL_CLOSE;
 }
 
-/* /id or /ids, with ?count= and ?encoding= read from the query. -1 on an encoding sfload cannot
- * verify. */
+/* True for /seq/{name} and /seqs/{name} (segment mode, docs/sequences.md): their bodies have the
+ * shape of /id's and /ids' ({"id":N}, {"ids":[...]}, or text), numbers unique per namespace and
+ * strictly increasing per node, so the same checks apply (one namespace per run: the duplicate
+ * check spans every path). */
+static bool seq_route(const char *path, size_t plen)
+{
+    size_t pre = plen > 5 && memcmp(path, "/seq/", 5) == 0    ? 5
+                 : plen > 6 && memcmp(path, "/seqs/", 6) == 0 ? 6
+                                                              : 0;
+    return pre && memchr(path + pre, '/', plen - pre) == NULL;
+}
+
+/* An ID route (/id, /ids, /seq/{name}, /seqs/{name}), with ?count= and ?encoding= read from the
+ * query. -1 on an encoding sfload cannot verify. */
 static int analyse_path(const char *path, http_path *hp, char *err, size_t errlen)
 {
     const char *q = strchr(path, '?');
     size_t plen = q ? (size_t)(q - path) : strlen(path);
-    hp->verify =
-        (plen == 3 && memcmp(path, "/id", 3) == 0) || (plen == 4 && memcmp(path, "/ids", 4) == 0);
+    hp->verify = (plen == 3 && memcmp(path, "/id", 3) == 0) ||
+                 (plen == 4 && memcmp(path, "/ids", 4) == 0) || seq_route(path, plen);
     hp->enc = IDS_DEC;
     hp->count = 0;
     if (!hp->verify || !q)
@@ -347,7 +359,8 @@ int target_http_setup(const sl_opts *o, sl_target *t, char *err, size_t errlen)
     }
     free(body);
     if (o->verify && !any_id) {
-        snprintf(err, errlen, "--verify-ids needs an ID route among the paths (/id, /ids?count=N)");
+        snprintf(err, errlen, "--verify-ids needs an ID route among the paths (/id, /ids?count=N, "
+                 "/seq/NAME, /seqs/NAME?count=N)");
         release(t);
         return -1;
     }

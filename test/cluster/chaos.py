@@ -45,7 +45,6 @@ skipped (a start then fails closed with exit 1, by design).
 import argparse
 import base64
 import collections
-import http.client
 import json
 import os
 import random
@@ -61,6 +60,8 @@ sys.path.insert(0, HERE)
 from etcdcluster import EtcdAuth, EtcdCluster, b64, ensure_etcd, ensure_etcdctl  # noqa: E402
 from fleet import BINARY, SFLOAD, Daemon, Load, etcd_sets, low_port  # noqa: E402
 from idrecords import Layout, check_fleet, check_handoffs, read_records  # noqa: E402
+from seqcheck import (Freeze, SeqInc, check_namespace, counter_history,  # noqa: E402
+                      holder_by_time, lease_owner_fn, owner_leases, resumed_after, watch_events)
 
 LAYOUT = "41/5/3/12"
 LAY = Layout.parse(LAYOUT)
@@ -78,6 +79,13 @@ ETCD_TLS_KEYS = {"ca": "snowflake.etcd.tls.ca_file", "cert": "snowflake.etcd.tls
 ETCD_AUTH_KEYS = {"user": "snowflake.etcd.auth.username",
                   "password_file": "snowflake.etcd.auth.password_file"}
 BAD_LOG = ("runtime error:", "Sanitizer", "Assertion", "assertion failed")
+# --sequences: segment-mode namespaces on every daemon, one sfload each over every daemon
+SEQ_NAMESPACES = [{"name": "s200", "block": 200}, {"name": "s50", "block": 50},
+                  {"name": "sad", "adaptive": True, "block": 50, "block_min": 50,
+                   "block_max": 800}]
+SEQ_BLOCK_MAX = {"s200": 200, "s50": 50, "sad": 800}
+SEQ_COUNT = 5             # numbers per /seqs request
+SEQ_TIMEOUT_MS = 1000     # sfload's --timeout (Load's default)
 
 
 class Violation(Exception):
@@ -101,6 +109,10 @@ class Incarnation:
         self.fenced_s = 0.0        # last seen snowflaked_identity_fenced_seconds_total
         self.auths = 0.0           # last seen etcd authentications that succeeded (--etcd-auth)
         self.token_refusals = 0.0  # last seen calls etcd refused for their token, then repeated
+        self.freeze_log = []       # (monotonic, wall) of each SIGCONT, and the freeze's length
+        self.seq_unknown = 0.0     # last seen snowflaked_seq_etcd_claims_total{result="unknown"}
+        self.seq_recovered = 0.0   # ... {result="recovered"}
+        self.seq_claims = 0.0      # ... {result="ok"}
         self.unresponsive_since = None
         self.log_copy = None
 
@@ -140,6 +152,8 @@ class Chaos:
         self.security = set()      # passwd / revoke windows in progress (restarts wait)
         self.passwords = []        # every password the etcd user had this run
         self.security_fenced = collections.Counter()  # event -> daemons seen fenced by it
+        self.seq_loads = {}        # --sequences: namespace -> Load
+        self.seq_refused = 0       # /seq answers checked late in long quorum losses (all 503)
 
     # -- output ---------------------------------------------------------------------------------
     def say(self, text):
@@ -156,7 +170,9 @@ class Chaos:
     # -- fleet ----------------------------------------------------------------------------------
     def sets(self):
         return ["snowflake.worker_bits=3", "snowflake.datacenter_id=%d" % DC] + etcd_sets(
-            self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS) + self.security_sets()
+            self.ec.endpoints(), PREFIX, TTL_S, MARGIN_MS) + self.security_sets() + (
+            ["sequences.namespaces=" + json.dumps(SEQ_NAMESPACES),
+             "sequences.adaptive_block_ms=4000"] if self.a.sequences else [])
 
     def security_sets(self):
         """The client settings of a secured cluster; none on a plain one."""
@@ -286,35 +302,10 @@ class Chaos:
     def owner_history(self):
         """{slot: [(pid, started_ms), ...]} of every owner key ever created, in revision order
         (a watch from revision 1 replays etcd's history; auto-compaction is off)."""
-        conn = self.ec.connection(0, timeout=3)
-        body = json.dumps({"create_request": {"key": b64(PREFIX + "/owner/"),
-                                              "range_end": b64(PREFIX + "/owner0"),
-                                              "start_revision": "1"}})
-        conn.request("POST", "/v3/watch", body, self.ec.headers())
-        resp = conn.getresponse()
-        if resp.status != 200:
-            self.fail("etcd watch answered %d" % resp.status)
-        dec = json.JSONDecoder()
-        buf, events = "", []
-        deadline = time.monotonic() + 30
-        conn.sock.settimeout(1.5)
-        while time.monotonic() < deadline:
-            try:
-                chunk = resp.read1(65536)
-            except (OSError, http.client.HTTPException):
-                break  # no more history for 1.5 s
-            if not chunk:
-                break
-            buf += chunk.decode()
-            while True:
-                buf = buf.lstrip()
-                try:
-                    obj, end = dec.raw_decode(buf)
-                except ValueError:
-                    break
-                buf = buf[end:]
-                events += obj.get("result", {}).get("events", [])
-        conn.close()
+        try:
+            events = watch_events(self.ec, PREFIX + "/owner/")
+        except (RuntimeError, OSError) as e:
+            self.fail(str(e))
         hist = collections.defaultdict(list)
         for ev in events:
             kv = ev["kv"]
@@ -383,6 +374,7 @@ class Chaos:
 
         def thaw():
             inc.d.signal(signal.SIGCONT)
+            inc.freeze_log.append((time.monotonic(), time.time(), dur))
             self.state[pos] = "up"
             self.say("SIGCONT %s pid %d" % (inc.name, inc.pid))
         self.at(dur, "SIGCONT n%02d" % pos, thaw)
@@ -443,7 +435,29 @@ class Chaos:
             "%s e%d" % (h, m) for m, h in zip(ms, hows)), dur))
         for m in ms:
             self.at(dur, "etcd e%d back" % m, lambda m=m: self.etcd_heal(m))
+        if self.a.sequences and dur > TTL_S - MARGIN_MS / 1000.0 + 1:
+            # every daemon is past its fence by TTL - margin after the loss began (its last
+            # renewal was sent before it); checked 0.4 s before the end, 0.6 s after that
+            self.at(dur - 0.4, "/seq during the quorum loss", self.check_seq_refused)
         return True
+
+    def check_seq_refused(self):
+        """Late in a long quorum loss no daemon answers /seq with a number (all fenced)."""
+        if len(self.etcd_down()) < 2:
+            return
+        for pos, inc in sorted(self.current.items()):
+            if self.state[pos] != "up" or inc.exit is not None:
+                continue
+            for ns in SEQ_NAMESPACES:
+                st, body, _ = inc.d.http("/seq/%s" % ns["name"], timeout=1.0)
+                if st == 200:
+                    self.fail("daemon %s answered /seq/%s with %s %.2f s into a quorum loss "
+                              "(past its fence)" % (inc.name, ns["name"], body.strip(),
+                                                    time.monotonic() - self.quorum_lost_at))
+                if st is not None:
+                    self.seq_refused += 1
+        self.say("quorum loss for %.2f s: /seq refused by every daemon up"
+                 % (time.monotonic() - self.quorum_lost_at))
 
     # -- secured etcd: credentials change under the fleet ---------------------------------------
     def steady_daemons(self, since):
@@ -645,6 +659,12 @@ class Chaos:
                     inc.auths = float(line.split()[1])
                 elif line.startswith('snowflaked_etcd_auth_refusals_total{reason="token"} '):
                     inc.token_refusals = float(line.split()[1])
+                elif line.startswith('snowflaked_seq_etcd_claims_total{result="unknown"} '):
+                    inc.seq_unknown = float(line.split()[1])
+                elif line.startswith('snowflaked_seq_etcd_claims_total{result="recovered"} '):
+                    inc.seq_recovered = float(line.split()[1])
+                elif line.startswith('snowflaked_seq_etcd_claims_total{result="ok"} '):
+                    inc.seq_claims = float(line.split()[1])
             if st == 200 and (m.get("snowflaked_identity_slots_held", 0) < 1
                               or m.get("snowflaked_identity_fenced", 1) != 0):
                 # /readyz and /metrics are two requests: a fence may fall between them
@@ -718,8 +738,12 @@ class Chaos:
         self.say("%d daemons ready; load starts" % SLOTS)
         urls = [self.url(p) for p in range(a.daemons)]
         if a.inject_static_worker is not None:  # self-test: a second holder etcd knows nothing of
+            # with --sequences it serves the namespaces too, from its own file: numbers etcd
+            # never granted, and some the fleet issues as well
             self.injected = Daemon(["snowflake.worker_bits=3", "snowflake.datacenter_id=%d" % DC,
-                                    "snowflake.worker_id=%d" % a.inject_static_worker],
+                                    "snowflake.worker_id=%d" % a.inject_static_worker] + (
+                                        ["sequences.namespaces=" + json.dumps(SEQ_NAMESPACES)]
+                                        if a.sequences else []),
                                    name="static")
             self.say("self-test: a static daemon with worker %d on port %d: must fail"
                      % (a.inject_static_worker, self.injected.port))
@@ -728,6 +752,13 @@ class Chaos:
         self.load = Load(urls, seconds=a.seconds + HEAL_BUDGET_S,
                          rate=a.rate, out=rec, connections_per_target=a.conns,
                          min_ids=1000)
+        for ns in SEQ_NAMESPACES if a.sequences else ():
+            name = ns["name"]
+            self.seq_loads[name] = Load(
+                ["http://127.0.0.1:%d/seqs/%s?count=%d" % (p, name, SEQ_COUNT)
+                 for p in self.ports + ([self.injected.port] if self.injected else [])], seconds=a.seconds + HEAL_BUDGET_S, rate=a.seq_rate,
+                out=os.path.join(self.dir, "seq-%s.v2" % name), connections_per_target=1,
+                min_ids=1000, timeout_ms=SEQ_TIMEOUT_MS)
         t_chaos_end = time.monotonic() + a.seconds
         next_event = time.monotonic() + 2.0
         while time.monotonic() < t_chaos_end:
@@ -738,7 +769,8 @@ class Chaos:
             time.sleep(0.2)
         self.heal()
         rc, rep, err = self.load.finish()
-        self.final_checks(rc, rep, err, rec)
+        seq_reports = {name: ld.finish() for name, ld in self.seq_loads.items()}
+        self.final_checks(rc, rep, err, rec, seq_reports)
 
     def url(self, pos):
         return "http://127.0.0.1:%d/ids?count=%d" % (self.ports[pos], self.a.ids_per_request)
@@ -855,7 +887,7 @@ class Chaos:
             return name
         return holder_of
 
-    def final_checks(self, rc, rep, err, rec):
+    def final_checks(self, rc, rep, err, rec, seq_reports=None):
         """Every check over the run; all violations reported together."""
         problems = []
         if rep is None:
@@ -902,9 +934,75 @@ class Chaos:
         problems += ["records: " + p for p in hr.problems(late_allowed)[:20]]
         if sorted(hr.runs) != [(DC, w) for w in range(SLOTS)]:
             problems.append("not every slot issued IDs: %s" % sorted(hr.runs))
+        seq = self.check_sequences(seq_reports, problems) if seq_reports else []
         if problems:
             self.fail("\n".join(problems))
         self.summary(recs, v, hr, hist)
+        for line in seq:
+            self.say(line)
+
+    def check_sequences(self, seq_reports, problems):
+        """--sequences: each namespace's sfload and seqcheck against etcd's claim history (after
+        the final SIGTERM: every give-back written). Appends to problems; returns summary lines."""
+        lines = []
+        events = watch_events(self.ec, PREFIX + "/seq/next/")
+        hist = counter_history(events, PREFIX)
+        owners = owner_leases(watch_events(self.ec, PREFIX + "/owner/"), PREFIX)
+        inc_of_lease = lease_owner_fn(owners, [(i.name, i.pid, i.wall_spawn) for i in self.incs])
+        spans = [(i.pos, i.name, i.t_spawn, i.t_end) for i in self.incs]
+        for name, (rc, rep, err) in sorted(seq_reports.items()):
+            ld = self.seq_loads[name]
+            if rep is None:
+                problems.append("seq %s: sfload printed no report (exit %s): %s"
+                                % (name, rc, err[-1000:]))
+                continue
+            v = rep["verify"]
+            if rc != 0 or (v["duplicates"], v["non_increasing"], v["malformed"]) != (0, 0, 0):
+                problems.append("seq %s: sfload exit %s, verify: %d numbers, %d duplicates, %d "
+                                "non-increasing, %d malformed; %s"
+                                % (name, rc, v["ids"], v["duplicates"], v["non_increasing"],
+                                   v["malformed"], "; ".join(v.get("examples", [])[:4])))
+            if name not in hist:
+                problems.append("seq %s: no counter in etcd's history" % name)
+                continue
+            recs = read_records(ld.out)
+            incs, freezes = {}, []
+            for i in self.incs:
+                ended = "crash" if i.exit == -signal.SIGKILL else "stop"
+                # a frozen daemon answers, on SIGCONT, the requests of every connection that
+                # timed out meanwhile (one per reconnect): numbers issued, never received
+                lost = sum(int(dur * 1000 / SEQ_TIMEOUT_MS) + 2 for _, _, dur in i.freeze_log)
+                incs[i.name] = SeqInc(i.name, ended=ended,
+                                      unknown_unrecovered=max(0, int(i.seq_unknown -
+                                                                     i.seq_recovered)),
+                                      inflight=lost * SEQ_COUNT)
+                end_ms = ld.ms(i.t_end) if i.t_end is not None else float("inf")
+                for t_cont, wall_cont, dur in i.freeze_log:
+                    if dur <= TTL_S + 0.5:
+                        continue  # its lease may have lived on: no silence to check
+                    back = resumed_after(i.d.output() if i.log_copy is None else
+                                         open(i.log_copy, errors="replace").read(), wall_cont)
+                    until = end_ms if back is None else (
+                        ld.ms(t_cont) + (back - wall_cont) * 1000 - 100)
+                    freezes.append(Freeze(i.name, ld.ms(t_cont), until, SEQ_COUNT))
+            faults = sum(rep.get("faults", {}).values())
+            r = check_namespace(name, recs, hist[name], holder_by_time(spans, ld.ms),
+                                inc_of_lease, incs, SEQ_BLOCK_MAX[name], freezes=freezes,
+                                slack_ms=100, inflight=(faults + self.a.daemons) * SEQ_COUNT)
+            problems += ["seq " + p for p in r.problems()]
+            with open(os.path.join(self.dir, "seq-%s.txt" % name), "w") as f:
+                f.write(r.summary() + "\n")
+            lines.append("seq %s: %d numbers from %d incarnations, %d claims + %d give-backs = "
+                         "%.1f etcd writes per 1,000 numbers, holes %d (bound %d), %d freezes "
+                         "checked" % (name, sum(r.issued.values()), len(r.issued),
+                                      len(r.hist.claims), len(r.hist.givebacks), r.round_trips(),
+                                      r.hole_total, sum(r.bounds.values()) + r.hole_slack,
+                                      len(freezes)))
+        lines.append("seq claims (sum over incarnations, last seen): ok %d, unknown %d, "
+                     "recovered %d; /seq refused late in quorum losses: %d answers"
+                     % (sum(i.seq_claims for i in self.incs), sum(i.seq_unknown for i in self.incs),
+                        sum(i.seq_recovered for i in self.incs), self.seq_refused))
+        return lines
 
     def summary(self, recs, v, hr, hist):
         late = sum(hr.late.values())
@@ -943,6 +1041,8 @@ class Chaos:
     def close(self, ok):
         if self.load:
             self.load.close()
+        for ld in self.seq_loads.values():
+            ld.close()
         if self.injected:
             self.injected.close()
         for inc in self.incs:
@@ -984,6 +1084,12 @@ def main():
                     help="etcd with auth enabled: a user limited to the prefix, JWT (default) or "
                          "simple tokens (issue 24)")
     ap.add_argument("--jwt-ttl", type=int, default=3, help="JWT ttl in s with --etcd-auth jwt")
+    ap.add_argument("--sequences", action="store_true",
+                    help="segment mode too: namespaces s200, s50 and sad (adaptive 50..800) on "
+                         "every daemon, one sfload each over every daemon, checked against etcd's "
+                         "claim history at the end (seqcheck.py)")
+    ap.add_argument("--seq-rate", type=int, default=60,
+                    help="with --sequences: /seqs requests/s per namespace in all")
     a = ap.parse_args()
     if a.daemons < SLOTS:
         ap.error("at least %d daemons" % SLOTS)

@@ -300,11 +300,12 @@ class EtcdCluster:
                                                context=self.tls.context())
         return http.client.HTTPConnection("127.0.0.1", self.client_ports[i], timeout=timeout)
 
-    def headers(self):
-        """Request headers of the admin: with the root token on an auth cluster."""
+    def headers(self, fresh=False):
+        """Request headers of the admin: with the root token on an auth cluster (fresh: a new
+        one, for a call that cannot be repeated on 401, e.g. a watch: a JWT lives seconds)."""
         h = {"Content-Type": "application/json"}
         if self.auth is not None and self.auth.enabled:
-            if self._token is None:
+            if self._token is None or fresh:
                 self._token = self.authenticate("root", self.auth.root_password)
             if self._token:
                 h["Authorization"] = self._token

@@ -122,6 +122,23 @@ class AgainstSnowflaked(unittest.TestCase):
             self.assertEqual(len(set(ids)), 10000)
             self.assertTrue(all(0 < i < (1 << 63) for i in ids))
 
+    def test_sequence_numbers_verified(self):
+        # /seq/{name} and /seqs/{name} (segment mode) are ID routes: unique, increasing per
+        # connection (a block large enough that a closed loop never empties both: no 503)
+        srv = Server("--set", 'sequences.namespaces=[{"name": "orders", "block": 100000}]')
+        try:
+            url = "http://127.0.0.1:%d" % srv.port
+            p, out = sfload_json(self, "-c", "4", "-n", "400", "-t", "5", "--verify-ids",
+                                 url + "/seqs/orders?count=10")
+            self.assert_clean(p, out)
+            self.assertEqual((out["verify"]["ids"], out["verify"]["duplicates"]), (4000, 0))
+            p, out = sfload_json(self, "-c", "2", "-n", "100", "-t", "5", "--verify-ids",
+                                 url + "/seq/orders")
+            self.assert_clean(p, out)
+            self.assertEqual(out["verify"]["ids"], 100)
+        finally:
+            srv.stop()
+
     def test_text_and_hex_ids_round_robin(self):
         # One connection: its round-robin over the four paths is exact.
         p, out = sfload_json(self, "-c", "1", "-n", "2000", "-t", "5", "--verify-ids",
@@ -209,7 +226,7 @@ class FakeIds(http.server.BaseHTTPRequestHandler):
     next_down = 10 ** 12
 
     def do_GET(self):
-        if self.path.startswith("/id?fake=dup"):
+        if self.path.startswith("/id?fake=dup") or self.path.startswith("/seq/dup"):
             body = b'{"id":"1"}'
         elif self.path.startswith("/id?fake=down"):
             with FakeIds.lock:
@@ -301,6 +318,14 @@ class AgainstFakes(unittest.TestCase):
         self.assertRegex(p.stderr, r"duplicate on thread 0 connection \d: 1 \(timestamp 0, "
                                    r"dc 0, worker 0, seq 1\)")
         self.assertIn("result       FAIL", p.stdout)
+
+    def test_sequence_duplicates_fail(self):
+        p = self.run_fake("/seq/dup")  # a sequence route is verified like /id
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("ID verification FAILED: 49 duplicates", p.stderr)
+        p = self.run_fake("/seq/dup/x")  # not a sequence route: nothing to verify
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("needs an ID route", p.stderr)
 
     def test_duplicates_across_threads_fail(self):
         p = sfload("--json", "-c", "2", "-T", "2", "-n", "2", "-t", "5", "--verify-ids",
