@@ -348,8 +348,9 @@ void api_seq(http_request *r, void *ctx)
         (batch && api_count_param(r, a->opt.max_batch, &count) != 0))
         return;
     api_seq_parked w = {.ns = ns, .count = count, .batch = batch, .text = text, .quote = quote};
-    /* HEAD spends nothing and starts no fetch: it answers what a GET would get now */
-    if (serve(r, &w, a->opt.seq_burst_wait_ms != 0 && !r->head_only) == SEQ_R_EMPTY)
+    /* HEAD spends nothing and answers what a GET would: one that finds no number in hand waits
+     * in the park as a GET would, and is answered 200 once the block in flight arrives */
+    if (serve(r, &w, a->opt.seq_burst_wait_ms != 0) == SEQ_R_EMPTY)
         park(r, a, &w);
 }
 
